@@ -1,0 +1,431 @@
+//===- TrainOps.td - ops of the `train` dialect ------------*- tablegen -*-===//
+#ifndef STRETTO_TRAIN_OPS
+#define STRETTO_TRAIN_OPS
+
+include "TrainDialect.td"
+include "TrainInterfaces.td"
+include "mlir/IR/SymbolInterfaces.td"
+include "mlir/IR/RegionKindInterface.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+
+def Train_FloatTensor : RankedTensorOf<[F32, BF16, F64]>;
+def Train_IdTensor : RankedTensorOf<[I32]>;
+def Train_AnyTensor : RankedTensorOf<[F32, BF16, F64, I32]>;
+def Train_Scalar : 0DTensorOf<[F32, BF16, F64]>;
+
+def Differentiable : DeclareOpInterfaceMethods<Train_DifferentiableOpInterface>;
+
+//===----------------------------------------------------------------------===//
+// Structure and state
+//===----------------------------------------------------------------------===//
+
+def Train_ModelOp : Train_Op<"model", [Symbol, SymbolTable, IsolatedFromAbove,
+    NoTerminator, SingleBlock, NoRegionArguments]> {
+  let summary = "a model, its persistent state and its training step";
+  let description = [{
+    Holds `train.param` and `train.state` declarations and one `train.step`.
+    The optional `trainer` dictionary describes the training recipe:
+
+    ```mlir
+    train.model @gpt attributes {trainer = {
+        optimizer = "adamw", lr = 3.0e-3, weight_decay = 0.1,
+        beta1 = 0.9, beta2 = 0.95, eps = 1.0e-8, grad_clip = 1.0,
+        schedule = "cosine", warmup_steps = 20, total_steps = 600, min_lr_ratio = 0.1,
+        micro_batches = 1, stages = 1, replicas = 1, sync = "sync"}} {
+      train.param @wte : tensor<256x128xf32> = normal(2.000000e-02)
+      train.step { ... }
+    }
+    ```
+    Unknown trainer keys and keys of the wrong type are verifier errors.
+  }];
+  let arguments = (ins SymbolNameAttr:$sym_name,
+                       OptionalAttr<DictionaryAttr>:$trainer);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = "$sym_name attr-dict-with-keyword $body";
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    /// The model's step, or null if it has none yet.
+    StepOp getStep();
+    /// A trainer option, or null.
+    ::mlir::Attribute getTrainerOption(::llvm::StringRef key);
+    double getTrainerFloat(::llvm::StringRef key, double fallback);
+    int64_t getTrainerInt(::llvm::StringRef key, int64_t fallback);
+    ::llvm::StringRef getTrainerString(::llvm::StringRef key, ::llvm::StringRef fallback);
+  }];
+}
+
+class Train_VarOp<string mnemonic, string what> : Train_Op<mnemonic,
+    [Symbol, HasParent<"ModelOp">]> {
+  let arguments = (ins SymbolNameAttr:$sym_name,
+                       TypeAttrOf<Train_FloatTensor>:$type,
+                       Train_InitKind:$init,
+                       DefaultValuedAttr<F64Attr, "0.0">:$scale);
+  let assemblyFormat = "$sym_name `:` $type `=` $init `(` $scale `)` attr-dict";
+  let hasVerifier = 1;
+  let extraClassDeclaration = [{
+    ::mlir::RankedTensorType getTensorType() {
+      return ::llvm::cast<::mlir::RankedTensorType>(getType());
+    }
+  }];
+}
+
+def Train_ParamOp : Train_VarOp<"param", "parameter"> {
+  let summary = "a trainable parameter with its initializer";
+  let description = [{
+    Declares a parameter by a stable name, its type and initializer:
+    `normal(s)` draws N(0, s²), `uniform(s)` U(-s, s), `zeros`/`ones` ignore s.
+    Optional discardable attributes: `role` ("embedding", "head", "matrix",
+    "bias", "norm") which the optimizer pass uses to assign parameter groups,
+    and `layer` (the block index, for partitioning).
+
+    ```mlir
+    train.param @h0.attn.qkv.w : tensor<128x384xf32> = normal(2.000000e-02) {role = "matrix"}
+    ```
+  }];
+}
+
+def Train_StateOp : Train_VarOp<"state", "state"> {
+  let summary = "persistent non-trainable state (optimizer moments, versions)";
+  let description = [{
+    Declares state that passes add: optimizer moments, weight versions,
+    error-feedback memory. `of` names the parameter it belongs to.
+
+    ```mlir
+    train.state @wte.adam_m : tensor<256x128xf32> = zeros(0.000000e+00) {of = @wte}
+    ```
+  }];
+}
+
+def Train_StepOp : Train_Op<"step", [HasParent<"ModelOp">, IsolatedFromAbove,
+    SingleBlockImplicitTerminator<"YieldOp">, NoRegionArguments]> {
+  let summary = "the body run once per training step";
+  let description = [{
+    Ops run in order. Before `train-autodiff` it computes the loss; afterwards
+    it also computes gradients (`train.grad`), and after `train-optimizer` it
+    updates parameters and state with `train.write`.
+  }];
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = "attr-dict-with-keyword $body";
+}
+
+def Train_YieldOp : Train_Op<"yield", [Terminator, HasParent<"StepOp">, Pure]> {
+  let summary = "ends the step: the loss first, then other scalar metrics";
+  let arguments = (ins Variadic<Train_Scalar>:$values);
+  let assemblyFormat = "$values attr-dict `:` type($values)";
+  let builders = [OpBuilder<(ins), [{ build($_builder, $_state, ::mlir::ValueRange()); }]>];
+  let hasVerifier = 1;
+}
+
+def Train_InputOp : Train_Op<"input", [HasParent<"StepOp">]> {
+  let summary = "a per-step input fed by the data loader";
+  let description = [{
+    `tokens`/`targets` for language models, `x`/`y` for classifiers.
+    ```mlir
+    %tok = train.input "tokens" : tensor<16x64xi32>
+    ```
+  }];
+  let arguments = (ins StrAttr:$name);
+  let results = (outs Train_AnyTensor:$result);
+  let assemblyFormat = "$name attr-dict `:` type($result)";
+}
+
+def Train_ReadOp : Train_Op<"read", [HasParent<"StepOp">, MemoryEffects<[MemRead]>,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "reads the current value of a parameter or state";
+  let arguments = (ins FlatSymbolRefAttr:$var);
+  let results = (outs Train_FloatTensor:$result);
+  let assemblyFormat = "$var attr-dict `:` type($result)";
+}
+
+def Train_WriteOp : Train_Op<"write", [HasParent<"StepOp">, MemoryEffects<[MemWrite]>,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "overwrites a parameter or state; later reads see the new value";
+  let arguments = (ins Train_FloatTensor:$value, FlatSymbolRefAttr:$var);
+  let assemblyFormat = "$value `to` $var attr-dict `:` type($value)";
+}
+
+def Train_GradOp : Train_Op<"grad", [HasParent<"StepOp">,
+    DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "the gradient of the loss with respect to a parameter";
+  let description = [{
+    Produced by `train-autodiff`, consumed by `train-optimizer`. The
+    reference executor reports these values, which is how gradients are tested.
+  }];
+  let arguments = (ins Train_FloatTensor:$value, FlatSymbolRefAttr:$var);
+  let assemblyFormat = "$value `for` $var attr-dict `:` type($value)";
+}
+
+def Train_ConstantOp : Train_Op<"constant", [ConstantLike, Pure]> {
+  let summary = "a constant tensor";
+  let description = [{
+    ```mlir
+    %c = train.constant dense<1.000000e+00> : tensor<f32>
+    ```
+  }];
+  let arguments = (ins ElementsAttr:$value);
+  let results = (outs Train_AnyTensor:$result);
+  let hasCustomAssemblyFormat = 1;
+  let hasFolder = 1;
+  let hasVerifier = 1;
+  let builders = [
+    OpBuilder<(ins "::mlir::Type":$type, "double":$splat)>,
+  ];
+}
+
+def Train_StepCountOp : Train_Op<"step_count", [HasParent<"StepOp">]> {
+  let summary = "the optimizer step t, counting from 1";
+  let results = (outs Train_Scalar:$result);
+  let assemblyFormat = "attr-dict `:` type($result)";
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise
+//===----------------------------------------------------------------------===//
+
+class Train_BinaryOp<string mnemonic, list<Trait> traits = []>
+    : Train_Op<mnemonic, !listconcat([Pure], traits)> {
+  let description = [{
+    Elementwise with NumPy broadcasting: operand dims align at the right and
+    each must equal the result dim or be 1. Printed with one type when both
+    operands and the result share it.
+  }];
+  let arguments = (ins Train_FloatTensor:$lhs, Train_FloatTensor:$rhs);
+  let results = (outs Train_FloatTensor:$result);
+  let hasCustomAssemblyFormat = 1;
+  let hasVerifier = 1;
+  let builders = [OpBuilder<(ins "::mlir::Value":$lhs, "::mlir::Value":$rhs), [{
+    build($_builder, $_state, broadcastResultType(lhs.getType(), rhs.getType()), lhs, rhs);
+  }]>];
+  let extraClassDefinition = [{
+    ::mlir::ParseResult $cppClass::parse(::mlir::OpAsmParser &p, ::mlir::OperationState &st) {
+      return parseBinaryOp(p, st);
+    }
+    void $cppClass::print(::mlir::OpAsmPrinter &p) { printBinaryOp(p, *this); }
+    ::mlir::LogicalResult $cppClass::verify() { return verifyBinaryOp(*this); }
+  }];
+}
+
+def Train_AddOp : Train_BinaryOp<"add", [Commutative, Differentiable]> {
+  let summary = "elementwise a + b";
+  let hasFolder = 1;
+}
+def Train_SubOp : Train_BinaryOp<"sub", [Differentiable]> { let summary = "elementwise a - b"; }
+def Train_MulOp : Train_BinaryOp<"mul", [Commutative, Differentiable]> {
+  let summary = "elementwise a * b";
+  let hasFolder = 1;
+}
+def Train_DivOp : Train_BinaryOp<"div", [Differentiable]> { let summary = "elementwise a / b"; }
+def Train_MaxOp : Train_BinaryOp<"max", [Commutative, Differentiable]> {
+  let summary = "elementwise max(a, b); the gradient goes to a on ties";
+}
+def Train_MinOp : Train_BinaryOp<"min", [Commutative, Differentiable]> {
+  let summary = "elementwise min(a, b); the gradient goes to a on ties";
+}
+def Train_PowOp : Train_BinaryOp<"pow", [Differentiable]> { let summary = "elementwise a ^ b"; }
+def Train_GtOp : Train_BinaryOp<"gt"> {
+  let summary = "1 where a > b, else 0 (not differentiable)";
+}
+
+class Train_UnaryOp<string mnemonic, list<Trait> traits = []>
+    : Train_Op<mnemonic, !listconcat([Pure, SameOperandsAndResultType], traits)> {
+  let arguments = (ins Train_FloatTensor:$input);
+  let results = (outs Train_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+}
+
+def Train_NegOp : Train_UnaryOp<"neg", [Differentiable]> { let summary = "-x"; }
+def Train_ExpOp : Train_UnaryOp<"exp", [Differentiable]> { let summary = "e^x"; }
+def Train_LogOp : Train_UnaryOp<"log", [Differentiable]> { let summary = "natural log"; }
+def Train_SqrtOp : Train_UnaryOp<"sqrt", [Differentiable]> { let summary = "square root"; }
+def Train_RsqrtOp : Train_UnaryOp<"rsqrt", [Differentiable]> { let summary = "1/sqrt(x)"; }
+def Train_TanhOp : Train_UnaryOp<"tanh", [Differentiable]> { let summary = "tanh"; }
+def Train_CosOp : Train_UnaryOp<"cos", [Differentiable]> { let summary = "cosine"; }
+def Train_GeluOp : Train_UnaryOp<"gelu", [Differentiable]> {
+  let summary = "GELU, tanh form: 0.5x(1+tanh(sqrt(2/pi)(x+0.044715x^3)))";
+}
+def Train_ReluOp : Train_UnaryOp<"relu", [Differentiable]> { let summary = "max(x, 0)"; }
+
+//===----------------------------------------------------------------------===//
+// Layout and reductions
+//===----------------------------------------------------------------------===//
+
+def Train_MatmulOp : Train_Op<"matmul", [Pure, Differentiable]> {
+  let summary = "(batched) matrix product";
+  let description = [{
+    `lhs [..., M, K] x rhs [K, N] -> [..., M, N]` (rhs shared by the batch) or
+    `lhs [..., M, K] x rhs [..., K, N]` with equal batch dims.
+  }];
+  let arguments = (ins Train_FloatTensor:$lhs, Train_FloatTensor:$rhs);
+  let results = (outs Train_FloatTensor:$result);
+  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($lhs) `,` type($rhs) `->` type($result)";
+  let hasVerifier = 1;
+  let builders = [OpBuilder<(ins "::mlir::Value":$lhs, "::mlir::Value":$rhs)>];
+}
+
+def Train_TransposeOp : Train_Op<"transpose", [Pure, Differentiable]> {
+  let summary = "permutes dims: result dim d is input dim perm[d]";
+  let arguments = (ins Train_FloatTensor:$input, DenseI64ArrayAttr:$perm);
+  let results = (outs Train_FloatTensor:$result);
+  let assemblyFormat = "$input $perm attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+  let builders = [OpBuilder<(ins "::mlir::Value":$input, "::llvm::ArrayRef<int64_t>":$perm)>];
+  let extraClassDeclaration = [{
+    /// Swap of the last two dims (the transpose GEMM backward needs).
+    static ::mlir::Value swapLastTwo(::mlir::OpBuilder &b, ::mlir::Location loc, ::mlir::Value v);
+  }];
+}
+
+def Train_ReshapeOp : Train_Op<"reshape", [Pure, Differentiable]> {
+  let summary = "row-major reshape to the result type (same element count)";
+  let arguments = (ins Train_AnyTensor:$input);
+  let results = (outs Train_AnyTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def Train_BroadcastOp : Train_Op<"broadcast", [Pure, Differentiable]> {
+  let summary = "broadcasts (NumPy rules) to the result type";
+  let arguments = (ins Train_FloatTensor:$input);
+  let results = (outs Train_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+  let hasFolder = 1;
+}
+
+def Train_ReduceSumOp : Train_Op<"reduce_sum", [Pure, Differentiable]> {
+  let summary = "sums over `dims` and removes them";
+  let arguments = (ins Train_FloatTensor:$input, DenseI64ArrayAttr:$dims);
+  let results = (outs Train_FloatTensor:$result);
+  let assemblyFormat = "$input $dims attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+  let builders = [OpBuilder<(ins "::mlir::Value":$input, "::llvm::ArrayRef<int64_t>":$dims)>];
+}
+
+def Train_SliceOp : Train_Op<"slice", [Pure, Differentiable]> {
+  let summary = "the result-sized window at `offset` along `axis`";
+  let arguments = (ins Train_FloatTensor:$input, I64Attr:$axis, I64Attr:$offset);
+  let results = (outs Train_FloatTensor:$result);
+  let assemblyFormat = "$input `axis` `=` $axis `offset` `=` $offset attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Train_PadOp : Train_Op<"pad", [Pure, Differentiable]> {
+  let summary = "zeros of the result type with the input placed at `offset` along `axis`";
+  let arguments = (ins Train_FloatTensor:$input, I64Attr:$axis, I64Attr:$offset);
+  let results = (outs Train_FloatTensor:$result);
+  let assemblyFormat = "$input `axis` `=` $axis `offset` `=` $offset attr-dict `:` type($input) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Model ops
+//===----------------------------------------------------------------------===//
+
+def Train_SoftmaxOp : Train_Op<"softmax", [Pure, SameOperandsAndResultType, Differentiable]> {
+  let summary = "softmax over the last dim, optionally causal";
+  let description = [{
+    With `causal`, the input is `[..., T, T]` and entry (i, j) with j > i gets
+    probability 0.
+  }];
+  let arguments = (ins Train_FloatTensor:$input, UnitAttr:$causal);
+  let results = (outs Train_FloatTensor:$result);
+  let assemblyFormat = "$input (`causal` $causal^)? attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+def Train_LayerNormOp : Train_Op<"layer_norm", [Pure, Differentiable,
+    AllTypesMatch<["input", "result"]>]> {
+  let summary = "LayerNorm over the last dim (biased variance)";
+  let arguments = (ins Train_FloatTensor:$input, Train_FloatTensor:$gamma,
+                       Train_FloatTensor:$beta, DefaultValuedAttr<F64Attr, "1.0e-5">:$eps);
+  let results = (outs Train_FloatTensor:$result);
+  let assemblyFormat = "$input `,` $gamma `,` $beta attr-dict `:` type($input) `,` type($gamma) `,` type($beta)";
+  let hasVerifier = 1;
+  let builders = [OpBuilder<(ins "::mlir::Value":$input, "::mlir::Value":$gamma, "::mlir::Value":$beta, "double":$eps), [{
+    build($_builder, $_state, input.getType(), input, gamma, beta, ::llvm::APFloat(eps));
+  }]>];
+}
+
+def Train_RmsNormOp : Train_Op<"rms_norm", [Pure, Differentiable,
+    AllTypesMatch<["input", "result"]>]> {
+  let summary = "RMSNorm over the last dim: x / sqrt(mean(x^2) + eps) * gamma";
+  let arguments = (ins Train_FloatTensor:$input, Train_FloatTensor:$gamma,
+                       DefaultValuedAttr<F64Attr, "1.0e-5">:$eps);
+  let results = (outs Train_FloatTensor:$result);
+  let assemblyFormat = "$input `,` $gamma attr-dict `:` type($input) `,` type($gamma)";
+  let hasVerifier = 1;
+  let builders = [OpBuilder<(ins "::mlir::Value":$input, "::mlir::Value":$gamma, "double":$eps), [{
+    build($_builder, $_state, input.getType(), input, gamma, ::llvm::APFloat(eps));
+  }]>];
+}
+
+def Train_AttentionOp : Train_Op<"attention", [Pure, Differentiable,
+    AllTypesMatch<["q", "k", "v", "result"]>]> {
+  let summary = "scaled dot-product attention over [B, H, T, D]";
+  let description = [{
+    `softmax(q kᵀ · scale [causal]) v`; q, k and v are `[B, H, T, D]`.
+  }];
+  let arguments = (ins Train_FloatTensor:$q, Train_FloatTensor:$k, Train_FloatTensor:$v,
+                       F64Attr:$scale, UnitAttr:$causal);
+  let results = (outs Train_FloatTensor:$result);
+  let assemblyFormat = "$q `,` $k `,` $v (`causal` $causal^)? attr-dict `:` type($q)";
+  let hasVerifier = 1;
+}
+
+def Train_EmbeddingOp : Train_Op<"embedding", [Pure, Differentiable]> {
+  let summary = "gathers rows of a [V, D] table by i32 ids";
+  let arguments = (ins Train_FloatTensor:$table, Train_IdTensor:$ids);
+  let results = (outs Train_FloatTensor:$result);
+  let assemblyFormat = "$table `[` $ids `]` attr-dict `:` type($table) `,` type($ids) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Train_ScatterRowsOp : Train_Op<"scatter_rows", [Pure]> {
+  let summary = "sums rows of g [..., D] into a [V, D] result by ids (embedding backward)";
+  let arguments = (ins Train_IdTensor:$ids, Train_FloatTensor:$updates);
+  let results = (outs Train_FloatTensor:$result);
+  let assemblyFormat = "$updates `into` `rows` `[` $ids `]` attr-dict `:` type($updates) `,` type($ids) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Train_OneHotOp : Train_Op<"one_hot", [Pure]> {
+  let summary = "i32 ids [...] to a float [..., C] one-hot tensor";
+  let arguments = (ins Train_IdTensor:$ids);
+  let results = (outs Train_FloatTensor:$result);
+  let assemblyFormat = "$ids attr-dict `:` type($ids) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Train_CrossEntropyOp : Train_Op<"cross_entropy", [Pure, Differentiable]> {
+  let summary = "mean negative log-likelihood of targets under softmax(logits)";
+  let arguments = (ins Train_FloatTensor:$logits, Train_IdTensor:$targets);
+  let results = (outs Train_Scalar:$result);
+  let assemblyFormat = "$logits `,` $targets attr-dict `:` type($logits) `,` type($targets) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Optimizer ops
+//===----------------------------------------------------------------------===//
+
+def Train_NewtonSchulzOp : Train_Op<"newton_schulz", [Pure, SameOperandsAndResultType]> {
+  let summary = "Muon's quintic Newton-Schulz orthogonalisation of a matrix";
+  let description = [{
+    X = G / (‖G‖_F + 1e-7), transposed when rows > cols; `steps` times:
+    A = X Xᵀ, B = b·A + c·A², X = a·X + B·X; transposed back. Muon uses
+    (a, b, c) = (3.4445, −4.7750, 2.0315) and 5 steps (Jordan et al., 2024).
+  }];
+  let arguments = (ins Train_FloatTensor:$input,
+                       DefaultValuedAttr<I64Attr, "5">:$steps,
+                       DefaultValuedAttr<F64Attr, "3.4445">:$a,
+                       DefaultValuedAttr<F64Attr, "-4.7750">:$b,
+                       DefaultValuedAttr<F64Attr, "2.0315">:$c);
+  let results = (outs Train_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+#endif // STRETTO_TRAIN_OPS

@@ -1,0 +1,117 @@
+//===- Graph.h - MLIR-free training-step graph -----------------*- C++ -*-===//
+//
+// The form in which a training step reaches code that must not link MLIR:
+// the reference executor (the numerical oracle) and, later, the runtime plan.
+// It is a flat SSA list: node i may only use nodes < i. Every node kind is
+// one `train` dialect op (same name, same semantics, see docs/TrainDialect.md)
+// and lib/Graph/FromMLIR.cpp is the only producer from IR.
+//
+//===----------------------------------------------------------------------===//
+#ifndef STRETTO_GRAPH_H
+#define STRETTO_GRAPH_H
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace stretto {
+
+enum class DType { F32, BF16, F64, I32 };
+
+using Shape = std::vector<int64_t>;
+
+int64_t numElements(const Shape &shape);
+std::string shapeToString(const Shape &shape);
+const char *dtypeName(DType t);
+
+// Node kinds. Semantics (all elementwise ops broadcast numpy-style: operand
+// dims align at the right, each operand dim equals the result dim or is 1):
+enum class OpKind {
+  // --- state and I/O -------------------------------------------------------
+  Input,      // name: per-step input fed by the caller (tokens, targets, x, y)
+  Read,       // name: current value of state `name`
+  Write,      // name, operands {v}: state `name` := v (takes effect at once)
+  Grad,       // name, operands {g}: gradient of parameter `name` (sink)
+  Constant,   // data: row-major values; data.size()==1 means splat
+  StepCount,  // scalar: optimizer step t, 1-based (1 on the first step)
+  Yield,      // operands {loss, ...}: the step's results, loss first
+  // --- elementwise binary --------------------------------------------------
+  Add, Sub, Mul, Div, Max, Min, Pow,
+  Gt,         // 1 where a > b else 0
+  // --- elementwise unary ---------------------------------------------------
+  Neg, Exp, Log, Sqrt, Rsqrt, Tanh, Cos,
+  Gelu,       // tanh form: 0.5x(1+tanh(sqrt(2/pi)(x+0.044715x^3)))
+  Relu,
+  // --- layout --------------------------------------------------------------
+  Matmul,     // lhs [..., M, K] x rhs [K, N] or [..., K, N] -> [..., M, N]
+  Transpose,  // ints: permutation; out[i_perm...] : out dim d = in dim perm[d]
+  Reshape,    // row-major reinterpretation to `shape`
+  Broadcast,  // operand broadcast to `shape`
+  ReduceSum,  // ints: dims summed and removed (sorted, unique)
+  Slice,      // ints {axis, offset}: out = in[..., offset:offset+shape[axis], ...]
+  Pad,        // ints {axis, offset}: zeros of `shape` with in placed at offset
+  // --- fused model ops -----------------------------------------------------
+  Softmax,    // last axis; flag=causal: over [..., T, T], j > i gets prob 0
+  LayerNorm,  // operands {x, gamma, beta}; floats {eps}; biased variance
+  RmsNorm,    // operands {x, gamma}; floats {eps}
+  Attention,  // operands {q, k, v} [B, H, T, D]; floats {scale}; flag=causal
+  Embedding,  // operands {table [V, D], ids [...]} -> [..., D]
+  ScatterRows,// operands {ids [...], g [..., D]} -> `shape` [V, D], rows summed
+  OneHot,     // operands {ids [...]} -> [..., C], C = shape.back()
+  CrossEntropy, // operands {logits [..., C], targets [...]} -> scalar mean NLL
+  // --- optimizer -----------------------------------------------------------
+  NewtonSchulz, // operands {G [m, n]}; ints {steps}; floats {a, b, c}
+};
+
+const char *opKindName(OpKind k);
+
+struct Node {
+  OpKind kind;
+  std::vector<int> operands;  // indices of earlier nodes
+  Shape shape;                // result shape (empty = scalar); unused for sinks
+  DType dtype = DType::F32;   // result element type
+  std::string name;           // Input / Read / Write / Grad
+  std::vector<int64_t> ints;  // see OpKind
+  std::vector<double> floats; // see OpKind
+  std::vector<double> data;   // Constant
+  bool flag = false;          // causal for Softmax / Attention
+  std::string loc;            // source location, for error messages
+};
+
+enum class InitKind { Zeros, Ones, Normal, Uniform };
+
+// A piece of persistent state: a parameter or an optimizer/pipeline state.
+struct StateDecl {
+  std::string name;
+  Shape shape;
+  DType dtype = DType::F32;
+  InitKind init = InitKind::Zeros;
+  double scale = 0.0;  // Normal: std; Uniform: U(-scale, scale)
+  bool isParam = false;
+};
+
+struct Graph {
+  std::vector<StateDecl> states;
+  std::vector<Node> nodes;
+
+  int add(Node n) {
+    nodes.push_back(std::move(n));
+    return static_cast<int>(nodes.size()) - 1;
+  }
+  const StateDecl *findState(const std::string &name) const;
+  // Throws std::runtime_error naming the node and its location when an
+  // operand index, arity or shape is inconsistent.
+  void validate() const;
+};
+
+// Deterministic initial value of element `index` of a state, the same on every
+// device: counter-based (splitmix64 of seed, name hash and index), Box-Muller
+// for Normal.
+double initialValue(const StateDecl &s, uint64_t seed, int64_t index);
+
+// Round a float to the nearest bfloat16 (ties to even) and back.
+float roundToBF16(float x);
+
+} // namespace stretto
+
+#endif // STRETTO_GRAPH_H

@@ -1,0 +1,67 @@
+//===- RefExecutor.h - the numerical oracle --------------------*- C++ -*-===//
+//
+// Executes a Graph op by op with plain loops, in f32 or f64. Simple and
+// obviously correct rather than fast: every compiled path is tested against
+// it. No MLIR here.
+//
+//===----------------------------------------------------------------------===//
+#ifndef STRETTO_REFEXECUTOR_H
+#define STRETTO_REFEXECUTOR_H
+
+#include "stretto/Graph.h"
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace stretto {
+
+enum class Precision { F32, F64 };
+
+// A host tensor. Values are kept in double for transport; the executor
+// computes in its Precision and rounds to f32 (and bf16 for bf16 nodes) when
+// Precision is F32.
+struct HostTensor {
+  Shape shape;
+  std::vector<double> data;
+};
+
+struct StepResult {
+  std::vector<double> outputs;                  // Yield operands (scalars)
+  std::map<std::string, HostTensor> grads;      // from Grad sinks
+};
+
+class RefExecutor {
+public:
+  RefExecutor(const Graph &graph, Precision precision);
+  ~RefExecutor();
+  RefExecutor(const RefExecutor &) = delete;
+  RefExecutor &operator=(const RefExecutor &) = delete;
+
+  // (Re)initialise every state from its StateDecl and `seed`; step count := 0.
+  void initialize(uint64_t seed);
+
+  // Runs the graph once with the given inputs (by Input name). Increments
+  // the step count first, so StepCount reads 1 on the first call. Throws
+  // std::runtime_error on a missing input, a wrong input shape, or an
+  // out-of-range id (message names the node and its loc).
+  StepResult step(const std::map<std::string, HostTensor> &inputs);
+
+  // Runs the graph without committing Writes or the step count (for
+  // evaluation and finite differences): same results as step() would give.
+  StepResult evaluate(const std::map<std::string, HostTensor> &inputs);
+
+  HostTensor getState(const std::string &name) const;
+  void setState(const std::string &name, const HostTensor &value);
+  int64_t stepCount() const;
+  void setStepCount(int64_t t);
+
+private:
+  struct Impl;
+  Impl *impl;
+};
+
+} // namespace stretto
+
+#endif // STRETTO_REFEXECUTOR_H

@@ -1,0 +1,241 @@
+//===- Optimizer.cpp - train-optimizer -----------------------------------===//
+//
+// Replaces every `train.grad` with the optimizer update of its parameter.
+// The order of the emitted IR is: learning-rate schedule, global-norm
+// clipping (needs every gradient), then one update per parameter. State is
+// declared as `train.state @<param>.<slot>` so that it is visible, saved in
+// checkpoints and versioned by later passes like any parameter.
+//
+//===----------------------------------------------------------------------===//
+#include "stretto/Transforms/Passes.h"
+
+#include "mlir/IR/Builders.h"
+
+#include <cmath>
+
+namespace stretto::train {
+#define GEN_PASS_DEF_TRAINOPTIMIZER
+#include "Train/TrainPasses.h.inc"
+} // namespace stretto::train
+
+using namespace mlir;
+using namespace stretto::train;
+
+namespace {
+
+enum class Method { SGD, AdamW, Muon };
+
+/// Hyper-parameters, read from the model's trainer dictionary. Defaults follow
+/// common GPT practice (nanoGPT, modded-nanogpt); docs/passes.md lists them.
+struct Recipe {
+  Method method = Method::AdamW;
+  double lr, muonLr, weightDecay, beta1, beta2, eps, momentum, muonMomentum;
+  double gradClip, minLrRatio;
+  int64_t warmup, total;
+  std::string schedule;
+  bool muonRmsScale;
+
+  explicit Recipe(ModelOp m) {
+    lr = m.getTrainerFloat("lr", 1e-3);
+    muonLr = m.getTrainerFloat("muon_lr", 0.02);
+    weightDecay = m.getTrainerFloat("weight_decay", 0.0);
+    beta1 = m.getTrainerFloat("beta1", 0.9);
+    beta2 = m.getTrainerFloat("beta2", 0.95);
+    eps = m.getTrainerFloat("eps", 1e-8);
+    momentum = m.getTrainerFloat("momentum", 0.9);
+    muonMomentum = m.getTrainerFloat("muon_momentum", 0.95);
+    gradClip = m.getTrainerFloat("grad_clip", 0.0);
+    minLrRatio = m.getTrainerFloat("min_lr_ratio", 0.1);
+    warmup = m.getTrainerInt("warmup_steps", 0);
+    total = m.getTrainerInt("total_steps", 1);
+    schedule = m.getTrainerString("schedule", "constant").str();
+    muonRmsScale = m.getTrainerString("muon_scale", "shape") == "rms";
+  }
+};
+
+/// Builder vocabulary for update formulas on tensors of one element type.
+struct Math {
+  OpBuilder &b;
+  Location loc;
+  Type elem;
+
+  Value c(double x) { return b.create<ConstantOp>(loc, RankedTensorType::get({}, elem), x); }
+  Value add(Value x, Value y) { return b.create<AddOp>(loc, x, y); }
+  Value sub(Value x, Value y) { return b.create<SubOp>(loc, x, y); }
+  Value mul(Value x, Value y) { return b.create<MulOp>(loc, x, y); }
+  Value div(Value x, Value y) { return b.create<DivOp>(loc, x, y); }
+  Value min(Value x, Value y) { return b.create<MinOp>(loc, x, y); }
+  Value max(Value x, Value y) { return b.create<MaxOp>(loc, x, y); }
+  Value sqrt(Value x) { return b.create<SqrtOp>(loc, x); }
+  Value sumAll(Value x) {
+    int64_t rank = cast<RankedTensorType>(x.getType()).getRank();
+    if (rank == 0)
+      return x;
+    return b.create<ReduceSumOp>(loc, x, llvm::to_vector(llvm::seq<int64_t>(0, rank)));
+  }
+  /// beta * s + (1 - beta) * g: exponential moving average.
+  Value ema(Value s, Value g, double beta) {
+    return add(mul(c(beta), s), mul(c(1.0 - beta), g));
+  }
+};
+
+struct OptimizerPass : public stretto::train::impl::TrainOptimizerBase<OptimizerPass> {
+  using TrainOptimizerBase::TrainOptimizerBase;
+  void runOnOperation() override;
+
+  ModelOp model;
+  OpBuilder *declBuilder = nullptr; // inserts train.state before train.step
+
+  /// Declares `@<param>.<slot>` (zeros) and returns its current value.
+  std::pair<FlatSymbolRefAttr, Value> slot(OpBuilder &b, ParamOp param, StringRef name) {
+    std::string sym = (param.getSymName() + "." + name).str();
+    auto state = declBuilder->create<StateOp>(param.getLoc(), sym, param.getType(),
+                                              InitKind::zeros, APFloat(0.0));
+    state->setAttr("of", FlatSymbolRefAttr::get(param.getSymNameAttr()));
+    auto ref = FlatSymbolRefAttr::get(state.getSymNameAttr());
+    return {ref, b.create<ReadOp>(param.getLoc(), param.getTensorType(), ref)};
+  }
+
+  static bool usesMuon(ParamOp p) {
+    if (p.getTensorType().getRank() != 2)
+      return false;
+    auto role = p->getAttrOfType<StringAttr>("role");
+    return !role || role.getValue() == "matrix";
+  }
+};
+
+} // namespace
+
+void OptimizerPass::runOnOperation() {
+  model = getOperation();
+  StepOp step = model.getStep();
+  if (!step)
+    return;
+  SmallVector<GradOp> grads = llvm::to_vector(step.getBody().getOps<GradOp>());
+  if (grads.empty()) {
+    model.emitError() << "has no 'train.grad' ops; run train-autodiff first";
+    return signalPassFailure();
+  }
+
+  Recipe r(model);
+  StringRef method = optimizer.empty() ? model.getTrainerString("optimizer", "adamw")
+                                       : StringRef(optimizer);
+  if (method == "sgd")
+    r.method = Method::SGD;
+  else if (method == "adamw")
+    r.method = Method::AdamW;
+  else if (method == "muon")
+    r.method = Method::Muon;
+  else {
+    model.emitError() << "unknown optimizer '" << method << "'; expected sgd, adamw or muon";
+    return signalPassFailure();
+  }
+  if (!muonScale.empty()) {
+    if (muonScale != "shape" && muonScale != "rms") {
+      model.emitError() << "unknown muon-scale '" << muonScale << "'; expected shape or rms";
+      return signalPassFailure();
+    }
+    r.muonRmsScale = muonScale == "rms";
+  }
+  if (r.schedule != "constant" && r.total <= r.warmup) {
+    model.emitError() << "schedule '" << r.schedule << "' needs total_steps (" << r.total
+                      << ") > warmup_steps (" << r.warmup << ")";
+    return signalPassFailure();
+  }
+
+  OpBuilder decl(step);
+  declBuilder = &decl;
+  Operation *yield = step.getBody().front().getTerminator();
+  OpBuilder b(yield);
+  Location loc = step.getLoc();
+  Type elem = cast<RankedTensorType>(grads.front().getValue().getType()).getElementType();
+  Math m{b, loc, elem};
+
+  // Learning-rate multiplier: linear warm-up, then constant/cosine/linear decay.
+  Value t = b.create<StepCountOp>(loc, RankedTensorType::get({}, elem));
+  Value mult = m.c(1.0);
+  if (r.warmup > 0)
+    mult = m.min(m.c(1.0), m.div(t, m.c(static_cast<double>(r.warmup))));
+  if (r.schedule != "constant") {
+    Value progress = m.div(m.sub(t, m.c(static_cast<double>(r.warmup))),
+                           m.c(static_cast<double>(r.total - r.warmup)));
+    progress = m.min(m.c(1.0), m.max(m.c(0.0), progress));
+    Value shape; // in [0, 1], 1 at the start of decay
+    if (r.schedule == "cosine")
+      shape = m.mul(m.c(0.5), m.add(m.c(1.0), b.create<CosOp>(loc, m.mul(m.c(M_PI), progress))));
+    else
+      shape = m.sub(m.c(1.0), progress);
+    mult = m.mul(mult, m.add(m.c(r.minLrRatio), m.mul(m.c(1.0 - r.minLrRatio), shape)));
+  }
+
+  // Global-norm clipping: g *= min(1, clip / (‖g‖ + 1e-6)).
+  Value clipScale;
+  if (r.gradClip > 0) {
+    Value sq = m.c(0.0);
+    for (GradOp g : grads)
+      sq = m.add(sq, m.sumAll(m.mul(g.getValue(), g.getValue())));
+    clipScale = m.min(m.c(1.0), m.div(m.c(r.gradClip), m.add(m.sqrt(sq), m.c(1e-6))));
+  }
+
+  Value adamLr = m.mul(m.c(r.lr), mult);
+  Value muonLr = m.mul(m.c(r.muonLr), mult);
+  Value bc1, bc2; // Adam bias corrections 1 - beta^t, shared by all params
+  auto adamCorrections = [&] {
+    if (!bc1) {
+      bc1 = m.sub(m.c(1.0), b.create<PowOp>(loc, m.c(r.beta1), t));
+      bc2 = m.sub(m.c(1.0), b.create<PowOp>(loc, m.c(r.beta2), t));
+    }
+  };
+
+  for (GradOp gradOp : grads) {
+    auto param = cast<ParamOp>(SymbolTable::lookupSymbolIn(model, gradOp.getVarAttr()));
+    Location ploc = gradOp.getLoc();
+    Math pm{b, ploc, elem};
+    Value g = gradOp.getValue();
+    if (clipScale)
+      g = pm.mul(g, clipScale);
+    auto pref = gradOp.getVarAttr();
+    Value p = b.create<ReadOp>(ploc, param.getTensorType(), pref);
+    bool decay = param.getTensorType().getRank() >= 2 && r.weightDecay > 0;
+    Value lr, direction;
+
+    if (r.method == Method::Muon && usesMuon(param)) {
+      // M ← βM + (1−β)g; U = (1−β)g + βM (Nesterov); O = NS5(U).
+      auto [mref, mom] = slot(b, param, "muon_m");
+      Value mNew = pm.ema(mom, g, r.muonMomentum);
+      b.create<WriteOp>(ploc, mNew, mref);
+      Value u = pm.ema(mNew, g, r.muonMomentum);
+      Value o = b.create<NewtonSchulzOp>(ploc, u.getType(), u, 5, APFloat(3.4445),
+                                         APFloat(-4.7750), APFloat(2.0315));
+      auto s = param.getTensorType().getShape();
+      double rows = s[0], cols = s[1];
+      double scale = r.muonRmsScale ? 0.2 * std::sqrt(std::max(rows, cols))
+                                    : std::sqrt(std::max(1.0, rows / cols));
+      direction = pm.mul(o, pm.c(scale));
+      lr = muonLr;
+    } else if (r.method == Method::SGD) {
+      // b ← μb + g; step along b.
+      auto [bref, buf] = slot(b, param, "momentum");
+      Value bNew = pm.add(pm.mul(pm.c(r.momentum), buf), g);
+      b.create<WriteOp>(ploc, bNew, bref);
+      direction = bNew;
+      lr = adamLr;
+    } else {
+      // AdamW (also the fallback group of Muon).
+      adamCorrections();
+      auto [mref, mom] = slot(b, param, "adam_m");
+      auto [vref, var] = slot(b, param, "adam_v");
+      Value mNew = pm.ema(mom, g, r.beta1);
+      Value vNew = pm.ema(var, pm.mul(g, g), r.beta2);
+      b.create<WriteOp>(ploc, mNew, mref);
+      b.create<WriteOp>(ploc, vNew, vref);
+      direction = pm.div(pm.div(mNew, bc1), pm.add(pm.sqrt(pm.div(vNew, bc2)), pm.c(r.eps)));
+      lr = adamLr;
+    }
+    // Decoupled weight decay: p ← p − lr·(direction + wd·p).
+    if (decay)
+      direction = pm.add(direction, pm.mul(pm.c(r.weightDecay), p));
+    b.create<WriteOp>(ploc, pm.sub(p, pm.mul(lr, direction)), pref);
+    gradOp.erase();
+  }
+}

@@ -1,0 +1,674 @@
+//===- RefExecutor.cpp - the numerical oracle -----------------------------===//
+//
+// Runs a Graph node by node with plain loops. Kernels are templated on the
+// compute type T (float or double) so the same code is the f32 and the f64
+// oracle. Clarity over speed; the only concessions are OpenMP over the rows
+// of matmul/attention (a GPT step is otherwise unbearably slow) and freeing
+// each intermediate after its last use.
+//
+//===----------------------------------------------------------------------===//
+
+#include "stretto/RefExecutor.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <sstream>
+#include <stdexcept>
+#include <type_traits>
+
+namespace stretto {
+
+namespace {
+
+template <typename T> using Buf = std::vector<T>;
+
+//===----------------------------------------------------------------------===//
+// Index helpers
+//===----------------------------------------------------------------------===//
+
+// Row-major strides of `shape`.
+std::vector<int64_t> stridesOf(const Shape &shape) {
+  std::vector<int64_t> st(shape.size(), 1);
+  for (int d = static_cast<int>(shape.size()) - 2; d >= 0; --d)
+    st[d] = st[d + 1] * shape[d + 1];
+  return st;
+}
+
+// out[i] = in[sum_d idx_d * inStride[d]] over the out index space. Covers
+// broadcasting (stride 0) and transposition (permuted strides).
+template <typename T>
+Buf<T> gather(const Buf<T> &in, const Shape &out,
+              const std::vector<int64_t> &inStride) {
+  int64_t n = numElements(out);
+  Buf<T> res(n);
+  int r = static_cast<int>(out.size());
+  std::vector<int64_t> idx(r, 0);
+  int64_t off = 0;
+  for (int64_t e = 0; e < n; ++e) {
+    res[e] = in[off];
+    for (int d = r - 1; d >= 0; --d) {
+      if (++idx[d] < out[d]) {
+        off += inStride[d];
+        break;
+      }
+      off -= inStride[d] * (out[d] - 1);
+      idx[d] = 0;
+    }
+  }
+  return res;
+}
+
+// Strides of `in` seen from the index space of `out` (numpy broadcasting).
+std::vector<int64_t> broadcastStrides(const Shape &in, const Shape &out) {
+  std::vector<int64_t> st(out.size(), 0);
+  std::vector<int64_t> inSt = stridesOf(in);
+  size_t off = out.size() - in.size();
+  for (size_t d = 0; d < in.size(); ++d)
+    st[off + d] = in[d] == 1 ? 0 : inSt[d];
+  return st;
+}
+
+template <typename T>
+Buf<T> expand(const Buf<T> &in, const Shape &inShape, const Shape &out) {
+  if (inShape == out)
+    return in;
+  return gather(in, out, broadcastStrides(inShape, out));
+}
+
+// A row-major matmul of one [M, K] x [K, N] block into a zeroed `c`.
+// i-k-j order keeps the inner loop contiguous so it vectorises.
+template <typename T>
+void matmulRows(const T *a, const T *b, T *c, int64_t m, int64_t k,
+                int64_t n) {
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t p = 0; p < k; ++p) {
+      T aip = a[i * k + p];
+      const T *brow = b + p * n;
+      T *crow = c + i * n;
+      for (int64_t j = 0; j < n; ++j)
+        crow[j] += aip * brow[j];
+    }
+}
+
+// [batch, M, K] x [K, N] (rhsBatched = false) or [batch, K, N] -> [batch, M, N]
+template <typename T>
+Buf<T> matmul(const Buf<T> &a, const Buf<T> &b, int64_t batch, int64_t m,
+              int64_t k, int64_t n, bool rhsBatched) {
+  Buf<T> c(batch * m * n, T(0));
+  int64_t rows = batch * m;
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t bi = r / m;
+    const T *bmat = b.data() + (rhsBatched ? bi * k * n : 0);
+    matmulRows(a.data() + r * k, bmat, c.data() + r * n, 1, k, n);
+  }
+  return c;
+}
+
+template <typename T> Buf<T> transpose2D(const Buf<T> &x, int64_t r, int64_t c) {
+  Buf<T> t(x.size());
+  for (int64_t i = 0; i < r; ++i)
+    for (int64_t j = 0; j < c; ++j)
+      t[j * r + i] = x[i * c + j];
+  return t;
+}
+
+//===----------------------------------------------------------------------===//
+// Elementwise functions
+//===----------------------------------------------------------------------===//
+
+template <typename T> T binaryOp(OpKind k, T a, T b) {
+  switch (k) {
+  case OpKind::Add: return a + b;
+  case OpKind::Sub: return a - b;
+  case OpKind::Mul: return a * b;
+  case OpKind::Div: return a / b;
+  case OpKind::Max: return std::max(a, b);
+  case OpKind::Min: return std::min(a, b);
+  case OpKind::Pow: return std::pow(a, b);
+  case OpKind::Gt: return a > b ? T(1) : T(0);
+  default: break;
+  }
+  throw std::logic_error("not a binary op");
+}
+
+template <typename T> T unaryOp(OpKind k, T x) {
+  switch (k) {
+  case OpKind::Neg: return -x;
+  case OpKind::Exp: return std::exp(x);
+  case OpKind::Log: return std::log(x);
+  case OpKind::Sqrt: return std::sqrt(x);
+  case OpKind::Rsqrt: return T(1) / std::sqrt(x);
+  case OpKind::Tanh: return std::tanh(x);
+  case OpKind::Cos: return std::cos(x);
+  case OpKind::Gelu: {
+    const T c = T(0.79788456080286535587989211986876); // sqrt(2/pi)
+    return T(0.5) * x * (T(1) + std::tanh(c * (x + T(0.044715) * x * x * x)));
+  }
+  case OpKind::Relu: return x > T(0) ? x : T(0);
+  default: break;
+  }
+  throw std::logic_error("not a unary op");
+}
+
+bool isBinary(OpKind k) { return k >= OpKind::Add && k <= OpKind::Gt; }
+bool isUnary(OpKind k) { return k >= OpKind::Neg && k <= OpKind::Relu; }
+
+//===----------------------------------------------------------------------===//
+// Fused kernels
+//===----------------------------------------------------------------------===//
+
+// Softmax over rows of length L; when causal, the row's position in its
+// [T, T] block is (row % T) and entries past it are 0.
+template <typename T>
+Buf<T> softmax(const Buf<T> &x, int64_t len, bool causal) {
+  Buf<T> y(x.size(), T(0));
+  int64_t rows = len ? static_cast<int64_t>(x.size()) / len : 0;
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    const T *xr = x.data() + r * len;
+    T *yr = y.data() + r * len;
+    int64_t end = causal ? (r % len) + 1 : len;
+    T mx = xr[0];
+    for (int64_t j = 1; j < end; ++j)
+      mx = std::max(mx, xr[j]);
+    T sum = 0;
+    for (int64_t j = 0; j < end; ++j)
+      sum += (yr[j] = std::exp(xr[j] - mx));
+    for (int64_t j = 0; j < end; ++j)
+      yr[j] /= sum;
+  }
+  return y;
+}
+
+// LayerNorm (beta != nullptr) or RmsNorm (beta == nullptr) over rows of d.
+template <typename T>
+Buf<T> normRows(const Buf<T> &x, const Buf<T> &gamma, const Buf<T> *beta,
+                int64_t d, T eps) {
+  Buf<T> y(x.size());
+  int64_t rows = d ? static_cast<int64_t>(x.size()) / d : 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    const T *xr = x.data() + r * d;
+    T *yr = y.data() + r * d;
+    T mean = 0;
+    if (beta) {
+      for (int64_t j = 0; j < d; ++j)
+        mean += xr[j];
+      mean /= T(d);
+    }
+    T ms = 0; // biased variance (LayerNorm) or mean square (RmsNorm)
+    for (int64_t j = 0; j < d; ++j)
+      ms += (xr[j] - mean) * (xr[j] - mean);
+    ms /= T(d);
+    T inv = T(1) / std::sqrt(ms + eps);
+    for (int64_t j = 0; j < d; ++j)
+      yr[j] = (xr[j] - mean) * inv * gamma[j] + (beta ? (*beta)[j] : T(0));
+  }
+  return y;
+}
+
+// q [B.., Tq, D], k [B.., Tk, D], v [B.., Tk, Dv] -> [B.., Tq, Dv].
+template <typename T>
+Buf<T> attention(const Buf<T> &q, const Buf<T> &k, const Buf<T> &v,
+                 int64_t batch, int64_t tq, int64_t tk, int64_t d, int64_t dv,
+                 T scale, bool causal) {
+  Buf<T> out(batch * tq * dv, T(0));
+  int64_t rows = batch * tq;
+#pragma omp parallel for schedule(static)
+  for (int64_t r = 0; r < rows; ++r) {
+    int64_t b = r / tq, i = r % tq;
+    const T *qi = q.data() + r * d;
+    const T *kb = k.data() + b * tk * d;
+    const T *vb = v.data() + b * tk * dv;
+    int64_t end = causal ? i + 1 : tk;
+    Buf<T> s(end);
+    T mx = -std::numeric_limits<T>::infinity();
+    for (int64_t j = 0; j < end; ++j) {
+      T dot = 0;
+      for (int64_t p = 0; p < d; ++p)
+        dot += qi[p] * kb[j * d + p];
+      s[j] = dot * scale;
+      mx = std::max(mx, s[j]);
+    }
+    T sum = 0;
+    for (int64_t j = 0; j < end; ++j)
+      sum += (s[j] = std::exp(s[j] - mx));
+    T *o = out.data() + r * dv;
+    for (int64_t j = 0; j < end; ++j) {
+      T p = s[j] / sum;
+      for (int64_t c = 0; c < dv; ++c)
+        o[c] += p * vb[j * dv + c];
+    }
+  }
+  return out;
+}
+
+// Newton-Schulz orthogonalisation of g [m, n].
+template <typename T>
+Buf<T> newtonSchulz(const Buf<T> &g, int64_t m, int64_t n, int64_t steps,
+                    T a, T b, T c) {
+  T norm = 0;
+  for (T v : g)
+    norm += v * v;
+  norm = std::sqrt(norm) + T(1e-7);
+  Buf<T> x(g.size());
+  for (size_t i = 0; i < g.size(); ++i)
+    x[i] = g[i] / norm;
+  // Work on the wide orientation so X X^T is the small Gram matrix.
+  bool tr = m > n;
+  if (tr) {
+    x = transpose2D(x, m, n);
+    std::swap(m, n);
+  }
+  for (int64_t s = 0; s < steps; ++s) {
+    Buf<T> xt = transpose2D(x, m, n);
+    Buf<T> A = matmul(x, xt, 1, m, n, m, false);  // [m, m]
+    Buf<T> AA = matmul(A, A, 1, m, m, m, false);
+    Buf<T> B(A.size());
+    for (size_t i = 0; i < A.size(); ++i)
+      B[i] = b * A[i] + c * AA[i];
+    Buf<T> BX = matmul(B, x, 1, m, m, n, false);  // [m, n]
+    for (size_t i = 0; i < x.size(); ++i)
+      x[i] = a * x[i] + BX[i];
+  }
+  if (tr)
+    x = transpose2D(x, m, n);
+  return x;
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// Executor
+//===----------------------------------------------------------------------===//
+
+struct RefExecutor::Impl {
+  Graph graph;
+  Precision precision;
+  // State in double: f32 (and bf16) values are exact in double, so one
+  // store serves both precisions without loss.
+  std::map<std::string, HostTensor> state;
+  int64_t counter = 0;
+  // lastUse[i]: the last node reading node i's value (i itself if none).
+  std::vector<size_t> lastUse;
+
+  Impl(const Graph &g, Precision p) : graph(g), precision(p) {
+    graph.validate();
+    lastUse.resize(graph.nodes.size());
+    for (size_t i = 0; i < graph.nodes.size(); ++i) {
+      lastUse[i] = i;
+      for (int o : graph.nodes[i].operands)
+        lastUse[o] = std::max(lastUse[o], i);
+    }
+    initialize(0);
+  }
+
+  [[noreturn]] void fail(size_t i, const std::string &msg) const {
+    const Node &n = graph.nodes[i];
+    std::ostringstream os;
+    os << opKindName(n.kind) << " (node " << i << ") at "
+       << (n.loc.empty() ? std::string("<unknown>") : n.loc) << ": " << msg;
+    throw std::runtime_error(os.str());
+  }
+
+  // What a value of dtype `t` holds once stored in this precision.
+  double storable(double v, DType t) const {
+    if (precision == Precision::F64)
+      return v;
+    float f = static_cast<float>(v);
+    return t == DType::BF16 ? roundToBF16(f) : f;
+  }
+
+  void initialize(uint64_t seed) {
+    state.clear();
+    for (const StateDecl &s : graph.states) {
+      HostTensor &t = state[s.name];
+      t.shape = s.shape;
+      t.data.resize(numElements(s.shape));
+      for (int64_t i = 0; i < static_cast<int64_t>(t.data.size()); ++i)
+        t.data[i] = storable(initialValue(s, seed, i), s.dtype);
+    }
+    counter = 0;
+  }
+
+  void checkInputs(const std::map<std::string, HostTensor> &inputs) const {
+    for (const Node &n : graph.nodes) {
+      if (n.kind != OpKind::Input)
+        continue;
+      auto it = inputs.find(n.name);
+      if (it == inputs.end())
+        throw std::runtime_error("missing input '" + n.name +
+                                 "' (expected shape " +
+                                 shapeToString(n.shape) + ")");
+      const HostTensor &h = it->second;
+      if (h.shape != n.shape)
+        throw std::runtime_error("input '" + n.name + "': expected shape " +
+                                 shapeToString(n.shape) + ", got " +
+                                 shapeToString(h.shape));
+      if (static_cast<int64_t>(h.data.size()) != numElements(n.shape))
+        throw std::runtime_error(
+            "input '" + n.name + "': shape " + shapeToString(h.shape) +
+            " needs " + std::to_string(numElements(n.shape)) +
+            " values, got " + std::to_string(h.data.size()));
+    }
+  }
+
+  // Converts a row id held in T to an index, or throws naming the node.
+  template <typename T>
+  int64_t rowId(size_t node, T v, int64_t limit, const char *what) const {
+    double d = static_cast<double>(v);
+    if (!(d >= 0 && d < static_cast<double>(limit)) || d != std::floor(d)) {
+      std::ostringstream os;
+      os << what << " ";
+      if (d == std::floor(d) && std::fabs(d) < 1e15)
+        os << static_cast<int64_t>(d); // print 1000000, not 1e+06
+      else
+        os << d;
+      os << " out of range [0, " << limit << ")";
+      fail(node, os.str());
+    }
+    return static_cast<int64_t>(d);
+  }
+
+  template <typename T>
+  StepResult run(const std::map<std::string, HostTensor> &inputs, int64_t t,
+                 std::map<std::string, HostTensor> &writes);
+
+  StepResult dispatch(const std::map<std::string, HostTensor> &inputs,
+                      int64_t t, std::map<std::string, HostTensor> &writes) {
+    if (precision == Precision::F32)
+      return run<float>(inputs, t, writes);
+    return run<double>(inputs, t, writes);
+  }
+};
+
+template <typename T>
+StepResult
+RefExecutor::Impl::run(const std::map<std::string, HostTensor> &inputs,
+                       int64_t t, std::map<std::string, HostTensor> &writes) {
+  checkInputs(inputs);
+  const std::vector<Node> &nodes = graph.nodes;
+  std::vector<Buf<T>> vals(nodes.size());
+  StepResult result;
+
+  auto fromHost = [&](const std::vector<double> &src, DType dt) {
+    Buf<T> b(src.size());
+    for (size_t i = 0; i < src.size(); ++i)
+      b[i] = static_cast<T>(storable(src[i], dt));
+    return b;
+  };
+  auto toHost = [](const Buf<T> &b, const Shape &shape) {
+    return HostTensor{shape, std::vector<double>(b.begin(), b.end())};
+  };
+
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const Node &n = nodes[i];
+    auto in = [&](int k) -> const Buf<T> & { return vals[n.operands[k]]; };
+    auto inShape = [&](int k) -> const Shape & {
+      return nodes[n.operands[k]].shape;
+    };
+    Buf<T> out;
+
+    if (isBinary(n.kind)) {
+      Buf<T> a = expand(in(0), inShape(0), n.shape);
+      Buf<T> b = expand(in(1), inShape(1), n.shape);
+      out.resize(a.size());
+      for (size_t e = 0; e < a.size(); ++e)
+        out[e] = binaryOp(n.kind, a[e], b[e]);
+    } else if (isUnary(n.kind)) {
+      out = expand(in(0), inShape(0), n.shape);
+      for (T &v : out)
+        v = unaryOp(n.kind, v);
+    } else {
+      switch (n.kind) {
+      case OpKind::Input:
+        out = fromHost(inputs.at(n.name).data, n.dtype);
+        break;
+      case OpKind::Read: {
+        auto w = writes.find(n.name);
+        const HostTensor &h = w != writes.end() ? w->second : state.at(n.name);
+        out = fromHost(h.data, n.dtype);
+        break;
+      }
+      case OpKind::Write: {
+        DType dt = graph.findState(n.name)->dtype;
+        HostTensor h = toHost(in(0), inShape(0));
+        for (double &v : h.data)
+          v = storable(v, dt);
+        writes[n.name] = std::move(h);
+        break;
+      }
+      case OpKind::Grad:
+        result.grads[n.name] = toHost(in(0), inShape(0));
+        break;
+      case OpKind::Yield:
+        for (size_t k = 0; k < n.operands.size(); ++k)
+          result.outputs.push_back(static_cast<double>(in(k)[0]));
+        break;
+      case OpKind::Constant: {
+        int64_t cnt = numElements(n.shape);
+        out = n.data.size() == 1
+                  ? fromHost(std::vector<double>(cnt, n.data[0]), n.dtype)
+                  : fromHost(n.data, n.dtype);
+        break;
+      }
+      case OpKind::StepCount:
+        out.assign(1, static_cast<T>(t));
+        break;
+      case OpKind::Matmul: {
+        const Shape &as = inShape(0), &bs = inShape(1);
+        int64_t m = as[as.size() - 2], k = as.back(), nn = bs.back();
+        int64_t batch = numElements(Shape(as.begin(), as.end() - 2));
+        out = matmul(in(0), in(1), batch, m, k, nn, bs.size() > 2);
+        break;
+      }
+      case OpKind::Transpose: {
+        std::vector<int64_t> inSt = stridesOf(inShape(0)), st(n.ints.size());
+        for (size_t d = 0; d < n.ints.size(); ++d)
+          st[d] = inSt[n.ints[d]];
+        out = gather(in(0), n.shape, st);
+        break;
+      }
+      case OpKind::Reshape:
+        // Reuse the operand's buffer when nothing else reads it later.
+        if (lastUse[n.operands[0]] == i)
+          out = std::move(vals[n.operands[0]]);
+        else
+          out = in(0);
+        break;
+      case OpKind::Broadcast:
+        out = expand(in(0), inShape(0), n.shape);
+        break;
+      case OpKind::ReduceSum: {
+        const Shape &s = inShape(0);
+        // Output stride of each input dim, 0 for the summed ones.
+        std::vector<int64_t> outSt(s.size(), 0), ost = stridesOf(n.shape);
+        for (size_t d = 0, od = 0, r = 0; d < s.size(); ++d) {
+          if (r < n.ints.size() && n.ints[r] == static_cast<int64_t>(d))
+            ++r;
+          else
+            outSt[d] = ost[od++];
+        }
+        out.assign(numElements(n.shape), T(0));
+        const Buf<T> &x = in(0);
+        std::vector<int64_t> idx(s.size(), 0);
+        int64_t off = 0;
+        for (size_t e = 0; e < x.size(); ++e) {
+          out[off] += x[e];
+          for (int d = static_cast<int>(s.size()) - 1; d >= 0; --d) {
+            if (++idx[d] < s[d]) {
+              off += outSt[d];
+              break;
+            }
+            off -= outSt[d] * (s[d] - 1);
+            idx[d] = 0;
+          }
+        }
+        break;
+      }
+      case OpKind::Slice:
+      case OpKind::Pad: {
+        bool isSlice = n.kind == OpKind::Slice;
+        const Shape &big = isSlice ? inShape(0) : n.shape;
+        const Shape &small = isSlice ? n.shape : inShape(0);
+        int64_t axis = n.ints[0], offset = n.ints[1];
+        int64_t outer = numElements(Shape(big.begin(), big.begin() + axis));
+        int64_t inner = numElements(Shape(big.begin() + axis + 1, big.end()));
+        int64_t bigA = big[axis], smallA = small[axis];
+        const Buf<T> &x = in(0);
+        out.assign(numElements(n.shape), T(0));
+        for (int64_t o = 0; o < outer; ++o)
+          for (int64_t j = 0; j < smallA; ++j)
+            for (int64_t e = 0; e < inner; ++e) {
+              int64_t bi = (o * bigA + offset + j) * inner + e;
+              int64_t si = (o * smallA + j) * inner + e;
+              if (isSlice)
+                out[si] = x[bi];
+              else
+                out[bi] = x[si];
+            }
+        break;
+      }
+      case OpKind::Softmax:
+        out = softmax(in(0), n.shape.back(), n.flag);
+        break;
+      case OpKind::LayerNorm:
+      case OpKind::RmsNorm:
+        out = normRows(in(0), in(1),
+                       n.kind == OpKind::LayerNorm ? &in(2) : nullptr,
+                       n.shape.back(), static_cast<T>(n.floats[0]));
+        break;
+      case OpKind::Attention: {
+        const Shape &qs = inShape(0), &ks = inShape(1), &vs = inShape(2);
+        int64_t tq = qs[qs.size() - 2], d = qs.back();
+        int64_t tk = ks[ks.size() - 2], dv = vs.back();
+        int64_t batch = numElements(Shape(qs.begin(), qs.end() - 2));
+        out = attention(in(0), in(1), in(2), batch, tq, tk, d, dv,
+                        static_cast<T>(n.floats[0]), n.flag);
+        break;
+      }
+      case OpKind::Embedding: {
+        const Buf<T> &table = in(0), &ids = in(1);
+        int64_t v = inShape(0)[0], d = inShape(0)[1];
+        out.resize(ids.size() * d);
+        for (size_t r = 0; r < ids.size(); ++r) {
+          int64_t id = rowId(i, ids[r], v, "id");
+          std::copy(table.begin() + id * d, table.begin() + (id + 1) * d,
+                    out.begin() + r * d);
+        }
+        break;
+      }
+      case OpKind::ScatterRows: {
+        const Buf<T> &ids = in(0), &g = in(1);
+        int64_t v = n.shape[0], d = n.shape[1];
+        out.assign(v * d, T(0));
+        for (size_t r = 0; r < ids.size(); ++r) {
+          int64_t id = rowId(i, ids[r], v, "id");
+          for (int64_t c = 0; c < d; ++c)
+            out[id * d + c] += g[r * d + c];
+        }
+        break;
+      }
+      case OpKind::OneHot: {
+        const Buf<T> &ids = in(0);
+        int64_t c = n.shape.back();
+        out.assign(ids.size() * c, T(0));
+        for (size_t r = 0; r < ids.size(); ++r)
+          out[r * c + rowId(i, ids[r], c, "class id")] = T(1);
+        break;
+      }
+      case OpKind::CrossEntropy: {
+        const Buf<T> &logits = in(0), &tgt = in(1);
+        int64_t c = inShape(0).back();
+        T total = 0;
+        for (size_t r = 0; r < tgt.size(); ++r) {
+          const T *x = logits.data() + r * c;
+          int64_t y = rowId(i, tgt[r], c, "target");
+          T mx = *std::max_element(x, x + c);
+          T sum = 0;
+          for (int64_t j = 0; j < c; ++j)
+            sum += std::exp(x[j] - mx);
+          total += std::log(sum) + mx - x[y];
+        }
+        out.assign(1, tgt.empty() ? T(0) : total / T(tgt.size()));
+        break;
+      }
+      case OpKind::NewtonSchulz:
+        out = newtonSchulz(in(0), n.shape[0], n.shape[1], n.ints[0],
+                           static_cast<T>(n.floats[0]),
+                           static_cast<T>(n.floats[1]),
+                           static_cast<T>(n.floats[2]));
+        break;
+      default:
+        fail(i, "no reference implementation");
+      }
+    }
+
+    if (std::is_same<T, float>::value && n.dtype == DType::BF16)
+      for (T &v : out)
+        v = static_cast<T>(roundToBF16(static_cast<float>(v)));
+    vals[i] = std::move(out);
+
+    // Drop every buffer whose last reader was this node (or nobody).
+    for (int o : n.operands)
+      if (lastUse[o] == i)
+        Buf<T>().swap(vals[o]);
+    if (lastUse[i] == i)
+      Buf<T>().swap(vals[i]);
+  }
+  return result;
+}
+
+RefExecutor::RefExecutor(const Graph &graph, Precision precision)
+    : impl(new Impl(graph, precision)) {}
+
+RefExecutor::~RefExecutor() { delete impl; }
+
+void RefExecutor::initialize(uint64_t seed) { impl->initialize(seed); }
+
+StepResult RefExecutor::step(const std::map<std::string, HostTensor> &inputs) {
+  // Writes collect in an overlay (Reads see them at once) and commit only
+  // when the whole step succeeded, so a throwing step leaves no half update.
+  std::map<std::string, HostTensor> writes;
+  StepResult r = impl->dispatch(inputs, impl->counter + 1, writes);
+  for (auto &w : writes)
+    impl->state[w.first] = std::move(w.second);
+  ++impl->counter;
+  return r;
+}
+
+StepResult
+RefExecutor::evaluate(const std::map<std::string, HostTensor> &inputs) {
+  std::map<std::string, HostTensor> writes;
+  return impl->dispatch(inputs, impl->counter + 1, writes);
+}
+
+HostTensor RefExecutor::getState(const std::string &name) const {
+  auto it = impl->state.find(name);
+  if (it == impl->state.end())
+    throw std::runtime_error("getState: no state named '" + name + "'");
+  return it->second;
+}
+
+void RefExecutor::setState(const std::string &name, const HostTensor &value) {
+  const StateDecl *s = impl->graph.findState(name);
+  if (!s)
+    throw std::runtime_error("setState: no state named '" + name + "'");
+  if (value.shape != s->shape ||
+      static_cast<int64_t>(value.data.size()) != numElements(s->shape))
+    throw std::runtime_error("setState '" + name + "': expected shape " +
+                             shapeToString(s->shape) + ", got " +
+                             shapeToString(value.shape) + " with " +
+                             std::to_string(value.data.size()) + " values");
+  HostTensor t = value;
+  for (double &v : t.data)
+    v = impl->storable(v, s->dtype);
+  impl->state[name] = std::move(t);
+}
+
+int64_t RefExecutor::stepCount() const { return impl->counter; }
+
+void RefExecutor::setStepCount(int64_t t) { impl->counter = t; }
+
+} // namespace stretto
