@@ -420,8 +420,6 @@ void Graph::validate() const {
 // Initialisation and rounding
 //===----------------------------------------------------------------------===//
 
-namespace {
-
 uint64_t splitmix64(uint64_t x) {
   x += 0x9E3779B97F4A7C15ull;
   x = (x ^ (x >> 30)) * 0xBF58476D1CE4E5B9ull;
@@ -442,8 +440,6 @@ uint64_t fnv1a64(const std::string &s) {
 double unitOpenClosed(uint64_t bits) {
   return static_cast<double>((bits >> 11) + 1) * 0x1.0p-53;
 }
-
-} // namespace
 
 // Value = f(seed, name, index) only, so any device or shard can produce any
 // element independently:

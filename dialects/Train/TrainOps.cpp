@@ -185,6 +185,12 @@ const TrainerOption kTrainerOptions[] = {
     {"stages", OptionKind::Int, {}},
     {"replicas", OptionKind::Int, {}},
     {"sync", OptionKind::String, {"sync", "2bw", "diloco", "gossip"}},
+    // Run settings the trainer reads.
+    {"seed", OptionKind::Int, {}},
+    {"log_interval", OptionKind::Int, {}},
+    {"eval_interval", OptionKind::Int, {}},
+    {"eval_batches", OptionKind::Int, {}},
+    {"checkpoint_interval", OptionKind::Int, {}},
 };
 } // namespace
 
@@ -217,7 +223,8 @@ LogicalResult ModelOp::verify() {
       auto i = dyn_cast<IntegerAttr>(v);
       if (!i)
         return emitOpError() << "trainer option '" << key << "' must be an integer, got " << v;
-      int64_t minimum = key == "warmup_steps" ? 0 : 1;
+      int64_t minimum =
+          (key == "warmup_steps" || key == "seed" || key == "checkpoint_interval") ? 0 : 1;
       if (i.getInt() < minimum)
         return emitOpError() << "trainer option '" << key << "' must be >= " << minimum
                              << ", got " << i.getInt();

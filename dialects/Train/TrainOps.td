@@ -61,7 +61,7 @@ class Train_VarOp<string mnemonic, string what> : Train_Op<mnemonic,
                        TypeAttrOf<Train_FloatTensor>:$type,
                        Train_InitKind:$init,
                        DefaultValuedAttr<F64Attr, "0.0">:$scale);
-  let assemblyFormat = "$sym_name `:` $type `=` $init `(` $scale `)` attr-dict";
+  let assemblyFormat = "$sym_name `:` $type `=` $init (`(` $scale^ `)`)? attr-dict";
   let hasVerifier = 1;
   let extraClassDeclaration = [{
     ::mlir::RankedTensorType getTensorType() {

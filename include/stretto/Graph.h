@@ -109,6 +109,12 @@ struct Graph {
 // for Normal.
 double initialValue(const StateDecl &s, uint64_t seed, int64_t index);
 
+// Counter-based randomness shared by initialisation and data sampling.
+uint64_t splitmix64(uint64_t x);
+uint64_t fnv1a64(const std::string &s);
+// 53 random bits -> (0, 1].
+double unitOpenClosed(uint64_t bits);
+
 // Round a float to the nearest bfloat16 (ties to even) and back.
 float roundToBF16(float x);
 

@@ -139,7 +139,7 @@ void OptimizerPass::runOnOperation() {
   }
   if (r.schedule != "constant" && r.total <= r.warmup) {
     model.emitError() << "schedule '" << r.schedule << "' needs total_steps (" << r.total
-                      << ") > warmup_steps (" << r.warmup << ")";
+                      << ") > warmup_steps (" << r.warmup << "); lower warmup_steps or raise steps";
     return signalPassFailure();
   }
 

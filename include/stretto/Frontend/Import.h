@@ -1,0 +1,30 @@
+//===- Import.h - model configs (TOML) to `train` IR ------------*- C++ -*-===//
+#ifndef STRETTO_FRONTEND_IMPORT_H
+#define STRETTO_FRONTEND_IMPORT_H
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/OwningOpRef.h"
+
+#include <string>
+#include <vector>
+
+namespace stretto {
+
+/// Expands a GPT or MLP config into a module holding one `train.model`.
+/// `overrides` are `key=value` strings (dotted keys into tables, e.g.
+/// `model.layers=4`, `train.lr=3e-4`) applied before validation. On error
+/// returns null and sets `error` to one line "FILE:LINE:COL: error: MESSAGE"
+/// (LINE:COL of the offending key when there is one).
+mlir::OwningOpRef<mlir::ModuleOp>
+importConfigString(mlir::MLIRContext &ctx, const std::string &toml,
+                   const std::string &fileName,
+                   const std::vector<std::string> &overrides, std::string &error);
+
+/// Same, reading the file (a missing or empty file is an error naming it).
+mlir::OwningOpRef<mlir::ModuleOp>
+importConfigFile(mlir::MLIRContext &ctx, const std::string &path,
+                 const std::vector<std::string> &overrides, std::string &error);
+
+} // namespace stretto
+
+#endif

@@ -1,0 +1,91 @@
+//===- Trainer.h - the training loop (no MLIR) -----------------*- C++ -*-===//
+//
+// Runs a lowered training step over a data source: progress lines, periodic
+// evaluation, metrics files, atomic checkpoints, resume, Ctrl-C. It takes a
+// Graph, not IR, so it is part of the runtime.
+//
+//===----------------------------------------------------------------------===//
+#ifndef STRETTO_TRAINER_H
+#define STRETTO_TRAINER_H
+
+#include "stretto/Graph.h"
+#include "stretto/RefExecutor.h"
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace stretto {
+
+enum class Split { Train, Val };
+
+/// Batches by (split, index): stateless, so a resumed run sees exactly the
+/// batches an uninterrupted one would.
+class DataSource {
+public:
+  virtual ~DataSource() = default;
+  virtual std::map<std::string, HostTensor> batch(Split split, uint64_t index) = 0;
+  virtual std::string describe() const = 0;
+  /// Tokens (or examples) per batch, for throughput figures.
+  virtual int64_t tokensPerBatch() const = 0;
+};
+
+struct DataConfig {
+  std::string format = "text"; // text | bin | synthetic
+  std::string path;
+  double valFraction = 0.1;
+  uint64_t seed = 1337;
+};
+
+/// Builds the data source the graph's inputs ask for: "tokens"/"targets"
+/// [B, T] (language model, `vocab` ids) or "x" [B, N] / "y" [B] (classifier
+/// with `classes`). Throws std::runtime_error naming the file on bad data.
+std::unique_ptr<DataSource> makeDataSource(const Graph &graph, const DataConfig &config,
+                                           int64_t vocabOrClasses);
+
+struct TrainerOptions {
+  int64_t steps = 100;
+  uint64_t seed = 1337;
+  int64_t logInterval = 10;
+  int64_t evalInterval = 100;
+  int64_t evalBatches = 8;
+  int64_t checkpointInterval = 0; // 0: only at the end
+  std::string outDir;             // metrics, checkpoints, plot; empty: none
+  bool resume = false;
+  Precision precision = Precision::F32;
+  bool quiet = false;
+};
+
+struct TrainSummary {
+  int64_t steps = 0;
+  double firstLoss = 0, finalLoss = 0, finalValLoss = -1;
+  double seconds = 0, tokensPerSecond = 0;
+  bool interrupted = false;
+  std::vector<double> losses; // every step's training loss
+};
+
+/// Trains; returns 0 on success, 130 when interrupted (after a final
+/// checkpoint), 1 on an error (message already printed to stderr).
+int runTraining(const Graph &graph, DataSource &data, const TrainerOptions &options,
+                TrainSummary *summary = nullptr);
+
+//===--- checkpoints ------------------------------------------------------===//
+
+struct Checkpoint {
+  int64_t step = 0;
+  uint64_t seed = 0;
+  std::map<std::string, HostTensor> states;
+};
+
+/// Writes atomically: a temporary file in the same folder, fsync, rename.
+/// Values are stored as f32 (exact for an F32 run) or f64, with a checksum.
+void saveCheckpoint(const std::string &path, const Checkpoint &ckpt, Precision precision);
+/// Throws std::runtime_error naming the file when it is missing, truncated,
+/// corrupt (checksum) or not a Stretto checkpoint.
+Checkpoint loadCheckpoint(const std::string &path);
+
+} // namespace stretto
+
+#endif

@@ -1,0 +1,455 @@
+//===- Import.cpp - TOML model configs to `train` IR ---------------------===//
+//
+// Two model families, expanded with OpBuilder into one `train.model`:
+//  - gpt: the reference GPT of DESIGN §1 (pre-norm, byte vocabulary, learned
+//    token and position embeddings, fused-QKV causal attention, GELU MLP of
+//    width mlp_ratio·d, biases everywhere but the untied head);
+//  - mlp: a classifier, matmul + bias + activation layers, softmax CE.
+// Every config error is one line naming file, line and column of the key.
+//
+//===----------------------------------------------------------------------===//
+#include "stretto/Frontend/Import.h"
+#include "stretto/Dialect/Train/TrainOps.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/Verifier.h"
+#include "llvm/ADT/StringSet.h"
+
+#include <cmath>
+#include <fstream>
+#include <optional>
+#include <sstream>
+#include <toml++/toml.h>
+
+using namespace mlir;
+using namespace stretto;
+using namespace stretto::train;
+
+namespace {
+
+/// A config error: where and what. Thrown inside the importer only, turned
+/// into the one-line message at the API boundary.
+struct ConfigError {
+  int line = 0, column = 0;
+  std::string message;
+};
+
+[[noreturn]] void fail(const toml::node *at, std::string message) {
+  ConfigError e;
+  if (at) {
+    e.line = static_cast<int>(at->source().begin.line);
+    e.column = static_cast<int>(at->source().begin.column);
+  }
+  e.message = std::move(message);
+  throw e;
+}
+
+/// Reads typed keys from one table and rejects keys nobody asked for.
+class Section {
+public:
+  Section(toml::table *table, std::string name) : table(table), name(std::move(name)) {}
+
+  bool present() const { return table != nullptr; }
+  const toml::node *node(const std::string &key) {
+    known.insert(key);
+    return table ? table->get(key) : nullptr;
+  }
+  int64_t integer(const std::string &key, std::optional<int64_t> fallback, int64_t minimum) {
+    const toml::node *n = node(key);
+    if (!n) {
+      if (!fallback)
+        fail(table, "[" + name + "] needs the key '" + key + "'");
+      return *fallback;
+    }
+    auto v = n->value<int64_t>();
+    if (!n->is_integer() || !v)
+      fail(n, "'" + name + "." + key + "' must be an integer");
+    if (*v < minimum)
+      fail(n, "'" + name + "." + key + "' must be >= " + std::to_string(minimum) +
+                  ", got " + std::to_string(*v));
+    return *v;
+  }
+  double number(const std::string &key, double fallback) {
+    const toml::node *n = node(key);
+    if (!n)
+      return fallback;
+    if (!n->is_number())
+      fail(n, "'" + name + "." + key + "' must be a number");
+    return *n->value<double>();
+  }
+  std::string string(const std::string &key, const std::string &fallback,
+                     std::initializer_list<const char *> choices = {}) {
+    const toml::node *n = node(key);
+    if (!n)
+      return fallback;
+    if (!n->is_string())
+      fail(n, "'" + name + "." + key + "' must be a string");
+    std::string v = *n->value<std::string>();
+    if (choices.size() && std::find(choices.begin(), choices.end(), v) == choices.end()) {
+      std::string all;
+      for (const char *c : choices)
+        all += std::string(all.empty() ? "" : ", ") + c;
+      fail(n, "'" + name + "." + key + "' is \"" + v + "\"; expected one of " + all);
+    }
+    return v;
+  }
+  std::vector<int64_t> integers(const std::string &key, std::vector<int64_t> fallback) {
+    const toml::node *n = node(key);
+    if (!n)
+      return fallback;
+    const toml::array *a = n->as_array();
+    if (!a)
+      fail(n, "'" + name + "." + key + "' must be an array of integers");
+    std::vector<int64_t> out;
+    for (const toml::node &e : *a) {
+      auto v = e.value<int64_t>();
+      if (!e.is_integer() || !v || *v < 1)
+        fail(&e, "'" + name + "." + key + "' must hold positive integers");
+      out.push_back(*v);
+    }
+    return out;
+  }
+  /// Call after reading: any key not read is a typo or unsupported.
+  void rejectUnknown() {
+    if (!table)
+      return;
+    for (auto &[k, v] : *table)
+      if (!known.count(std::string(k.str())))
+        fail(&v, "unknown key '" + name + "." + std::string(k.str()) + "'");
+  }
+
+private:
+  toml::table *table;
+  std::string name;
+  llvm::StringSet<> known;
+};
+
+Section section(toml::table &root, const char *name) {
+  toml::node *n = root.get(name);
+  if (n && !n->is_table())
+    fail(n, std::string("'") + name + "' must be a table ([" + name + "])");
+  return Section(n ? n->as_table() : nullptr, name);
+}
+
+/// Builds the IR of one model with stable parameter names and roles.
+class ModelBuilder {
+public:
+  ModelBuilder(OpBuilder &b, Location loc, ModelOp model, Type elem)
+      : b(b), loc(loc), model(model), elem(elem) {}
+
+  RankedTensorType t(ArrayRef<int64_t> shape) { return RankedTensorType::get(shape, elem); }
+  RankedTensorType ids(ArrayRef<int64_t> shape) {
+    return RankedTensorType::get(shape, b.getI32Type());
+  }
+
+  /// Declares a parameter and reads it in the step.
+  Value param(const std::string &name, ArrayRef<int64_t> shape, train::InitKind init,
+              double scale, StringRef role, std::optional<int64_t> layer = std::nullopt) {
+    ParamOp p;
+    {
+      OpBuilder::InsertionGuard g(b);
+      b.setInsertionPoint(model.getStep());
+      p = b.create<ParamOp>(loc, name, t(shape), init, APFloat(scale));
+      p->setAttr("role", b.getStringAttr(role));
+      if (layer)
+        p->setAttr("layer", b.getI64IntegerAttr(*layer));
+    }
+    return readOf(p);
+  }
+  Value readOf(ParamOp p) {
+    return b.create<ReadOp>(loc, p.getTensorType(), FlatSymbolRefAttr::get(p.getSymNameAttr()));
+  }
+  /// x W + b for x [..., in], W [in, out], b [out].
+  Value linear(Value x, const std::string &prefix, int64_t in, int64_t out, double std,
+               bool bias, StringRef role, std::optional<int64_t> layer) {
+    Value w = param(prefix + ".w", {in, out}, train::InitKind::normal, std, role, layer);
+    Value y = b.create<MatmulOp>(loc, x, w);
+    if (bias) {
+      Value bv = param(prefix + ".b", {out}, train::InitKind::zeros, 0.0, "bias", layer);
+      y = b.create<AddOp>(loc, y, bv);
+    }
+    return y;
+  }
+  Value layerNorm(Value x, const std::string &prefix, int64_t d, bool rms,
+                  std::optional<int64_t> layer) {
+    Value g = param(prefix + ".g", {d}, train::InitKind::ones, 0.0, "norm", layer);
+    if (rms)
+      return b.create<RmsNormOp>(loc, x, g, 1e-5);
+    Value bb = param(prefix + ".b", {d}, train::InitKind::zeros, 0.0, "norm", layer);
+    return b.create<LayerNormOp>(loc, x, g, bb, 1e-5);
+  }
+  Value reshape(Value x, ArrayRef<int64_t> shape) {
+    return b.create<ReshapeOp>(loc, t(shape), x);
+  }
+
+  OpBuilder &b;
+  Location loc;
+  ModelOp model;
+  Type elem;
+};
+
+struct Common {
+  int64_t batch;
+  Type elem;
+};
+
+void buildGpt(ModelBuilder &mb, Section &m, const Common &c) {
+  int64_t layers = m.integer("layers", std::nullopt, 1);
+  const toml::node *headsNode = m.node("heads");
+  int64_t heads = m.integer("heads", std::nullopt, 1);
+  int64_t d = m.integer("d_model", std::nullopt, 1);
+  int64_t ratio = m.integer("mlp_ratio", 4, 1);
+  int64_t vocab = m.integer("vocab", 256, 2);
+  int64_t seq = m.integer("seq_len", std::nullopt, 1);
+  double std = m.number("init_std", 0.02);
+  bool rms = m.string("norm", "layernorm", {"layernorm", "rmsnorm"}) == "rmsnorm";
+  if (d % heads != 0)
+    fail(headsNode, "'model.heads' (" + std::to_string(heads) + ") must divide 'model.d_model' (" +
+                        std::to_string(d) + ")");
+  if (!(std > 0))
+    fail(m.node("init_std"), "'model.init_std' must be positive");
+  int64_t B = c.batch, T = seq, H = heads, Dh = d / heads, F = ratio * d;
+  // GPT-2: residual projections scaled by 1/sqrt(2·layers).
+  double residStd = std / std::sqrt(2.0 * layers);
+  OpBuilder &b = mb.b;
+  Location loc = mb.loc;
+
+  Value tok = b.create<InputOp>(loc, mb.ids({B, T}), "tokens");
+  Value tgt = b.create<InputOp>(loc, mb.ids({B, T}), "targets");
+  Value wte = mb.param("wte", {vocab, d}, train::InitKind::normal, std, "embedding");
+  Value wpe = mb.param("wpe", {T, d}, train::InitKind::normal, std, "embedding");
+  Value x = b.create<EmbeddingOp>(loc, mb.t({B, T, d}), wte, tok);
+  x = b.create<AddOp>(loc, x, wpe);
+  for (int64_t l = 0; l < layers; ++l) {
+    std::string p = "h" + std::to_string(l);
+    Value h = mb.layerNorm(x, p + ".ln1", d, rms, l);
+    Value qkv = mb.linear(h, p + ".attn.qkv", d, 3 * d, std, true, "matrix", l);
+    // [B, T, 3D] -> [B, T, 3, H, Dh] -> [3, B, H, T, Dh], then q, k, v.
+    qkv = mb.reshape(qkv, {B, T, 3, H, Dh});
+    qkv = b.create<TransposeOp>(loc, qkv, ArrayRef<int64_t>{2, 0, 3, 1, 4});
+    Value qkvParts[3];
+    for (int64_t i = 0; i < 3; ++i) {
+      Value s = b.create<SliceOp>(loc, mb.t({1, B, H, T, Dh}), qkv, /*axis=*/0, /*offset=*/i);
+      qkvParts[i] = mb.reshape(s, {B, H, T, Dh});
+    }
+    Value a = b.create<AttentionOp>(loc, mb.t({B, H, T, Dh}), qkvParts[0], qkvParts[1],
+                                    qkvParts[2], APFloat(1.0 / std::sqrt(double(Dh))),
+                                    /*causal=*/true);
+    a = b.create<TransposeOp>(loc, a, ArrayRef<int64_t>{0, 2, 1, 3});
+    a = mb.reshape(a, {B, T, d});
+    x = b.create<AddOp>(loc, x, mb.linear(a, p + ".attn.proj", d, d, residStd, true, "matrix", l));
+    h = mb.layerNorm(x, p + ".ln2", d, rms, l);
+    Value f = b.create<GeluOp>(loc, mb.linear(h, p + ".mlp.fc", d, F, std, true, "matrix", l));
+    x = b.create<AddOp>(loc, x, mb.linear(f, p + ".mlp.proj", F, d, residStd, true, "matrix", l));
+  }
+  x = mb.layerNorm(x, "ln_f", d, rms, std::nullopt);
+  Value logits = mb.linear(x, "head", d, vocab, std, false, "head", std::nullopt);
+  Value loss = b.create<CrossEntropyOp>(loc, RankedTensorType::get({}, c.elem), logits, tgt);
+  b.create<YieldOp>(loc, ValueRange{loss});
+  mb.model->setAttr("vocab", b.getI64IntegerAttr(vocab));
+}
+
+void buildMlp(ModelBuilder &mb, Section &m, const Common &c) {
+  int64_t in = m.integer("inputs", std::nullopt, 1);
+  std::vector<int64_t> hidden = m.integers("hidden", {64});
+  int64_t classes = m.integer("classes", std::nullopt, 2);
+  std::string act = m.string("activation", "relu", {"relu", "gelu"});
+  double std = m.number("init_std", 0.0); // 0: Kaiming-style 1/sqrt(fan_in)
+  OpBuilder &b = mb.b;
+  Location loc = mb.loc;
+  Value x = b.create<InputOp>(loc, mb.t({c.batch, in}), "x");
+  Value y = b.create<InputOp>(loc, mb.ids({c.batch}), "y");
+  int64_t width = in;
+  for (size_t i = 0; i < hidden.size(); ++i) {
+    double s = std > 0 ? std : std::sqrt(2.0 / double(width));
+    x = mb.linear(x, "fc" + std::to_string(i), width, hidden[i], s, true, "matrix", int64_t(i));
+    x = act == "relu" ? Value(b.create<ReluOp>(loc, x)) : Value(b.create<GeluOp>(loc, x));
+    width = hidden[i];
+  }
+  double s = std > 0 ? std : std::sqrt(1.0 / double(width));
+  Value logits = mb.linear(x, "out", width, classes, s, true, "head", std::nullopt);
+  Value loss = b.create<CrossEntropyOp>(loc, RankedTensorType::get({}, c.elem), logits, y);
+  b.create<YieldOp>(loc, ValueRange{loss});
+  mb.model->setAttr("classes", b.getI64IntegerAttr(classes));
+}
+
+/// [train] keys that become the model's trainer dictionary (name in config,
+/// name in IR, kind).
+void buildTrainer(OpBuilder &b, ModelOp model, Section &t) {
+  SmallVector<NamedAttribute> attrs;
+  auto str = [&](const char *key, const char *irKey, const char *fallback,
+                 std::initializer_list<const char *> choices) {
+    attrs.push_back(b.getNamedAttr(irKey, b.getStringAttr(t.string(key, fallback, choices))));
+  };
+  auto num = [&](const char *key, double fallback) {
+    attrs.push_back(b.getNamedAttr(key, b.getF64FloatAttr(t.number(key, fallback))));
+  };
+  auto integer = [&](const char *key, const char *irKey, int64_t fallback, int64_t minimum) {
+    attrs.push_back(b.getNamedAttr(irKey, b.getI64IntegerAttr(t.integer(key, fallback, minimum))));
+  };
+  str("optimizer", "optimizer", "adamw", {"sgd", "adamw", "muon"});
+  num("lr", 1e-3);
+  num("muon_lr", 0.02);
+  num("weight_decay", 0.0);
+  num("beta1", 0.9);
+  num("beta2", 0.95);
+  num("eps", 1e-8);
+  num("momentum", 0.9);
+  num("muon_momentum", 0.95);
+  str("muon_scale", "muon_scale", "shape", {"shape", "rms"});
+  num("grad_clip", 0.0);
+  str("schedule", "schedule", "constant", {"constant", "cosine", "linear"});
+  integer("warmup_steps", "warmup_steps", 0, 0);
+  integer("steps", "total_steps", 100, 1);
+  num("min_lr_ratio", 0.1);
+  integer("micro_batches", "micro_batches", 1, 1);
+  integer("stages", "stages", 1, 1);
+  integer("replicas", "replicas", 1, 1);
+  str("sync", "sync", "sync", {"sync", "2bw", "diloco", "gossip"});
+  integer("seed", "seed", 1337, 0);
+  integer("log_interval", "log_interval", 10, 1);
+  integer("eval_interval", "eval_interval", 100, 1);
+  integer("eval_batches", "eval_batches", 8, 1);
+  integer("checkpoint_interval", "checkpoint_interval", 0, 0);
+  model.setTrainerAttr(b.getDictionaryAttr(attrs));
+}
+
+void buildData(OpBuilder &b, ModelOp model, Section &d) {
+  SmallVector<NamedAttribute> attrs;
+  std::string kind = d.string("format", d.present() ? "text" : "synthetic",
+                              {"text", "bin", "synthetic"});
+  attrs.push_back(b.getNamedAttr("format", b.getStringAttr(kind)));
+  const toml::node *pathNode = d.node("path");
+  std::string path = d.string("path", "");
+  if (kind != "synthetic" && path.empty())
+    fail(pathNode, "[data] with format \"" + kind + "\" needs 'data.path'");
+  if (!path.empty())
+    attrs.push_back(b.getNamedAttr("path", b.getStringAttr(path)));
+  double val = d.number("val_fraction", 0.1);
+  if (!(val > 0 && val < 1))
+    fail(d.node("val_fraction"), "'data.val_fraction' must be in (0, 1)");
+  attrs.push_back(b.getNamedAttr("val_fraction", b.getF64FloatAttr(val)));
+  model->setAttr("data", b.getDictionaryAttr(attrs));
+}
+
+/// Applies `section.key=value` overrides; the value is parsed as TOML, and a
+/// bare word that is not valid TOML is taken as a string.
+void applyOverrides(toml::table &root, const std::vector<std::string> &overrides) {
+  for (const std::string &o : overrides) {
+    size_t eq = o.find('=');
+    size_t dot = o.find('.');
+    if (eq == std::string::npos || dot == std::string::npos || dot > eq)
+      fail(nullptr, "override '" + o + "' must look like section.key=value (e.g. train.lr=3e-4)");
+    std::string sec = o.substr(0, dot), key = o.substr(dot + 1, eq - dot - 1),
+                value = o.substr(eq + 1);
+    toml::table parsed;
+    try {
+      parsed = toml::parse("v = " + value);
+    } catch (const toml::parse_error &) {
+      parsed = toml::table{{"v", value}};
+    }
+    if (!root.contains(sec))
+      root.insert(sec, toml::table{});
+    toml::table *t = root[sec].as_table();
+    if (!t)
+      fail(nullptr, "override '" + o + "': '" + sec + "' is not a table");
+    t->insert_or_assign(key, *parsed.get("v"));
+  }
+}
+
+OwningOpRef<ModuleOp> importTable(MLIRContext &ctx, toml::table &root, const std::string &file) {
+  for (auto &[k, v] : root) {
+    std::string key(k.str());
+    if (key != "model" && key != "train" && key != "data")
+      fail(&v, "unknown section '" + key + "'; expected [model], [train] and [data]");
+  }
+  Section m = section(root, "model");
+  if (!m.present())
+    fail(nullptr, "the config needs a [model] table");
+  Section t = section(root, "train");
+  Section d = section(root, "data");
+
+  std::string kind = m.string("kind", "gpt", {"gpt", "mlp"});
+  std::string name = m.string("name", kind);
+  std::string dtype = m.string("dtype", "f32", {"f32", "bf16", "f64"});
+  Common c;
+  c.batch = m.integer("batch", std::nullopt, 1);
+  if (dtype == "bf16")
+    c.elem = BFloat16Type::get(&ctx);
+  else if (dtype == "f64")
+    c.elem = Float64Type::get(&ctx);
+  else
+    c.elem = Float32Type::get(&ctx);
+
+  ctx.getOrLoadDialect<TrainDialect>();
+  Location loc = FileLineColLoc::get(&ctx, file, 1, 1);
+  OwningOpRef<ModuleOp> module = ModuleOp::create(loc);
+  OpBuilder b(&ctx);
+  b.setInsertionPointToEnd(module->getBody());
+  // Symbol names must be identifiers; the config name may be anything.
+  std::string sym;
+  for (char ch : name)
+    sym += std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
+  auto model = b.create<ModelOp>(loc, sym, DictionaryAttr());
+  model.getBody().emplaceBlock();
+  b.setInsertionPointToEnd(&model.getBody().front());
+  auto step = b.create<StepOp>(loc);
+  step.getBody().emplaceBlock();
+  b.setInsertionPointToEnd(&step.getBody().front());
+
+  ModelBuilder mb(b, loc, model, c.elem);
+  if (kind == "gpt")
+    buildGpt(mb, m, c);
+  else
+    buildMlp(mb, m, c);
+  m.rejectUnknown();
+  buildTrainer(b, model, t);
+  t.rejectUnknown();
+  buildData(b, model, d);
+  d.rejectUnknown();
+  if (failed(verify(*module)))
+    fail(nullptr, "internal error: the expanded model does not verify");
+  return module;
+}
+
+std::string formatError(const std::string &file, const ConfigError &e) {
+  return file + ":" + std::to_string(std::max(e.line, 1)) + ":" +
+         std::to_string(std::max(e.column, 1)) + ": error: " + e.message;
+}
+
+} // namespace
+
+OwningOpRef<ModuleOp> stretto::importConfigString(MLIRContext &ctx, const std::string &toml,
+                                                  const std::string &fileName,
+                                                  const std::vector<std::string> &overrides,
+                                                  std::string &error) {
+  if (toml.find_first_not_of(" \t\r\n") == std::string::npos) {
+    error = fileName + ":1:1: error: the config is empty";
+    return nullptr;
+  }
+  try {
+    toml::table root = toml::parse(toml, fileName);
+    applyOverrides(root, overrides);
+    return importTable(ctx, root, fileName);
+  } catch (const toml::parse_error &e) {
+    ConfigError ce{static_cast<int>(e.source().begin.line),
+                   static_cast<int>(e.source().begin.column), std::string(e.description())};
+    error = formatError(fileName, ce);
+  } catch (const ConfigError &e) {
+    error = formatError(fileName, e);
+  }
+  return nullptr;
+}
+
+OwningOpRef<ModuleOp> stretto::importConfigFile(MLIRContext &ctx, const std::string &path,
+                                                const std::vector<std::string> &overrides,
+                                                std::string &error) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) {
+    error = path + ": error: cannot open the config file (" + std::strerror(errno) + ")";
+    return nullptr;
+  }
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return importConfigString(ctx, ss.str(), path, overrides, error);
+}

@@ -1,0 +1,186 @@
+//===- FromMLIR.cpp - `train` IR to Graph --------------------------------===//
+//
+// The only bridge from IR to the MLIR-free world (reference executor now,
+// runtime plans later). A table maps each op to its OpKind; the few ops with
+// attributes copy them into ints/floats/flag as Graph.h documents.
+//
+//===----------------------------------------------------------------------===//
+#include "stretto/Compiler/Lowering.h"
+#include "stretto/Transforms/Passes.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Transforms/Passes.h"
+#include "llvm/ADT/DenseMap.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+using namespace mlir;
+using namespace stretto;
+using namespace stretto::train;
+
+static DType toDType(Type t) {
+  Type e = cast<ShapedType>(t).getElementType();
+  if (e.isBF16())
+    return DType::BF16;
+  if (e.isF64())
+    return DType::F64;
+  if (e.isInteger(32))
+    return DType::I32;
+  return DType::F32;
+}
+
+static std::string locString(Location loc) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  if (auto fl = dyn_cast<FileLineColLoc>(loc))
+    os << fl.getFilename().getValue() << ":" << fl.getLine() << ":" << fl.getColumn();
+  else
+    os << loc;
+  return s;
+}
+
+static Shape shapeOf(Type t) {
+  auto s = cast<RankedTensorType>(t).getShape();
+  return Shape(s.begin(), s.end());
+}
+
+static std::optional<OpKind> kindOf(Operation *op) {
+  return llvm::TypeSwitch<Operation *, std::optional<OpKind>>(op)
+      .Case([](InputOp) { return OpKind::Input; })
+      .Case([](ReadOp) { return OpKind::Read; })
+      .Case([](WriteOp) { return OpKind::Write; })
+      .Case([](GradOp) { return OpKind::Grad; })
+      .Case([](ConstantOp) { return OpKind::Constant; })
+      .Case([](StepCountOp) { return OpKind::StepCount; })
+      .Case([](YieldOp) { return OpKind::Yield; })
+      .Case([](AddOp) { return OpKind::Add; })
+      .Case([](SubOp) { return OpKind::Sub; })
+      .Case([](MulOp) { return OpKind::Mul; })
+      .Case([](DivOp) { return OpKind::Div; })
+      .Case([](MaxOp) { return OpKind::Max; })
+      .Case([](MinOp) { return OpKind::Min; })
+      .Case([](PowOp) { return OpKind::Pow; })
+      .Case([](GtOp) { return OpKind::Gt; })
+      .Case([](NegOp) { return OpKind::Neg; })
+      .Case([](ExpOp) { return OpKind::Exp; })
+      .Case([](LogOp) { return OpKind::Log; })
+      .Case([](SqrtOp) { return OpKind::Sqrt; })
+      .Case([](RsqrtOp) { return OpKind::Rsqrt; })
+      .Case([](TanhOp) { return OpKind::Tanh; })
+      .Case([](CosOp) { return OpKind::Cos; })
+      .Case([](GeluOp) { return OpKind::Gelu; })
+      .Case([](ReluOp) { return OpKind::Relu; })
+      .Case([](MatmulOp) { return OpKind::Matmul; })
+      .Case([](TransposeOp) { return OpKind::Transpose; })
+      .Case([](ReshapeOp) { return OpKind::Reshape; })
+      .Case([](BroadcastOp) { return OpKind::Broadcast; })
+      .Case([](ReduceSumOp) { return OpKind::ReduceSum; })
+      .Case([](SliceOp) { return OpKind::Slice; })
+      .Case([](PadOp) { return OpKind::Pad; })
+      .Case([](SoftmaxOp) { return OpKind::Softmax; })
+      .Case([](LayerNormOp) { return OpKind::LayerNorm; })
+      .Case([](RmsNormOp) { return OpKind::RmsNorm; })
+      .Case([](AttentionOp) { return OpKind::Attention; })
+      .Case([](EmbeddingOp) { return OpKind::Embedding; })
+      .Case([](ScatterRowsOp) { return OpKind::ScatterRows; })
+      .Case([](OneHotOp) { return OpKind::OneHot; })
+      .Case([](CrossEntropyOp) { return OpKind::CrossEntropy; })
+      .Case([](NewtonSchulzOp) { return OpKind::NewtonSchulz; })
+      .Default([](Operation *) { return std::nullopt; });
+}
+
+static StateDecl declOf(StringRef name, RankedTensorType type, train::InitKind init, double scale,
+                        bool isParam) {
+  StateDecl d;
+  d.name = name.str();
+  d.shape = shapeOf(type);
+  d.dtype = toDType(type);
+  d.scale = scale;
+  d.isParam = isParam;
+  switch (init) {
+  case train::InitKind::zeros: d.init = stretto::InitKind::Zeros; break;
+  case train::InitKind::ones: d.init = stretto::InitKind::Ones; break;
+  case train::InitKind::normal: d.init = stretto::InitKind::Normal; break;
+  case train::InitKind::uniform: d.init = stretto::InitKind::Uniform; break;
+  }
+  return d;
+}
+
+FailureOr<Graph> stretto::lowerToGraph(ModelOp model) {
+  Graph g;
+  for (Operation &op : model.getBody().front()) {
+    if (auto p = dyn_cast<ParamOp>(op))
+      g.states.push_back(declOf(p.getSymName(), p.getTensorType(), p.getInit(),
+                                p.getScale().convertToDouble(), true));
+    else if (auto s = dyn_cast<StateOp>(op))
+      g.states.push_back(declOf(s.getSymName(), s.getTensorType(), s.getInit(),
+                                s.getScale().convertToDouble(), false));
+  }
+  StepOp step = model.getStep();
+  if (!step)
+    return model.emitError() << "has no 'train.step' to run";
+
+  DenseMap<Value, int> ids;
+  for (Operation &op : step.getBody().front()) {
+    std::optional<OpKind> kind = kindOf(&op);
+    if (!kind)
+      return op.emitError() << "'" << op.getName() << "' has no lowering to the runtime graph";
+    Node n;
+    n.kind = *kind;
+    n.loc = locString(op.getLoc());
+    for (Value v : op.getOperands())
+      n.operands.push_back(ids.lookup(v));
+    if (op.getNumResults() == 1) {
+      n.shape = shapeOf(op.getResult(0).getType());
+      n.dtype = toDType(op.getResult(0).getType());
+    }
+    llvm::TypeSwitch<Operation *>(&op)
+        .Case([&](InputOp o) { n.name = o.getName().str(); })
+        .Case([&](ReadOp o) { n.name = o.getVar().str(); })
+        .Case([&](WriteOp o) { n.name = o.getVar().str(); })
+        .Case([&](GradOp o) { n.name = o.getVar().str(); })
+        .Case([&](ConstantOp o) {
+          auto dense = cast<DenseElementsAttr>(o.getValue());
+          if (isa<FloatType>(dense.getElementType())) {
+            for (const APFloat &v : dense.getValues<APFloat>()) {
+              n.data.push_back(v.convertToDouble());
+              if (dense.isSplat())
+                break;
+            }
+          } else {
+            for (const APInt &v : dense.getValues<APInt>()) {
+              n.data.push_back(static_cast<double>(v.getSExtValue()));
+              if (dense.isSplat())
+                break;
+            }
+          }
+        })
+        .Case([&](TransposeOp o) { n.ints.assign(o.getPerm().begin(), o.getPerm().end()); })
+        .Case([&](ReduceSumOp o) { n.ints.assign(o.getDims().begin(), o.getDims().end()); })
+        .Case([&](SliceOp o) { n.ints = {o.getAxis(), o.getOffset()}; })
+        .Case([&](PadOp o) { n.ints = {o.getAxis(), o.getOffset()}; })
+        .Case([&](SoftmaxOp o) { n.flag = o.getCausal(); })
+        .Case([&](LayerNormOp o) { n.floats = {o.getEps().convertToDouble()}; })
+        .Case([&](RmsNormOp o) { n.floats = {o.getEps().convertToDouble()}; })
+        .Case([&](AttentionOp o) {
+          n.floats = {o.getScale().convertToDouble()};
+          n.flag = o.getCausal();
+        })
+        .Case([&](NewtonSchulzOp o) {
+          n.ints = {static_cast<int64_t>(o.getSteps())};
+          n.floats = {o.getA().convertToDouble(), o.getB().convertToDouble(),
+                      o.getC().convertToDouble()};
+        });
+    int id = g.add(std::move(n));
+    if (op.getNumResults() == 1)
+      ids[op.getResult(0)] = id;
+  }
+  return g;
+}
+
+void stretto::buildTrainingPipeline(OpPassManager &pm) {
+  OpPassManager &model = pm.nest<ModelOp>();
+  model.addPass(train::createTrainAutodiff());
+  model.addPass(train::createTrainOptimizer());
+  model.addPass(createCanonicalizerPass());
+  model.addPass(createCSEPass());
+}

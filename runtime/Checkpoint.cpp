@@ -1,0 +1,134 @@
+//===- Checkpoint.cpp - atomic, checksummed checkpoints ------------------===//
+//
+// Layout (little-endian): "STRETTOCKPT1", u32 value bytes (4|8), i64 step,
+// u64 seed, u32 count, then per state: u32 name length, name, u32 rank,
+// i64 dims[rank], values; finally u64 FNV-1a of every preceding byte.
+//
+//===----------------------------------------------------------------------===//
+#include "stretto/Trainer.h"
+
+#include <cerrno>
+#include <cstdio>
+#include <cstring>
+#include <fcntl.h>
+#include <fstream>
+#include <sstream>
+#include <stdexcept>
+#include <unistd.h>
+
+using namespace stretto;
+
+namespace {
+const char kMagic[] = "STRETTOCKPT1";
+
+uint64_t fnv(const std::string &bytes) { return fnv1a64(bytes); }
+
+template <typename T> void put(std::string &out, T v) {
+  out.append(reinterpret_cast<const char *>(&v), sizeof(T));
+}
+
+struct Reader {
+  const std::string &bytes;
+  size_t pos;
+  const std::string &path;
+  template <typename T> T get() {
+    if (pos + sizeof(T) > bytes.size())
+      throw std::runtime_error(path + ": checkpoint is truncated");
+    T v;
+    std::memcpy(&v, bytes.data() + pos, sizeof(T));
+    pos += sizeof(T);
+    return v;
+  }
+};
+} // namespace
+
+void stretto::saveCheckpoint(const std::string &path, const Checkpoint &ckpt,
+                             Precision precision) {
+  std::string out(kMagic, sizeof(kMagic) - 1);
+  uint32_t width = precision == Precision::F64 ? 8 : 4;
+  put<uint32_t>(out, width);
+  put<int64_t>(out, ckpt.step);
+  put<uint64_t>(out, ckpt.seed);
+  put<uint32_t>(out, static_cast<uint32_t>(ckpt.states.size()));
+  for (const auto &[name, t] : ckpt.states) {
+    put<uint32_t>(out, static_cast<uint32_t>(name.size()));
+    out += name;
+    put<uint32_t>(out, static_cast<uint32_t>(t.shape.size()));
+    for (int64_t d : t.shape)
+      put<int64_t>(out, d);
+    for (double v : t.data) {
+      if (width == 8)
+        put<double>(out, v);
+      else
+        put<float>(out, static_cast<float>(v));
+    }
+  }
+  put<uint64_t>(out, fnv(out));
+
+  // Never leave a half-written file under the real name.
+  std::string tmp = path + ".tmp";
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0)
+    throw std::runtime_error(tmp + ": cannot write the checkpoint (" + std::strerror(errno) + ")");
+  size_t done = 0;
+  while (done < out.size()) {
+    ssize_t n = ::write(fd, out.data() + done, out.size() - done);
+    if (n < 0) {
+      int e = errno;
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      throw std::runtime_error(tmp + ": writing the checkpoint failed (" + std::strerror(e) + ")");
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    ::unlink(tmp.c_str());
+    throw std::runtime_error(tmp + ": flushing the checkpoint failed (" + std::strerror(errno) + ")");
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0)
+    throw std::runtime_error(path + ": cannot move the checkpoint into place (" +
+                             std::strerror(errno) + ")");
+}
+
+Checkpoint stretto::loadCheckpoint(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    throw std::runtime_error(path + ": cannot open the checkpoint (" + std::strerror(errno) + ")");
+  std::stringstream ss;
+  ss << in.rdbuf();
+  const std::string bytes = ss.str();
+  size_t magic = sizeof(kMagic) - 1;
+  if (bytes.size() < magic || bytes.compare(0, magic, kMagic) != 0)
+    throw std::runtime_error(path + ": not a Stretto checkpoint");
+  if (bytes.size() < magic + 8)
+    throw std::runtime_error(path + ": checkpoint is truncated");
+  uint64_t stored;
+  std::memcpy(&stored, bytes.data() + bytes.size() - 8, 8);
+  if (fnv(bytes.substr(0, bytes.size() - 8)) != stored)
+    throw std::runtime_error(path + ": checkpoint is corrupt or truncated (checksum mismatch)");
+  Reader r{bytes, magic, path};
+  uint32_t width = r.get<uint32_t>();
+  if (width != 4 && width != 8)
+    throw std::runtime_error(path + ": checkpoint has an unknown value width");
+  Checkpoint c;
+  c.step = r.get<int64_t>();
+  c.seed = r.get<uint64_t>();
+  uint32_t count = r.get<uint32_t>();
+  for (uint32_t i = 0; i < count; ++i) {
+    uint32_t len = r.get<uint32_t>();
+    if (r.pos + len > bytes.size())
+      throw std::runtime_error(path + ": checkpoint is truncated");
+    std::string name = bytes.substr(r.pos, len);
+    r.pos += len;
+    HostTensor t;
+    uint32_t rank = r.get<uint32_t>();
+    for (uint32_t d = 0; d < rank; ++d)
+      t.shape.push_back(r.get<int64_t>());
+    int64_t n = numElements(t.shape);
+    t.data.resize(n);
+    for (int64_t k = 0; k < n; ++k)
+      t.data[k] = width == 8 ? r.get<double>() : static_cast<double>(r.get<float>());
+    c.states.emplace(std::move(name), std::move(t));
+  }
+  return c;
+}

@@ -1,0 +1,272 @@
+//===- Trainer.cpp - the training loop ------------------------------------===//
+#include "stretto/Trainer.h"
+
+#include <atomic>
+#include <chrono>
+#include <cmath>
+#include <csignal>
+#include <cstdio>
+#include <fstream>
+#include <iomanip>
+#include <iostream>
+#include <sstream>
+#include <stdexcept>
+#include <sys/stat.h>
+#include <unistd.h>
+
+using namespace stretto;
+
+namespace {
+
+std::atomic<bool> gInterrupted{false};
+extern "C" void onSigint(int) { gInterrupted = true; }
+
+std::string fmtDuration(double s) {
+  char buf[32];
+  int64_t t = static_cast<int64_t>(s + 0.5);
+  if (t >= 3600)
+    std::snprintf(buf, sizeof buf, "%lldh%02lldm", (long long)(t / 3600), (long long)(t / 60 % 60));
+  else
+    std::snprintf(buf, sizeof buf, "%lldm%02llds", (long long)(t / 60), (long long)(t % 60));
+  return buf;
+}
+
+/// A loss-curve SVG a person can open in a browser: train (every step) and
+/// validation (each evaluation) against the step.
+void writePlot(const std::string &path, const std::vector<std::pair<int64_t, double>> &train,
+               const std::vector<std::pair<int64_t, double>> &val) {
+  if (train.empty())
+    return;
+  const double W = 720, H = 420, L = 60, R = 20, T = 30, Bm = 45;
+  double x0 = train.front().first, x1 = train.back().first;
+  double y0 = 1e300, y1 = -1e300;
+  for (auto *s : {&train, &val})
+    for (auto &[x, y] : *s)
+      if (std::isfinite(y))
+        y0 = std::min(y0, y), y1 = std::max(y1, y);
+  if (x1 <= x0)
+    x1 = x0 + 1;
+  if (y1 <= y0)
+    y1 = y0 + 1;
+  auto px = [&](double x) { return L + (x - x0) / (x1 - x0) * (W - L - R); };
+  auto py = [&](double y) { return T + (y1 - y) / (y1 - y0) * (H - T - Bm); };
+  std::ostringstream o;
+  o << "<svg xmlns='http://www.w3.org/2000/svg' width='" << W << "' height='" << H
+    << "' font-family='sans-serif' font-size='12'>\n<rect width='100%' height='100%' fill='white'/>\n";
+  o << "<text x='" << W / 2 << "' y='18' text-anchor='middle' font-size='14'>loss</text>\n";
+  for (int i = 0; i <= 4; ++i) {
+    double y = y0 + (y1 - y0) * i / 4, yy = py(y);
+    o << "<line x1='" << L << "' x2='" << W - R << "' y1='" << yy << "' y2='" << yy
+      << "' stroke='#ddd'/><text x='" << L - 6 << "' y='" << yy + 4
+      << "' text-anchor='end'>" << std::fixed << std::setprecision(2) << y << "</text>\n";
+    double x = x0 + (x1 - x0) * i / 4;
+    o << "<text x='" << px(x) << "' y='" << H - Bm + 16 << "' text-anchor='middle'>"
+      << std::setprecision(0) << x << "</text>\n";
+  }
+  o << "<text x='" << W / 2 << "' y='" << H - 8 << "' text-anchor='middle'>step</text>\n";
+  auto line = [&](const std::vector<std::pair<int64_t, double>> &s, const char *color,
+                  const char *name, double ly) {
+    if (s.empty())
+      return;
+    o << "<polyline fill='none' stroke='" << color << "' stroke-width='1.5' points='";
+    for (auto &[x, y] : s)
+      if (std::isfinite(y))
+        o << std::setprecision(1) << px(x) << "," << py(y) << " ";
+    o << "'/>\n<text x='" << W - R - 110 << "' y='" << ly << "' fill='" << color << "'>" << name
+      << "</text>\n";
+  };
+  line(train, "#1f77b4", "train", T + 16);
+  line(val, "#d62728", "validation", T + 32);
+  o << "</svg>\n";
+  std::ofstream(path) << o.str();
+}
+
+bool isDirWritable(const std::string &dir) {
+  ::mkdir(dir.c_str(), 0755);
+  return ::access(dir.c_str(), W_OK) == 0;
+}
+
+double evaluateLoss(RefExecutor &ex, DataSource &data, int64_t batches) {
+  double sum = 0;
+  for (int64_t i = 0; i < batches; ++i)
+    sum += ex.evaluate(data.batch(Split::Val, static_cast<uint64_t>(i))).outputs.at(0);
+  return sum / static_cast<double>(batches);
+}
+
+} // namespace
+
+int stretto::runTraining(const Graph &graph, DataSource &data, const TrainerOptions &opt,
+                   TrainSummary *summary) {
+  const bool tty = ::isatty(STDOUT_FILENO);
+  std::string ckptPath, metricsPath, csvPath;
+  if (!opt.outDir.empty()) {
+    if (!isDirWritable(opt.outDir)) {
+      std::cerr << "error: output directory '" << opt.outDir << "' is not writable\n";
+      return 1;
+    }
+    ckptPath = opt.outDir + "/checkpoint.bin";
+    metricsPath = opt.outDir + "/metrics.jsonl";
+    csvPath = opt.outDir + "/metrics.csv";
+  }
+
+  try {
+    RefExecutor ex(graph, opt.precision);
+    ex.initialize(opt.seed);
+    int64_t start = 0;
+    if (opt.resume) {
+      if (ckptPath.empty())
+        throw std::runtime_error("--resume needs an output directory holding checkpoint.bin");
+      Checkpoint c = loadCheckpoint(ckptPath);
+      for (const StateDecl &s : graph.states) {
+        auto it = c.states.find(s.name);
+        if (it == c.states.end())
+          throw std::runtime_error(ckptPath + ": checkpoint has no state '" + s.name +
+                                   "' (was it written by another model?)");
+        if (it->second.shape != s.shape)
+          throw std::runtime_error(ckptPath + ": state '" + s.name + "' has shape " +
+                                   shapeToString(it->second.shape) + " in the checkpoint but " +
+                                   shapeToString(s.shape) + " in the model");
+        ex.setState(s.name, it->second);
+      }
+      if (c.states.size() != graph.states.size())
+        throw std::runtime_error(ckptPath + ": checkpoint holds " +
+                                 std::to_string(c.states.size()) + " states, the model " +
+                                 std::to_string(graph.states.size()));
+      ex.setStepCount(c.step);
+      start = c.step;
+      if (!opt.quiet)
+        std::cout << "resuming from " << ckptPath << " at step " << start << "\n";
+    }
+
+    std::ofstream metrics, csv;
+    if (!metricsPath.empty()) {
+      auto mode = opt.resume ? std::ios::app : std::ios::trunc;
+      metrics.open(metricsPath, mode);
+      csv.open(csvPath, mode);
+      if (!opt.resume)
+        csv << "step,loss,val_loss,tokens_per_s,elapsed_s\n";
+    }
+    auto save = [&](int64_t step) {
+      if (ckptPath.empty())
+        return;
+      Checkpoint c;
+      c.step = step;
+      c.seed = opt.seed;
+      for (const StateDecl &s : graph.states)
+        c.states.emplace(s.name, ex.getState(s.name));
+      saveCheckpoint(ckptPath, c, opt.precision);
+    };
+
+    gInterrupted = false;
+    auto previous = std::signal(SIGINT, onSigint);
+    TrainSummary sum;
+    std::vector<std::pair<int64_t, double>> trainCurve, valCurve;
+    auto t0 = std::chrono::steady_clock::now();
+    auto tLog = t0;
+    int64_t tokensSinceLog = 0;
+    double lastLoss = 0;
+    int exitCode = 0;
+    for (int64_t step = start + 1; step <= opt.steps; ++step) {
+      StepResult r = ex.step(data.batch(Split::Train, static_cast<uint64_t>(step - 1)));
+      double loss = r.outputs.at(0);
+      if (!std::isfinite(loss)) {
+        std::cerr << "\nerror: step " << step << ": the loss is " << loss
+                  << "; stopping without checkpointing this state (the last good checkpoint, "
+                     "if any, is kept). Try a lower learning rate or grad_clip.\n";
+        exitCode = 1;
+        break;
+      }
+      if (step == start + 1)
+        sum.firstLoss = loss;
+      lastLoss = loss;
+      sum.losses.push_back(loss);
+      trainCurve.emplace_back(step, loss);
+      tokensSinceLog += data.tokensPerBatch();
+      double val = -1;
+      bool evalNow = step % opt.evalInterval == 0 || step == opt.steps;
+      if (evalNow) {
+        val = evaluateLoss(ex, data, opt.evalBatches);
+        valCurve.emplace_back(step, val);
+        sum.finalValLoss = val;
+      }
+      auto now = std::chrono::steady_clock::now();
+      double elapsed = std::chrono::duration<double>(now - t0).count();
+      if (metrics.is_open()) {
+        metrics << "{\"step\": " << step << ", \"loss\": " << loss;
+        if (val >= 0)
+          metrics << ", \"val_loss\": " << val;
+        metrics << ", \"elapsed_s\": " << elapsed << "}\n";
+      }
+      bool logNow = step % opt.logInterval == 0 || step == opt.steps || evalNow;
+      if (logNow) {
+        double dt = std::chrono::duration<double>(now - tLog).count();
+        double tps = dt > 0 ? tokensSinceLog / dt : 0;
+        double eta = elapsed / static_cast<double>(step - start) * (opt.steps - step);
+        if (csv.is_open())
+          csv << step << "," << loss << "," << (val >= 0 ? std::to_string(val) : "") << ","
+              << tps << "," << elapsed << "\n";
+        if (!opt.quiet) {
+          char line[256];
+          std::snprintf(line, sizeof line,
+                        "step %6lld/%lld | loss %.4f | %8.0f tok/s | elapsed %s | eta %s",
+                        (long long)step, (long long)opt.steps, loss, tps,
+                        fmtDuration(elapsed).c_str(), fmtDuration(eta).c_str());
+          std::string s = line;
+          if (val >= 0) {
+            std::snprintf(line, sizeof line, " | val %.4f", val);
+            s += line;
+          }
+          // On a terminal the line updates in place; evaluations stay visible.
+          if (tty)
+            std::cout << "\r\033[K" << s << (val >= 0 ? "\n" : "") << std::flush;
+          else
+            std::cout << s << "\n" << std::flush;
+        }
+        tLog = now;
+        tokensSinceLog = 0;
+      }
+      sum.steps = step;
+      bool ckptNow = opt.checkpointInterval > 0 && step % opt.checkpointInterval == 0;
+      if (ckptNow || step == opt.steps)
+        save(step);
+      if (gInterrupted) {
+        save(step);
+        std::cout << (tty ? "\n" : "") << "interrupted at step " << step;
+        if (!ckptPath.empty())
+          std::cout << "; checkpoint written to " << ckptPath << " (continue with --resume)";
+        std::cout << "\n";
+        sum.interrupted = true;
+        exitCode = 130;
+        break;
+      }
+    }
+    std::signal(SIGINT, previous);
+    if (tty && !opt.quiet)
+      std::cout << "\n";
+    auto t1 = std::chrono::steady_clock::now();
+    sum.seconds = std::chrono::duration<double>(t1 - t0).count();
+    sum.finalLoss = lastLoss;
+    int64_t ran = sum.steps - start;
+    sum.tokensPerSecond = sum.seconds > 0 ? ran * data.tokensPerBatch() / sum.seconds : 0;
+    if (!opt.outDir.empty())
+      writePlot(opt.outDir + "/loss.svg", trainCurve, valCurve);
+    if (!opt.quiet && exitCode != 1) {
+      std::printf("done: %lld steps in %s, %.0f tok/s; train loss %.4f -> %.4f",
+                  (long long)ran, fmtDuration(sum.seconds).c_str(), sum.tokensPerSecond,
+                  sum.firstLoss, sum.finalLoss);
+      if (sum.finalValLoss >= 0)
+        std::printf(", val loss %.4f", sum.finalValLoss);
+      std::printf("\n");
+      std::fflush(stdout);
+      if (!opt.outDir.empty())
+        std::printf("wrote %s/{metrics.jsonl,metrics.csv,loss.svg,checkpoint.bin}\n",
+                    opt.outDir.c_str());
+    }
+    if (summary)
+      *summary = sum;
+    return exitCode;
+  } catch (const std::exception &e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return 1;
+  }
+}

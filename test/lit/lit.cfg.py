@@ -1,0 +1,15 @@
+# lit configuration for Stretto's IR tests (FileCheck and -verify-diagnostics).
+import os
+import lit.formats
+
+config.name = "stretto"
+config.test_format = lit.formats.ShTest(execute_external=False)
+config.suffixes = [".mlir", ".toml", ".test"]
+config.test_source_root = os.path.dirname(__file__)
+config.test_exec_root = os.path.join(config.stretto_obj_root, "test", "lit")
+config.excludes = ["Inputs", "lit.cfg.py", "lit.site.cfg.py", "CMakeLists.txt"]
+
+config.environment["PATH"] = os.pathsep.join(
+    [config.stretto_tools_dir, config.llvm_tools_dir, config.environment.get("PATH", os.environ["PATH"])])
+config.substitutions.append(("%examples", os.path.join(config.stretto_src_root, "examples")))
+config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "Inputs")))

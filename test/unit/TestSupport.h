@@ -1,0 +1,50 @@
+//===- TestSupport.h - MLIR text to a lowered Graph, for unit tests -*- C++ -*-===//
+//
+// Parses `train` IR (or takes an imported module), optionally runs passes on
+// every train.model, and lowers the (single) model to the MLIR-free Graph the
+// reference executor runs. Diagnostics are captured so a failing test shows
+// what MLIR said.
+//
+//===----------------------------------------------------------------------===//
+#ifndef STRETTO_TEST_UNIT_TESTSUPPORT_H
+#define STRETTO_TEST_UNIT_TESTSUPPORT_H
+
+#include "stretto/Graph.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/Pass/PassManager.h"
+
+#include <functional>
+#include <string>
+
+namespace stretto::test {
+
+/// Adds passes to a module-level pass manager.
+using PipelineFn = std::function<void(mlir::PassManager &)>;
+
+/// No passes: lower the model as written.
+PipelineFn noPasses();
+/// Only `train-autodiff` (nested on train.model).
+PipelineFn autodiffOnly();
+/// buildTrainingPipeline: autodiff, optimizer, canonicalize, cse.
+PipelineFn trainingPipeline();
+
+struct Compiled {
+  bool ok = false;
+  Graph graph;
+  std::string diagnostics; // everything MLIR reported, one per line
+  std::string ir;          // the module after the passes (for messages)
+};
+
+/// A context with the train dialect loaded.
+void prepareContext(mlir::MLIRContext &ctx);
+
+/// Parses `source`, runs `pipeline`, lowers the first train.model.
+Compiled compile(const std::string &source, const PipelineFn &pipeline = noPasses());
+
+/// Same from a module built elsewhere (e.g. by the TOML importer) in `ctx`.
+Compiled compileModule(mlir::ModuleOp module, const PipelineFn &pipeline);
+
+} // namespace stretto::test
+
+#endif

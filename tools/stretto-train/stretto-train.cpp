@@ -1,0 +1,228 @@
+//===- stretto-train.cpp - compile a model description and train it ------===//
+//
+//   stretto-train examples/gpt-tiny.toml
+//   stretto-train examples/gpt-tiny.toml train.steps=50 --out runs/tiny
+//   stretto-train model.mlir --dump dump/
+//
+//===----------------------------------------------------------------------===//
+#include "stretto/Compiler/Lowering.h"
+#include "stretto/Frontend/Import.h"
+#include "stretto/Trainer.h"
+
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/IR/Verifier.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Support/FileUtilities.h"
+#include "llvm/Support/CommandLine.h"
+#include "llvm/Support/FileSystem.h"
+#include "llvm/Support/Path.h"
+#include "llvm/Support/SourceMgr.h"
+#include "llvm/Support/raw_ostream.h"
+
+#include <fstream>
+
+namespace cl = llvm::cl;
+using namespace mlir;
+using namespace stretto;
+
+static cl::OptionCategory cat("stretto-train options");
+static cl::opt<std::string> modelPath(cl::Positional, cl::desc("<model.toml | model.mlir>"),
+                                      cl::Required, cl::cat(cat));
+static cl::list<std::string> overrides(cl::Positional, cl::desc("[section.key=value ...]"),
+                                       cl::cat(cat));
+static cl::opt<int64_t> steps("steps", cl::desc("Training steps (overrides train.steps)"),
+                              cl::init(-1), cl::cat(cat));
+static cl::opt<int64_t> seed("seed", cl::desc("Seed for initialisation and data order"),
+                             cl::init(-1), cl::cat(cat));
+static cl::opt<int64_t> logInterval("log-interval", cl::desc("Steps between progress lines"),
+                                    cl::init(-1), cl::cat(cat));
+static cl::opt<std::string> outDir("out", cl::desc("Output directory for metrics, plot, checkpoint"),
+                                   cl::init(""), cl::cat(cat));
+static cl::opt<std::string> dumpDir("dump", cl::desc("Write the IR after every pass and the lowered graph here"),
+                                    cl::init(""), cl::cat(cat));
+static cl::opt<bool> resume("resume", cl::desc("Continue from <out>/checkpoint.bin"), cl::cat(cat));
+static cl::opt<std::string> device("device", cl::desc("cpu | cuda | auto"), cl::init("auto"),
+                                   cl::cat(cat));
+static cl::opt<std::string> precision("precision", cl::desc("Reference executor precision: f32 | f64"),
+                                      cl::init("f32"), cl::cat(cat));
+static cl::opt<bool> quiet("quiet", cl::desc("Only print errors and the final summary"), cl::cat(cat));
+
+static const char *kOverview = R"(stretto-train: compile a model description into a trainer and run it
+
+Examples:
+  stretto-train examples/gpt-tiny.toml                  train the default example
+  stretto-train examples/gpt-tiny.toml train.steps=50   override any config key
+  stretto-train examples/gpt-tiny.toml --out runs/tiny  metrics, loss.svg, checkpoint
+  stretto-train examples/gpt-tiny.toml --out runs/tiny --resume
+  stretto-train examples/mlp.toml train.optimizer=muon --dump dump/
+)";
+
+namespace {
+int fail(const std::string &msg) {
+  llvm::errs() << "stretto-train: " << msg << "\n";
+  return 1;
+}
+
+/// Overwrites keys of the model's trainer dictionary (for .mlir inputs and
+/// for command-line options that mirror config keys).
+void setTrainerKeys(train::ModelOp model, ArrayRef<NamedAttribute> values) {
+  NamedAttrList attrs(model.getTrainerAttr() ? model.getTrainerAttr() : DictionaryAttr());
+  for (const NamedAttribute &v : values)
+    attrs.set(v.getName(), v.getValue());
+  model.setTrainerAttr(attrs.getDictionary(model.getContext()));
+}
+} // namespace
+
+int main(int argc, char **argv) {
+  cl::HideUnrelatedOptions(cat);
+  cl::ParseCommandLineOptions(argc, argv, kOverview);
+
+  if (device == "cuda")
+    return fail("--device=cuda: the CUDA backend is not available in this build yet; "
+                "use --device=cpu (or auto)");
+  if (device != "cpu" && device != "auto")
+    return fail("--device must be cpu, cuda or auto, got '" + device + "'");
+  if (precision != "f32" && precision != "f64")
+    return fail("--precision must be f32 or f64, got '" + precision + "'");
+
+  MLIRContext ctx;
+  ctx.getOrLoadDialect<train::TrainDialect>();
+  // "file:line:col: error: message", the form compilers and editors read.
+  ScopedDiagnosticHandler diagnostics(&ctx, [](Diagnostic &d) {
+    std::string where;
+    if (auto fl = dyn_cast<FileLineColLoc>(d.getLocation()))
+      where = (fl.getFilename().getValue() + ":" + llvm::Twine(fl.getLine()) + ":" +
+               llvm::Twine(fl.getColumn()) + ": ").str();
+    const char *sev = d.getSeverity() == DiagnosticSeverity::Error     ? "error"
+                      : d.getSeverity() == DiagnosticSeverity::Warning ? "warning"
+                                                                       : "note";
+    llvm::errs() << where << sev << ": " << d.str() << "\n";
+    return success();
+  });
+  OwningOpRef<ModuleOp> module;
+  std::vector<std::string> sets(overrides.begin(), overrides.end());
+  if (steps > 0)
+    sets.push_back("train.steps=" + std::to_string(steps));
+  bool isMlir = llvm::StringRef(modelPath).ends_with(".mlir");
+  if (isMlir) {
+    std::string err;
+    auto file = openInputFile(modelPath, &err);
+    if (!file)
+      return fail(modelPath + ": " + err);
+    llvm::SourceMgr sm;
+    sm.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
+    SourceMgrDiagnosticHandler handler(sm, &ctx);
+    module = parseSourceFile<ModuleOp>(sm, &ctx);
+    if (!module)
+      return 1; // the handler printed "file:line:col: error: ..."
+    for (const std::string &s : sets)
+      if (!llvm::StringRef(s).starts_with("train.steps="))
+        return fail("key=value overrides apply to TOML configs; edit the .mlir instead (got '" +
+                    s + "')");
+  } else {
+    std::string error;
+    module = importConfigFile(ctx, modelPath, sets, error);
+    if (!module) {
+      llvm::errs() << error << "\n";
+      return 1;
+    }
+  }
+  auto models = llvm::to_vector(module->getOps<train::ModelOp>());
+  if (models.size() != 1)
+    return fail(modelPath + ": expected exactly one train.model, found " +
+                std::to_string(models.size()));
+  train::ModelOp model = models.front();
+  OpBuilder b(&ctx);
+  if (isMlir && steps > 0)
+    setTrainerKeys(model, {b.getNamedAttr("total_steps", b.getI64IntegerAttr(steps))});
+
+  // Passes: the full pipeline on a model-level description; a step that was
+  // already compiled (it writes state) is run as it is.
+  bool compiled = !model.getStep() || !model.getStep().getBody().getOps<train::WriteOp>().empty();
+  if (!compiled) {
+    PassManager pm(&ctx);
+    if (!dumpDir.empty()) {
+      pm.getContext()->disableMultithreading();
+      pm.enableIRPrintingToFileTree([](Pass *, Operation *) { return false; },
+                                    [](Pass *, Operation *) { return true; },
+                                    /*printModuleScope=*/true, /*onlyOnChange=*/false,
+                                    /*onlyOnFailure=*/false, dumpDir);
+    }
+    buildTrainingPipeline(pm);
+    if (failed(pm.run(*module)))
+      return fail("compilation failed");
+  }
+  FailureOr<Graph> graph = lowerToGraph(model);
+  if (failed(graph))
+    return 1;
+  if (!dumpDir.empty()) {
+    std::ofstream g(dumpDir + "/graph.txt");
+    for (size_t i = 0; i < graph->nodes.size(); ++i) {
+      const Node &n = graph->nodes[i];
+      g << "%" << i << " = " << opKindName(n.kind);
+      for (int o : n.operands)
+        g << " %" << o;
+      if (!n.name.empty())
+        g << " \"" << n.name << "\"";
+      g << " : " << shapeToString(n.shape) << " " << dtypeName(n.dtype) << "\n";
+    }
+    llvm::outs() << "wrote the IR after each pass and graph.txt to " << dumpDir << "\n";
+  }
+
+  // Run settings: config values, then command-line options.
+  TrainerOptions opt;
+  opt.steps = model.getTrainerInt("total_steps", 100);
+  opt.seed = seed >= 0 ? uint64_t(seed) : uint64_t(model.getTrainerInt("seed", 1337));
+  opt.logInterval = logInterval > 0 ? int64_t(logInterval) : model.getTrainerInt("log_interval", 10);
+  opt.evalInterval = model.getTrainerInt("eval_interval", 100);
+  opt.evalBatches = model.getTrainerInt("eval_batches", 8);
+  opt.checkpointInterval = model.getTrainerInt("checkpoint_interval", 0);
+  opt.outDir = outDir;
+  opt.resume = resume;
+  opt.precision = precision == "f64" ? Precision::F64 : Precision::F32;
+  opt.quiet = quiet;
+
+  DataConfig data;
+  data.seed = opt.seed;
+  int64_t vocab = 256;
+  if (auto v = model->getAttrOfType<IntegerAttr>("vocab"))
+    vocab = v.getInt();
+  else if (auto c = model->getAttrOfType<IntegerAttr>("classes"))
+    vocab = c.getInt();
+  if (auto d = model->getAttrOfType<DictionaryAttr>("data")) {
+    if (auto f = d.getAs<StringAttr>("format"))
+      data.format = f.getValue().str();
+    if (auto p = d.getAs<StringAttr>("path")) {
+      // Relative paths are relative to the model file.
+      llvm::SmallString<256> path(p.getValue());
+      if (llvm::sys::path::is_relative(path)) {
+        llvm::SmallString<256> base(llvm::sys::path::parent_path(modelPath));
+        llvm::sys::path::append(base, path);
+        path = base;
+      }
+      data.path = std::string(path);
+    }
+    if (auto v = d.getAs<FloatAttr>("val_fraction"))
+      data.valFraction = v.getValueAsDouble();
+  }
+  std::unique_ptr<DataSource> source;
+  try {
+    source = makeDataSource(*graph, data, vocab);
+  } catch (const std::exception &e) {
+    return fail(e.what());
+  }
+  if (!quiet) {
+    int64_t params = 0;
+    for (const StateDecl &s : graph->states)
+      if (s.isParam)
+        params += numElements(s.shape);
+    llvm::outs() << "model @" << model.getSymName() << ": " << params << " parameters, "
+                 << graph->nodes.size() << " ops per step; optimizer "
+                 << model.getTrainerString("optimizer", "adamw") << "\n"
+                 << "data: " << source->describe() << "\n"
+                 << "device: cpu (reference executor, " << precision << ")\n";
+    llvm::outs().flush();
+  }
+  return runTraining(*graph, *source, opt);
+}
