@@ -34,14 +34,18 @@ struct ConfigError {
   std::string message;
 };
 
-[[noreturn]] void fail(const toml::node *at, std::string message) {
+[[noreturn]] void failAt(const toml::source_region &at, std::string message) {
   ConfigError e;
-  if (at) {
-    e.line = static_cast<int>(at->source().begin.line);
-    e.column = static_cast<int>(at->source().begin.column);
-  }
+  e.line = static_cast<int>(at.begin.line);
+  e.column = static_cast<int>(at.begin.column);
   e.message = std::move(message);
   throw e;
+}
+
+[[noreturn]] void fail(const toml::node *at, std::string message) {
+  if (at)
+    failAt(at->source(), std::move(message));
+  throw ConfigError{0, 0, std::move(message)};
 }
 
 /// Reads typed keys from one table and rejects keys nobody asked for.
@@ -115,7 +119,7 @@ public:
       return;
     for (auto &[k, v] : *table)
       if (!known.count(std::string(k.str())))
-        fail(&v, "unknown key '" + name + "." + std::string(k.str()) + "'");
+        failAt(k.source(), "unknown key '" + name + "." + std::string(k.str()) + "'");
   }
 
 private:
@@ -361,7 +365,7 @@ OwningOpRef<ModuleOp> importTable(MLIRContext &ctx, toml::table &root, const std
   for (auto &[k, v] : root) {
     std::string key(k.str());
     if (key != "model" && key != "train" && key != "data")
-      fail(&v, "unknown section '" + key + "'; expected [model], [train] and [data]");
+      failAt(k.source(), "unknown section '" + key + "'; expected [model], [train] and [data]");
   }
   Section m = section(root, "model");
   if (!m.present())

@@ -1,0 +1,22 @@
+# The two front-door commands (README):
+#   make train   set up, build, train gpt-tiny on the shipped corpus (CPU)
+#   make test    set up, build, run every test (lit + GoogleTest via ctest)
+BUILD ?= build
+JOBS ?= 2
+
+.PHONY: setup build test train clean
+setup:
+	./scripts/setup.sh
+
+build: setup
+	cmake -G Ninja -S . -B $(BUILD) -DCMAKE_BUILD_TYPE=Release
+	cmake --build $(BUILD) -j$(JOBS)
+
+test: build
+	ctest --test-dir $(BUILD) --output-on-failure -j$(JOBS)
+
+train: build
+	./$(BUILD)/bin/stretto-train examples/gpt-tiny.toml --out runs/gpt-tiny
+
+clean:
+	rm -rf $(BUILD)
