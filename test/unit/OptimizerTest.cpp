@@ -697,13 +697,13 @@ TEST_P(NewtonSchulz, MatchesLoopsAndSingularValuesInBand) {
   std::mt19937_64 rng(1000 * m + n);
   std::normal_distribution<double> normal(0.0, 3.0);
   // Gaussian, with the rows (wide) or columns (tall) scaled geometrically
-  // from 1 down to 1/20 so the spectrum is spread.
+  // from 1 down to 1/10 so the spectrum is spread.
   int k = std::min(m, n);
   Vec x(static_cast<size_t>(m) * n);
   for (int i = 0; i < m; ++i)
     for (int j = 0; j < n; ++j) {
       int along = m <= n ? i : j;
-      x[i * n + j] = normal(rng) * std::pow(20.0, -double(along) / (k - 1));
+      x[i * n + j] = normal(rng) * std::pow(10.0, -double(along) / (k - 1));
     }
   ex.setState("x", HostTensor{{m, n}, x});
   Vec o = ex.evaluate({}).grads.at("x").data;
@@ -714,13 +714,20 @@ TEST_P(NewtonSchulz, MatchesLoopsAndSingularValuesInBand) {
   ASSERT_EQ(so.size(), static_cast<size_t>(std::min(m, n)));
   // The input spreads its spectrum widely; the output is squeezed into the
   // quintic's band around 1.
-  EXPECT_GT(sx.back() / sx.front(), 10.0);
+  EXPECT_GT(sx.back() / sx.front(), 5.0);
+  // After 5 steps the quintic maps every normalised singular value in
+  // [0.002, 1] into [0.6818, 1.2024] (iterate the scalar polynomial to see).
+  double frob = 0;
+  for (double v : x)
+    frob += v * v;
+  frob = std::sqrt(frob);
+  EXPECT_GT(sx.front() / frob, 0.002) << "input outside the band's precondition";
   for (double s : so) {
     EXPECT_GT(s, 0.68);
-    EXPECT_LT(s, 1.2);
+    EXPECT_LT(s, 1.21);
   }
-  // Same singular vectors: O·Xᵀ·... is not needed; check Xᵀ O is symmetric
-  // positive semi-definite (O = U f(Σ) Vᵀ with f > 0  ⇒  Xᵀ O = V Σ f(Σ) Vᵀ).
+  // Same singular vectors as the input: Xᵀ O is symmetric positive
+  // semi-definite (O = U f(Σ) Vᵀ with f > 0  ⇒  Xᵀ O = V Σ f(Σ) Vᵀ).
   Vec xto = matmul(transpose(x, m, n), o, n, m, n); // [n, n]
   for (int i = 0; i < n; ++i)
     for (int j = 0; j < i; ++j)

@@ -1,0 +1,289 @@
+//===- TrainerTest.cpp - the training loop, data, checkpoints -------------===//
+#include "stretto/Compiler/Lowering.h"
+#include "stretto/Frontend/Import.h"
+#include "stretto/Trainer.h"
+
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Pass/PassManager.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+using namespace stretto;
+namespace fs = std::filesystem;
+
+namespace {
+
+const char *kMlp = R"(
+[model]
+kind = "mlp"
+inputs = 8
+hidden = [16]
+classes = 4
+batch = 16
+[train]
+optimizer = "adamw"
+lr = 1e-2
+steps = 40
+eval_interval = 20
+[data]
+format = "synthetic"
+)";
+
+Graph compile(const std::string &toml, const std::vector<std::string> &overrides = {}) {
+  mlir::MLIRContext ctx;
+  std::string error;
+  auto module = importConfigString(ctx, toml, "test.toml", overrides, error);
+  EXPECT_TRUE(module) << error;
+  mlir::PassManager pm(&ctx);
+  buildTrainingPipeline(pm);
+  EXPECT_TRUE(mlir::succeeded(pm.run(*module)));
+  auto model = *module->getOps<train::ModelOp>().begin();
+  auto graph = lowerToGraph(model);
+  EXPECT_TRUE(mlir::succeeded(graph));
+  return *graph;
+}
+
+struct TempDir {
+  fs::path path;
+  TempDir() {
+    path = fs::temp_directory_path() /
+           ("stretto-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter()++));
+    fs::remove_all(path);
+    fs::create_directories(path);
+  }
+  ~TempDir() { fs::remove_all(path); }
+  static int &counter() {
+    static int c = 0;
+    return c;
+  }
+};
+
+TrainerOptions quietOptions(int64_t steps, const std::string &out = "") {
+  TrainerOptions o;
+  o.steps = steps;
+  o.evalInterval = 20;
+  o.evalBatches = 2;
+  o.outDir = out;
+  o.quiet = true;
+  return o;
+}
+
+TEST(Trainer, MlpLossFalls) {
+  Graph g = compile(kMlp);
+  DataConfig dc;
+  dc.format = "synthetic";
+  auto data = makeDataSource(g, dc, 4);
+  TrainSummary s;
+  ASSERT_EQ(runTraining(g, *data, quietOptions(40), &s), 0);
+  ASSERT_EQ(s.losses.size(), 40u);
+  // Four balanced classes start near log(4) = 1.386; a linear teacher is
+  // learnable, so 40 AdamW steps must cut it substantially.
+  EXPECT_NEAR(s.firstLoss, std::log(4.0), 0.3);
+  EXPECT_LT(s.finalLoss, 0.75 * s.firstLoss);
+  EXPECT_GT(s.finalValLoss, 0.0);
+}
+
+TEST(Trainer, SameSeedSameLossesDifferentSeedDifferent) {
+  Graph g = compile(kMlp);
+  DataConfig dc;
+  dc.format = "synthetic";
+  auto data = makeDataSource(g, dc, 4);
+  TrainSummary a, b, c;
+  auto o = quietOptions(10);
+  ASSERT_EQ(runTraining(g, *data, o, &a), 0);
+  ASSERT_EQ(runTraining(g, *data, o, &b), 0);
+  o.seed = 7;
+  ASSERT_EQ(runTraining(g, *data, o, &c), 0);
+  EXPECT_EQ(a.losses, b.losses); // bit-identical
+  EXPECT_NE(a.losses, c.losses);
+}
+
+TEST(Trainer, ResumeIsBitIdentical) {
+  Graph g = compile(kMlp);
+  DataConfig dc;
+  dc.format = "synthetic";
+  auto data = makeDataSource(g, dc, 4);
+  TempDir full, split;
+  TrainSummary whole, first, second;
+  ASSERT_EQ(runTraining(g, *data, quietOptions(30, full.path), &whole), 0);
+  ASSERT_EQ(runTraining(g, *data, quietOptions(12, split.path), &first), 0);
+  auto o = quietOptions(30, split.path);
+  o.resume = true;
+  ASSERT_EQ(runTraining(g, *data, o, &second), 0);
+  std::vector<double> joined = first.losses;
+  joined.insert(joined.end(), second.losses.begin(), second.losses.end());
+  EXPECT_EQ(joined, whole.losses);
+  // The final checkpoints agree bit for bit too.
+  Checkpoint x = loadCheckpoint((full.path / "checkpoint.bin").string());
+  Checkpoint y = loadCheckpoint((split.path / "checkpoint.bin").string());
+  EXPECT_EQ(x.step, 30);
+  EXPECT_EQ(y.step, 30);
+  ASSERT_EQ(x.states.size(), y.states.size());
+  for (auto &[name, t] : x.states)
+    EXPECT_EQ(t.data, y.states.at(name).data) << name;
+}
+
+TEST(Trainer, WritesMetricsAndPlot) {
+  Graph g = compile(kMlp);
+  DataConfig dc;
+  dc.format = "synthetic";
+  auto data = makeDataSource(g, dc, 4);
+  TempDir out;
+  ASSERT_EQ(runTraining(g, *data, quietOptions(20, out.path)), 0);
+  std::ifstream jsonl(out.path / "metrics.jsonl");
+  std::string line;
+  int lines = 0, withVal = 0;
+  while (std::getline(jsonl, line)) {
+    ++lines;
+    EXPECT_EQ(line.rfind("{\"step\": ", 0), 0u) << line;
+    withVal += line.find("\"val_loss\"") != std::string::npos;
+  }
+  EXPECT_EQ(lines, 20);
+  EXPECT_EQ(withVal, 1); // eval at step 20 only
+  std::ifstream svg(out.path / "loss.svg");
+  std::string text((std::istreambuf_iterator<char>(svg)), std::istreambuf_iterator<char>());
+  EXPECT_NE(text.find("<svg"), std::string::npos);
+  EXPECT_NE(text.find("<polyline"), std::string::npos);
+}
+
+TEST(Checkpoint, RoundTripAndCorruptionDetected) {
+  TempDir dir;
+  std::string path = (dir.path / "c.bin").string();
+  Checkpoint c;
+  c.step = 5;
+  c.seed = 9;
+  c.states["w"] = HostTensor{{2, 2}, {1.5, -2.25, 3.0, 0.125}};
+  saveCheckpoint(path, c, Precision::F64);
+  Checkpoint r = loadCheckpoint(path);
+  EXPECT_EQ(r.step, 5);
+  EXPECT_EQ(r.seed, 9u);
+  EXPECT_EQ(r.states.at("w").data, c.states.at("w").data);
+  EXPECT_FALSE(fs::exists(path + ".tmp"));
+
+  // Flip one byte in the payload: the checksum catches it.
+  {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(40);
+    f.put('\x7f');
+  }
+  EXPECT_THROW(loadCheckpoint(path), std::runtime_error);
+  // Truncation.
+  saveCheckpoint(path, c, Precision::F32);
+  fs::resize_file(path, fs::file_size(path) - 3);
+  try {
+    loadCheckpoint(path);
+    FAIL() << "truncated checkpoint accepted";
+  } catch (const std::runtime_error &e) {
+    EXPECT_NE(std::string(e.what()).find(path), std::string::npos);
+  }
+  // Not a checkpoint at all.
+  std::ofstream(path) << "hello";
+  EXPECT_THROW(loadCheckpoint(path), std::runtime_error);
+}
+
+TEST(Trainer, ResumeRejectsMismatchedCheckpoint) {
+  Graph g = compile(kMlp);
+  Graph other = compile(kMlp, {"model.hidden=[8]"});
+  DataConfig dc;
+  dc.format = "synthetic";
+  auto data = makeDataSource(g, dc, 4);
+  TempDir out;
+  ASSERT_EQ(runTraining(other, *data, quietOptions(2, out.path)), 0);
+  auto o = quietOptions(4, out.path);
+  o.resume = true;
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(runTraining(g, *data, o), 1);
+  std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("has shape"), std::string::npos) << err;
+}
+
+TEST(Trainer, NaNLossStopsWithoutOverwritingCheckpoint) {
+  // A learning rate of 1e30 blows the MLP up within a few steps.
+  Graph good = compile(kMlp);
+  Graph bad = compile(kMlp, {"train.lr=1e30", "train.optimizer=\"sgd\""});
+  DataConfig dc;
+  dc.format = "synthetic";
+  auto data = makeDataSource(good, dc, 4);
+  TempDir out;
+  ASSERT_EQ(runTraining(good, *data, quietOptions(3, out.path)), 0);
+  std::string ckpt = (out.path / "checkpoint.bin").string();
+  Checkpoint before = loadCheckpoint(ckpt);
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(runTraining(bad, *data, quietOptions(50, out.path)), 1);
+  std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("the loss is"), std::string::npos) << err;
+  Checkpoint after = loadCheckpoint(ckpt);
+  EXPECT_EQ(after.step, before.step);
+  for (auto &[name, t] : before.states)
+    EXPECT_EQ(t.data, after.states.at(name).data) << name;
+}
+
+TEST(Data, TextWindowsAndVocabularyErrors) {
+  Graph g = compile(R"(
+[model]
+kind = "gpt"
+layers = 1
+heads = 1
+d_model = 4
+seq_len = 4
+batch = 2
+vocab = 128
+[data]
+path = "x"
+)");
+  TempDir dir;
+  std::string path = (dir.path / "t.txt").string();
+  std::ofstream(path) << std::string(200, 'a') << "bcdefghij";
+  DataConfig dc;
+  dc.path = path;
+  dc.format = "text";
+  auto data = makeDataSource(g, dc, 128);
+  auto b = data->batch(Split::Train, 0);
+  ASSERT_EQ(b.at("tokens").shape, (Shape{2, 4}));
+  // Targets are the tokens shifted by one.
+  auto &tok = b.at("tokens").data, &tgt = b.at("targets").data;
+  for (int r = 0; r < 2; ++r)
+    for (int t = 0; t < 3; ++t)
+      EXPECT_EQ(tgt[r * 4 + t], tok[r * 4 + t + 1]);
+  // Deterministic by (split, index).
+  EXPECT_EQ(data->batch(Split::Train, 3).at("tokens").data,
+            data->batch(Split::Train, 3).at("tokens").data);
+
+  // A byte outside a 64-entry vocabulary is reported with its offset.
+  try {
+    makeDataSource(g, dc, 64);
+    FAIL();
+  } catch (const std::runtime_error &e) {
+    EXPECT_NE(std::string(e.what()).find("outside the vocabulary"), std::string::npos);
+  }
+  // Empty and missing files name the file.
+  std::string empty = (dir.path / "empty.txt").string();
+  std::ofstream(empty).close();
+  dc.path = empty;
+  EXPECT_THROW(makeDataSource(g, dc, 128), std::runtime_error);
+  dc.path = (dir.path / "missing.txt").string();
+  EXPECT_THROW(makeDataSource(g, dc, 128), std::runtime_error);
+  // uint16 token files: an id >= vocab is an error.
+  std::string bin = (dir.path / "t.bin").string();
+  {
+    std::ofstream f(bin, std::ios::binary);
+    for (int i = 0; i < 100; ++i) {
+      uint16_t v = i == 50 ? 300 : 7;
+      f.write(reinterpret_cast<const char *>(&v), 2);
+    }
+  }
+  dc.path = bin;
+  dc.format = "bin";
+  try {
+    makeDataSource(g, dc, 128);
+    FAIL();
+  } catch (const std::runtime_error &e) {
+    EXPECT_NE(std::string(e.what()).find("token 300 at index 50"), std::string::npos) << e.what();
+  }
+}
+
+} // namespace
