@@ -279,13 +279,13 @@ struct Prepared {
   Inputs inputs;
 };
 
-/// Compiles a case with train-autodiff only and sets its parameter values.
-Prepared prepare(const GradCase &c) {
+/// Compiles a case (train-autodiff only by default) and sets its parameter values.
+Prepared prepare(const GradCase &c, const test::PipelineFn &pipeline = test::autodiffOnly()) {
   Prepared p;
   std::mt19937_64 rng(hashName(c.name));
   Vec weights = generate(Gen::Normal, numElements(c.out), rng);
   std::string text = modelText(c, weights);
-  p.compiled = test::compile(text, test::autodiffOnly());
+  p.compiled = test::compile(text, pipeline);
   if (!p.compiled.ok) {
     ADD_FAILURE() << "compile failed:\n" << p.compiled.diagnostics << "\n" << text;
     return p;
@@ -489,6 +489,25 @@ std::vector<GradCase> modelCases() {
                     "    %out = train.cross_entropy %a, %y : " + ty({2, 3, 5}) + ", " +
                         ty({2, 3}, "i32") + " -> " + ty({}),
                     {}, {{"y", {2, 3}, {4, 0, 2, 2, 1, 4}}}));
+  // Operands that do not depend on a parameter get no gradient.
+  cs.push_back(make("pow_ConstExponent", {{"a", {2, 3}, Gen::Positive}},
+                    "    %e = train.constant dense<3.000000e+00> : " + ty({}) +
+                        "\n    %out = train.pow %a, %e : " + ty({2, 3}) + ", " + ty({}) + " -> " +
+                        ty({2, 3}),
+                    {2, 3}));
+  cs.push_back(make("div_ConstNumerator", {{"a", {2, 3}, Gen::AwayFromZero}},
+                    "    %one = train.constant dense<[1.5, -2.0, 0.5]> : " + ty({3}) +
+                        "\n    %out = train.div %one, %a : " + ty({3}) + ", " + ty({2, 3}) +
+                        " -> " + ty({2, 3}),
+                    {2, 3}));
+  // Layout round trips that canonicalization may fold.
+  cs.push_back(make("transpose_Twice", {{"a", {2, 3, 4}}},
+                    "    %t = train.transpose %a [1, 2, 0] : " + ty({2, 3, 4}) + " -> " +
+                        ty({3, 4, 2}) + "\n    %t2 = train.transpose %t [0, 2, 1] : " +
+                        ty({3, 4, 2}) + " -> " + ty({3, 2, 4}) + "\n    %e = train.exp %t2 : " +
+                        ty({3, 2, 4}) + "\n    %out = train.reshape %e : " + ty({3, 2, 4}) +
+                        " -> " + ty({6, 4}),
+                    {6, 4}));
   // Fan-out: %a feeds three ops; a second read of the same param.
   cs.push_back(make("fanout_Value", {{"a", {2, 3}}},
                     "    %sq = train.mul %a, %a : " + ty({2, 3}) +
@@ -529,6 +548,18 @@ class GradientCheck : public ::testing::TestWithParam<GradCase> {};
 TEST_P(GradientCheck, MatchesCentralDifferences) {
   const GradCase &c = GetParam();
   Prepared p = prepare(c);
+  ASSERT_TRUE(p.compiled.ok);
+  std::string error;
+  std::vector<GradReport> reports =
+      checkGradients(*p.ex, p.compiled.graph, p.inputs, error);
+  EXPECT_EQ(error, "") << p.compiled.ir;
+  expectGood(reports, c.params.size());
+}
+
+// The same cases after canonicalize and cse, which fold the backward ops.
+TEST_P(GradientCheck, MatchesCentralDifferencesAfterCanonicalize) {
+  const GradCase &c = GetParam();
+  Prepared p = prepare(c, test::autodiffCanonicalized());
   ASSERT_TRUE(p.compiled.ok);
   std::string error;
   std::vector<GradReport> reports =

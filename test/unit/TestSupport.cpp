@@ -8,6 +8,7 @@
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"
+#include "mlir/Transforms/Passes.h"
 #include "llvm/Support/raw_ostream.h"
 
 using namespace mlir;
@@ -20,6 +21,15 @@ PipelineFn noPasses() {
 
 PipelineFn autodiffOnly() {
   return [](PassManager &pm) { pm.nest<train::ModelOp>().addPass(train::createTrainAutodiff()); };
+}
+
+PipelineFn autodiffCanonicalized() {
+  return [](PassManager &pm) {
+    OpPassManager &model = pm.nest<train::ModelOp>();
+    model.addPass(train::createTrainAutodiff());
+    model.addPass(createCanonicalizerPass());
+    model.addPass(createCSEPass());
+  };
 }
 
 PipelineFn trainingPipeline() {

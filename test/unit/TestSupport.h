@@ -26,6 +26,9 @@ using PipelineFn = std::function<void(mlir::PassManager &)>;
 PipelineFn noPasses();
 /// Only `train-autodiff` (nested on train.model).
 PipelineFn autodiffOnly();
+/// `train-autodiff`, then canonicalize and cse (the folders must keep the
+/// gradients exact).
+PipelineFn autodiffCanonicalized();
 /// buildTrainingPipeline: autodiff, optimizer, canonicalize, cse.
 PipelineFn trainingPipeline();
 

@@ -1,0 +1,10 @@
+train.model @matmul_shared_rhs {
+  train.param @w : tensor<4x3xf32> = normal(0.1)
+  train.step {
+    %x = train.input "x" : tensor<2x5x4xf32>
+    %w = train.read @w : tensor<4x3xf32>
+    %y = train.matmul %x, %w : tensor<2x5x4xf32>, tensor<4x3xf32> -> tensor<2x5x3xf32>
+    %l = train.reduce_sum %y [0, 1, 2] : tensor<2x5x3xf32> -> tensor<f32>
+    train.yield %l : tensor<f32>
+  }
+}

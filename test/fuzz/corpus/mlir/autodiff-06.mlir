@@ -1,0 +1,9 @@
+train.model @fanout {
+  train.param @w : tensor<3xf32> = zeros
+  train.step {
+    %w = train.read @w : tensor<3xf32>
+    %y = train.mul %w, %w : tensor<3xf32>
+    %l = train.reduce_sum %y [0] : tensor<3xf32> -> tensor<f32>
+    train.yield %l : tensor<f32>
+  }
+}

@@ -1,0 +1,2 @@
+train.model @m attributes {trainer = {lr = "fast"}} {
+}

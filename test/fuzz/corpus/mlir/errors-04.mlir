@@ -1,0 +1,2 @@
+train.model @m attributes {trainer = {total_steps = 100.0}} {
+}

@@ -1,0 +1,2 @@
+train.model @m attributes {trainer = {micro_batches = 0}} {
+}

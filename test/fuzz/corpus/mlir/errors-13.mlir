@@ -1,0 +1,3 @@
+train.model @m {
+  train.param @w : tensor<?x4xf32> = zeros(0.0)
+}

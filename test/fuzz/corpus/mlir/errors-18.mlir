@@ -1,0 +1,4 @@
+train.model @m {
+  train.step {
+  }
+}

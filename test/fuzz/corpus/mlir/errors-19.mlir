@@ -1,0 +1,5 @@
+train.model @m {
+  train.step {
+    "train.yield"() : () -> ()
+  }
+}

@@ -1,0 +1,6 @@
+train.model @m {
+  train.step {
+    %a = train.input "a" : tensor<2x3xf32>
+    %c = train.reduce_sum %a [1, 0] : tensor<2x3xf32> -> tensor<f32>
+  }
+}

@@ -1,0 +1,6 @@
+train.model @m {
+  train.step {
+    %a = train.input "a" : tensor<f32>
+    %c = train.softmax %a : tensor<f32>
+  }
+}

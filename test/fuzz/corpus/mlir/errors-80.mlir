@@ -1,0 +1,7 @@
+train.model @m {
+  train.step {
+    %u = train.input "u" : tensor<3x4xf32>
+    %i = train.input "i" : tensor<3xi32>
+    %c = train.scatter_rows %u into rows[%i] : tensor<3x4xf32>, tensor<3xi32> -> tensor<8x4x1xf32>
+  }
+}

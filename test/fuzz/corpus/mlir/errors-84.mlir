@@ -1,0 +1,7 @@
+train.model @m {
+  train.step {
+    %l = train.input "l" : tensor<2x3x5xf32>
+    %t = train.input "t" : tensor<2x5xi32>
+    %c = train.cross_entropy %l, %t : tensor<2x3x5xf32>, tensor<2x5xi32> -> tensor<f32>
+  }
+}
