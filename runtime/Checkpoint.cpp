@@ -42,6 +42,32 @@ struct Reader {
 };
 } // namespace
 
+void stretto::writeFileAtomically(const std::string &path, const std::string &bytes) {
+  // Never leave a half-written file under the real name.
+  std::string tmp = path + ".tmp";
+  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  if (fd < 0)
+    throw std::runtime_error(tmp + ": cannot write (" + std::strerror(errno) + ")");
+  size_t done = 0;
+  while (done < bytes.size()) {
+    ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0) {
+      int e = errno;
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      throw std::runtime_error(tmp + ": write failed (" + std::strerror(e) + ")");
+    }
+    done += static_cast<size_t>(n);
+  }
+  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    ::unlink(tmp.c_str());
+    throw std::runtime_error(tmp + ": flush failed (" + std::strerror(errno) + ")");
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0)
+    throw std::runtime_error(path + ": cannot move the file into place (" +
+                             std::strerror(errno) + ")");
+}
+
 void stretto::saveCheckpoint(const std::string &path, const Checkpoint &ckpt,
                              Precision precision) {
   std::string out(kMagic, sizeof(kMagic) - 1);
@@ -65,29 +91,7 @@ void stretto::saveCheckpoint(const std::string &path, const Checkpoint &ckpt,
   }
   put<uint64_t>(out, fnv(out));
 
-  // Never leave a half-written file under the real name.
-  std::string tmp = path + ".tmp";
-  int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-  if (fd < 0)
-    throw std::runtime_error(tmp + ": cannot write the checkpoint (" + std::strerror(errno) + ")");
-  size_t done = 0;
-  while (done < out.size()) {
-    ssize_t n = ::write(fd, out.data() + done, out.size() - done);
-    if (n < 0) {
-      int e = errno;
-      ::close(fd);
-      ::unlink(tmp.c_str());
-      throw std::runtime_error(tmp + ": writing the checkpoint failed (" + std::strerror(e) + ")");
-    }
-    done += static_cast<size_t>(n);
-  }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    ::unlink(tmp.c_str());
-    throw std::runtime_error(tmp + ": flushing the checkpoint failed (" + std::strerror(errno) + ")");
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0)
-    throw std::runtime_error(path + ": cannot move the checkpoint into place (" +
-                             std::strerror(errno) + ")");
+  writeFileAtomically(path, out);
 }
 
 Checkpoint stretto::loadCheckpoint(const std::string &path) {

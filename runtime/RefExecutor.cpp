@@ -97,7 +97,8 @@ Buf<T> matmul(const Buf<T> &a, const Buf<T> &b, int64_t batch, int64_t m,
               int64_t k, int64_t n, bool rhsBatched) {
   Buf<T> c(batch * m * n, T(0));
   int64_t rows = batch * m;
-#pragma omp parallel for schedule(static)
+  // Threads only pay off past ~32k multiply-adds; tiny test graphs stay serial.
+#pragma omp parallel for schedule(static) if (rows * k * n > 32768)
   for (int64_t r = 0; r < rows; ++r) {
     int64_t bi = r / m;
     const T *bmat = b.data() + (rhsBatched ? bi * k * n : 0);
@@ -165,7 +166,7 @@ template <typename T>
 Buf<T> softmax(const Buf<T> &x, int64_t len, bool causal) {
   Buf<T> y(x.size(), T(0));
   int64_t rows = len ? static_cast<int64_t>(x.size()) / len : 0;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (x.size() > 32768)
   for (int64_t r = 0; r < rows; ++r) {
     const T *xr = x.data() + r * len;
     T *yr = y.data() + r * len;
@@ -215,7 +216,7 @@ Buf<T> attention(const Buf<T> &q, const Buf<T> &k, const Buf<T> &v,
                  T scale, bool causal) {
   Buf<T> out(batch * tq * dv, T(0));
   int64_t rows = batch * tq;
-#pragma omp parallel for schedule(static)
+#pragma omp parallel for schedule(static) if (rows * tk * (d + dv) > 32768)
   for (int64_t r = 0; r < rows; ++r) {
     int64_t b = r / tq, i = r % tq;
     const T *qi = q.data() + r * d;
@@ -370,6 +371,9 @@ struct RefExecutor::Impl {
     }
     return static_cast<int64_t>(d);
   }
+
+  // Nodes whose values evaluate() copies out (StepResult::probes).
+  std::vector<int> probes;
 
   template <typename T>
   StepResult run(const std::map<std::string, HostTensor> &inputs, int64_t t,
@@ -609,6 +613,9 @@ RefExecutor::Impl::run(const std::map<std::string, HostTensor> &inputs,
       for (T &v : out)
         v = static_cast<T>(roundToBF16(static_cast<float>(v)));
     vals[i] = std::move(out);
+    if (std::find(probes.begin(), probes.end(), static_cast<int>(i)) != probes.end())
+      result.probes[static_cast<int>(i)] =
+          HostTensor{n.shape, std::vector<double>(vals[i].begin(), vals[i].end())};
 
     // Drop every buffer whose last reader was this node (or nobody).
     for (int o : n.operands)
@@ -639,9 +646,13 @@ StepResult RefExecutor::step(const std::map<std::string, HostTensor> &inputs) {
 }
 
 StepResult
-RefExecutor::evaluate(const std::map<std::string, HostTensor> &inputs) {
+RefExecutor::evaluate(const std::map<std::string, HostTensor> &inputs,
+                      const std::vector<int> &probes) {
   std::map<std::string, HostTensor> writes;
-  return impl->dispatch(inputs, impl->counter + 1, writes);
+  impl->probes = probes;
+  StepResult r = impl->dispatch(inputs, impl->counter + 1, writes);
+  impl->probes.clear();
+  return r;
 }
 
 HostTensor RefExecutor::getState(const std::string &name) const {

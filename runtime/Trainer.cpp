@@ -152,9 +152,14 @@ int stretto::runTraining(const Graph &graph, DataSource &data, const TrainerOpti
       Checkpoint c;
       c.step = step;
       c.seed = opt.seed;
-      for (const StateDecl &s : graph.states)
+      std::map<std::string, HostTensor> params;
+      for (const StateDecl &s : graph.states) {
         c.states.emplace(s.name, ex.getState(s.name));
+        if (s.isParam)
+          params.emplace(s.name, c.states.at(s.name));
+      }
       saveCheckpoint(ckptPath, c, opt.precision);
+      saveSafetensors(opt.outDir + "/model.safetensors", params);
     };
 
     gInterrupted = false;
@@ -259,7 +264,7 @@ int stretto::runTraining(const Graph &graph, DataSource &data, const TrainerOpti
       std::printf("\n");
       std::fflush(stdout);
       if (!opt.outDir.empty())
-        std::printf("wrote %s/{metrics.jsonl,metrics.csv,loss.svg,checkpoint.bin}\n",
+        std::printf("wrote %s/{metrics.jsonl,metrics.csv,loss.svg,checkpoint.bin,model.safetensors}\n",
                     opt.outDir.c_str());
     }
     if (summary)

@@ -216,12 +216,12 @@ LogicalResult ModelOp::verify() {
     Attribute v = entry.getValue();
     switch (opt->kind) {
     case OptionKind::Float:
-      if (!isa<FloatAttr, IntegerAttr>(v))
+      if (!isa<FloatAttr, IntegerAttr>(v) || isa<BoolAttr>(v))
         return emitOpError() << "trainer option '" << key << "' must be a number, got " << v;
       break;
     case OptionKind::Int: {
       auto i = dyn_cast<IntegerAttr>(v);
-      if (!i)
+      if (!i || isa<BoolAttr>(v))
         return emitOpError() << "trainer option '" << key << "' must be an integer, got " << v;
       int64_t minimum =
           (key == "warmup_steps" || key == "seed" || key == "checkpoint_interval") ? 0 : 1;
@@ -454,7 +454,8 @@ LogicalResult TransposeOp::verify() {
                            << getInput().getType() << " permuted by ["
                            << llvm::make_range(perm.begin(), perm.end()) << "]";
   if (elemOf(getInput()) != elemOf(getResult()))
-    return emitOpError() << "changes the element type";
+    return emitOpError() << "changes the element type from input " << getInput().getType()
+                         << " to result " << getType();
   return success();
 }
 
@@ -500,7 +501,8 @@ OpFoldResult ReshapeOp::fold(FoldAdaptor) {
 
 LogicalResult BroadcastOp::verify() {
   if (elemOf(getInput()) != elemOf(getResult()))
-    return emitOpError() << "changes the element type";
+    return emitOpError() << "changes the element type from input " << getInput().getType()
+                         << " to result " << getType();
   if (!isBroadcastableTo(shapeOf(getInput()), shapeOf(getResult())))
     return emitOpError() << "input " << getInput().getType()
                          << " does not broadcast to " << getType();
@@ -551,7 +553,9 @@ static LogicalResult verifyWindow(Operation *op, Value small, Value big, int64_t
                                   int64_t offset) {
   ArrayRef<int64_t> s = shapeOf(small), l = shapeOf(big);
   if (elemOf(small) != elemOf(big))
-    return op->emitOpError() << "changes the element type";
+    return op->emitOpError() << "changes the element type from input "
+                             << op->getOperand(0).getType() << " to result "
+                             << op->getResult(0).getType();
   if (s.size() != l.size() || axis < 0 || axis >= static_cast<int64_t>(s.size()))
     return op->emitOpError() << "axis " << axis << " is not a dim of both "
                              << small.getType() << " and " << big.getType();
@@ -604,7 +608,7 @@ LogicalResult LayerNormOp::verify() {
   if (getType() != getInput().getType())
     return emitOpError() << "result " << getType() << " differs from input " << getInput().getType();
   if (!(getEps().convertToDouble() > 0))
-    return emitOpError() << "eps must be positive";
+    return emitOpError() << "eps must be positive, got " << getEps().convertToDouble();
   return success();
 }
 
@@ -616,7 +620,7 @@ LogicalResult RmsNormOp::verify() {
   if (getType() != getInput().getType())
     return emitOpError() << "result " << getType() << " differs from input " << getInput().getType();
   if (!(getEps().convertToDouble() > 0))
-    return emitOpError() << "eps must be positive";
+    return emitOpError() << "eps must be positive, got " << getEps().convertToDouble();
   return success();
 }
 
@@ -672,7 +676,8 @@ LogicalResult CrossEntropyOp::verify() {
                          << " must be logits " << getLogits().getType()
                          << " without the class dim";
   if (elemOf(getResult()) != elemOf(getLogits()))
-    return emitOpError() << "result element type must match the logits";
+    return emitOpError() << "result " << getType() << " must have the element type of logits "
+                         << getLogits().getType();
   return success();
 }
 

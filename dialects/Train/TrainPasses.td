@@ -42,15 +42,17 @@ def TrainOptimizer : Pass<"train-optimizer", "::stretto::train::ModelOp"> {
 
     Muon (Jordan et al., 2024) for 2-D `matrix` parameters: M ← βM + (1−β)g,
     U = (1−β)g + βM (Nesterov), O = NewtonSchulz5(U), scaled by
-    sqrt(max(1, rows/cols)) or 0.2·sqrt(max(rows, cols)) with
-    `muon-scale=rms`; decoupled weight decay. Embeddings, the head and
+    sqrt(max(1, fan_out/fan_in)) — weights are stored [in, out], so that is
+    sqrt(max(1, cols/rows)) — or by 0.2·sqrt(max(rows, cols)) with
+    `muon-scale=rms`; decoupled weight decay. All parameters must share one
+    element type; decaying schedules need `total_steps`. Embeddings, the head and
     parameters with fewer than 2 dims use AdamW (Loshchilov & Hutter, 2019).
   }];
   let options = [
     Option<"optimizer", "optimizer", "std::string", "\"\"",
            "sgd | adamw | muon (default: the model's trainer.optimizer, else adamw)">,
     Option<"muonScale", "muon-scale", "std::string", "\"\"",
-           "shape (sqrt(max(1,rows/cols))) | rms (0.2*sqrt(max(rows,cols)))">,
+           "shape (sqrt(max(1,fan_out/fan_in))) | rms (0.2*sqrt(max(rows,cols)))">,
   ];
 }
 

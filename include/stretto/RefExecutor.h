@@ -30,6 +30,7 @@ struct HostTensor {
 struct StepResult {
   std::vector<double> outputs;                  // Yield operands (scalars)
   std::map<std::string, HostTensor> grads;      // from Grad sinks
+  std::map<int, HostTensor> probes;             // evaluate(..., probes)
 };
 
 class RefExecutor {
@@ -50,7 +51,10 @@ public:
 
   // Runs the graph without committing Writes or the step count (for
   // evaluation and finite differences): same results as step() would give.
-  StepResult evaluate(const std::map<std::string, HostTensor> &inputs);
+  // The values of the nodes listed in `probes` are returned too (e.g. the
+  // logits, for sampling).
+  StepResult evaluate(const std::map<std::string, HostTensor> &inputs,
+                      const std::vector<int> &probes = {});
 
   HostTensor getState(const std::string &name) const;
   void setState(const std::string &name, const HostTensor &value);

@@ -79,12 +79,30 @@ struct Checkpoint {
   std::map<std::string, HostTensor> states;
 };
 
-/// Writes atomically: a temporary file in the same folder, fsync, rename.
+/// Writes `bytes` to `path` through a temporary file in the same folder,
+/// fsync and rename, so `path` holds either the old or the new content.
+void writeFileAtomically(const std::string &path, const std::string &bytes);
+
+/// Writes atomically (writeFileAtomically).
 /// Values are stored as f32 (exact for an F32 run) or f64, with a checksum.
 void saveCheckpoint(const std::string &path, const Checkpoint &ckpt, Precision precision);
 /// Throws std::runtime_error naming the file when it is missing, truncated,
 /// corrupt (checksum) or not a Stretto checkpoint.
 Checkpoint loadCheckpoint(const std::string &path);
+
+//===--- export and sampling ----------------------------------------------===//
+
+/// Writes tensors as safetensors (https://github.com/huggingface/safetensors
+/// format: u64 header length, JSON header, raw little-endian data), F32,
+/// names as given, atomically.
+void saveSafetensors(const std::string &path, const std::map<std::string, HostTensor> &tensors);
+
+/// Continues `prompt` by `count` bytes with a forward graph whose
+/// cross-entropy logits are [B, T, V] over byte ids: feeds the last T bytes
+/// in row 0, samples position n-1 with `temperature` (0: greedy).
+std::string sampleText(const Graph &forward, const std::map<std::string, HostTensor> &params,
+                       const std::string &prompt, int64_t count, double temperature,
+                       uint64_t seed);
 
 } // namespace stretto
 

@@ -85,6 +85,7 @@ struct OptimizerPass : public stretto::train::impl::TrainOptimizerBase<Optimizer
 
   ModelOp model;
   OpBuilder *declBuilder = nullptr; // inserts train.state before train.step
+  SymbolTable *symbols = nullptr;
 
   /// Declares `@<param>.<slot>` (zeros) and returns its current value.
   std::pair<FlatSymbolRefAttr, Value> slot(OpBuilder &b, ParamOp param, StringRef name) {
@@ -92,6 +93,8 @@ struct OptimizerPass : public stretto::train::impl::TrainOptimizerBase<Optimizer
     auto state = declBuilder->create<StateOp>(param.getLoc(), sym, param.getType(),
                                               InitKind::zeros, APFloat(0.0));
     state->setAttr("of", FlatSymbolRefAttr::get(param.getSymNameAttr()));
+    // A user symbol may already have this name: insert() renames ours.
+    symbols->insert(state, Block::iterator(state));
     auto ref = FlatSymbolRefAttr::get(state.getSymNameAttr());
     return {ref, b.create<ReadOp>(param.getLoc(), param.getTensorType(), ref)};
   }
@@ -143,12 +146,29 @@ void OptimizerPass::runOnOperation() {
     return signalPassFailure();
   }
 
+  // One element type for the schedule and clipping scalars: there is no
+  // conversion op yet, so mixed-precision parameters are rejected.
+  Type elem = cast<RankedTensorType>(grads.front().getValue().getType()).getElementType();
+  for (GradOp g : grads)
+    if (cast<RankedTensorType>(g.getValue().getType()).getElementType() != elem) {
+      g.emitError() << "gradient of " << g.getVarAttr() << " is "
+                    << g.getValue().getType() << " but the first gradient has element type "
+                    << elem << "; train-optimizer needs one element type for all parameters";
+      return signalPassFailure();
+    }
+  if (r.schedule != "constant" && !model.getTrainerOption("total_steps")) {
+    model.emitError() << "schedule '" << r.schedule
+                      << "' decays over trainer.total_steps, which is not set";
+    return signalPassFailure();
+  }
+
+  SymbolTable table(model);
+  symbols = &table;
   OpBuilder decl(step);
   declBuilder = &decl;
   Operation *yield = step.getBody().front().getTerminator();
   OpBuilder b(yield);
   Location loc = step.getLoc();
-  Type elem = cast<RankedTensorType>(grads.front().getValue().getType()).getElementType();
   Math m{b, loc, elem};
 
   // Learning-rate multiplier: linear warm-up, then constant/cosine/linear decay.
@@ -207,10 +227,12 @@ void OptimizerPass::runOnOperation() {
       Value u = pm.ema(mNew, g, r.muonMomentum);
       Value o = b.create<NewtonSchulzOp>(ploc, u.getType(), u, 5, APFloat(3.4445),
                                          APFloat(-4.7750), APFloat(2.0315));
+      // Our weights are [in, out] (x·W), PyTorch's [out, in]: Muon's
+      // sqrt(max(1, out/in)) is sqrt(max(1, cols/rows)) here.
       auto s = param.getTensorType().getShape();
-      double rows = s[0], cols = s[1];
-      double scale = r.muonRmsScale ? 0.2 * std::sqrt(std::max(rows, cols))
-                                    : std::sqrt(std::max(1.0, rows / cols));
+      double fanIn = s[0], fanOut = s[1];
+      double scale = r.muonRmsScale ? 0.2 * std::sqrt(std::max(fanIn, fanOut))
+                                    : std::sqrt(std::max(1.0, fanOut / fanIn));
       direction = pm.mul(o, pm.c(scale));
       lr = muonLr;
     } else if (r.method == Method::SGD) {

@@ -210,7 +210,7 @@ struct RefOptimizer {
         int rows = static_cast<int>(p.shape[0]), cols = static_cast<int>(p.shape[1]);
         Vec o = newtonSchulz5(u, rows, cols);
         double scale = r.muonRms ? 0.2 * std::sqrt(std::max(rows, cols))
-                                 : std::sqrt(std::max(1.0, double(rows) / cols));
+                                 : std::sqrt(std::max(1.0, double(cols) / rows)); // [in, out]
         for (size_t i = 0; i < n; ++i)
           dir[i] = scale * o[i];
         lr = r.muonLr * mult;

@@ -6,7 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "stretto/Compiler/Lowering.h"
-#include "stretto/Frontend/Import.h"
+#include "stretto/Frontend/Load.h"
 #include "stretto/Trainer.h"
 
 #include "mlir/IR/MLIRContext.h"
@@ -64,14 +64,6 @@ int fail(const std::string &msg) {
   return 1;
 }
 
-/// Overwrites keys of the model's trainer dictionary (for .mlir inputs and
-/// for command-line options that mirror config keys).
-void setTrainerKeys(train::ModelOp model, ArrayRef<NamedAttribute> values) {
-  NamedAttrList attrs(model.getTrainerAttr() ? model.getTrainerAttr() : DictionaryAttr());
-  for (const NamedAttribute &v : values)
-    attrs.set(v.getName(), v.getValue());
-  model.setTrainerAttr(attrs.getDictionary(model.getContext()));
-}
 } // namespace
 
 int main(int argc, char **argv) {
@@ -87,55 +79,15 @@ int main(int argc, char **argv) {
     return fail("--precision must be f32 or f64, got '" + precision + "'");
 
   MLIRContext ctx;
-  ctx.getOrLoadDialect<train::TrainDialect>();
-  // "file:line:col: error: message", the form compilers and editors read.
-  ScopedDiagnosticHandler diagnostics(&ctx, [](Diagnostic &d) {
-    std::string where;
-    if (auto fl = dyn_cast<FileLineColLoc>(d.getLocation()))
-      where = (fl.getFilename().getValue() + ":" + llvm::Twine(fl.getLine()) + ":" +
-               llvm::Twine(fl.getColumn()) + ": ").str();
-    const char *sev = d.getSeverity() == DiagnosticSeverity::Error     ? "error"
-                      : d.getSeverity() == DiagnosticSeverity::Warning ? "warning"
-                                                                       : "note";
-    llvm::errs() << where << sev << ": " << d.str() << "\n";
-    return success();
-  });
-  OwningOpRef<ModuleOp> module;
+  auto diagnostics = printDiagnostics(ctx);
   std::vector<std::string> sets(overrides.begin(), overrides.end());
   if (steps > 0)
     sets.push_back("train.steps=" + std::to_string(steps));
-  bool isMlir = llvm::StringRef(modelPath).ends_with(".mlir");
-  if (isMlir) {
-    std::string err;
-    auto file = openInputFile(modelPath, &err);
-    if (!file)
-      return fail(modelPath + ": " + err);
-    llvm::SourceMgr sm;
-    sm.AddNewSourceBuffer(std::move(file), llvm::SMLoc());
-    SourceMgrDiagnosticHandler handler(sm, &ctx);
-    module = parseSourceFile<ModuleOp>(sm, &ctx);
-    if (!module)
-      return 1; // the handler printed "file:line:col: error: ..."
-    for (const std::string &s : sets)
-      if (!llvm::StringRef(s).starts_with("train.steps="))
-        return fail("key=value overrides apply to TOML configs; edit the .mlir instead (got '" +
-                    s + "')");
-  } else {
-    std::string error;
-    module = importConfigFile(ctx, modelPath, sets, error);
-    if (!module) {
-      llvm::errs() << error << "\n";
-      return 1;
-    }
-  }
-  auto models = llvm::to_vector(module->getOps<train::ModelOp>());
-  if (models.size() != 1)
-    return fail(modelPath + ": expected exactly one train.model, found " +
-                std::to_string(models.size()));
-  train::ModelOp model = models.front();
-  OpBuilder b(&ctx);
-  if (isMlir && steps > 0)
-    setTrainerKeys(model, {b.getNamedAttr("total_steps", b.getI64IntegerAttr(steps))});
+  std::optional<LoadedModel> loaded = loadModel(ctx, modelPath, sets);
+  if (!loaded)
+    return 1;
+  train::ModelOp model = loaded->model;
+  OwningOpRef<ModuleOp> &module = loaded->module;
 
   // Passes: the full pipeline on a model-level description; a step that was
   // already compiled (it writes state) is run as it is.

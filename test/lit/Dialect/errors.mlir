@@ -96,9 +96,24 @@ train.model @m attributes {trainer = {warmup_steps = -1}} {
 
 // -----
 
-// warmup_steps = 0 is accepted (its minimum is 0, not 1); the error is on the next key.
+// warmup_steps = 0 is accepted (its minimum is 0, not 1): keys are checked in
+// sorted order, so the error is on the key after it.
+// expected-error @+1 {{'train.model' op trainer option 'weight_decay' must be a number, got "none"}}
+train.model @m attributes {trainer = {warmup_steps = 0, weight_decay = "none"}} {
+}
+
+// -----
+
+// checkpoint_interval and seed may be 0 (their minimum is 0); stages, checked after them, may not.
 // expected-error @+1 {{'train.model' op trainer option 'stages' must be >= 1, got 0}}
-train.model @m attributes {trainer = {warmup_steps = 0, stages = 0}} {
+train.model @m attributes {trainer = {seed = 0, checkpoint_interval = 0, stages = 0}} {
+}
+
+// -----
+
+// log_interval must be at least 1.
+// expected-error @+1 {{'train.model' op trainer option 'log_interval' must be >= 1, got 0}}
+train.model @m attributes {trainer = {log_interval = 0}} {
 }
 
 // -----
@@ -123,6 +138,14 @@ train.model @m {
 train.model @m {
   // expected-error @+1 {{'train.param' op initializer 'normal' needs a positive scale, got 0.000000e+00}}
   train.param @w : tensor<4xf32> = normal(0.0)
+}
+
+// -----
+
+// The scale may be omitted (it defaults to 0), which a normal initializer rejects.
+train.model @m {
+  // expected-error @+1 {{'train.param' op initializer 'normal' needs a positive scale, got 0.000000e+00}}
+  train.param @w : tensor<4xf32> = normal
 }
 
 // -----
@@ -661,7 +684,7 @@ train.model @m {
 
 // -----
 
-// softmax needs a dim to normalise over (generic form: the custom form ties input and result).
+// softmax needs a dim to normalise over.
 train.model @m {
   train.step {
     %a = train.input "a" : tensor<f32>
@@ -939,7 +962,7 @@ train.model @m {
   train.step {
     %l = train.input "l" : tensor<2x5xf32>
     %t = train.input "t" : tensor<2xi32>
-    // expected-error @+1 {{'train.cross_entropy' op result element type must match the logits}}
+    // expected-error @+1 {{'train.cross_entropy' op result 'tensor<bf16>' must have the element type of logits 'tensor<2x5xf32>'}}
     %c = train.cross_entropy %l, %t : tensor<2x5xf32>, tensor<2xi32> -> tensor<bf16>
   }
 }

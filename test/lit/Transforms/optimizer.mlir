@@ -117,7 +117,7 @@ train.model @adamw attributes {trainer = {lr = 0.5, beta1 = 0.75, beta2 = 0.875,
 
 // Muon for 2-D matrix parameters (role "matrix" or no role): state muon_m,
 // M <- mu*M + (1-mu)*g, U = mu*M + (1-mu)*g (Nesterov), newton_schulz(U)
-// scaled by sqrt(max(1, rows/cols)) = sqrt(18/2) = 3 for 18x2 and 1 for 2x32,
+// scaled by sqrt(max(1, fan_out/fan_in)) (weights are [in, out]): 1 for 18x2 and 4 for 2x32,
 // decoupled weight decay, muon_lr. AdamW for the embedding, the head, the
 // bias and a rank-3 "matrix".
 // CHECK-LABEL: train.model @muon
@@ -139,7 +139,7 @@ train.model @adamw attributes {trainer = {lr = 0.5, beta1 = 0.75, beta2 = 0.875,
 // CHECK-NEXT:    %[[ALR:.*]] = train.mul %[[ALR0]], %[[MULT]] : tensor<f32>
 // CHECK-NEXT:    %[[MLR0:.*]] = train.constant dense<1.250000e-01> : tensor<f32>
 // CHECK-NEXT:    %[[MLR:.*]] = train.mul %[[MLR0]], %[[MULT]] : tensor<f32>
-//                 -- @tall: Muon, scale 3 --
+//                 -- @tall [in 18, out 2]: Muon, scale sqrt(max(1, 2/18)) = 1 --
 // CHECK-NEXT:    %[[P:.*]] = train.read @tall : tensor<18x2xf32>
 // CHECK-NEXT:    %[[MOM:.*]] = train.read @tall.muon_m : tensor<18x2xf32>
 // CHECK-NEXT:    %[[K1:.*]] = train.constant dense<2.500000e-01> : tensor<f32>
@@ -154,7 +154,7 @@ train.model @adamw attributes {trainer = {lr = 0.5, beta1 = 0.75, beta2 = 0.875,
 // CHECK-NEXT:    %[[UM:.*]] = train.mul %[[K4]], %[[MN]] : tensor<f32>, tensor<18x2xf32> -> tensor<18x2xf32>
 // CHECK-NEXT:    %[[U:.*]] = train.add %[[UM]], %[[UG]] : tensor<18x2xf32>
 // CHECK-NEXT:    %[[O:.*]] = train.newton_schulz %[[U]] : tensor<18x2xf32>
-// CHECK-NEXT:    %[[SC:.*]] = train.constant dense<3.000000e+00> : tensor<f32>
+// CHECK-NEXT:    %[[SC:.*]] = train.constant dense<1.000000e+00> : tensor<f32>
 // CHECK-NEXT:    %[[OS:.*]] = train.mul %[[O]], %[[SC]] : tensor<18x2xf32>, tensor<f32> -> tensor<18x2xf32>
 // CHECK-NEXT:    %[[WD:.*]] = train.constant dense<2.500000e-01> : tensor<f32>
 // CHECK-NEXT:    %[[DEC:.*]] = train.mul %[[WD]], %[[P]] : tensor<f32>, tensor<18x2xf32> -> tensor<18x2xf32>
@@ -162,11 +162,11 @@ train.model @adamw attributes {trainer = {lr = 0.5, beta1 = 0.75, beta2 = 0.875,
 // CHECK-NEXT:    %[[STEP:.*]] = train.mul %[[MLR]], %[[DIR]] : tensor<f32>, tensor<18x2xf32> -> tensor<18x2xf32>
 // CHECK-NEXT:    %[[NEW:.*]] = train.sub %[[P]], %[[STEP]] : tensor<18x2xf32>
 // CHECK-NEXT:    train.write %[[NEW]] to @tall : tensor<18x2xf32>
-//                 -- @wide (no role): Muon, scale 1 --
+//                 -- @wide [in 2, out 32] (no role): Muon, scale sqrt(32/2) = 4 --
 // CHECK-NEXT:    train.read @wide : tensor<2x32xf32>
 // CHECK-NEXT:    train.read @wide.muon_m : tensor<2x32xf32>
 // CHECK:         train.newton_schulz %{{.*}} : tensor<2x32xf32>
-// CHECK-NEXT:    %[[SC1:.*]] = train.constant dense<1.000000e+00> : tensor<f32>
+// CHECK-NEXT:    %[[SC1:.*]] = train.constant dense<4.000000e+00> : tensor<f32>
 // CHECK-NEXT:    train.mul %{{.*}}, %[[SC1]] : tensor<2x32xf32>, tensor<f32> -> tensor<2x32xf32>
 // CHECK:         train.mul %[[MLR]], %{{.*}} : tensor<f32>, tensor<2x32xf32> -> tensor<2x32xf32>
 // CHECK:         train.write %{{.*}} to @wide : tensor<2x32xf32>

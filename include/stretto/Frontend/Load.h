@@ -1,0 +1,34 @@
+//===- Load.h - load a model from a config or an .mlir file -----*- C++ -*-===//
+#ifndef STRETTO_FRONTEND_LOAD_H
+#define STRETTO_FRONTEND_LOAD_H
+
+#include "stretto/Dialect/Train/TrainOps.h"
+
+#include "mlir/IR/BuiltinOps.h"
+#include "mlir/IR/Diagnostics.h"
+#include "mlir/IR/OwningOpRef.h"
+
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace stretto {
+
+/// Prints diagnostics as "FILE:LINE:COL: error: MESSAGE" while alive.
+std::unique_ptr<mlir::ScopedDiagnosticHandler> printDiagnostics(mlir::MLIRContext &ctx);
+
+struct LoadedModel {
+  mlir::OwningOpRef<mlir::ModuleOp> module;
+  train::ModelOp model;
+};
+
+/// Loads `path`: a TOML config (expanded by the importer, `overrides` applied)
+/// or an `.mlir` file holding one `train.model` (`train.KEY=VALUE` overrides
+/// set trainer keys; `train.steps` sets total_steps). On failure the error
+/// has been printed and the result is empty.
+std::optional<LoadedModel> loadModel(mlir::MLIRContext &ctx, const std::string &path,
+                                     const std::vector<std::string> &overrides);
+
+} // namespace stretto
+
+#endif

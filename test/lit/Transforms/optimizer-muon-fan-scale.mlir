@@ -1,0 +1,24 @@
+// RUN: stretto-opt %s --train-autodiff --train-optimizer | FileCheck %s
+
+// Muon's shape scale is sqrt(max(1, fan_out / fan_in)) (Jordan et al. 2024,
+// on PyTorch weights stored [out, in]). Stretto stores a linear weight as the
+// rhs of x[.., K] x W[K, N], i.e. [in, out], so the scale is
+// sqrt(max(1, cols/rows)): 2 for the up-projection [4, 16], 1 for [16, 4].
+// CHECK-LABEL: train.model @mlp
+// CHECK:         train.newton_schulz %{{.*}} : tensor<4x16xf32>
+// CHECK-NEXT:    train.constant dense<2.000000e+00> : tensor<f32>
+// CHECK:         train.newton_schulz %{{.*}} : tensor<16x4xf32>
+// CHECK-NEXT:    train.constant dense<1.000000e+00> : tensor<f32>
+train.model @mlp attributes {trainer = {optimizer = "muon"}} {
+  train.param @up : tensor<4x16xf32> = normal(0.02) {role = "matrix"}
+  train.param @down : tensor<16x4xf32> = normal(0.02) {role = "matrix"}
+  train.step {
+    %x = train.input "x" : tensor<3x4xf32>
+    %up = train.read @up : tensor<4x16xf32>
+    %h = train.matmul %x, %up : tensor<3x4xf32>, tensor<4x16xf32> -> tensor<3x16xf32>
+    %down = train.read @down : tensor<16x4xf32>
+    %y = train.matmul %h, %down : tensor<3x16xf32>, tensor<16x4xf32> -> tensor<3x4xf32>
+    %l = train.reduce_sum %y [0, 1] : tensor<3x4xf32> -> tensor<f32>
+    train.yield %l : tensor<f32>
+  }
+}
