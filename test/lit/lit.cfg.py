@@ -13,3 +13,13 @@ config.environment["PATH"] = os.pathsep.join(
     [config.stretto_tools_dir, config.llvm_tools_dir, config.environment.get("PATH", os.environ["PATH"])])
 config.substitutions.append(("%examples", os.path.join(config.stretto_src_root, "examples")))
 config.substitutions.append(("%inputs", os.path.join(config.test_source_root, "Inputs")))
+
+# Python is used by a few tests to make inputs and to check exported files;
+# the product itself needs no Python.
+import shutil
+import subprocess
+import sys
+config.substitutions.append(("%python", sys.executable))
+if subprocess.call([sys.executable, "-c", "import safetensors, numpy"],
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) == 0:
+    config.available_features.add("safetensors")

@@ -117,7 +117,10 @@ int main(int argc, char **argv) {
         g << " %" << o;
       if (!n.name.empty())
         g << " \"" << n.name << "\"";
-      g << " : " << shapeToString(n.shape) << " " << dtypeName(n.dtype) << "\n";
+      bool sink = n.kind == OpKind::Write || n.kind == OpKind::Grad || n.kind == OpKind::Yield;
+      if (!sink)
+        g << " : " << shapeToString(n.shape) << " " << dtypeName(n.dtype);
+      g << "\n";
     }
     llvm::outs() << "wrote the IR after each pass and graph.txt to " << dumpDir << "\n";
   }
