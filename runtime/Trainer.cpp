@@ -255,7 +255,7 @@ int stretto::runTraining(const Graph &graph, DataSource &data, const TrainerOpti
     sum.tokensPerSecond = sum.seconds > 0 ? ran * data.tokensPerBatch() / sum.seconds : 0;
     if (!opt.outDir.empty())
       writePlot(opt.outDir + "/loss.svg", trainCurve, valCurve);
-    if (!opt.quiet && exitCode != 1) {
+    if (exitCode != 1) { // the summary shows even with --quiet
       std::printf("done: %lld steps in %s, %.0f tok/s; train loss %.4f -> %.4f",
                   (long long)ran, fmtDuration(sum.seconds).c_str(), sum.tokensPerSecond,
                   sum.firstLoss, sum.finalLoss);
