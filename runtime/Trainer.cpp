@@ -74,6 +74,11 @@ void writePlot(const std::string &path, const std::vector<std::pair<int64_t, dou
         o << std::setprecision(1) << px(x) << "," << py(y) << " ";
     o << "'/>\n<text x='" << W - R - 110 << "' y='" << ly << "' fill='" << color << "'>" << name
       << "</text>\n";
+    if (s.size() <= 50) // sparse series (validation): mark each point
+      for (auto &[x, y] : s)
+        if (std::isfinite(y))
+          o << "<circle cx='" << px(x) << "' cy='" << py(y) << "' r='3' fill='" << color
+            << "'/>\n";
   };
   line(train, "#1f77b4", "train", T + 16);
   line(val, "#d62728", "validation", T + 32);
