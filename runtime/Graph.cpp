@@ -91,6 +91,9 @@ const char *opKindName(OpKind k) {
   case OpKind::OneHot: return "one_hot";
   case OpKind::CrossEntropy: return "cross_entropy";
   case OpKind::NewtonSchulz: return "newton_schulz";
+  case OpKind::AccumulatedGrad: return "accumulated_grad";
+  case OpKind::Transfer: return "transfer";
+  case OpKind::Descend: return "descend";
   }
   return "?";
 }
@@ -125,6 +128,7 @@ int arity(OpKind k) {
   case OpKind::Read:
   case OpKind::Constant:
   case OpKind::StepCount:
+  case OpKind::AccumulatedGrad:
     return 0;
   case OpKind::Yield:
     return -1;
@@ -144,6 +148,7 @@ int arity(OpKind k) {
     return 2;
   case OpKind::LayerNorm:
   case OpKind::Attention:
+  case OpKind::Descend:
     return 3;
   default:
     return 1;
@@ -169,7 +174,15 @@ Shape dropLast(const Shape &s) { return Shape(s.begin(), s.end() - 1); }
 
 } // namespace
 
+static void validatePhase(const std::vector<Node> &nodes);
+
 void Graph::validate() const {
+  validatePhase(nodes);
+  validatePhase(update);
+  validatePhase(outer);
+}
+
+static void validatePhase(const std::vector<Node> &nodes) {
   for (size_t i = 0; i < nodes.size(); ++i) {
     const Node &n = nodes[i];
     int want = arity(n.kind);
@@ -402,6 +415,15 @@ void Graph::validate() const {
                        shapeToString(opShape(1)) + " do not agree");
       if (numElements(n.shape) != 1)
         fail(i, n, "result must be a scalar");
+      break;
+    case OpKind::Transfer:
+      needInts(2);
+      needShape(opShape(0), "transfer");
+      break;
+    case OpKind::Descend:
+      needShape(opShape(0), "descend");
+      if (opShape(1) != opShape(0) || numElements(opShape(2)) != 1)
+        fail(i, n, "descend needs a direction shaped like the parameter and a scalar lr");
       break;
     case OpKind::NewtonSchulz:
       needInts(1);

@@ -291,22 +291,31 @@ struct RefExecutor::Impl {
   // store serves both precisions without loss.
   std::map<std::string, HostTensor> state;
   int64_t counter = 0;
-  // lastUse[i]: the last node reading node i's value (i itself if none).
-  std::vector<size_t> lastUse;
+  // Sum of each parameter's Grad over the micro-batches since the last
+  // update, and how many micro-batches that was.
+  std::map<std::string, HostTensor> gradSum;
+  int64_t gradCount = 0;
+  // lastUse[phase][i]: the last node reading node i's value (i if none).
+  std::vector<size_t> lastUse[3];
+  Phase cur = Phase::Step; // the phase being run, for messages
 
   Impl(const Graph &g, Precision p) : graph(g), precision(p) {
     graph.validate();
-    lastUse.resize(graph.nodes.size());
-    for (size_t i = 0; i < graph.nodes.size(); ++i) {
-      lastUse[i] = i;
-      for (int o : graph.nodes[i].operands)
-        lastUse[o] = std::max(lastUse[o], i);
+    for (Phase ph : {Phase::Step, Phase::Update, Phase::Outer}) {
+      const std::vector<Node> &nodes = graph.phase(ph);
+      std::vector<size_t> &last = lastUse[static_cast<int>(ph)];
+      last.resize(nodes.size());
+      for (size_t i = 0; i < nodes.size(); ++i) {
+        last[i] = i;
+        for (int o : nodes[i].operands)
+          last[o] = std::max(last[o], i);
+      }
     }
     initialize(0);
   }
 
   [[noreturn]] void fail(size_t i, const std::string &msg) const {
-    const Node &n = graph.nodes[i];
+    const Node &n = graph.phase(cur)[i];
     std::ostringstream os;
     os << opKindName(n.kind) << " (node " << i << ") at "
        << (n.loc.empty() ? std::string("<unknown>") : n.loc) << ": " << msg;
@@ -330,7 +339,13 @@ struct RefExecutor::Impl {
       for (int64_t i = 0; i < static_cast<int64_t>(t.data.size()); ++i)
         t.data[i] = storable(initialValue(s, seed, i), s.dtype);
     }
+    // Versions and anchors start equal to their parameter.
+    for (const StateDecl &s : graph.states)
+      if (!s.copyOf.empty())
+        state[s.name].data = state.at(s.copyOf).data;
     counter = 0;
+    gradSum.clear();
+    gradCount = 0;
   }
 
   void checkInputs(const std::map<std::string, HostTensor> &inputs) const {
@@ -379,11 +394,17 @@ struct RefExecutor::Impl {
   StepResult run(const std::map<std::string, HostTensor> &inputs, int64_t t,
                  std::map<std::string, HostTensor> &writes);
 
-  StepResult dispatch(const std::map<std::string, HostTensor> &inputs,
+  StepResult dispatch(Phase phase, const std::map<std::string, HostTensor> &inputs,
                       int64_t t, std::map<std::string, HostTensor> &writes) {
+    cur = phase;
     if (precision == Precision::F32)
       return run<float>(inputs, t, writes);
     return run<double>(inputs, t, writes);
+  }
+
+  void commit(std::map<std::string, HostTensor> &writes) {
+    for (auto &w : writes)
+      state[w.first] = std::move(w.second);
   }
 };
 
@@ -391,8 +412,10 @@ template <typename T>
 StepResult
 RefExecutor::Impl::run(const std::map<std::string, HostTensor> &inputs,
                        int64_t t, std::map<std::string, HostTensor> &writes) {
-  checkInputs(inputs);
-  const std::vector<Node> &nodes = graph.nodes;
+  if (cur == Phase::Step)
+    checkInputs(inputs);
+  const std::vector<Node> &nodes = graph.phase(cur);
+  const std::vector<size_t> &lastUse = this->lastUse[static_cast<int>(cur)];
   std::vector<Buf<T>> vals(nodes.size());
   StepResult result;
 
@@ -446,6 +469,27 @@ RefExecutor::Impl::run(const std::map<std::string, HostTensor> &inputs,
       case OpKind::Grad:
         result.grads[n.name] = toHost(in(0), inShape(0));
         break;
+      case OpKind::AccumulatedGrad: {
+        auto it = gradSum.find(n.name);
+        if (it == gradSum.end() || gradCount == 0)
+          fail(i, "no gradient of '" + n.name + "' was computed since the last update");
+        HostTensor mean = it->second;
+        for (double &v : mean.data)
+          v /= static_cast<double>(gradCount);
+        out = fromHost(mean.data, n.dtype);
+        break;
+      }
+      case OpKind::Transfer:
+        out = in(0);
+        break;
+      case OpKind::Descend: {
+        const Buf<T> &p = in(0), &dir = in(1);
+        T lr = in(2)[0];
+        out.resize(p.size());
+        for (size_t e = 0; e < p.size(); ++e)
+          out[e] = p[e] - lr * dir[e];
+        break;
+      }
       case OpKind::Yield:
         for (size_t k = 0; k < n.operands.size(); ++k)
           result.outputs.push_back(static_cast<double>(in(k)[0]));
@@ -635,14 +679,40 @@ RefExecutor::~RefExecutor() { delete impl; }
 void RefExecutor::initialize(uint64_t seed) { impl->initialize(seed); }
 
 StepResult RefExecutor::step(const std::map<std::string, HostTensor> &inputs) {
-  // Writes collect in an overlay (Reads see them at once) and commit only
-  // when the whole step succeeded, so a throwing step leaves no half update.
-  std::map<std::string, HostTensor> writes;
-  StepResult r = impl->dispatch(inputs, impl->counter + 1, writes);
-  for (auto &w : writes)
-    impl->state[w.first] = std::move(w.second);
-  ++impl->counter;
+  StepResult r = microStep(inputs);
+  update();
   return r;
+}
+
+StepResult RefExecutor::microStep(const std::map<std::string, HostTensor> &inputs) {
+  // Writes collect in an overlay (Reads see them at once) and commit only
+  // when the whole phase succeeded, so a throwing step leaves no half update.
+  std::map<std::string, HostTensor> writes;
+  StepResult r = impl->dispatch(Phase::Step, inputs, impl->counter + 1, writes);
+  impl->commit(writes);
+  for (auto &[name, g] : r.grads) {
+    auto [it, fresh] = impl->gradSum.try_emplace(name, g);
+    if (!fresh)
+      for (size_t e = 0; e < g.data.size(); ++e)
+        it->second.data[e] += g.data[e];
+  }
+  ++impl->gradCount;
+  return r;
+}
+
+void RefExecutor::update() {
+  std::map<std::string, HostTensor> writes;
+  impl->dispatch(Phase::Update, {}, impl->counter + 1, writes);
+  impl->commit(writes);
+  impl->gradSum.clear();
+  impl->gradCount = 0;
+  ++impl->counter;
+}
+
+void RefExecutor::outerStep() {
+  std::map<std::string, HostTensor> writes;
+  impl->dispatch(Phase::Outer, {}, impl->counter, writes);
+  impl->commit(writes);
 }
 
 StepResult
@@ -650,7 +720,7 @@ RefExecutor::evaluate(const std::map<std::string, HostTensor> &inputs,
                       const std::vector<int> &probes) {
   std::map<std::string, HostTensor> writes;
   impl->probes = probes;
-  StepResult r = impl->dispatch(inputs, impl->counter + 1, writes);
+  StepResult r = impl->dispatch(Phase::Step, inputs, impl->counter + 1, writes);
   impl->probes.clear();
   return r;
 }

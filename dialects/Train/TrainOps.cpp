@@ -195,16 +195,22 @@ const TrainerOption kTrainerOptions[] = {
 } // namespace
 
 LogicalResult ModelOp::verify() {
-  unsigned steps = 0;
+  unsigned steps = 0, updates = 0, outers = 0;
   for (Operation &op : getBody().front()) {
     if (isa<StepOp>(op))
       ++steps;
+    else if (isa<UpdateOp>(op))
+      ++updates;
+    else if (isa<OuterOp>(op))
+      ++outers;
     else if (!isa<ParamOp, StateOp>(op))
-      return op.emitOpError() << "is not allowed directly in 'train.model' "
-                                 "(only train.param, train.state and train.step)";
+      return op.emitOpError() << "is not allowed directly in 'train.model' (only train.param, "
+                                 "train.state, train.step, train.update and train.outer)";
   }
   if (steps > 1)
     return emitOpError() << "has " << steps << " 'train.step' ops; expected at most one";
+  if (updates > 1 || outers > 1)
+    return emitOpError() << "has more than one 'train.update' or 'train.outer'";
   if (!getTrainerAttr())
     return success();
   for (NamedAttribute entry : getTrainerAttr()) {
@@ -252,6 +258,20 @@ StepOp ModelOp::getStep() {
   for (Operation &op : getBody().front())
     if (auto s = dyn_cast<StepOp>(op))
       return s;
+  return nullptr;
+}
+
+UpdateOp ModelOp::getUpdate() {
+  for (Operation &op : getBody().front())
+    if (auto u = dyn_cast<UpdateOp>(op))
+      return u;
+  return nullptr;
+}
+
+OuterOp ModelOp::getOuter() {
+  for (Operation &op : getBody().front())
+    if (auto o = dyn_cast<OuterOp>(op))
+      return o;
   return nullptr;
 }
 
@@ -303,11 +323,27 @@ LogicalResult ParamOp::verify() {
 }
 
 LogicalResult StateOp::verify() {
-  return verifyVar(*this, getTensorType(), getInit(), getScale().convertToDouble());
+  if (failed(verifyVar(*this, getTensorType(), getInit(), getScale().convertToDouble())))
+    return failure();
+  // copy_of: starts as a copy of another variable's initial value (weight
+  // versions, anchors).
+  if (Attribute a = (*this)->getAttr("copy_of")) {
+    auto ref = dyn_cast<FlatSymbolRefAttr>(a);
+    if (!ref)
+      return emitOpError() << "copy_of must be a symbol reference, got " << a;
+    Operation *src = SymbolTable::lookupSymbolIn((*this)->getParentOp(), ref);
+    auto param = dyn_cast_or_null<ParamOp>(src);
+    if (!param)
+      return emitOpError() << "copy_of " << ref << " is not a train.param of the model";
+    if (param.getTensorType() != getTensorType())
+      return emitOpError() << "type " << getTensorType() << " differs from copy_of " << ref
+                           << " of type " << param.getTensorType();
+  }
+  return success();
 }
 
 LogicalResult YieldOp::verify() {
-  if (getValues().empty())
+  if (isa<StepOp>((*this)->getParentOp()) && getValues().empty())
     return emitOpError() << "needs the loss as its first operand";
   return success();
 }
@@ -345,6 +381,9 @@ LogicalResult WriteOp::verifySymbolUses(SymbolTableCollection &tables) {
 }
 LogicalResult GradOp::verifySymbolUses(SymbolTableCollection &tables) {
   return verifyVarUse(*this, tables, getVarAttr(), getValue().getType(), true);
+}
+LogicalResult AccumulatedGradOp::verifySymbolUses(SymbolTableCollection &tables) {
+  return verifyVarUse(*this, tables, getVarAttr(), getType(), true);
 }
 
 //===----------------------------------------------------------------------===//
@@ -678,6 +717,20 @@ LogicalResult CrossEntropyOp::verify() {
   if (elemOf(getResult()) != elemOf(getLogits()))
     return emitOpError() << "result " << getType() << " must have the element type of logits "
                          << getLogits().getType();
+  return success();
+}
+
+LogicalResult TransferOp::verify() {
+  if (getFrom() < 0 || getTo() < 0 || getFrom() == getTo())
+    return emitOpError() << "needs two different non-negative stages, got from " << getFrom()
+                         << " to " << getTo();
+  return success();
+}
+
+LogicalResult DescendOp::verify() {
+  if (elemOf(getLr()) != elemOf(getParam()))
+    return emitOpError() << "lr " << getLr().getType() << " must have the element type of param "
+                         << getParam().getType();
   return success();
 }
 

@@ -15,6 +15,8 @@ def Train_AnyTensor : RankedTensorOf<[F32, BF16, F64, I32]>;
 def Train_Scalar : 0DTensorOf<[F32, BF16, F64]>;
 
 def Differentiable : DeclareOpInterfaceMethods<Train_DifferentiableOpInterface>;
+// Ops that may sit directly in any of the three phases of a model.
+def InPhase : ParentOneOf<["StepOp", "UpdateOp", "OuterOp"]>;
 
 //===----------------------------------------------------------------------===//
 // Structure and state
@@ -45,8 +47,10 @@ def Train_ModelOp : Train_Op<"model", [Symbol, SymbolTable, IsolatedFromAbove,
   let assemblyFormat = "$sym_name attr-dict-with-keyword $body";
   let hasVerifier = 1;
   let extraClassDeclaration = [{
-    /// The model's step, or null if it has none yet.
+    /// The model's phases, or null where absent.
     StepOp getStep();
+    UpdateOp getUpdate();
+    OuterOp getOuter();
     /// A trainer option, or null.
     ::mlir::Attribute getTrainerOption(::llvm::StringRef key);
     double getTrainerFloat(::llvm::StringRef key, double fallback);
@@ -99,17 +103,50 @@ def Train_StateOp : Train_VarOp<"state", "state"> {
 
 def Train_StepOp : Train_Op<"step", [HasParent<"ModelOp">, IsolatedFromAbove,
     SingleBlockImplicitTerminator<"YieldOp">, NoRegionArguments]> {
-  let summary = "the body run once per training step";
+  let summary = "the body run once per micro-batch";
   let description = [{
-    Ops run in order. Before `train-autodiff` it computes the loss; afterwards
-    it also computes gradients (`train.grad`), and after `train-optimizer` it
-    updates parameters and state with `train.write`.
+    Ops run in order. Before `train-autodiff` it computes the loss of one
+    micro-batch; afterwards it also computes gradients (`train.grad`, which
+    accumulate over the micro-batches of a step).
   }];
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = "attr-dict-with-keyword $body";
 }
 
-def Train_YieldOp : Train_Op<"yield", [Terminator, HasParent<"StepOp">, Pure]> {
+def Train_UpdateOp : Train_Op<"update", [HasParent<"ModelOp">, IsolatedFromAbove,
+    SingleBlockImplicitTerminator<"YieldOp">, NoRegionArguments]> {
+  let summary = "the body run once per optimizer step, after its micro-batches";
+  let description = [{
+    Added by `train-optimizer`: reads the mean gradient of the step's
+    micro-batches (`train.accumulated_grad`) and writes the new parameters
+    and optimizer state. A runtime runs `train.step` m times (the trainer's
+    `micro_batches`), then `train.update` once.
+  }];
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = "attr-dict-with-keyword $body";
+}
+
+def Train_OuterOp : Train_Op<"outer", [HasParent<"ModelOp">, IsolatedFromAbove,
+    SingleBlockImplicitTerminator<"YieldOp">, NoRegionArguments]> {
+  let summary = "the body run once per outer round (local-step methods)";
+  let description = [{
+    Added by `train-gossip`: after each replica's local steps, the outer
+    update of DiLoCo / gossip, with its exchange between replicas.
+  }];
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = "attr-dict-with-keyword $body";
+}
+
+def Train_AccumulatedGradOp : Train_Op<"accumulated_grad", [HasParent<"UpdateOp">,
+    MemoryEffects<[MemRead]>, DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
+  let summary = "the mean over the step's micro-batches of a parameter's train.grad";
+  let arguments = (ins FlatSymbolRefAttr:$var);
+  let results = (outs Train_FloatTensor:$result);
+  let assemblyFormat = "$var attr-dict `:` type($result)";
+}
+
+def Train_YieldOp : Train_Op<"yield", [Terminator, Pure,
+    ParentOneOf<["StepOp", "UpdateOp", "OuterOp"]>]> {
   let summary = "ends the step: the loss first, then other scalar metrics";
   let arguments = (ins Variadic<Train_Scalar>:$values);
   let assemblyFormat = "$values attr-dict `:` type($values)";
@@ -130,7 +167,7 @@ def Train_InputOp : Train_Op<"input", [HasParent<"StepOp">]> {
   let assemblyFormat = "$name attr-dict `:` type($result)";
 }
 
-def Train_ReadOp : Train_Op<"read", [HasParent<"StepOp">, MemoryEffects<[MemRead]>,
+def Train_ReadOp : Train_Op<"read", [InPhase, MemoryEffects<[MemRead]>,
     DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "reads the current value of a parameter or state";
   let arguments = (ins FlatSymbolRefAttr:$var);
@@ -138,7 +175,7 @@ def Train_ReadOp : Train_Op<"read", [HasParent<"StepOp">, MemoryEffects<[MemRead
   let assemblyFormat = "$var attr-dict `:` type($result)";
 }
 
-def Train_WriteOp : Train_Op<"write", [HasParent<"StepOp">, MemoryEffects<[MemWrite]>,
+def Train_WriteOp : Train_Op<"write", [InPhase, MemoryEffects<[MemWrite]>,
     DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "overwrites a parameter or state; later reads see the new value";
   let arguments = (ins Train_FloatTensor:$value, FlatSymbolRefAttr:$var);
@@ -173,7 +210,7 @@ def Train_ConstantOp : Train_Op<"constant", [ConstantLike, Pure]> {
   ];
 }
 
-def Train_StepCountOp : Train_Op<"step_count", [HasParent<"StepOp">]> {
+def Train_StepCountOp : Train_Op<"step_count", [InPhase]> {
   let summary = "the optimizer step t, counting from 1";
   let results = (outs Train_Scalar:$result);
   let assemblyFormat = "attr-dict `:` type($result)";
@@ -408,8 +445,48 @@ def Train_CrossEntropyOp : Train_Op<"cross_entropy", [Pure, Differentiable]> {
 }
 
 //===----------------------------------------------------------------------===//
+// Pipeline ops
+//===----------------------------------------------------------------------===//
+
+def Train_TransferOp : Train_Op<"transfer", [Pure, SameOperandsAndResultType, Differentiable]> {
+  let summary = "moves a value from one pipeline stage to another";
+  let description = [{
+    Inserted by `train-partition` where an op of stage `to` uses a value of
+    stage `from`. Numerically the identity; its VJP is the transfer of the
+    cotangent back, so autodiff makes the backward transfers explicit too.
+    ```mlir
+    %a1 = train.transfer %a0 from 0 to 1 : tensor<4x64x128xf32>
+    ```
+  }];
+  let arguments = (ins Train_FloatTensor:$input, I64Attr:$from, I64Attr:$to);
+  let results = (outs Train_FloatTensor:$result);
+  let assemblyFormat = "$input `from` $from `to` $to attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
 // Optimizer ops
 //===----------------------------------------------------------------------===//
+
+def Train_DescendOp : Train_Op<"descend", [Pure,
+    AllTypesMatch<["param", "direction", "result"]>]> {
+  let summary = "p - lr * direction: the last step of every optimizer update";
+  let description = [{
+    `train-optimizer` ends each parameter's update with this op so that
+    passes acting on the update direction (`train-delay-ef`) find it.
+    ```mlir
+    %new = train.descend %p, %dir, %lr : tensor<128x384xf32>, tensor<f32>
+    ```
+  }];
+  let arguments = (ins Train_FloatTensor:$param, Train_FloatTensor:$direction,
+                       Train_Scalar:$lr);
+  let results = (outs Train_FloatTensor:$result);
+  let assemblyFormat = "$param `,` $direction `,` $lr attr-dict `:` type($param) `,` type($lr)";
+  let hasVerifier = 1;
+  let builders = [OpBuilder<(ins "::mlir::Value":$param, "::mlir::Value":$direction, "::mlir::Value":$lr), [{
+    build($_builder, $_state, param.getType(), param, direction, lr);
+  }]>];
+}
 
 def Train_NewtonSchulzOp : Train_Op<"newton_schulz", [Pure, SameOperandsAndResultType]> {
   let summary = "Muon's quintic Newton-Schulz orthogonalisation of a matrix";

@@ -236,6 +236,11 @@ void PadOp::buildVJP(OpBuilder &b, Value g, SmallVectorImpl<Value> &grads) {
   grads.push_back(b.create<SliceOp>(getLoc(), getInput().getType(), g, getAxis(), getOffset()));
 }
 
+void TransferOp::buildVJP(OpBuilder &b, Value g, SmallVectorImpl<Value> &grads) {
+  // The cotangent travels back the way the value came.
+  grads.push_back(b.create<TransferOp>(getLoc(), g.getType(), g, getTo(), getFrom()));
+}
+
 //===--- model ops --------------------------------------------------------===//
 
 // dx = y * (g - sum(g * y))  over the last dim.

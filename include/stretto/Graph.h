@@ -31,7 +31,9 @@ enum class OpKind {
   Input,      // name: per-step input fed by the caller (tokens, targets, x, y)
   Read,       // name: current value of state `name`
   Write,      // name, operands {v}: state `name` := v (takes effect at once)
-  Grad,       // name, operands {g}: gradient of parameter `name` (sink)
+  Grad,       // name, operands {g}: gradient of parameter `name` (sink);
+              // summed over the micro-batches of a step
+  AccumulatedGrad, // name: mean of `name`'s Grad over the step (update phase)
   Constant,   // data: row-major values; data.size()==1 means splat
   StepCount,  // scalar: optimizer step t, 1-based (1 on the first step)
   Yield,      // operands {loss, ...}: the step's results, loss first
@@ -59,9 +61,17 @@ enum class OpKind {
   ScatterRows,// operands {ids [...], g [..., D]} -> `shape` [V, D], rows summed
   OneHot,     // operands {ids [...]} -> [..., C], C = shape.back()
   CrossEntropy, // operands {logits [..., C], targets [...]} -> scalar mean NLL
+  // --- pipeline ------------------------------------------------------------
+  Transfer,   // operands {x}; ints {from, to}: x moved between stages
   // --- optimizer -----------------------------------------------------------
   NewtonSchulz, // operands {G [m, n]}; ints {steps}; floats {a, b, c}
+  Descend,    // operands {p, dir, lr}: p - lr * dir
 };
+
+/// When a list of nodes runs: once per micro-batch (Step), once per
+/// optimizer step after its micro-batches (Update), once per outer round of
+/// a local-step method (Outer).
+enum class Phase { Step, Update, Outer };
 
 const char *opKindName(OpKind k);
 
@@ -76,6 +86,7 @@ struct Node {
   std::vector<double> data;   // Constant
   bool flag = false;          // causal for Softmax / Attention
   std::string loc;            // source location, for error messages
+  int stage = -1;             // pipeline stage; -1: every stage (scalars)
 };
 
 enum class InitKind { Zeros, Ones, Normal, Uniform };
@@ -88,15 +99,27 @@ struct StateDecl {
   InitKind init = InitKind::Zeros;
   double scale = 0.0;  // Normal: std; Uniform: U(-scale, scale)
   bool isParam = false;
+  std::string copyOf;  // non-empty: starts as a copy of this parameter
+  std::string of;      // the parameter this state belongs to, if any
+  int stage = -1;      // pipeline stage owning it; -1: not partitioned
 };
 
 struct Graph {
   std::vector<StateDecl> states;
-  std::vector<Node> nodes;
+  std::vector<Node> nodes;  // Phase::Step
+  std::vector<Node> update; // Phase::Update
+  std::vector<Node> outer;  // Phase::Outer
 
-  int add(Node n) {
-    nodes.push_back(std::move(n));
-    return static_cast<int>(nodes.size()) - 1;
+  std::vector<Node> &phase(Phase p) {
+    return p == Phase::Step ? nodes : p == Phase::Update ? update : outer;
+  }
+  const std::vector<Node> &phase(Phase p) const {
+    return const_cast<Graph *>(this)->phase(p);
+  }
+  int add(Node n, Phase p = Phase::Step) {
+    std::vector<Node> &list = phase(p);
+    list.push_back(std::move(n));
+    return static_cast<int>(list.size()) - 1;
   }
   const StateDecl *findState(const std::string &name) const;
   // Throws std::runtime_error naming the node and its location when an

@@ -43,11 +43,20 @@ public:
   // (Re)initialise every state from its StateDecl and `seed`; step count := 0.
   void initialize(uint64_t seed);
 
-  // Runs the graph once with the given inputs (by Input name). Increments
-  // the step count first, so StepCount reads 1 on the first call. Throws
+  // One optimizer step on one batch: microStep(inputs), then update().
+  // StepCount reads t + 1 during the step, and t counts steps from 0. Throws
   // std::runtime_error on a missing input, a wrong input shape, or an
   // out-of-range id (message names the node and its loc).
   StepResult step(const std::map<std::string, HostTensor> &inputs);
+
+  // Runs the Step phase on one micro-batch and adds its gradients to the
+  // step's sums (a throwing call changes nothing).
+  StepResult microStep(const std::map<std::string, HostTensor> &inputs);
+  // Runs the Update phase on the mean gradients of the micro-batches since
+  // the last update, then clears them and counts the step.
+  void update();
+  // Runs the Outer phase (local-step methods) once.
+  void outerStep();
 
   // Runs the graph without committing Writes or the step count (for
   // evaluation and finite differences): same results as step() would give.

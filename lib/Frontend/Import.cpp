@@ -6,6 +6,8 @@
 //    width mlp_ratio·d, biases everywhere but the untied head);
 //  - mlp: a classifier, matmul + bias + activation layers, softmax CE.
 // Every config error is one line naming file, line and column of the key.
+// Sizes are bounded (see "Size limits") so that an absurd config is an error
+// naming the key, not hours of IR building or int64 overflow in shapes.
 //
 //===----------------------------------------------------------------------===//
 #include "stretto/Frontend/Import.h"
@@ -16,7 +18,9 @@
 #include "llvm/ADT/StringSet.h"
 
 #include <cmath>
+#include <cstring>
 #include <fstream>
+#include <limits>
 #include <optional>
 #include <sstream>
 #include <toml++/toml.h>
@@ -33,6 +37,55 @@ struct ConfigError {
   int line = 0, column = 0;
   std::string message;
 };
+
+//===----------------------------------------------------------------------===//
+// Size limits. A config can ask for any integer; these bounds turn absurd
+// sizes into an error naming the key instead of hours of IR building (layers
+// and hidden widths expand into ops), int64 overflow in shapes, or tensors no
+// machine this targets can hold.
+//===----------------------------------------------------------------------===//
+/// Blocks of a GPT and hidden layers of an MLP (each expands into ops).
+constexpr int64_t kMaxLayers = 1024;
+/// Elements of any one parameter or activation tensor (2^31: int32-indexable).
+constexpr int64_t kMaxTensorElements = int64_t(1) << 31;
+/// Parameters of the whole model (2^36, about 69 G).
+constexpr int64_t kMaxParameters = int64_t(1) << 36;
+/// Token ids and class labels are i32.
+constexpr int64_t kMaxIds = std::numeric_limits<int32_t>::max();
+
+/// Size arithmetic saturates here, far above every limit, so it never
+/// overflows int64 (sums of two saturated values included).
+constexpr int64_t kSaturated = int64_t(1) << 61;
+int64_t satMul(int64_t a, int64_t b) {
+  if (a == 0 || b == 0)
+    return 0;
+  return a > kSaturated / b ? kSaturated : std::min(a * b, kSaturated);
+}
+int64_t satAdd(int64_t a, int64_t b) { return std::min(a + b, kSaturated); }
+std::string countStr(int64_t n) {
+  return n >= kSaturated ? "more than 2^61" : std::to_string(n);
+}
+
+/// User text inside a message, made printable so the error stays one line.
+std::string quoted(std::string_view text) {
+  static const char hex[] = "0123456789abcdef";
+  std::string out;
+  for (unsigned char ch : text) {
+    if (ch == '\n')
+      out += "\\n";
+    else if (ch == '\r')
+      out += "\\r";
+    else if (ch == '\t')
+      out += "\\t";
+    else if (ch < 0x20 || ch == 0x7f) {
+      out += "\\x";
+      out += hex[ch >> 4];
+      out += hex[ch & 15];
+    } else
+      out += static_cast<char>(ch);
+  }
+  return out;
+}
 
 [[noreturn]] void failAt(const toml::source_region &at, std::string message) {
   ConfigError e;
@@ -58,7 +111,8 @@ public:
     known.insert(key);
     return table ? table->get(key) : nullptr;
   }
-  int64_t integer(const std::string &key, std::optional<int64_t> fallback, int64_t minimum) {
+  int64_t integer(const std::string &key, std::optional<int64_t> fallback, int64_t minimum,
+                  int64_t maximum = std::numeric_limits<int64_t>::max()) {
     const toml::node *n = node(key);
     if (!n) {
       if (!fallback)
@@ -71,6 +125,9 @@ public:
     if (*v < minimum)
       fail(n, "'" + name + "." + key + "' must be >= " + std::to_string(minimum) +
                   ", got " + std::to_string(*v));
+    if (*v > maximum)
+      fail(n, "'" + name + "." + key + "' must be <= " + std::to_string(maximum) +
+                  ", got " + std::to_string(*v));
     return *v;
   }
   double number(const std::string &key, double fallback) {
@@ -79,7 +136,11 @@ public:
       return fallback;
     if (!n->is_number())
       fail(n, "'" + name + "." + key + "' must be a number");
-    return *n->value<double>();
+    double v = *n->value<double>();
+    if (!std::isfinite(v))
+      fail(n, "'" + name + "." + key + "' must be a finite number, got " +
+                  (std::isnan(v) ? "nan" : v > 0 ? "inf" : "-inf"));
+    return v;
   }
   std::string string(const std::string &key, const std::string &fallback,
                      std::initializer_list<const char *> choices = {}) {
@@ -93,17 +154,21 @@ public:
       std::string all;
       for (const char *c : choices)
         all += std::string(all.empty() ? "" : ", ") + c;
-      fail(n, "'" + name + "." + key + "' is \"" + v + "\"; expected one of " + all);
+      fail(n, "'" + name + "." + key + "' is \"" + quoted(v) + "\"; expected one of " + all);
     }
     return v;
   }
-  std::vector<int64_t> integers(const std::string &key, std::vector<int64_t> fallback) {
+  std::vector<int64_t> integers(const std::string &key, std::vector<int64_t> fallback,
+                                size_t maxLength) {
     const toml::node *n = node(key);
     if (!n)
       return fallback;
     const toml::array *a = n->as_array();
     if (!a)
       fail(n, "'" + name + "." + key + "' must be an array of integers");
+    if (a->size() > maxLength)
+      fail(n, "'" + name + "." + key + "' may have at most " + std::to_string(maxLength) +
+                  " entries, got " + std::to_string(a->size()));
     std::vector<int64_t> out;
     for (const toml::node &e : *a) {
       auto v = e.value<int64_t>();
@@ -119,7 +184,7 @@ public:
       return;
     for (auto &[k, v] : *table)
       if (!known.count(std::string(k.str())))
-        failAt(k.source(), "unknown key '" + name + "." + std::string(k.str()) + "'");
+        failAt(k.source(), "unknown key '" + name + "." + quoted(k.str()) + "'");
   }
 
 private:
@@ -127,6 +192,44 @@ private:
   std::string name;
   llvm::StringSet<> known;
 };
+
+/// One factor of a tensor's element count: a config key's value (blamed when
+/// the tensor is too large) or a constant (`at` and `label` empty).
+struct Factor {
+  int64_t value;
+  const toml::node *at = nullptr;
+  std::string label; // e.g. 'model.d_model'
+};
+Factor key(Section &s, const char *name, int64_t value) {
+  return {value, s.node(name), std::string("'model.") + name + "'"};
+}
+
+/// Fails when the tensor `what` (shape text `shape`) would hold more than
+/// kMaxTensorElements, blaming its largest config factor.
+void checkTensor(const std::string &what, const std::string &shape,
+                 std::initializer_list<Factor> factors) {
+  int64_t n = 1;
+  for (const Factor &f : factors)
+    n = satMul(n, f.value);
+  if (n <= kMaxTensorElements)
+    return;
+  const Factor *blame = nullptr;
+  for (const Factor &f : factors)
+    if (!f.label.empty() && (!blame || std::make_pair(f.at != nullptr, f.value) >
+                                           std::make_pair(blame->at != nullptr, blame->value)))
+      blame = &f; // the largest factor written in the config, else the largest
+  fail(blame ? blame->at : nullptr,
+       (blame ? blame->label + " (" + std::to_string(blame->value) + ") is too large: " : "") +
+           what + " " + shape + " would hold " + countStr(n) +
+           " elements; the limit is 2^31 per tensor");
+}
+
+void checkParameters(const toml::node *at, int64_t count, const std::string &reduce) {
+  if (count > kMaxParameters)
+    fail(at, "the model would have " + countStr(count) +
+                 " parameters; the limit is 2^36 (" + std::to_string(kMaxParameters) +
+                 "): reduce " + reduce);
+}
 
 Section section(toml::table &root, const char *name) {
   toml::node *n = root.get(name);
@@ -138,8 +241,8 @@ Section section(toml::table &root, const char *name) {
 /// Builds the IR of one model with stable parameter names and roles.
 class ModelBuilder {
 public:
-  ModelBuilder(OpBuilder &b, Location loc, ModelOp model, Type elem)
-      : b(b), loc(loc), model(model), elem(elem) {}
+  ModelBuilder(OpBuilder &b, Location loc, ModelOp model, StepOp step, Type elem)
+      : b(b), loc(loc), model(model), step(step), elem(elem) {}
 
   RankedTensorType t(ArrayRef<int64_t> shape) { return RankedTensorType::get(shape, elem); }
   RankedTensorType ids(ArrayRef<int64_t> shape) {
@@ -152,7 +255,9 @@ public:
     ParamOp p;
     {
       OpBuilder::InsertionGuard g(b);
-      b.setInsertionPoint(model.getStep());
+      // Parameters go before the step (kept here: ModelOp::getStep scans
+      // the body, which made building quadratic in the parameter count).
+      b.setInsertionPoint(step);
       p = b.create<ParamOp>(loc, name, t(shape), init, APFloat(scale));
       p->setAttr("role", b.getStringAttr(role));
       if (layer)
@@ -189,6 +294,7 @@ public:
   OpBuilder &b;
   Location loc;
   ModelOp model;
+  StepOp step;
   Type elem;
 };
 
@@ -198,12 +304,12 @@ struct Common {
 };
 
 void buildGpt(ModelBuilder &mb, Section &m, const Common &c) {
-  int64_t layers = m.integer("layers", std::nullopt, 1);
+  int64_t layers = m.integer("layers", std::nullopt, 1, kMaxLayers);
   const toml::node *headsNode = m.node("heads");
   int64_t heads = m.integer("heads", std::nullopt, 1);
   int64_t d = m.integer("d_model", std::nullopt, 1);
   int64_t ratio = m.integer("mlp_ratio", 4, 1);
-  int64_t vocab = m.integer("vocab", 256, 2);
+  int64_t vocab = m.integer("vocab", 256, 2, kMaxIds);
   int64_t seq = m.integer("seq_len", std::nullopt, 1);
   double std = m.number("init_std", 0.02);
   bool rms = m.string("norm", "layernorm", {"layernorm", "rmsnorm"}) == "rmsnorm";
@@ -212,7 +318,28 @@ void buildGpt(ModelBuilder &mb, Section &m, const Common &c) {
                         std::to_string(d) + ")");
   if (!(std > 0))
     fail(m.node("init_std"), "'model.init_std' must be positive");
+  {
+    Factor fb = key(m, "batch", c.batch), ft = key(m, "seq_len", seq),
+           fd = key(m, "d_model", d), fr = key(m, "mlp_ratio", ratio),
+           fv = key(m, "vocab", vocab), three{3};
+    checkTensor("the inputs", "[batch, seq_len]", {fb, ft});
+    checkTensor("the parameter wte", "[vocab, d_model]", {fv, fd});
+    checkTensor("the parameter wpe", "[seq_len, d_model]", {ft, fd});
+    checkTensor("the parameter h*.attn.qkv.w", "[d_model, 3*d_model]", {fd, three, fd});
+    checkTensor("the parameter h*.mlp.fc.w", "[d_model, mlp_ratio*d_model]", {fd, fr, fd});
+    checkTensor("the activation qkv", "[batch, seq_len, 3*d_model]", {fb, ft, three, fd});
+    checkTensor("the activation mlp.fc", "[batch, seq_len, mlp_ratio*d_model]", {fb, ft, fr, fd});
+    checkTensor("the activation logits", "[batch, seq_len, vocab]", {fb, ft, fv});
+  }
   int64_t B = c.batch, T = seq, H = heads, Dh = d / heads, F = ratio * d;
+  {
+    // Every product below is bounded by a checked tensor, so no overflow.
+    int64_t norms = rms ? d : 2 * d;
+    int64_t perLayer = 2 * norms + (d * 3 * d + 3 * d) + (d * d + d) + (d * F + F) + (F * d + d);
+    int64_t count = satAdd(satAdd(vocab * d + T * d, satMul(layers, perLayer)), norms + d * vocab);
+    checkParameters(m.node("layers"), count,
+                    "'model.layers', 'model.d_model', 'model.mlp_ratio' or 'model.vocab'");
+  }
   // GPT-2: residual projections scaled by 1/sqrt(2·layers).
   double residStd = std / std::sqrt(2.0 * layers);
   OpBuilder &b = mb.b;
@@ -255,10 +382,34 @@ void buildGpt(ModelBuilder &mb, Section &m, const Common &c) {
 
 void buildMlp(ModelBuilder &mb, Section &m, const Common &c) {
   int64_t in = m.integer("inputs", std::nullopt, 1);
-  std::vector<int64_t> hidden = m.integers("hidden", {64});
-  int64_t classes = m.integer("classes", std::nullopt, 2);
+  std::vector<int64_t> hidden = m.integers("hidden", {64}, kMaxLayers);
+  int64_t classes = m.integer("classes", std::nullopt, 2, kMaxIds);
   std::string act = m.string("activation", "relu", {"relu", "gelu"});
   double std = m.number("init_std", 0.0); // 0: Kaiming-style 1/sqrt(fan_in)
+  {
+    Factor fb = key(m, "batch", c.batch), fw = key(m, "inputs", in);
+    checkTensor("the input x", "[batch, inputs]", {fb, fw});
+    const toml::node *hiddenNode = m.node("hidden");
+    const toml::array *hiddenArray = hiddenNode ? hiddenNode->as_array() : nullptr;
+    int64_t count = 0;
+    for (size_t i = 0; i < hidden.size(); ++i) {
+      Factor fh{hidden[i], hiddenArray ? hiddenArray->get(i) : nullptr,
+                "'model.hidden[" + std::to_string(i) + "]'"};
+      std::string w = "fc" + std::to_string(i) + ".w";
+      checkTensor("the parameter " + w, "[" + (i ? "hidden[" + std::to_string(i - 1) + "]" : std::string("inputs")) +
+                                            ", hidden[" + std::to_string(i) + "]]",
+                  {fw, fh});
+      checkTensor("the activation of fc" + std::to_string(i), "[batch, hidden[" + std::to_string(i) + "]]",
+                  {fb, fh});
+      count = satAdd(count, fw.value * fh.value + fh.value);
+      fw = fh;
+    }
+    Factor fc = key(m, "classes", classes);
+    checkTensor("the parameter out.w", "[" + (hidden.empty() ? std::string("inputs") : "hidden[" + std::to_string(hidden.size() - 1) + "]") + ", classes]", {fw, fc});
+    checkTensor("the activation logits", "[batch, classes]", {fb, fc});
+    count = satAdd(count, fw.value * classes + classes);
+    checkParameters(hiddenNode, count, "'model.hidden', 'model.inputs' or 'model.classes'");
+  }
   OpBuilder &b = mb.b;
   Location loc = mb.loc;
   Value x = b.create<InputOp>(loc, mb.t({c.batch, in}), "x");
@@ -343,7 +494,8 @@ void applyOverrides(toml::table &root, const std::vector<std::string> &overrides
     size_t eq = o.find('=');
     size_t dot = o.find('.');
     if (eq == std::string::npos || dot == std::string::npos || dot > eq)
-      fail(nullptr, "override '" + o + "' must look like section.key=value (e.g. train.lr=3e-4)");
+      fail(nullptr, "override '" + quoted(o) +
+                        "' must look like section.key=value (e.g. train.lr=3e-4)");
     std::string sec = o.substr(0, dot), key = o.substr(dot + 1, eq - dot - 1),
                 value = o.substr(eq + 1);
     toml::table parsed;
@@ -356,7 +508,7 @@ void applyOverrides(toml::table &root, const std::vector<std::string> &overrides
       root.insert(sec, toml::table{});
     toml::table *t = root[sec].as_table();
     if (!t)
-      fail(nullptr, "override '" + o + "': '" + sec + "' is not a table");
+      fail(nullptr, "override '" + quoted(o) + "': '" + quoted(sec) + "' is not a table");
     t->insert_or_assign(key, *parsed.get("v"));
   }
 }
@@ -365,7 +517,8 @@ OwningOpRef<ModuleOp> importTable(MLIRContext &ctx, toml::table &root, const std
   for (auto &[k, v] : root) {
     std::string key(k.str());
     if (key != "model" && key != "train" && key != "data")
-      failAt(k.source(), "unknown section '" + key + "'; expected [model], [train] and [data]");
+      failAt(k.source(),
+             "unknown section '" + quoted(key) + "'; expected [model], [train] and [data]");
   }
   Section m = section(root, "model");
   if (!m.present())
@@ -394,6 +547,8 @@ OwningOpRef<ModuleOp> importTable(MLIRContext &ctx, toml::table &root, const std
   std::string sym;
   for (char ch : name)
     sym += std::isalnum(static_cast<unsigned char>(ch)) ? ch : '_';
+  if (sym.empty()) // an empty symbol prints as @<<INVALID EMPTY SYMBOL>>
+    fail(m.node("name"), "'model.name' must not be empty");
   auto model = b.create<ModelOp>(loc, sym, DictionaryAttr());
   model.getBody().emplaceBlock();
   b.setInsertionPointToEnd(&model.getBody().front());
@@ -401,7 +556,7 @@ OwningOpRef<ModuleOp> importTable(MLIRContext &ctx, toml::table &root, const std
   step.getBody().emplaceBlock();
   b.setInsertionPointToEnd(&step.getBody().front());
 
-  ModelBuilder mb(b, loc, model, c.elem);
+  ModelBuilder mb(b, loc, model, step, c.elem);
   if (kind == "gpt")
     buildGpt(mb, m, c);
   else

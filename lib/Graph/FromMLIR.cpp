@@ -85,6 +85,9 @@ static std::optional<OpKind> kindOf(Operation *op) {
       .Case([](OneHotOp) { return OpKind::OneHot; })
       .Case([](CrossEntropyOp) { return OpKind::CrossEntropy; })
       .Case([](NewtonSchulzOp) { return OpKind::NewtonSchulz; })
+      .Case([](AccumulatedGradOp) { return OpKind::AccumulatedGrad; })
+      .Case([](TransferOp) { return OpKind::Transfer; })
+      .Case([](DescendOp) { return OpKind::Descend; })
       .Default([](Operation *) { return std::nullopt; });
 }
 
@@ -105,28 +108,25 @@ static StateDecl declOf(StringRef name, RankedTensorType type, train::InitKind i
   return d;
 }
 
-FailureOr<Graph> stretto::lowerToGraph(ModelOp model) {
-  Graph g;
-  for (Operation &op : model.getBody().front()) {
-    if (auto p = dyn_cast<ParamOp>(op))
-      g.states.push_back(declOf(p.getSymName(), p.getTensorType(), p.getInit(),
-                                p.getScale().convertToDouble(), true));
-    else if (auto s = dyn_cast<StateOp>(op))
-      g.states.push_back(declOf(s.getSymName(), s.getTensorType(), s.getInit(),
-                                s.getScale().convertToDouble(), false));
-  }
-  StepOp step = model.getStep();
-  if (!step)
-    return model.emitError() << "has no 'train.step' to run";
+static int stageOf(Operation *op) {
+  if (auto s = op->getAttrOfType<IntegerAttr>("stage"))
+    return static_cast<int>(s.getInt());
+  return -1;
+}
 
+/// Lowers the ops of one phase's block into `g`'s list for that phase.
+static LogicalResult lowerPhase(Block &block, Phase phase, Graph &g) {
   DenseMap<Value, int> ids;
-  for (Operation &op : step.getBody().front()) {
+  for (Operation &op : block) {
+    if (isa<YieldOp>(op) && op.getNumOperands() == 0)
+      continue;
     std::optional<OpKind> kind = kindOf(&op);
     if (!kind)
       return op.emitError() << "'" << op.getName() << "' has no lowering to the runtime graph";
     Node n;
     n.kind = *kind;
     n.loc = locString(op.getLoc());
+    n.stage = stageOf(&op);
     for (Value v : op.getOperands())
       n.operands.push_back(ids.lookup(v));
     if (op.getNumResults() == 1) {
@@ -136,6 +136,8 @@ FailureOr<Graph> stretto::lowerToGraph(ModelOp model) {
     llvm::TypeSwitch<Operation *>(&op)
         .Case([&](InputOp o) { n.name = o.getName().str(); })
         .Case([&](ReadOp o) { n.name = o.getVar().str(); })
+        .Case([&](AccumulatedGradOp o) { n.name = o.getVar().str(); })
+        .Case([&](TransferOp o) { n.ints = {o.getFrom(), o.getTo()}; })
         .Case([&](WriteOp o) { n.name = o.getVar().str(); })
         .Case([&](GradOp o) { n.name = o.getVar().str(); })
         .Case([&](ConstantOp o) {
@@ -170,10 +172,42 @@ FailureOr<Graph> stretto::lowerToGraph(ModelOp model) {
           n.floats = {o.getA().convertToDouble(), o.getB().convertToDouble(),
                       o.getC().convertToDouble()};
         });
-    int id = g.add(std::move(n));
+    int id = g.add(std::move(n), phase);
     if (op.getNumResults() == 1)
       ids[op.getResult(0)] = id;
   }
+  return success();
+}
+
+FailureOr<Graph> stretto::lowerToGraph(ModelOp model) {
+  Graph g;
+  for (Operation &op : model.getBody().front()) {
+    StateDecl d;
+    if (auto p = dyn_cast<ParamOp>(op))
+      d = declOf(p.getSymName(), p.getTensorType(), p.getInit(),
+                 p.getScale().convertToDouble(), true);
+    else if (auto s = dyn_cast<StateOp>(op))
+      d = declOf(s.getSymName(), s.getTensorType(), s.getInit(),
+                 s.getScale().convertToDouble(), false);
+    else
+      continue;
+    if (auto c = op.getAttrOfType<FlatSymbolRefAttr>("copy_of"))
+      d.copyOf = c.getValue().str();
+    if (auto o = op.getAttrOfType<FlatSymbolRefAttr>("of"))
+      d.of = o.getValue().str();
+    d.stage = stageOf(&op);
+    g.states.push_back(std::move(d));
+  }
+  if (!model.getStep())
+    return model.emitError() << "has no 'train.step' to run";
+  if (failed(lowerPhase(model.getStep().getBody().front(), Phase::Step, g)))
+    return failure();
+  if (UpdateOp u = model.getUpdate())
+    if (failed(lowerPhase(u.getBody().front(), Phase::Update, g)))
+      return failure();
+  if (OuterOp o = model.getOuter())
+    if (failed(lowerPhase(o.getBody().front(), Phase::Outer, g)))
+      return failure();
   return g;
 }
 

@@ -1,8 +1,10 @@
 //===- Optimizer.cpp - train-optimizer -----------------------------------===//
 //
-// Replaces every `train.grad` with the optimizer update of its parameter.
-// The order of the emitted IR is: learning-rate schedule, global-norm
-// clipping (needs every gradient), then one update per parameter. State is
+// Adds the `train.update` phase: for every `train.grad` of the step, the
+// optimizer update of its parameter from the micro-batch mean gradient. The
+// order of the emitted IR is: learning-rate schedule, global-norm clipping
+// (needs every gradient), then one update per parameter, each ending in
+// `train.descend`. State is
 // declared as `train.state @<param>.<slot>` so that it is visible, saved in
 // checkpoints and versioned by later passes like any parameter.
 //
@@ -119,6 +121,10 @@ void OptimizerPass::runOnOperation() {
     model.emitError() << "has no 'train.grad' ops; run train-autodiff first";
     return signalPassFailure();
   }
+  if (model.getUpdate()) {
+    model.getUpdate().emitError() << "already exists; run train-optimizer once";
+    return signalPassFailure();
+  }
 
   Recipe r(model);
   StringRef method = optimizer.empty() ? model.getTrainerString("optimizer", "adamw")
@@ -166,9 +172,14 @@ void OptimizerPass::runOnOperation() {
   symbols = &table;
   OpBuilder decl(step);
   declBuilder = &decl;
-  Operation *yield = step.getBody().front().getTerminator();
-  OpBuilder b(yield);
+  // The update phase, after the step: it sees the micro-batch mean of each
+  // train.grad through train.accumulated_grad.
   Location loc = step.getLoc();
+  OpBuilder mb = OpBuilder::atBlockEnd(&model.getBody().front());
+  auto update = mb.create<UpdateOp>(loc);
+  OpBuilder b = OpBuilder::atBlockEnd(&update.getBody().emplaceBlock());
+  auto yield = b.create<YieldOp>(loc);
+  b.setInsertionPoint(yield);
   Math m{b, loc, elem};
 
   // Learning-rate multiplier: linear warm-up, then constant/cosine/linear decay.
@@ -189,11 +200,15 @@ void OptimizerPass::runOnOperation() {
   }
 
   // Global-norm clipping: g *= min(1, clip / (‖g‖ + 1e-6)).
+  SmallVector<Value> meanGrads;
+  for (GradOp g : grads)
+    meanGrads.push_back(b.create<AccumulatedGradOp>(g.getLoc(), g.getValue().getType(),
+                                                    g.getVarAttr()));
   Value clipScale;
   if (r.gradClip > 0) {
     Value sq = m.c(0.0);
-    for (GradOp g : grads)
-      sq = m.add(sq, m.sumAll(m.mul(g.getValue(), g.getValue())));
+    for (Value g : meanGrads)
+      sq = m.add(sq, m.sumAll(m.mul(g, g)));
     clipScale = m.min(m.c(1.0), m.div(m.c(r.gradClip), m.add(m.sqrt(sq), m.c(1e-6))));
   }
 
@@ -207,11 +222,11 @@ void OptimizerPass::runOnOperation() {
     }
   };
 
-  for (GradOp gradOp : grads) {
+  for (auto [gradOp, meanGrad] : llvm::zip(grads, meanGrads)) {
     auto param = cast<ParamOp>(SymbolTable::lookupSymbolIn(model, gradOp.getVarAttr()));
     Location ploc = gradOp.getLoc();
     Math pm{b, ploc, elem};
-    Value g = gradOp.getValue();
+    Value g = meanGrad;
     if (clipScale)
       g = pm.mul(g, clipScale);
     auto pref = gradOp.getVarAttr();
@@ -257,7 +272,6 @@ void OptimizerPass::runOnOperation() {
     // Decoupled weight decay: p ← p − lr·(direction + wd·p).
     if (decay)
       direction = pm.add(direction, pm.mul(pm.c(r.weightDecay), p));
-    b.create<WriteOp>(ploc, pm.sub(p, pm.mul(lr, direction)), pref);
-    gradOp.erase();
+    b.create<WriteOp>(ploc, b.create<DescendOp>(ploc, p, direction, lr), pref);
   }
 }

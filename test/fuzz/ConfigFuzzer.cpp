@@ -6,7 +6,10 @@
 // contract is also checked:
 //  - on failure it returns null and sets ONE line
 //    "fuzz.toml:LINE:COL: error: MESSAGE";
-//  - on success the module verifies.
+//  - "internal error" (the importer built IR that does not verify) never
+//    happens;
+//  - on success the module verifies, and its printed form (what
+//    `stretto-import | stretto-opt` reads) parses and verifies again.
 // A broken contract aborts, so libFuzzer records the input.
 //
 // Build: test/fuzz/build.sh BUILD_DIR OUT_DIR; seeds in test/fuzz/corpus/config.
@@ -19,6 +22,8 @@
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
+#include "mlir/Parser/Parser.h"
+#include "llvm/Support/raw_ostream.h"
 
 #include <cstdint>
 #include <cstdio>
@@ -73,9 +78,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (error.rfind(std::string(kFile) + ":", 0) != 0 ||
         error.find(": error: ") == std::string::npos)
       contractViolation("error message is not 'FILE:LINE:COL: error: MESSAGE'", error);
+    if (error.find("internal error") != std::string::npos)
+      contractViolation("the importer built IR that does not verify", error);
     return 0;
   }
   if (mlir::failed(mlir::verify(*module)))
     contractViolation("imported module does not verify", toml);
+  std::string printed;
+  llvm::raw_string_ostream os(printed);
+  module->print(os);
+  mlir::ParserConfig config(&context(), /*verifyAfterParse=*/true);
+  if (!mlir::parseSourceString<mlir::ModuleOp>(printed, config, "printed.mlir"))
+    contractViolation("the printed module does not parse back", printed);
   return 0;
 }

@@ -501,7 +501,7 @@ TEST(Optimizer, MuonRouting) {
   EXPECT_EQ(states, 2u + 4 * 2);
   // One Newton-Schulz per Muon matrix.
   int ns = 0;
-  for (const Node &n : c.graph.nodes)
+  for (const Node &n : c.graph.update) // the optimizer runs in the update phase
     ns += n.kind == OpKind::NewtonSchulz;
   EXPECT_EQ(ns, 2);
 }

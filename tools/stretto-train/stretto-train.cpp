@@ -110,17 +110,26 @@ int main(int argc, char **argv) {
     return 1;
   if (!dumpDir.empty()) {
     std::ofstream g(dumpDir + "/graph.txt");
-    for (size_t i = 0; i < graph->nodes.size(); ++i) {
-      const Node &n = graph->nodes[i];
-      g << "%" << i << " = " << opKindName(n.kind);
-      for (int o : n.operands)
-        g << " %" << o;
-      if (!n.name.empty())
-        g << " \"" << n.name << "\"";
-      bool sink = n.kind == OpKind::Write || n.kind == OpKind::Grad || n.kind == OpKind::Yield;
-      if (!sink)
-        g << " : " << shapeToString(n.shape) << " " << dtypeName(n.dtype);
-      g << "\n";
+    for (auto [phase, title] : {std::pair{Phase::Step, "step"}, {Phase::Update, "update"},
+                                {Phase::Outer, "outer"}}) {
+      const std::vector<Node> &nodes = graph->phase(phase);
+      if (nodes.empty())
+        continue;
+      g << "// " << title << "\n";
+      for (size_t i = 0; i < nodes.size(); ++i) {
+        const Node &n = nodes[i];
+        g << "%" << i << " = " << opKindName(n.kind);
+        for (int o : n.operands)
+          g << " %" << o;
+        if (!n.name.empty())
+          g << " \"" << n.name << "\"";
+        bool sink = n.kind == OpKind::Write || n.kind == OpKind::Grad || n.kind == OpKind::Yield;
+        if (!sink)
+          g << " : " << shapeToString(n.shape) << " " << dtypeName(n.dtype);
+        if (n.stage >= 0)
+          g << " @stage " << n.stage;
+        g << "\n";
+      }
     }
     llvm::outs() << "wrote the IR after each pass and graph.txt to " << dumpDir << "\n";
   }

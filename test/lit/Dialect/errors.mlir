@@ -2,7 +2,7 @@
 
 // Only train.param, train.state and train.step may sit directly in a model.
 train.model @m {
-  // expected-error @+1 {{'train.constant' op is not allowed directly in 'train.model' (only train.param, train.state and train.step)}}
+  // expected-error @+1 {{'train.constant' op is not allowed directly in 'train.model' (only train.param, train.state, train.step, train.update and train.outer)}}
   %c = train.constant dense<1.000000e+00> : tensor<f32>
 }
 
