@@ -94,6 +94,7 @@ const char *opKindName(OpKind k) {
   case OpKind::AccumulatedGrad: return "accumulated_grad";
   case OpKind::Transfer: return "transfer";
   case OpKind::Descend: return "descend";
+  case OpKind::GossipMix: return "gossip_mix";
   }
   return "?";
 }
@@ -174,15 +175,15 @@ Shape dropLast(const Shape &s) { return Shape(s.begin(), s.end() - 1); }
 
 } // namespace
 
-static void validatePhase(const std::vector<Node> &nodes);
+static void validatePhase(const Graph &g, const std::vector<Node> &nodes);
 
 void Graph::validate() const {
-  validatePhase(nodes);
-  validatePhase(update);
-  validatePhase(outer);
+  validatePhase(*this, nodes);
+  validatePhase(*this, update);
+  validatePhase(*this, outer);
 }
 
-static void validatePhase(const std::vector<Node> &nodes) {
+static void validatePhase(const Graph &g, const std::vector<Node> &nodes) {
   for (size_t i = 0; i < nodes.size(); ++i) {
     const Node &n = nodes[i];
     int want = arity(n.kind);
@@ -244,7 +245,7 @@ static void validatePhase(const std::vector<Node> &nodes) {
       break;
     case OpKind::Read:
     case OpKind::Write: {
-      const StateDecl *s = findState(n.name);
+      const StateDecl *s = g.findState(n.name);
       if (!s)
         fail(i, n, "no state named '" + n.name + "'");
       const Shape &vs = n.kind == OpKind::Read ? n.shape : opShape(0);
@@ -424,6 +425,12 @@ static void validatePhase(const std::vector<Node> &nodes) {
       needShape(opShape(0), "descend");
       if (opShape(1) != opShape(0) || numElements(opShape(2)) != 1)
         fail(i, n, "descend needs a direction shaped like the parameter and a scalar lr");
+      break;
+    case OpKind::GossipMix:
+      needFloats(1);
+      needShape(opShape(0), "gossip_mix");
+      if (!(n.floats[0] > 0 && n.floats[0] <= 1))
+        fail(i, n, "alpha must be in (0, 1], got " + std::to_string(n.floats[0]));
       break;
     case OpKind::NewtonSchulz:
       needInts(1);

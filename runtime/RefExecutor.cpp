@@ -389,6 +389,8 @@ struct RefExecutor::Impl {
 
   // Nodes whose values evaluate() copies out (StepResult::probes).
   std::vector<int> probes;
+  // Gossip exchange (RefExecutor::setCollective); empty: identity.
+  Collective collective;
 
   template <typename T>
   StepResult run(const std::map<std::string, HostTensor> &inputs, int64_t t,
@@ -481,6 +483,15 @@ RefExecutor::Impl::run(const std::map<std::string, HostTensor> &inputs,
       }
       case OpKind::Transfer:
         out = in(0);
+        break;
+      case OpKind::GossipMix:
+        if (collective)
+          out = fromHost(collective(n, toHost(in(0), inShape(0))).data, n.dtype);
+        else
+          out = in(0);
+        if (out.size() != static_cast<size_t>(numElements(n.shape)))
+          fail(i, "the collective returned " + std::to_string(out.size()) + " values for shape " +
+                      shapeToString(n.shape));
         break;
       case OpKind::Descend: {
         const Buf<T> &p = in(0), &dir = in(1);
@@ -751,5 +762,7 @@ void RefExecutor::setState(const std::string &name, const HostTensor &value) {
 int64_t RefExecutor::stepCount() const { return impl->counter; }
 
 void RefExecutor::setStepCount(int64_t t) { impl->counter = t; }
+
+void RefExecutor::setCollective(Collective fn) { impl->collective = std::move(fn); }
 
 } // namespace stretto

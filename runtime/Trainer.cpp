@@ -177,8 +177,15 @@ int stretto::runTraining(const Graph &graph, DataSource &data, const TrainerOpti
     double lastLoss = 0;
     int exitCode = 0;
     for (int64_t step = start + 1; step <= opt.steps; ++step) {
-      StepResult r = ex.step(data.batch(Split::Train, static_cast<uint64_t>(step - 1)));
-      double loss = r.outputs.at(0);
+      // One optimizer step: the micro-batches' gradients, then the update.
+      double loss = 0;
+      for (int64_t k = 0; k < opt.microBatches; ++k) {
+        uint64_t index = static_cast<uint64_t>((step - 1) * opt.microBatches + k);
+        loss += ex.microStep(data.batch(Split::Train, index)).outputs.at(0);
+      }
+      loss /= static_cast<double>(opt.microBatches);
+      if (std::isfinite(loss))
+        ex.update();
       if (!std::isfinite(loss)) {
         std::cerr << "\nerror: step " << step << ": the loss is " << loss
                   << "; stopping without checkpointing this state (the last good checkpoint, "
@@ -191,7 +198,7 @@ int stretto::runTraining(const Graph &graph, DataSource &data, const TrainerOpti
       lastLoss = loss;
       sum.losses.push_back(loss);
       trainCurve.emplace_back(step, loss);
-      tokensSinceLog += data.tokensPerBatch();
+      tokensSinceLog += data.tokensPerBatch() * opt.microBatches;
       double val = -1;
       bool evalNow = step % opt.evalInterval == 0 || step == opt.steps;
       if (evalNow) {
@@ -257,7 +264,8 @@ int stretto::runTraining(const Graph &graph, DataSource &data, const TrainerOpti
     sum.seconds = std::chrono::duration<double>(t1 - t0).count();
     sum.finalLoss = lastLoss;
     int64_t ran = sum.steps - start;
-    sum.tokensPerSecond = sum.seconds > 0 ? ran * data.tokensPerBatch() / sum.seconds : 0;
+    sum.tokensPerSecond =
+        sum.seconds > 0 ? ran * data.tokensPerBatch() * opt.microBatches / sum.seconds : 0;
     if (!opt.outDir.empty())
       writePlot(opt.outDir + "/loss.svg", trainCurve, valCurve);
     if (exitCode != 1) { // the summary shows even with --quiet

@@ -14,6 +14,8 @@
 #include "llvm/ADT/SmallSet.h"
 #include "llvm/ADT/StringSet.h"
 
+#include <cstdio>
+
 using namespace mlir;
 using namespace stretto::train;
 
@@ -158,7 +160,7 @@ OpFoldResult MulOp::fold(FoldAdaptor) {
 //===----------------------------------------------------------------------===//
 
 namespace {
-enum class OptionKind { Float, Int, String };
+enum class OptionKind { Float, Int, String, Ranges, IntList };
 struct TrainerOption {
   const char *key;
   OptionKind kind;
@@ -185,6 +187,25 @@ const TrainerOption kTrainerOptions[] = {
     {"stages", OptionKind::Int, {}},
     {"replicas", OptionKind::Int, {}},
     {"sync", OptionKind::String, {"sync", "2bw", "diloco", "gossip"}},
+    {"stage_ranges", OptionKind::Ranges, {}}, // [[first, end), ...] layers per stage
+    {"ef_lambda", OptionKind::Float, {}},
+    // --- decentralized data parallelism: train-gossip and its runtime -------
+    {"local_steps", OptionKind::IntList, {}}, // H, or H_r per replica (>= 0)
+    {"outer_rounds", OptionKind::Int, {}},
+    {"outer_lr", OptionKind::Float, {}},
+    {"outer_momentum", OptionKind::Float, {}},
+    {"gossip_alpha", OptionKind::Float, {}},
+    {"topology", OptionKind::String, {"complete", "ring", "exponential", "one-peer", "two-peer"}},
+    {"gamma_placement", OptionKind::String, {"before-mixing", "after-mixing"}},
+    {"gossip_seed", OptionKind::Int, {}},
+    {"net_step_time", OptionKind::Float, {}},           // simulated s per local step
+    {"net_bandwidth", OptionKind::Float, {}},           // bytes/s per link
+    {"net_latency", OptionKind::Float, {}},             // s per message
+    {"net_slow_links", OptionKind::Float, {}},          // fraction of links
+    {"net_slow_link_factor", OptionKind::Float, {}},    // their bandwidth divisor
+    {"net_slow_replicas", OptionKind::Float, {}},       // fraction of replicas
+    {"net_slow_replica_factor", OptionKind::Float, {}}, // their step-time factor
+    // --- end decentralized data parallelism --------------------------------
     // Run settings the trainer reads.
     {"seed", OptionKind::Int, {}},
     {"log_interval", OptionKind::Int, {}},
@@ -230,10 +251,41 @@ LogicalResult ModelOp::verify() {
       if (!i || isa<BoolAttr>(v))
         return emitOpError() << "trainer option '" << key << "' must be an integer, got " << v;
       int64_t minimum =
-          (key == "warmup_steps" || key == "seed" || key == "checkpoint_interval") ? 0 : 1;
+          (key == "warmup_steps" || key == "seed" || key == "checkpoint_interval" ||
+           key == "gossip_seed")
+              ? 0
+              : 1;
       if (i.getInt() < minimum)
         return emitOpError() << "trainer option '" << key << "' must be >= " << minimum
                              << ", got " << i.getInt();
+      break;
+    }
+    case OptionKind::Ranges: {
+      auto arr = dyn_cast<ArrayAttr>(v);
+      bool ok = arr && !arr.empty();
+      for (Attribute e : arr ? arr.getValue() : ArrayRef<Attribute>()) {
+        auto pair = dyn_cast<ArrayAttr>(e);
+        ok &= pair && pair.size() == 2 &&
+              llvm::all_of(pair, [](Attribute x) { return isa<IntegerAttr>(x); });
+      }
+      if (!ok)
+        return emitOpError() << "trainer option '" << key
+                             << "' must be a list of [first, end) layer pairs, got " << v;
+      break;
+    }
+    case OptionKind::IntList: { // an integer, or an array of them (one per replica)
+      SmallVector<int64_t> values;
+      if (auto i = dyn_cast<IntegerAttr>(v); i && !isa<BoolAttr>(v))
+        values.push_back(i.getInt());
+      else if (auto d = dyn_cast<DenseI64ArrayAttr>(v))
+        values.assign(d.asArrayRef().begin(), d.asArrayRef().end());
+      else
+        return emitOpError() << "trainer option '" << key
+                             << "' must be an integer or an array<i64>, got " << v;
+      for (int64_t x : values)
+        if (x < 0)
+          return emitOpError() << "trainer option '" << key << "' must hold integers >= 0, got "
+                               << x;
       break;
     }
     case OptionKind::String: {
@@ -740,6 +792,59 @@ LogicalResult NewtonSchulzOp::verify() {
   if (getSteps() < 1)
     return emitOpError() << "needs steps >= 1, got " << getSteps();
   return success();
+}
+
+//===----------------------------------------------------------------------===//
+// Gossip ops
+//===----------------------------------------------------------------------===//
+
+// The gossip round is described by discardable attributes of the enclosing
+// train.outer (written by train-gossip, read by the runtime): `replicas`,
+// `local_steps` (one per replica, or one for all), `topology` and
+// `gossip_seed`. They are checked here, where the exchange is declared.
+static LogicalResult verifyGossipRound(GossipMixOp mix) {
+  Operation *outer = mix->getParentOp();
+  int64_t replicas = 1;
+  if (Attribute a = outer->getAttr("replicas")) {
+    auto i = dyn_cast<IntegerAttr>(a);
+    if (!i || i.getInt() < 1)
+      return outer->emitOpError() << "attribute 'replicas' must be an integer >= 1, got " << a;
+    replicas = i.getInt();
+  }
+  if (Attribute a = outer->getAttr("local_steps")) {
+    auto steps = dyn_cast<DenseI64ArrayAttr>(a);
+    if (!steps)
+      return outer->emitOpError() << "attribute 'local_steps' must be an array<i64>, got " << a;
+    if (steps.size() != 1 && steps.size() != replicas)
+      return outer->emitOpError() << "attribute 'local_steps' has " << steps.size()
+                                  << " entries; expected 1 or one per replica (" << replicas
+                                  << ")";
+    for (int64_t h : steps.asArrayRef())
+      if (h < 0)
+        return outer->emitOpError() << "attribute 'local_steps' holds " << h
+                                    << "; local steps must be >= 0";
+  }
+  if (Attribute a = outer->getAttr("topology")) {
+    static const char *kTopologies[] = {"complete", "ring", "exponential", "one-peer",
+                                        "two-peer"};
+    auto t = dyn_cast<StringAttr>(a);
+    if (!t || !llvm::is_contained(kTopologies, t.getValue()))
+      return outer->emitOpError() << "attribute 'topology' is " << a
+                                  << "; expected one of: complete ring exponential one-peer "
+                                     "two-peer";
+  }
+  return success();
+}
+
+LogicalResult GossipMixOp::verify() {
+  double alpha = getAlpha().convertToDouble();
+  if (!(alpha > 0.0 && alpha <= 1.0)) {
+    char text[32]; // 1.5, not 1.500000e+00
+    std::snprintf(text, sizeof text, "%g", alpha);
+    return emitOpError() << "alpha must be in (0, 1], got " << text << " (mixing "
+                         << getInput().getType() << ")";
+  }
+  return verifyGossipRound(*this);
 }
 
 #define GET_OP_CLASSES

@@ -186,8 +186,9 @@ def Train_GradOp : Train_Op<"grad", [HasParent<"StepOp">,
     DeclareOpInterfaceMethods<SymbolUserOpInterface>]> {
   let summary = "the gradient of the loss with respect to a parameter";
   let description = [{
-    Produced by `train-autodiff`, consumed by `train-optimizer`. The
-    reference executor reports these values, which is how gradients are tested.
+    Produced by `train-autodiff`. Summed over the micro-batches of a step;
+    `train.accumulated_grad` in `train.update` reads the mean. The reference
+    executor reports these values, which is how gradients are tested.
   }];
   let arguments = (ins Train_FloatTensor:$value, FlatSymbolRefAttr:$var);
   let assemblyFormat = "$value `for` $var attr-dict `:` type($value)";
@@ -500,6 +501,42 @@ def Train_NewtonSchulzOp : Train_Op<"newton_schulz", [Pure, SameOperandsAndResul
                        DefaultValuedAttr<F64Attr, "3.4445">:$a,
                        DefaultValuedAttr<F64Attr, "-4.7750">:$b,
                        DefaultValuedAttr<F64Attr, "2.0315">:$c);
+  let results = (outs Train_FloatTensor:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Gossip ops (decentralized data parallelism; added by `train-gossip`)
+//===----------------------------------------------------------------------===//
+
+def Train_GossipMixOp : Train_Op<"gossip_mix", [HasParent<"OuterOp">,
+    SameOperandsAndResultType]> {
+  let summary = "mixes a value with the same value of this round's gossip peers";
+  let description = [{
+    The exchange of a gossip outer round (GASLoC, Cagnasso, Belilovsky and
+    Oyallon, arXiv 2606.11081): replica i replaces its value z_i by
+
+      z_i − α·Σ_{j ∈ N_t(i)} λ_ij·(z_i − z_j)
+
+    where N_t(i) are the peers the runtime draws for round t from the
+    topology recorded on the enclosing `train.outer` (`topology`,
+    `replicas`, `gossip_seed`), and λ_ij are Metropolis–Hastings weights
+    1 / (1 + max(deg_i, deg_j)) — symmetric, so the mean over replicas is
+    preserved. With α = 1 a pairwise matching is exact pair averaging and
+    the complete graph is the exact mean over replicas (an all-reduce,
+    i.e. DiLoCo's averaging). With one replica it is the identity.
+
+    The op says only "mix this value with the peers of this round"; which
+    peers, and how the bytes travel, is the runtime's business. Each op of
+    an outer round is one exchange of one tensor with every peer.
+
+    ```mlir
+    %m = train.gossip_mix %z {alpha = 1.000000e+00 : f64} : tensor<64x64xf32>
+    ```
+  }];
+  let arguments = (ins Train_FloatTensor:$input,
+                       DefaultValuedAttr<F64Attr, "1.0">:$alpha);
   let results = (outs Train_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($result)";
   let hasVerifier = 1;

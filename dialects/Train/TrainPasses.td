@@ -32,11 +32,14 @@ def TrainAutodiff : Pass<"train-autodiff", "::stretto::train::ModelOp"> {
 }
 
 def TrainOptimizer : Pass<"train-optimizer", "::stretto::train::ModelOp"> {
-  let summary = "Replaces gradients with optimizer updates (SGD, AdamW, Muon)";
+  let summary = "Adds the update phase: SGD, AdamW or Muon from the step's gradients";
   let description = [{
-    Consumes every `train.grad`: clips by global norm, computes the learning
+    Appends `train.update`, run once per step after its micro-batches: for
+    every `train.grad` of the step it reads the micro-batch mean
+    (`train.accumulated_grad`), clips by global norm, computes the learning
     rate schedule from `train.step_count`, declares the optimizer state as
-    `train.state` symbols and writes the updated parameters and state.
+    `train.state` symbols and writes the updated parameters and state; each
+    update ends in `train.descend`. Ops get the stage of their parameter.
     Options default to the `trainer` dictionary of the model; a pass option
     given explicitly wins.
 
@@ -53,6 +56,159 @@ def TrainOptimizer : Pass<"train-optimizer", "::stretto::train::ModelOp"> {
            "sgd | adamw | muon (default: the model's trainer.optimizer, else adamw)">,
     Option<"muonScale", "muon-scale", "std::string", "\"\"",
            "shape (sqrt(max(1,fan_out/fan_in))) | rms (0.2*sqrt(max(rows,cols)))">,
+  ];
+}
+
+def TrainPartition : Pass<"train-partition", "::stretto::train::ModelOp"> {
+  let summary = "Splits a model into pipeline stages with explicit transfers";
+  let description = [{
+    Runs on the model-level step, before `train-autodiff`. Every op gets a
+    `stage` attribute: the layers of parameters (`layer` attribute) map to
+    stages through explicit ranges (`stage_ranges` in the trainer, or the
+    `ranges` option) or, by default, a partition of the layers into
+    contiguous groups that minimises the largest stage cost (FLOPs plus bytes
+    of activations, per layer). Embeddings belong to the first stage; the
+    head and the loss to the last. Where an op of stage s uses a value of
+    stage r != s, a `train.transfer` from r to s is inserted. Autodiff then
+    gives every VJP op the stage of its forward op, and the transfer's VJP
+    sends the cotangent back, so the backward transfers are explicit too.
+
+    ```mlir
+    %h = train.add %x, %o {stage = 0 : i64} : tensor<4x8x16xf32>
+    %h1 = train.transfer %h from 0 to 1 {stage = 1 : i64} : tensor<4x8x16xf32>
+    %n = train.layer_norm %h1, %g, %b {stage = 1 : i64} : ...
+    ```
+  }];
+  let options = [
+    Option<"stages", "stages", "int64_t", "0",
+           "Number of stages (default: the trainer's stages)">,
+    ListOption<"ranges", "ranges", "int64_t",
+               "Flattened [first, end) layer pairs, one per stage">,
+  ];
+}
+
+def TrainTwoBufferWeights : Pass<"train-2bw", "::stretto::train::ModelOp"> {
+  let summary = "PipeDream-2BW: two weight versions, one-step-delayed gradients";
+  let description = [{
+    Runs after `train-optimizer`. For every parameter p it declares the
+    second version `@p.prev` (starting as a copy of p), makes the step's
+    forward and backward read `@p.prev`, and makes the update rotate the
+    versions: `@p.prev` takes x(t) and `@p` takes x(t+1). The result is the
+    update of record x(t+1) = x(t) − γ·Opt(g(x(t−1))) (Narayanan et al.,
+    ICML 2021), whatever the number of stages; a runtime can run the next
+    step's micro-batches before this step's update because each micro-batch
+    reads the version it needs.
+
+    ```mlir
+    train.step { %w = train.read @w.prev ... }
+    train.update {
+      %cur = train.read @w
+      %new = train.descend %cur, %dir, %lr
+      train.write %cur to @w.prev
+      train.write %new to @w
+    }
+    ```
+  }];
+}
+
+def TrainDelayErrorFeedback : Pass<"train-delay-ef", "::stretto::train::ModelOp"> {
+  let summary = "Error-feedback correction of the one-step-delayed update";
+  let description = [{
+    Runs after `train-optimizer` (typically with `train-2bw`). For every
+    `train.descend %p, %u, %lr` it keeps u(t−1) in `@p.ef_u` and descends
+    along u(t) + λ·(u(t) − u(t−1)) instead, with u(−1) = u(0) (no correction
+    on the first step). Optimizer-agnostic: u is whatever direction the base
+    optimizer produced (seed: Zmushko et al., ICML 2026, "one-step delay is
+    not a barrier"). λ defaults to the trainer's `ef_lambda`.
+  }];
+  let options = [
+    Option<"lambda", "lambda", "double", "-1.0",
+           "Correction strength in [0, 1] (default: trainer.ef_lambda, else 1)">,
+  ];
+}
+
+def TrainGossip : Pass<"train-gossip", "::stretto::train::ModelOp"> {
+  let summary = "Local steps plus a gossip outer optimizer (DiLoCo on the complete graph)";
+  let description = [{
+    Runs after `train-optimizer`. Adds the `train.outer` phase that R
+    replicas run after their local steps: replica i takes H_i local steps
+    (`train.step` × micro-batches, then `train.update`), then one outer round.
+    The round is the gossip outer optimizer of DESIGN §4 (seed: GASLoC,
+    Cagnasso, Belilovsky and Oyallon, arXiv 2606.11081), per parameter θ,
+    with the anchor θ_i and the previous iterate y_i(t−1) kept as
+    `train.state` (`copy_of` the parameter, so y_i(−1) = θ_i(0)):
+
+      g_i = θ_i^local − θ_i                  (drift of the local steps)
+      y_i = θ_i + η·g_i                      (post-local-update iterate)
+      z_i = y_i + γ·(y_i − y_i(t−1))         (acceleration)
+      θ_i(t+1) = gossip_mix(z_i)             (`train.gossip_mix`)
+
+    and the parameter restarts from the new anchor. With
+    `gamma-placement=after-mixing` (the published update as transcribed, our
+    reading) γ is applied after the exchange instead:
+    θ_i(t+1) = gossip_mix(y_i) + γ·(y_i − y_i(t−1)).
+
+    The replicas, their local steps, the topology and the seed of the peer
+    draw are recorded as attributes of `train.outer`; the runtime runs the
+    local loop and draws N_t(i) each round: `complete` (every replica: the
+    exchange is an all-reduce to the exact mean, and the round is DiLoCo with
+    Nesterov outer SGD, μ = γ — Douillard et al., 2023), `ring`,
+    `exponential` (peers i ± 2^k), `one-peer` / `two-peer` (one or two
+    random perfect matchings drawn anew each round). Options default to the
+    model's trainer dictionary (`replicas`, `local_steps`, `topology`,
+    `outer_lr`, `outer_momentum`, `gossip_alpha`, `gamma_placement`,
+    `gossip_seed`); an option given explicitly wins. Without a trainer
+    topology, `sync = "diloco"` means `complete`, anything else `one-peer`.
+    γ defaults to 0.9 on the complete graph (DiLoCo's μ) and to 0.5
+    elsewhere (the value DESIGN §4 measured best on small models); η to 0.7.
+
+    Before (after `train-optimizer`, abridged):
+    ```mlir
+    train.model @m attributes {trainer = {replicas = 4, sync = "gossip"}} {
+      train.param @w : tensor<4x3xf32> = normal(2.000000e-02)
+      train.step { ... }
+      train.update { ... train.write %new to @w : tensor<4x3xf32> }
+    }
+    ```
+    After `train-gossip{topology=ring local-steps=20 outer-lr=0.7 momentum=0.5}`:
+    ```mlir
+    train.state @w.gossip_anchor : tensor<4x3xf32> = zeros {copy_of = @w, of = @w}
+    train.state @w.gossip_y_prev : tensor<4x3xf32> = zeros {copy_of = @w, of = @w}
+    ...
+    train.outer attributes {gossip_seed = 0 : i64, local_steps = array<i64: 20>,
+                            replicas = 4 : i64, topology = "ring"} {
+      %local = train.read @w : tensor<4x3xf32>
+      %anchor = train.read @w.gossip_anchor : tensor<4x3xf32>
+      %g = train.sub %local, %anchor : tensor<4x3xf32>
+      %y = train.add %anchor, (0.7 · %g)
+      %prev = train.read @w.gossip_y_prev : tensor<4x3xf32>
+      %z = train.add %y, (0.5 · (%y − %prev))
+      train.write %y to @w.gossip_y_prev : tensor<4x3xf32>
+      %m = train.gossip_mix %z {alpha = 1.000000e+00 : f64} : tensor<4x3xf32>
+      train.write %m to @w.gossip_anchor : tensor<4x3xf32>
+      train.write %m to @w : tensor<4x3xf32>
+    }
+    ```
+  }];
+  let options = [
+    Option<"replicas", "replicas", "int64_t", "0",
+           "Number of replicas R (default: trainer.replicas, else 1)">,
+    Option<"localSteps", "local-steps", "std::string", "\"\"",
+           "Local steps per round: one H for all, or H_0,H_1,... one per replica "
+           "(default: trainer.local_steps, else 1)">,
+    Option<"topology", "topology", "std::string", "\"\"",
+           "complete | ring | exponential | one-peer | two-peer">,
+    Option<"outerLr", "outer-lr", "double", "-1.0",
+           "Outer learning rate η > 0 (default: trainer.outer_lr, else 0.7)">,
+    Option<"momentum", "momentum", "double", "-1.0",
+           "Outer acceleration γ in [0, 1) (default: trainer.outer_momentum, else 0.9 "
+           "on the complete graph and 0.5 elsewhere)">,
+    Option<"alpha", "alpha", "double", "-1.0",
+           "Gossip step α in (0, 1]; 1 is exact averaging (default: trainer.gossip_alpha, else 1)">,
+    Option<"gammaPlacement", "gamma-placement", "std::string", "\"\"",
+           "before-mixing (the spec of record) | after-mixing (the published transcription)">,
+    Option<"seed", "seed", "int64_t", "-1",
+           "Seed of the runtime's peer draw (default: trainer.gossip_seed, else trainer.seed, else 0)">,
   ];
 }
 

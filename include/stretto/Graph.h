@@ -66,6 +66,9 @@ enum class OpKind {
   // --- optimizer -----------------------------------------------------------
   NewtonSchulz, // operands {G [m, n]}; ints {steps}; floats {a, b, c}
   Descend,    // operands {p, dir, lr}: p - lr * dir
+  // --- gossip (decentralized data parallelism) -------------------------------
+  GossipMix,  // operands {z}; floats {alpha}: z_i - alpha * sum_j lambda_ij (z_i - z_j)
+              // over this round's peers, through the executor's collective hook
 };
 
 /// When a list of nodes runs: once per micro-batch (Step), once per
@@ -104,8 +107,19 @@ struct StateDecl {
   int stage = -1;      // pipeline stage owning it; -1: not partitioned
 };
 
+// The local-step loop around the Outer phase (train-gossip's attributes of
+// train.outer): R replicas, H_r local steps each, the peer topology and the
+// seed of its per-round draw. replicas == 0: no outer loop.
+struct OuterLoop {
+  int64_t replicas = 0;
+  std::vector<int64_t> localSteps; // one for all, or one per replica
+  std::string topology;            // complete | ring | exponential | one-peer | two-peer
+  uint64_t seed = 0;
+};
+
 struct Graph {
   std::vector<StateDecl> states;
+  OuterLoop outerLoop; // meaningful when `outer` is non-empty
   std::vector<Node> nodes;  // Phase::Step
   std::vector<Node> update; // Phase::Update
   std::vector<Node> outer;  // Phase::Outer

@@ -11,6 +11,7 @@
 #include "stretto/Graph.h"
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -69,6 +70,12 @@ public:
   void setState(const std::string &name, const HostTensor &value);
   int64_t stepCount() const;
   void setStepCount(int64_t t);
+
+  // Collectives (gossip): a GossipMix node calls `fn(node, value)` and takes
+  // its result; `node` carries the op's attributes (alpha). The default,
+  // without a hook, is the identity: a single replica has no peers.
+  using Collective = std::function<HostTensor(const Node &, const HostTensor &)>;
+  void setCollective(Collective fn);
 
 private:
   struct Impl;

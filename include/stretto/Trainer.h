@@ -47,6 +47,7 @@ std::unique_ptr<DataSource> makeDataSource(const Graph &graph, const DataConfig 
 
 struct TrainerOptions {
   int64_t steps = 100;
+  int64_t microBatches = 1; // per optimizer step; the graph is micro-batch sized
   uint64_t seed = 1337;
   int64_t logInterval = 10;
   int64_t evalInterval = 100;

@@ -466,6 +466,56 @@ void buildTrainer(OpBuilder &b, ModelOp model, Section &t) {
   integer("eval_interval", "eval_interval", 100, 1);
   integer("eval_batches", "eval_batches", 8, 1);
   integer("checkpoint_interval", "checkpoint_interval", 0, 0);
+  if (t.node("ef_lambda"))
+    num("ef_lambda", 0.0);
+  // stage_ranges = [[0, 2], [2, 4]]: the layers [first, end) of each stage.
+  if (const toml::node *n = t.node("stage_ranges")) {
+    SmallVector<Attribute> ranges;
+    const toml::array *outer = n->as_array();
+    if (!outer || outer->empty())
+      fail(n, "'train.stage_ranges' must be a list of [first, end) layer pairs");
+    for (const toml::node &e : *outer) {
+      const toml::array *pair = e.as_array();
+      if (!pair || pair->size() != 2 || !(*pair)[0].is_integer() || !(*pair)[1].is_integer())
+        fail(&e, "'train.stage_ranges' entries must be [first, end) integer pairs");
+      ranges.push_back(b.getI64ArrayAttr({*(*pair)[0].value<int64_t>(),
+                                          *(*pair)[1].value<int64_t>()}));
+    }
+    attrs.push_back(b.getNamedAttr("stage_ranges", b.getArrayAttr(ranges)));
+  }
+  // --- decentralized data parallelism (train-gossip); only keys given -------
+  // local_steps = 20 or [20, 20, 10] (one per replica).
+  if (const toml::node *n = t.node("local_steps")) {
+    if (n->is_array()) {
+      std::vector<int64_t> steps;
+      for (const toml::node &e : *n->as_array()) {
+        auto v = e.value<int64_t>();
+        if (!e.is_integer() || !v || *v < 0)
+          fail(&e, "'train.local_steps' must hold integers >= 0");
+        steps.push_back(*v);
+      }
+      if (steps.empty())
+        fail(n, "'train.local_steps' must not be empty");
+      attrs.push_back(b.getNamedAttr("local_steps", b.getDenseI64ArrayAttr(steps)));
+    } else {
+      integer("local_steps", "local_steps", 1, 0);
+    }
+  }
+  if (t.node("outer_rounds"))
+    integer("outer_rounds", "outer_rounds", 1, 1);
+  if (t.node("topology"))
+    str("topology", "topology", "one-peer",
+        {"complete", "ring", "exponential", "one-peer", "two-peer"});
+  if (t.node("gamma_placement"))
+    str("gamma_placement", "gamma_placement", "before-mixing", {"before-mixing", "after-mixing"});
+  if (t.node("gossip_seed"))
+    integer("gossip_seed", "gossip_seed", 0, 0);
+  for (const char *key : {"outer_lr", "outer_momentum", "gossip_alpha", "net_step_time",
+                          "net_bandwidth", "net_latency", "net_slow_links", "net_slow_link_factor",
+                          "net_slow_replicas", "net_slow_replica_factor"})
+    if (t.node(key))
+      num(key, 0.0);
+  // --- end decentralized data parallelism ----------------------------------
   model.setTrainerAttr(b.getDictionaryAttr(attrs));
 }
 
@@ -531,6 +581,14 @@ OwningOpRef<ModuleOp> importTable(MLIRContext &ctx, toml::table &root, const std
   std::string dtype = m.string("dtype", "f32", {"f32", "bf16", "f64"});
   Common c;
   c.batch = m.integer("batch", std::nullopt, 1);
+  // The step's tensors are one micro-batch: batch / micro_batches rows.
+  if (int64_t micro = t.integer("micro_batches", 1, 1); micro > 1) {
+    if (c.batch % micro != 0)
+      fail(t.node("micro_batches"), "'train.micro_batches' (" + std::to_string(micro) +
+                                        ") must divide 'model.batch' (" +
+                                        std::to_string(c.batch) + ")");
+    c.batch /= micro;
+  }
   if (dtype == "bf16")
     c.elem = BFloat16Type::get(&ctx);
   else if (dtype == "f64")
@@ -592,7 +650,9 @@ OwningOpRef<ModuleOp> stretto::importConfigString(MLIRContext &ctx, const std::s
     return importTable(ctx, root, fileName);
   } catch (const toml::parse_error &e) {
     ConfigError ce{static_cast<int>(e.source().begin.line),
-                   static_cast<int>(e.source().begin.column), std::string(e.description())};
+                   static_cast<int>(e.source().begin.column),
+                   // toml++ quotes the offending text raw, newlines included.
+                   quoted(e.description())};
     error = formatError(fileName, ce);
   } catch (const ConfigError &e) {
     error = formatError(fileName, e);

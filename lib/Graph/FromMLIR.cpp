@@ -88,6 +88,7 @@ static std::optional<OpKind> kindOf(Operation *op) {
       .Case([](AccumulatedGradOp) { return OpKind::AccumulatedGrad; })
       .Case([](TransferOp) { return OpKind::Transfer; })
       .Case([](DescendOp) { return OpKind::Descend; })
+      .Case([](GossipMixOp) { return OpKind::GossipMix; })
       .Default([](Operation *) { return std::nullopt; });
 }
 
@@ -167,6 +168,7 @@ static LogicalResult lowerPhase(Block &block, Phase phase, Graph &g) {
           n.floats = {o.getScale().convertToDouble()};
           n.flag = o.getCausal();
         })
+        .Case([&](GossipMixOp o) { n.floats = {o.getAlpha().convertToDouble()}; })
         .Case([&](NewtonSchulzOp o) {
           n.ints = {static_cast<int64_t>(o.getSteps())};
           n.floats = {o.getA().convertToDouble(), o.getB().convertToDouble(),
@@ -205,9 +207,20 @@ FailureOr<Graph> stretto::lowerToGraph(ModelOp model) {
   if (UpdateOp u = model.getUpdate())
     if (failed(lowerPhase(u.getBody().front(), Phase::Update, g)))
       return failure();
-  if (OuterOp o = model.getOuter())
+  if (OuterOp o = model.getOuter()) {
     if (failed(lowerPhase(o.getBody().front(), Phase::Outer, g)))
       return failure();
+    // The local-step loop of train-gossip (verified by train.gossip_mix).
+    g.outerLoop.replicas = 1;
+    if (auto r = o->getAttrOfType<IntegerAttr>("replicas"))
+      g.outerLoop.replicas = r.getInt();
+    if (auto h = o->getAttrOfType<DenseI64ArrayAttr>("local_steps"))
+      g.outerLoop.localSteps.assign(h.asArrayRef().begin(), h.asArrayRef().end());
+    if (auto t = o->getAttrOfType<StringAttr>("topology"))
+      g.outerLoop.topology = t.getValue().str();
+    if (auto s = o->getAttrOfType<IntegerAttr>("gossip_seed"))
+      g.outerLoop.seed = static_cast<uint64_t>(s.getInt());
+  }
   return g;
 }
 

@@ -69,10 +69,14 @@ void AutodiffPass::runOnOperation() {
 
   OpBuilder b(yield);
   DenseMap<Value, Value> cotangent;
+  // Cotangents live on the stage of their value (transfers bring them there).
   auto accumulate = [&](Value v, Value g) {
     auto [it, inserted] = cotangent.try_emplace(v, g);
-    if (!inserted)
+    if (!inserted) {
       it->second = b.create<AddOp>(g.getLoc(), it->second, g);
+      if (Operation *def = v.getDefiningOp())
+        setStage(it->second.getDefiningOp(), getStage(def));
+    }
   };
   cotangent[loss] = b.create<ConstantOp>(yield.getLoc(), loss.getType(), 1.0);
 
@@ -89,7 +93,12 @@ void AutodiffPass::runOnOperation() {
     if (auto read = dyn_cast<ReadOp>(op)) {
       auto &entry = paramGrads[read.getVar()];
       entry.first = read.getVarAttr();
-      entry.second = entry.second ? b.create<AddOp>(read.getLoc(), entry.second, g) : g;
+      if (entry.second) {
+        entry.second = b.create<AddOp>(read.getLoc(), entry.second, g);
+        setStage(entry.second.getDefiningOp(), getStage(read));
+      } else {
+        entry.second = g;
+      }
       continue;
     }
     auto diff = dyn_cast<DifferentiableOpInterface>(op);
@@ -100,7 +109,9 @@ void AutodiffPass::runOnOperation() {
       return signalPassFailure();
     }
     SmallVector<Value> grads;
+    Operation *before = yield->getPrevNode();
     diff.buildVJP(b, g, grads);
+    tagStages(before, yield, getStage(op)); // VJP ops run on the op's stage
     assert(grads.size() == op->getNumOperands() && "a VJP must give one value per operand");
     for (auto [operand, grad] : llvm::zip(op->getOperands(), grads))
       if (grad && varying.contains(operand))
@@ -114,7 +125,8 @@ void AutodiffPass::runOnOperation() {
       param.emitWarning() << "does not reach the loss; it gets no gradient";
       continue;
     }
-    b.create<GradOp>(param.getLoc(), it->second.second, it->second.first);
+    auto grad = b.create<GradOp>(param.getLoc(), it->second.second, it->second.first);
+    setStage(grad, getStage(param));
   }
 
   // VJPs build the cotangents of every operand; drop the ones nobody needs

@@ -97,6 +97,7 @@ struct OptimizerPass : public stretto::train::impl::TrainOptimizerBase<Optimizer
     state->setAttr("of", FlatSymbolRefAttr::get(param.getSymNameAttr()));
     // A user symbol may already have this name: insert() renames ours.
     symbols->insert(state, Block::iterator(state));
+    setStage(state, getStage(param));
     auto ref = FlatSymbolRefAttr::get(state.getSymNameAttr());
     return {ref, b.create<ReadOp>(param.getLoc(), param.getTensorType(), ref)};
   }
@@ -205,6 +206,11 @@ void OptimizerPass::runOnOperation() {
     meanGrads.push_back(b.create<AccumulatedGradOp>(g.getLoc(), g.getValue().getType(),
                                                     g.getVarAttr()));
   Value clipScale;
+  if (r.gradClip > 0 && model->hasAttr("stages") && model.getTrainerInt("stages", 1) > 1) {
+    model.emitError() << "grad_clip needs the global gradient norm across pipeline stages, "
+                         "which is not supported yet; set grad_clip = 0 with stages > 1";
+    return signalPassFailure();
+  }
   if (r.gradClip > 0) {
     Value sq = m.c(0.0);
     for (Value g : meanGrads)
@@ -222,8 +228,14 @@ void OptimizerPass::runOnOperation() {
     }
   };
 
+  // Shared scalars come before the per-parameter updates, unstaged, so
+  // every stage computes its own copy.
+  if (r.method != Method::SGD)
+    adamCorrections();
   for (auto [gradOp, meanGrad] : llvm::zip(grads, meanGrads)) {
     auto param = cast<ParamOp>(SymbolTable::lookupSymbolIn(model, gradOp.getVarAttr()));
+    setStage(meanGrad.getDefiningOp(), getStage(param));
+    Operation *before = yield->getPrevNode();
     Location ploc = gradOp.getLoc();
     Math pm{b, ploc, elem};
     Value g = meanGrad;
@@ -273,5 +285,6 @@ void OptimizerPass::runOnOperation() {
     if (decay)
       direction = pm.add(direction, pm.mul(pm.c(r.weightDecay), p));
     b.create<WriteOp>(ploc, b.create<DescendOp>(ploc, p, direction, lr), pref);
+    tagStages(before, yield, getStage(param)); // the update runs on the param's stage
   }
 }

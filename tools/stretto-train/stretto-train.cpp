@@ -137,6 +137,7 @@ int main(int argc, char **argv) {
   // Run settings: config values, then command-line options.
   TrainerOptions opt;
   opt.steps = model.getTrainerInt("total_steps", 100);
+  opt.microBatches = model.getTrainerInt("micro_batches", 1);
   opt.seed = seed >= 0 ? uint64_t(seed) : uint64_t(model.getTrainerInt("seed", 1337));
   opt.logInterval = logInterval > 0 ? int64_t(logInterval) : model.getTrainerInt("log_interval", 10);
   opt.evalInterval = model.getTrainerInt("eval_interval", 100);

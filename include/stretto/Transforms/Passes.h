@@ -13,6 +13,15 @@ namespace stretto::train {
 #define GEN_PASS_REGISTRATION
 #include "Train/TrainPasses.h.inc"
 
+/// The pipeline stage an op or variable belongs to (`stage` attribute, set by
+/// train-partition and inherited by the ops later passes derive from it), or
+/// -1 when it has none (constants and scalars every stage computes).
+int64_t getStage(mlir::Operation *op);
+void setStage(mlir::Operation *op, int64_t stage);
+/// Tags every op in (after, before) that has no stage yet with `stage`;
+/// `after` null means from the block start.
+void tagStages(mlir::Operation *after, mlir::Operation *before, int64_t stage);
+
 } // namespace stretto::train
 
 #endif

@@ -1,0 +1,148 @@
+//===- Gossip.h - decentralized data parallelism (no MLIR) ----*- C++ -*-===//
+//
+// Runs a Graph with an Outer phase (train-gossip) as R replicas: worker
+// threads of an in-process communicator, each a RefExecutor over the same
+// Graph with its own data shard. Replica i takes its own H_i local steps,
+// then the outer round, whose `gossip_mix` nodes exchange with the peers
+// drawn for that round by pairwise sends and receives: a replica exchanges
+// as soon as it and its peers are ready, with no global barrier except on
+// the complete graph (DiLoCo), where every replica is everyone's peer.
+//
+// A network model (per-replica compute speed, per-link bandwidth and
+// latency) drives a simulated clock while the numerics run for real; the
+// numerics do not depend on it, so one run reports the clock under several
+// network models. Seed: GASLoC (Cagnasso, Belilovsky, Oyallon, arXiv
+// 2606.11081); DiLoCo (Douillard et al., 2023).
+//
+//===----------------------------------------------------------------------===//
+#ifndef STRETTO_GOSSIP_H
+#define STRETTO_GOSSIP_H
+
+#include "stretto/Graph.h"
+#include "stretto/RefExecutor.h"
+#include "stretto/Trainer.h"
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+namespace stretto {
+
+enum class Topology { Complete, Ring, Exponential, OnePeer, TwoPeer };
+
+/// "complete" | "ring" | "exponential" | "one-peer" | "two-peer"; throws
+/// std::invalid_argument naming the choices otherwise.
+Topology parseTopology(const std::string &name);
+const char *topologyName(Topology t);
+
+/// The peers of every replica in round `round`, drawn deterministically from
+/// (seed, round) over the replicas with alive[i] (dead ones get no peers and
+/// are nobody's peer). Symmetric: j in peers[i] iff i in peers[j]. Matchings
+/// (one-/two-peer) are drawn anew each round; ring and exponential graphs
+/// (peers i ± 2^k) are laid over the live replicas in index order.
+std::vector<std::vector<int>> drawPeers(Topology topology, const std::vector<bool> &alive,
+                                        uint64_t seed, int64_t round);
+
+/// Metropolis–Hastings weight of an edge between degrees di and dj:
+/// 1 / (1 + max(di, dj)). Symmetric, so mixing preserves the mean.
+double mixingWeight(size_t di, size_t dj);
+
+/// z_i − α·Σ_j λ_ij·(z_i − z_j) over `peers` (value, degree), in the order
+/// given; `degree` is replica i's degree in the round's graph.
+HostTensor gossipMix(const HostTensor &zi, size_t degree,
+                     const std::vector<std::pair<const HostTensor *, size_t>> &peers,
+                     double alpha);
+
+/// Compute and link costs of the simulated clock.
+struct NetworkModel {
+  std::string name = "homogeneous";
+  double stepTime = 1.0;             // simulated s per local step at speed 1
+  double bandwidth = 1e9;            // bytes/s of a link
+  double latency = 0.0;              // s per exchange on a link
+  std::vector<double> replicaFactor; // step-time multiplier per replica (empty: 1)
+  std::vector<double> linkFactor;    // R×R bandwidth divisor (empty: 1)
+
+  double stepCost(int replica) const;
+  double linkBandwidth(int i, int j) const;
+  /// A quarter of the replicas 2× slower and a quarter of the links 10×
+  /// slower (or the fractions and factors given), chosen from `seed`.
+  static NetworkModel heterogeneous(int replicas, double slowReplicas, double replicaFactor,
+                                    double slowLinks, double linkFactor, uint64_t seed);
+};
+
+struct GossipOptions {
+  int64_t rounds = 10;
+  uint64_t seed = 1337;        // initialisation (the same on every replica)
+  Precision precision = Precision::F32;
+  int64_t microBatches = 1;    // micro-batches per local step
+  int64_t evalInterval = 0;    // rounds between validation of the mean model; 0: never
+  int64_t evalBatches = 4;
+  std::vector<NetworkModel> networks{NetworkModel()}; // clocks to simulate (>= 1)
+  /// Faults: replica `first` dies at the start of round `second`.
+  std::vector<std::pair<int, int64_t>> kills;
+  /// Overrides of the graph's OuterLoop (tests, experiments); empty/0: keep.
+  std::vector<int64_t> localSteps;
+  int64_t replicas = 0;
+  std::string topology;
+  /// Observers (tests): every exchange (replica, round, node, z, mixed) and
+  /// each replica's parameters after each round. Called from worker threads.
+  std::function<void(int, int64_t, int, const HostTensor &, const HostTensor &)> onMix;
+  std::function<void(int, int64_t, const std::map<std::string, HostTensor> &)> onRoundEnd;
+  /// Progress: called once per round, when every live replica finished it.
+  std::function<void(const struct RoundReport &)> onRound;
+  int threads = 0;             // worker threads at once; 0: min(R, cores)
+};
+
+struct RoundReport {
+  int64_t round = 0;
+  int live = 0;                      // replicas that finished the round
+  double loss = 0;                   // mean local training loss of the round
+  double valLoss = -1;               // of the mean model (-1: not evaluated)
+  double consensus = 0;              // (1/n) Σ_i ‖θ_i − θ̄‖² after the round
+  int64_t localSteps = 0;            // summed over replicas, since the start
+  double bytes = 0;                  // sent by all replicas, since the start
+  std::vector<double> simTime;       // per network: latest replica end of round
+};
+
+struct ReplicaReport {
+  int64_t localSteps = 0;
+  int64_t rounds = 0;               // outer rounds completed
+  double bytesSent = 0;
+  std::vector<double> simTime;      // per network: its clock at the end
+  bool dead = false;
+  int64_t diedAtRound = -1;
+  std::string error;                // why it died, when it was not a planned kill
+};
+
+struct GossipResult {
+  std::vector<RoundReport> rounds;
+  std::vector<ReplicaReport> replicas;
+  std::vector<std::vector<std::vector<int>>> peers; // per round, the frozen draw
+  std::map<std::string, HostTensor> meanParams;    // θ̄ over live replicas at the end
+};
+
+/// Runs the outer loop of `graph` (graph.outerLoop, overridable through
+/// `options`). Data: replica r's k-th local micro-batch is
+/// data.batch(Train, (k·R + r)); each replica sees its own shard. Throws
+/// std::runtime_error on a graph without an Outer phase or bad options.
+GossipResult runGossip(const Graph &graph, DataSource &data, const GossipOptions &options);
+
+/// Fully synchronous data parallelism, the baseline: every step each of the
+/// R replicas computes the gradient of its own batch (same indices as
+/// runGossip's first local steps), the gradients are all-reduced and one
+/// update is applied. Numerically one executor with R micro-batches per step;
+/// the clock charges the slowest replica plus a ring all-reduce of the
+/// gradients per step. Reported per step as rounds.
+GossipResult runDataParallel(const Graph &graph, DataSource &data, int replicas, int64_t steps,
+                             const GossipOptions &options);
+
+/// stretto-train's entry for sync = "gossip" | "diloco": per-round progress
+/// lines and a summary (loss, simulated wall-clock, bytes). Returns 0, or 1
+/// after printing an error.
+int runGossipTraining(const Graph &graph, DataSource &data, const GossipOptions &options,
+                      bool quiet);
+
+} // namespace stretto
+
+#endif // STRETTO_GOSSIP_H
