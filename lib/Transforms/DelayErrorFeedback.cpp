@@ -54,9 +54,9 @@ void DelayErrorFeedbackPass::runOnOperation() {
   auto scalar = RankedTensorType::get({}, elem);
   Value t = b.create<StepCountOp>(update.getLoc(), scalar);
   Value one = b.create<ConstantOp>(update.getLoc(), scalar, 1.0);
-  Value lamMasked = b.create<MulOp>(update.getLoc(),
-                                    b.create<ConstantOp>(update.getLoc(), scalar, lam),
-                                    b.create<GtOp>(update.getLoc(), t, one));
+  Value lamConst = b.create<ConstantOp>(update.getLoc(), scalar, lam);
+  Value first = b.create<GtOp>(update.getLoc(), t, one); // separate statements:
+  Value lamMasked = b.create<MulOp>(update.getLoc(), lamConst, first); // fixed op order
 
   for (DescendOp d : descents) {
     auto written = dyn_cast<WriteOp>(*d->getUsers().begin());
@@ -79,8 +79,8 @@ void DelayErrorFeedbackPass::runOnOperation() {
     Value u = d.getDirection();
     Value uPrev = pb.create<ReadOp>(loc, d.getParam().getType(), ref);
     // u + λ·(u − u_prev); λ is 0 on the first step.
-    Value corrected = pb.create<AddOp>(
-        loc, u, pb.create<MulOp>(loc, lamMasked, pb.create<SubOp>(loc, u, uPrev)));
+    Value diff = pb.create<SubOp>(loc, u, uPrev);
+    Value corrected = pb.create<AddOp>(loc, u, pb.create<MulOp>(loc, lamMasked, diff));
     pb.create<WriteOp>(loc, u, ref);
     d.getDirectionMutable().assign(corrected);
     if (before)
