@@ -349,8 +349,11 @@ struct RefExecutor::Impl {
   }
 
   void checkInputs(const std::map<std::string, HostTensor> &inputs) const {
-    for (const Node &n : graph.nodes) {
+    for (size_t i = 0; i < graph.nodes.size(); ++i) {
+      const Node &n = graph.nodes[i];
       if (n.kind != OpKind::Input)
+        continue;
+      if (subset && std::find(subset->begin(), subset->end(), static_cast<int>(i)) == subset->end())
         continue;
       auto it = inputs.find(n.name);
       if (it == inputs.end())
@@ -389,6 +392,11 @@ struct RefExecutor::Impl {
 
   // Nodes whose values evaluate() copies out (StepResult::probes).
   std::vector<int> probes;
+  // Partial runs (pipeline stages): which nodes to run (null: all), where
+  // values live between calls, and reads served from another state.
+  const std::vector<int> *subset = nullptr;
+  ValueEnv *env = nullptr;
+  const std::map<std::string, std::string> *redirect = nullptr;
   // Gossip exchange (RefExecutor::setCollective); empty: identity.
   Collective collective;
 
@@ -417,8 +425,14 @@ RefExecutor::Impl::run(const std::map<std::string, HostTensor> &inputs,
   if (cur == Phase::Step)
     checkInputs(inputs);
   const std::vector<Node> &nodes = graph.phase(cur);
-  const std::vector<size_t> &lastUse = this->lastUse[static_cast<int>(cur)];
-  std::vector<Buf<T>> vals(nodes.size());
+  // A partial run keeps every value (later calls may read it): no last use.
+  std::vector<size_t> keepAll;
+  if (env)
+    keepAll.assign(nodes.size(), std::numeric_limits<size_t>::max());
+  const std::vector<size_t> &lastUse = env ? keepAll : this->lastUse[static_cast<int>(cur)];
+  std::vector<Buf<T>> local;
+  std::vector<Buf<T>> &vals = env ? env->values<T>() : local;
+  vals.resize(nodes.size());
   StepResult result;
 
   auto fromHost = [&](const std::vector<double> &src, DType dt) {
@@ -431,7 +445,9 @@ RefExecutor::Impl::run(const std::map<std::string, HostTensor> &inputs,
     return HostTensor{shape, std::vector<double>(b.begin(), b.end())};
   };
 
-  for (size_t i = 0; i < nodes.size(); ++i) {
+  size_t count = subset ? subset->size() : nodes.size();
+  for (size_t step = 0; step < count; ++step) {
+    size_t i = subset ? static_cast<size_t>((*subset)[step]) : step;
     const Node &n = nodes[i];
     auto in = [&](int k) -> const Buf<T> & { return vals[n.operands[k]]; };
     auto inShape = [&](int k) -> const Shape & {
@@ -455,8 +471,12 @@ RefExecutor::Impl::run(const std::map<std::string, HostTensor> &inputs,
         out = fromHost(inputs.at(n.name).data, n.dtype);
         break;
       case OpKind::Read: {
-        auto w = writes.find(n.name);
-        const HostTensor &h = w != writes.end() ? w->second : state.at(n.name);
+        const std::string *name = &n.name;
+        if (redirect)
+          if (auto r = redirect->find(n.name); r != redirect->end())
+            name = &r->second;
+        auto w = writes.find(*name);
+        const HostTensor &h = w != writes.end() ? w->second : state.at(*name);
         out = fromHost(h.data, n.dtype);
         break;
       }
@@ -701,6 +721,40 @@ StepResult RefExecutor::microStep(const std::map<std::string, HostTensor> &input
   std::map<std::string, HostTensor> writes;
   StepResult r = impl->dispatch(Phase::Step, inputs, impl->counter + 1, writes);
   impl->commit(writes);
+  accumulateGrads(r);
+  return r;
+}
+
+StepResult RefExecutor::runNodes(const std::vector<int> &nodes, ValueEnv &env,
+                                 const std::map<std::string, HostTensor> &inputs,
+                                 const std::map<std::string, std::string> &redirect) {
+  std::map<std::string, HostTensor> writes;
+  impl->subset = &nodes;
+  impl->env = &env;
+  impl->redirect = &redirect;
+  StepResult r;
+  try {
+    r = impl->dispatch(Phase::Step, inputs, impl->counter + 1, writes);
+  } catch (...) {
+    impl->subset = nullptr, impl->env = nullptr, impl->redirect = nullptr;
+    throw;
+  }
+  impl->subset = nullptr, impl->env = nullptr, impl->redirect = nullptr;
+  impl->commit(writes);
+  return r;
+}
+
+HostTensor RefExecutor::envValue(ValueEnv &env, int node) const {
+  const Node &n = impl->graph.nodes.at(node);
+  if (impl->precision == Precision::F32) {
+    auto &v = env.values<float>().at(node);
+    return HostTensor{n.shape, std::vector<double>(v.begin(), v.end())};
+  }
+  auto &v = env.values<double>().at(node);
+  return HostTensor{n.shape, v};
+}
+
+void RefExecutor::accumulateGrads(const StepResult &r) {
   for (auto &[name, g] : r.grads) {
     auto [it, fresh] = impl->gradSum.try_emplace(name, g);
     if (!fresh)
@@ -708,7 +762,6 @@ StepResult RefExecutor::microStep(const std::map<std::string, HostTensor> &input
         it->second.data[e] += g.data[e];
   }
   ++impl->gradCount;
-  return r;
 }
 
 void RefExecutor::update() {

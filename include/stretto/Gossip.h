@@ -91,7 +91,9 @@ struct GossipOptions {
   std::function<void(int, int64_t, const std::map<std::string, HostTensor> &)> onRoundEnd;
   /// Progress: called once per round, when every live replica finished it.
   std::function<void(const struct RoundReport &)> onRound;
-  int threads = 0;             // worker threads at once; 0: min(R, cores)
+  /// Tests of consensus: replica r is initialised with seed + r, so the
+  /// replicas start apart (normally they start from one common point).
+  bool distinctInit = false;
 };
 
 struct RoundReport {

@@ -34,6 +34,19 @@ struct StepResult {
   std::map<int, HostTensor> probes;             // evaluate(..., probes)
 };
 
+/// The values of one run of a phase, kept across partial runs (a pipeline
+/// stage runs a micro-batch's forward nodes, then later its backward nodes).
+class ValueEnv {
+public:
+  template <typename T> std::vector<std::vector<T>> &values();
+
+private:
+  std::vector<std::vector<float>> f32;
+  std::vector<std::vector<double>> f64;
+};
+template <> inline std::vector<std::vector<float>> &ValueEnv::values<float>() { return f32; }
+template <> inline std::vector<std::vector<double>> &ValueEnv::values<double>() { return f64; }
+
 class RefExecutor {
 public:
   RefExecutor(const Graph &graph, Precision precision);
@@ -58,6 +71,18 @@ public:
   void update();
   // Runs the Outer phase (local-step methods) once.
   void outerStep();
+
+  // Pipeline stages: runs only `nodes` (indices into the Step phase, in
+  // order) with values kept in `env`; only the Input nodes among them need
+  // inputs. Reads of a state named in `redirect` read the mapped state (2BW:
+  // a micro-batch that runs before its version rotated). Writes commit at
+  // the end of the call; Grad values are returned, not accumulated.
+  StepResult runNodes(const std::vector<int> &nodes, ValueEnv &env,
+                      const std::map<std::string, HostTensor> &inputs,
+                      const std::map<std::string, std::string> &redirect = {});
+  HostTensor envValue(ValueEnv &env, int node) const;
+  // Adds a micro-batch's gradients (from runNodes) to the step's sums.
+  void accumulateGrads(const StepResult &r);
 
   // Runs the graph without committing Writes or the step count (for
   // evaluation and finite differences): same results as step() would give.

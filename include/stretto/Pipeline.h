@@ -1,0 +1,85 @@
+//===- Pipeline.h - pipeline-parallel training runtime ---------*- C++ -*-===//
+//
+// Runs a partitioned training step (train-partition, optionally train-2bw
+// and train-delay-ef) with one worker thread per stage, micro-batches
+// streamed in 1F1B order and activations/cotangents moving through an
+// in-process communicator. No MLIR.
+//
+//===----------------------------------------------------------------------===//
+#ifndef STRETTO_PIPELINE_H
+#define STRETTO_PIPELINE_H
+
+#include "stretto/Graph.h"
+#include "stretto/RefExecutor.h"
+#include "stretto/Trainer.h"
+
+#include <map>
+#include <string>
+#include <vector>
+
+namespace stretto {
+
+/// One stage's share of a partitioned Graph: its own Graph (its nodes, its
+/// states), which step nodes are forward and backward, and what it sends.
+struct StagePlan {
+  int stage = 0;
+  Graph graph;
+  std::vector<int> forward, backward; // step-phase node indices, in order
+  struct Send {
+    int node;        // this stage's node whose value is sent
+    int channel;     // the transfer's index in the full step graph
+    int to;          // receiving stage
+    bool backward;   // sent after the backward part
+  };
+  std::vector<Send> sends;
+  // Input nodes named "xfer.<channel>" receive transfers.
+};
+
+/// Splits a Graph by the `stage` of its nodes and states. A graph with no
+/// stages gives one plan holding everything. Throws on an inconsistent
+/// partition (a node using another stage's value without a transfer).
+std::vector<StagePlan> planStages(const Graph &graph);
+
+enum class Schedule {
+  Flush, // synchronous: a step's micro-batches drain before its update
+  TwoBW, // PipeDream-2BW: 1F1B across step boundaries, no flush
+};
+
+struct PipelineOptions {
+  int64_t steps = 10;
+  int64_t microBatches = 1;
+  Schedule schedule = Schedule::Flush;
+  Precision precision = Precision::F32;
+  uint64_t seed = 1337;
+  int64_t logInterval = 0; // 0: silent
+};
+
+struct StageReport {
+  int stage = 0;
+  int64_t parameters = 0;     // parameter tensors owned
+  int64_t weightVersions = 0; // buffers holding a version of some parameter
+  int64_t efStates = 0;       // delay-EF memories (@p.ef_u)
+  int64_t optimizerStates = 0;
+  int64_t bytes = 0;          // all state of the stage
+  double busySeconds = 0, wallSeconds = 0;
+  double idleFraction() const { return wallSeconds > 0 ? 1.0 - busySeconds / wallSeconds : 0; }
+};
+
+struct PipelineResult {
+  std::vector<double> losses; // mean loss of each step
+  std::vector<StageReport> stages;
+  std::map<std::string, HostTensor> states; // every stage's final state
+  double seconds = 0;
+};
+
+/// Trains `graph` for options.steps steps of options.microBatches
+/// micro-batches (batch index of micro-batch j of the run is j). Throws
+/// std::runtime_error if a stage fails; no thread is left blocked.
+PipelineResult runPipeline(const Graph &graph, DataSource &data, const PipelineOptions &options);
+
+/// A table of the per-stage allocation report, for people.
+std::string formatStageReport(const std::vector<StageReport> &stages);
+
+} // namespace stretto
+
+#endif

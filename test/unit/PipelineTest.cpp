@@ -1,0 +1,308 @@
+//===- PipelineTest.cpp - 2BW, flush and delay-EF against references -----===//
+//
+// The pipelined runtime (threads per stage, 1F1B, transfers) must produce the
+// parameters of the update of record, computed here with the plain reference
+// executor on an unpartitioned graph:
+//   2BW:   x(t+1) = x(t) − γ·Opt(g(x(t−1)))
+//   flush: x(t+1) = x(t) − γ·Opt(g(x(t)))          (= unpipelined training)
+//   EF:    x(t+1) = x(t) − γ·[u(t) + λ·(u(t) − u(t−1))], u(−1) = u(0)
+//
+//===----------------------------------------------------------------------===//
+#include "stretto/Compiler/Lowering.h"
+#include "stretto/Frontend/Import.h"
+#include "stretto/Pipeline.h"
+#include "stretto/Transforms/Passes.h"
+
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Pass/PassManager.h"
+#include "mlir/Pass/PassRegistry.h"
+#include "mlir/Transforms/Passes.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+using namespace stretto;
+
+namespace {
+
+std::string config(int stages, int micro, const std::string &optimizer = "adamw",
+                   const std::string &extra = "") {
+  return "[model]\nkind = \"gpt\"\nlayers = 4\nheads = 2\nd_model = 8\nseq_len = 4\n"
+         "batch = 8\nvocab = 128\n[train]\noptimizer = \"" +
+         optimizer + "\"\nlr = 1e-2\nweight_decay = 0.1\nstages = " + std::to_string(stages) +
+         "\nmicro_batches = " + std::to_string(micro) + "\n" + extra +
+         "[data]\npath = \"" STRETTO_SOURCE_DIR "/data/kjv.txt\"\n";
+}
+
+/// Imports a config and runs `passes` (a train.model pipeline) on it.
+Graph compile(const std::string &toml, const std::string &passes) {
+  mlir::MLIRContext ctx;
+  std::string error;
+  auto module = importConfigString(ctx, toml, "test.toml", {}, error);
+  EXPECT_TRUE(module) << error;
+  static bool registered = [] {
+    train::registerTrainPasses();
+    mlir::registerCanonicalizerPass();
+    mlir::registerCSEPass();
+    return true;
+  }();
+  (void)registered;
+  mlir::PassManager pm(&ctx, "builtin.module");
+  std::string diag;
+  llvm::raw_string_ostream os(diag);
+  EXPECT_TRUE(mlir::succeeded(
+      mlir::parsePassPipeline("train.model(" + passes + ")", pm, os)))
+      << diag;
+  EXPECT_TRUE(mlir::succeeded(pm.run(*module)));
+  auto model = *module->getOps<train::ModelOp>().begin();
+
+
+  auto graph = lowerToGraph(model);
+  EXPECT_TRUE(mlir::succeeded(graph));
+  return *graph;
+}
+
+const char *kTrainPasses = "train-autodiff,train-optimizer,canonicalize,cse";
+
+std::unique_ptr<DataSource> data(const Graph &g) {
+  DataConfig dc;
+  dc.path = STRETTO_SOURCE_DIR "/data/kjv.txt";
+  return makeDataSource(g, dc, 128);
+}
+
+std::vector<std::string> paramNames(const Graph &g) {
+  std::vector<std::string> names;
+  for (const StateDecl &s : g.states)
+    if (s.isParam)
+      names.push_back(s.name);
+  return names;
+}
+
+/// Largest |a−b| / (1 + |b|) over every element of every parameter.
+double maxRelDiff(const std::map<std::string, HostTensor> &a,
+                  const std::map<std::string, HostTensor> &b, const std::vector<std::string> &names) {
+  double worst = 0;
+  for (const std::string &n : names) {
+    const auto &x = a.at(n).data, &y = b.at(n).data;
+    EXPECT_EQ(x.size(), y.size()) << n;
+    for (size_t i = 0; i < x.size() && i < y.size(); ++i)
+      worst = std::max(worst, std::fabs(x[i] - y[i]) / (1 + std::fabs(y[i])));
+  }
+  return worst;
+}
+
+/// The delayed update of record on an unpartitioned graph: gradients of step
+/// u at x(u−2) (the previous parameters), applied to x(u−1). With `lambda`,
+/// the delay-EF correction of the update direction u(t) recovered from the
+/// plain update: x − lr·u. Returns the final parameters and the losses.
+std::pair<std::map<std::string, HostTensor>, std::vector<double>>
+delayedReference(const Graph &g, DataSource &d, int steps, int micro, Precision p,
+                 double lambda = -1, double lr = 0) {
+  RefExecutor ex(g, p);
+  ex.initialize(1337);
+  std::vector<std::string> names = paramNames(g);
+  std::map<std::string, HostTensor> prev, cur, uPrev;
+  for (const auto &n : names)
+    prev[n] = cur[n] = ex.getState(n);
+  std::vector<double> losses;
+  for (int u = 0; u < steps; ++u) {
+    for (const auto &n : names)
+      ex.setState(n, prev[n]);
+    double loss = 0;
+    for (int k = 0; k < micro; ++k)
+      loss += ex.microStep(d.batch(Split::Train, u * micro + k)).outputs.at(0);
+    losses.push_back(loss / micro);
+    for (const auto &n : names)
+      ex.setState(n, cur[n]);
+    ex.update();
+    std::map<std::string, HostTensor> next;
+    for (const auto &n : names) {
+      next[n] = ex.getState(n);
+      if (lambda >= 0) {
+        HostTensor dir = cur[n];
+        for (size_t i = 0; i < dir.data.size(); ++i)
+          dir.data[i] = (cur[n].data[i] - next[n].data[i]) / lr;
+        HostTensor up = u == 0 ? dir : uPrev[n];
+        for (size_t i = 0; i < dir.data.size(); ++i)
+          next[n].data[i] = cur[n].data[i] - lr * (dir.data[i] + lambda * (dir.data[i] - up.data[i]));
+        uPrev[n] = dir;
+        ex.setState(n, next[n]);
+      }
+    }
+    prev = cur;
+    cur = next;
+  }
+  return {cur, losses};
+}
+
+struct Shape2 {
+  int stages, micro;
+};
+
+class TwoBW : public testing::TestWithParam<Shape2> {};
+
+// 2BW over S stages and m micro-batches gives the parameters of the delayed
+// update of record after 20 steps, and each step's loss is the loss at x(t−1).
+TEST_P(TwoBW, MatchesDelayedReference) {
+  auto [S, m] = GetParam();
+  Graph piped = compile(config(S, m), std::string("train-partition,") + kTrainPasses +
+                                          ",train-2bw,canonicalize,cse");
+  Graph plain = compile(config(1, m), kTrainPasses);
+  auto src = data(plain);
+  PipelineOptions o;
+  o.steps = 20;
+  o.microBatches = m;
+  o.schedule = Schedule::TwoBW;
+  PipelineResult r = runPipeline(piped, *src, o);
+  auto [ref, losses] = delayedReference(plain, *src, 20, m, Precision::F32);
+  EXPECT_LT(maxRelDiff(r.states, ref, paramNames(plain)), 2e-6);
+  ASSERT_EQ(r.losses.size(), losses.size());
+  for (size_t i = 0; i < losses.size(); ++i)
+    EXPECT_NEAR(r.losses[i], losses[i], 1e-5 * (1 + std::fabs(losses[i]))) << "step " << i;
+  // The loss is the delayed one: not the synchronous run's after step 1.
+  for (const StageReport &st : r.stages) {
+    EXPECT_EQ(st.weightVersions, 2 * st.parameters) << "stage " << st.stage;
+    EXPECT_EQ(st.efStates, 0);
+  }
+  EXPECT_EQ(static_cast<int>(r.stages.size()), S);
+}
+
+INSTANTIATE_TEST_SUITE_P(Pipeline, TwoBW,
+                         testing::Values(Shape2{1, 1}, Shape2{1, 4}, Shape2{1, 8}, Shape2{2, 1},
+                                         Shape2{2, 4}, Shape2{2, 8}, Shape2{4, 1}, Shape2{4, 4},
+                                         Shape2{4, 8}),
+                         [](const testing::TestParamInfo<Shape2> &i) {
+                           return "S" + std::to_string(i.param.stages) + "_m" +
+                                  std::to_string(i.param.micro);
+                         });
+
+class Flush : public testing::TestWithParam<Shape2> {};
+
+// The synchronous pipeline (flush) trains exactly like the unpipelined model.
+TEST_P(Flush, EqualsUnpipelinedTraining) {
+  auto [S, m] = GetParam();
+  Graph piped = compile(config(S, m), std::string("train-partition,") + kTrainPasses);
+  Graph plain = compile(config(1, m), kTrainPasses);
+  auto src = data(plain);
+  PipelineOptions o;
+  o.steps = 20;
+  o.microBatches = m;
+  o.schedule = Schedule::Flush;
+  PipelineResult r = runPipeline(piped, *src, o);
+  RefExecutor ex(plain, Precision::F32);
+  ex.initialize(1337);
+  std::vector<double> losses;
+  for (int u = 0; u < 20; ++u) {
+    double loss = 0;
+    for (int k = 0; k < m; ++k)
+      loss += ex.microStep(src->batch(Split::Train, u * m + k)).outputs.at(0);
+    ex.update();
+    losses.push_back(loss / m);
+  }
+  std::map<std::string, HostTensor> ref;
+  for (const auto &n : paramNames(plain))
+    ref[n] = ex.getState(n);
+  EXPECT_LT(maxRelDiff(r.states, ref, paramNames(plain)), 2e-6);
+  for (size_t i = 0; i < losses.size(); ++i)
+    EXPECT_NEAR(r.losses[i], losses[i], 1e-5 * (1 + std::fabs(losses[i])));
+  for (const StageReport &st : r.stages)
+    EXPECT_EQ(st.weightVersions, st.parameters); // one version without 2BW
+}
+
+INSTANTIATE_TEST_SUITE_P(Pipeline, Flush,
+                         testing::Values(Shape2{2, 1}, Shape2{2, 4}, Shape2{4, 4}, Shape2{4, 8}),
+                         [](const testing::TestParamInfo<Shape2> &i) {
+                           return "S" + std::to_string(i.param.stages) + "_m" +
+                                  std::to_string(i.param.micro);
+                         });
+
+// 2BW differs from synchronous training: the delay is real. Step 2 of 2BW
+// still evaluates x(0); the synchronous step 2 evaluates x(1).
+TEST(Pipeline, TwoBWIsDelayed) {
+  Graph piped = compile(config(2, 2), std::string("train-partition,") + kTrainPasses +
+                                          ",train-2bw,canonicalize,cse");
+  Graph flush = compile(config(2, 2), std::string("train-partition,") + kTrainPasses);
+  Graph plain = compile(config(1, 2), kTrainPasses);
+  auto src = data(flush);
+  PipelineOptions o;
+  o.steps = 5;
+  o.microBatches = 2;
+  o.schedule = Schedule::TwoBW;
+  PipelineResult a = runPipeline(piped, *src, o);
+  o.schedule = Schedule::Flush;
+  PipelineResult b = runPipeline(flush, *src, o);
+  RefExecutor x0(plain, Precision::F32);
+  x0.initialize(1337);
+  double step2AtX0 = (x0.evaluate(src->batch(Split::Train, 2)).outputs[0] +
+                      x0.evaluate(src->batch(Split::Train, 3)).outputs[0]) / 2;
+  EXPECT_EQ(a.losses[0], b.losses[0]); // both at x(0)
+  EXPECT_NEAR(a.losses[1], step2AtX0, 1e-6);
+  EXPECT_GT(std::fabs(b.losses[1] - step2AtX0), 1e-4);
+  EXPECT_GT(maxRelDiff(a.states, b.states, paramNames(flush)), 1e-6);
+}
+
+class DelayEF : public testing::TestWithParam<const char *> {};
+
+// Delay-EF on top of 2BW follows its formula for every base optimizer (f64).
+TEST_P(DelayEF, MatchesFormula) {
+  std::string opt = GetParam();
+  std::string extra = "ef_lambda = 0.5\n";
+  Graph piped = compile(config(2, 2, opt, extra), std::string("train-partition,") +
+                                                     kTrainPasses +
+                                                     ",train-2bw,train-delay-ef,canonicalize,cse");
+  Graph plain = compile(config(1, 2, opt), kTrainPasses);
+  auto src = data(plain);
+  PipelineOptions o;
+  o.steps = 12;
+  o.microBatches = 2;
+  o.schedule = Schedule::TwoBW;
+  o.precision = Precision::F64;
+  PipelineResult r = runPipeline(piped, *src, o);
+  double lr = opt == "muon" ? 0.02 : 1e-2;
+  // Muon's matrices use muon_lr, the rest lr: recover u per parameter group.
+  std::vector<std::string> names = paramNames(plain);
+  if (opt == "muon") {
+    // One learning rate for every group keeps u = (x − x_plain) / lr exact.
+    piped = compile(config(2, 2, opt, extra + "muon_lr = 1e-2\n"),
+                    std::string("train-partition,") + kTrainPasses +
+                        ",train-2bw,train-delay-ef,canonicalize,cse");
+    plain = compile(config(1, 2, opt, "muon_lr = 1e-2\n"), kTrainPasses);
+    r = runPipeline(piped, *src, o);
+    lr = 1e-2;
+  }
+  auto [ref, losses] = delayedReference(plain, *src, 12, 2, Precision::F64, 0.5, lr);
+  EXPECT_LT(maxRelDiff(r.states, ref, names), 1e-9);
+  for (const StageReport &st : r.stages) {
+    EXPECT_EQ(st.weightVersions, 2 * st.parameters);
+    EXPECT_EQ(st.efStates, st.parameters); // one EF memory per parameter
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Pipeline, DelayEF, testing::Values("sgd", "adamw", "muon"));
+
+// A failing stage stops the run with its error; no thread stays blocked.
+TEST(Pipeline, StageErrorPropagates) {
+  Graph piped = compile(config(2, 2), std::string("train-partition,") + kTrainPasses);
+  // Data with ids outside a 4-entry vocabulary fails in stage 0's embedding.
+  struct BadData : DataSource {
+    std::map<std::string, HostTensor> batch(Split, uint64_t) override {
+      return {{"tokens", HostTensor{{4, 4}, std::vector<double>(16, 1000.0)}},
+              {"targets", HostTensor{{4, 4}, std::vector<double>(16, 0.0)}}};
+    }
+    std::string describe() const override { return "bad"; }
+    int64_t tokensPerBatch() const override { return 16; }
+  } bad;
+  PipelineOptions o;
+  o.steps = 3;
+  o.microBatches = 2;
+  try {
+    runPipeline(piped, bad, o);
+    FAIL() << "no error";
+  } catch (const std::runtime_error &e) {
+    EXPECT_NE(std::string(e.what()).find("stage 0"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("out of range"), std::string::npos) << e.what();
+  }
+}
+
+} // namespace
