@@ -251,8 +251,16 @@ PipelineResult stretto::runPipeline(const Graph &graph, DataSource &data,
                                                              : fwd / m <= updates;
         if (fwd < total && fwd - bwd < window && versionReady) {
           StepResult r = run(plan.forward, fwd, false);
-          if (!r.outputs.empty())
-            stageLosses[s].push_back(r.outputs[0]);
+          if (!r.outputs.empty()) {
+            std::vector<double> &l = stageLosses[s];
+            l.push_back(r.outputs[0]);
+            if (opt.onStep && static_cast<int64_t>(l.size()) % m == 0) {
+              double sum = 0;
+              for (int64_t k = static_cast<int64_t>(l.size()) - m; k < static_cast<int64_t>(l.size()); ++k)
+                sum += l[k];
+              opt.onStep(static_cast<int64_t>(l.size()) / m, sum / static_cast<double>(m));
+            }
+          }
           ++fwd;
           continue;
         }

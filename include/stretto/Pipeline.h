@@ -13,6 +13,7 @@
 #include "stretto/RefExecutor.h"
 #include "stretto/Trainer.h"
 
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -51,7 +52,8 @@ struct PipelineOptions {
   Schedule schedule = Schedule::Flush;
   Precision precision = Precision::F32;
   uint64_t seed = 1337;
-  int64_t logInterval = 0; // 0: silent
+  /// Called by the last stage when a step's loss is known (progress lines).
+  std::function<void(int64_t step, double loss)> onStep;
 };
 
 struct StageReport {

@@ -224,10 +224,24 @@ FailureOr<Graph> stretto::lowerToGraph(ModelOp model) {
   return g;
 }
 
-void stretto::buildTrainingPipeline(OpPassManager &pm) {
+TrainingPipelineOptions TrainingPipelineOptions::fromTrainer(ModelOp model) {
+  TrainingPipelineOptions o;
+  o.stages = model.getTrainerInt("stages", 1);
+  o.twoBW = model.getTrainerString("sync", "sync") == "2bw";
+  o.efLambda = model.getTrainerFloat("ef_lambda", 0.0);
+  return o;
+}
+
+void stretto::buildTrainingPipeline(OpPassManager &pm, const TrainingPipelineOptions &o) {
   OpPassManager &model = pm.nest<ModelOp>();
+  if (o.stages > 1)
+    model.addPass(train::createTrainPartition());
   model.addPass(train::createTrainAutodiff());
   model.addPass(train::createTrainOptimizer());
+  if (o.twoBW)
+    model.addPass(train::createTrainTwoBufferWeights());
+  if (o.twoBW && o.efLambda > 0)
+    model.addPass(train::createTrainDelayErrorFeedback());
   model.addPass(createCanonicalizerPass());
   model.addPass(createCSEPass());
 }

@@ -7,6 +7,9 @@
 //===----------------------------------------------------------------------===//
 #include "stretto/Compiler/Lowering.h"
 #include "stretto/Frontend/Load.h"
+#include "stretto/Gossip.h"
+#include "stretto/Transforms/Passes.h"
+#include "stretto/Pipeline.h"
 #include "stretto/Trainer.h"
 
 #include "mlir/IR/MLIRContext.h"
@@ -20,6 +23,9 @@
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
 
+#include <chrono>
+#include <cmath>
+#include <cstdio>
 #include <fstream>
 
 namespace cl = llvm::cl;
@@ -46,6 +52,10 @@ static cl::opt<std::string> device("device", cl::desc("cpu | cuda | auto"), cl::
                                    cl::cat(cat));
 static cl::opt<std::string> precision("precision", cl::desc("Reference executor precision: f32 | f64"),
                                       cl::init("f32"), cl::cat(cat));
+static cl::list<std::string> killReplica(
+    "kill-replica", cl::desc("Gossip/DiLoCo fault injection: replica R dies at the start of "
+                             "round K (1-based), as R@K; repeatable"),
+    cl::value_desc("R@K"), cl::cat(cat));
 static cl::opt<bool> quiet("quiet", cl::desc("Only print errors and the final summary"), cl::cat(cat));
 
 static const char *kOverview = R"(stretto-train: compile a model description into a trainer and run it
@@ -65,6 +75,51 @@ int fail(const std::string &msg) {
 }
 
 } // namespace
+
+/// Trains on the pipeline runtime: one worker per stage, 1F1B. Progress,
+/// the per-stage allocation and idle report, and a summary; checkpoints and
+/// validation are not implemented for pipelines yet (said, not skipped).
+static int runPipelined(const Graph &graph, DataSource &data, const TrainerOptions &opt,
+                        bool twoBW) {
+  PipelineOptions po;
+  po.steps = opt.steps;
+  po.microBatches = opt.microBatches;
+  po.schedule = twoBW ? Schedule::TwoBW : Schedule::Flush;
+  po.precision = opt.precision;
+  po.seed = opt.seed;
+  auto t0 = std::chrono::steady_clock::now();
+  po.onStep = [&](int64_t step, double loss) {
+    if (opt.quiet || (step % opt.logInterval != 0 && step != opt.steps))
+      return;
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::printf("step %6lld/%lld | loss %.4f | %8.0f tok/s\n", (long long)step,
+                (long long)opt.steps, loss,
+                s > 0 ? step * opt.microBatches * data.tokensPerBatch() / s : 0.0);
+    std::fflush(stdout);
+  };
+  if (!opt.outDir.empty() || opt.resume)
+    std::fprintf(stderr, "stretto-train: note: pipeline runs do not write checkpoints or "
+                         "metrics files yet (--out/--resume ignored)\n");
+  try {
+    PipelineResult r = runPipeline(graph, data, po);
+    std::printf("%s", formatStageReport(r.stages).c_str());
+    std::printf("done: %lld steps in %.1f s (%s, %zu stages, %lld micro-batches), %.0f tok/s; "
+                "train loss %.4f -> %.4f\n",
+                (long long)opt.steps, r.seconds, twoBW ? "PipeDream-2BW" : "flush",
+                r.stages.size(), (long long)opt.microBatches,
+                opt.steps * opt.microBatches * data.tokensPerBatch() / r.seconds,
+                r.losses.front(), r.losses.back());
+    for (double l : r.losses)
+      if (!std::isfinite(l)) {
+        std::fprintf(stderr, "error: the loss became %f\n", l);
+        return 1;
+      }
+    return 0;
+  } catch (const std::exception &e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+}
 
 int main(int argc, char **argv) {
   cl::HideUnrelatedOptions(cat);
@@ -101,7 +156,11 @@ int main(int argc, char **argv) {
                                     /*printModuleScope=*/true, /*onlyOnChange=*/false,
                                     /*onlyOnFailure=*/false, dumpDir);
     }
-    buildTrainingPipeline(pm);
+    buildTrainingPipeline(pm, TrainingPipelineOptions::fromTrainer(model));
+    // Decentralized data parallelism (issue 6): local steps + gossip outer round.
+    StringRef sync = model.getTrainerString("sync", "sync");
+    if (sync == "gossip" || sync == "diloco")
+      pm.nest<train::ModelOp>().addPass(train::createTrainGossip());
     if (failed(pm.run(*module)))
       return fail("compilation failed");
   }
@@ -189,5 +248,51 @@ int main(int argc, char **argv) {
                  << "device: cpu (reference executor, " << precision << ")\n";
     llvm::outs().flush();
   }
+  // --- decentralized data parallelism (issue 6) ------------------------------
+  // A graph with an outer phase (sync = "gossip" | "diloco") runs as R
+  // replicas with a simulated network; see include/stretto/Gossip.h.
+  if (!graph->outer.empty()) {
+    GossipOptions g;
+    int64_t maxH = 1;
+    for (int64_t h : graph->outerLoop.localSteps)
+      maxH = std::max(maxH, h);
+    g.rounds = model.getTrainerInt("outer_rounds", (opt.steps + maxH - 1) / maxH);
+    g.seed = opt.seed;
+    g.precision = opt.precision;
+    g.microBatches = model.getTrainerInt("micro_batches", 1);
+    g.evalInterval = std::max<int64_t>(1, opt.evalInterval / maxH);
+    g.evalBatches = opt.evalBatches;
+    NetworkModel net;
+    net.stepTime = model.getTrainerFloat("net_step_time", 1.0);
+    net.bandwidth = model.getTrainerFloat("net_bandwidth", 1e9);
+    net.latency = model.getTrainerFloat("net_latency", 0.0);
+    if (model.getTrainerOption("net_slow_links") || model.getTrainerOption("net_slow_replicas")) {
+      NetworkModel h = NetworkModel::heterogeneous(
+          static_cast<int>(graph->outerLoop.replicas), model.getTrainerFloat("net_slow_replicas", 0.0),
+          model.getTrainerFloat("net_slow_replica_factor", 2.0),
+          model.getTrainerFloat("net_slow_links", 0.0),
+          model.getTrainerFloat("net_slow_link_factor", 10.0), opt.seed);
+      net.name = h.name;
+      net.replicaFactor = h.replicaFactor;
+      net.linkFactor = h.linkFactor;
+    }
+    g.networks = {net};
+    for (const std::string &k : killReplica) {
+      int replica = -1;
+      long long round = 0;
+      char tail;
+      if (std::sscanf(k.c_str(), "%d@%lld%c", &replica, &round, &tail) != 2 || replica < 0 ||
+          replica >= graph->outerLoop.replicas || round < 1)
+        return fail("--kill-replica " + k + ": expected R@K with 0 <= R < " +
+                    std::to_string(graph->outerLoop.replicas) + " and K >= 1");
+      g.kills.emplace_back(replica, round - 1);
+    }
+    return runGossipTraining(*graph, *source, g, quiet);
+  }
+  // --- end decentralized data parallelism -------------------------------------
+  // Pipelines (stages > 1 or PipeDream-2BW) run on the pipeline runtime.
+  TrainingPipelineOptions pipe = TrainingPipelineOptions::fromTrainer(model);
+  if (pipe.stages > 1 || pipe.twoBW)
+    return runPipelined(*graph, *source, opt, pipe.twoBW);
   return runTraining(*graph, *source, opt);
 }
