@@ -216,10 +216,12 @@ PipelineResult stretto::runPipeline(const Graph &graph, DataSource &data,
         std::lock_guard<std::mutex> lock(dataMu);
         return data.batch(Split::Train, static_cast<uint64_t>(j));
       };
-      auto timed = [&](auto &&fn) {
+      auto timed = [&](double &bucket, auto &&fn) {
         auto a = std::chrono::steady_clock::now();
         fn();
-        busy += std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count();
+        double d = std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count();
+        busy += d;
+        bucket += d;
       };
       // The version micro-batch j reads, given the updates applied so far.
       auto redirectFor = [&](int64_t j) -> const std::map<std::string, std::string> & {
@@ -240,7 +242,9 @@ PipelineResult stretto::runPipeline(const Graph &graph, DataSource &data,
               inputs[n.name] = mail.take(std::stoi(n.name.substr(5)), j);
           }
         StepResult r;
-        timed([&] { r = ex.runNodes(nodes, envs[j], inputs, redirectFor(j)); });
+        double &bucket = backward ? report.backwardSeconds : report.forwardSeconds;
+        timed(bucket, [&] { r = ex.runNodes(nodes, envs[j], inputs, redirectFor(j)); });
+        ++(backward ? report.backwards : report.forwards);
         for (const StagePlan::Send &snd : plan.sends)
           if (snd.backward == backward)
             mail.put(snd.channel, j, ex.envValue(envs[j], snd.node));
@@ -269,7 +273,8 @@ PipelineResult stretto::runPipeline(const Graph &graph, DataSource &data,
         envs.erase(bwd);
         ++bwd;
         if (bwd % m == 0) {
-          timed([&] { ex.update(); });
+          timed(report.updateSeconds, [&] { ex.update(); });
+          ++report.updates;
           ++updates;
         }
       }

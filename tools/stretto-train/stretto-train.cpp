@@ -290,9 +290,10 @@ int main(int argc, char **argv) {
     return runGossipTraining(*graph, *source, g, quiet);
   }
   // --- end decentralized data parallelism -------------------------------------
-  // Pipelines (stages > 1 or PipeDream-2BW) run on the pipeline runtime.
+  // Pipelines run on the pipeline runtime. One stage with 2BW runs the same
+  // update sequentially (the delay is in the IR), with the full trainer.
   TrainingPipelineOptions pipe = TrainingPipelineOptions::fromTrainer(model);
-  if (pipe.stages > 1 || pipe.twoBW)
+  if (pipe.stages > 1)
     return runPipelined(*graph, *source, opt, pipe.twoBW);
   return runTraining(*graph, *source, opt);
 }
