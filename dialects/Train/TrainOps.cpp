@@ -539,6 +539,10 @@ LogicalResult TransposeOp::verify() {
     if (p < 0 || p >= static_cast<int64_t>(in.size()) || !seen.insert(p).second)
       return emitOpError() << "[" << llvm::make_range(perm.begin(), perm.end())
                            << "] is not a permutation of the dims of " << getInput().getType();
+  if (shapeOf(getResult()).size() != perm.size())
+    return emitOpError() << "result " << getType() << " has rank "
+                         << shapeOf(getResult()).size() << ", the permutation "
+                         << perm.size();
   for (size_t d = 0; d < perm.size(); ++d)
     if (shapeOf(getResult())[d] != in[perm[d]])
       return emitOpError() << "result " << getType() << " is not input "
@@ -654,9 +658,11 @@ static LogicalResult verifyWindow(Operation *op, Value small, Value big, int64_t
     if (static_cast<int64_t>(d) != axis && s[d] != l[d])
       return op->emitOpError() << small.getType() << " and " << big.getType()
                                << " differ in dim " << d << ", not only along axis " << axis;
-  if (offset < 0 || offset + s[axis] > l[axis])
-    return op->emitOpError() << "window [" << offset << ", " << offset + s[axis]
-                             << ") along axis " << axis << " is outside " << big.getType();
+  // offset > l - s rather than offset + s > l: offsets come from user IR and
+  // may be near INT64_MAX.
+  if (offset < 0 || offset > l[axis] - s[axis])
+    return op->emitOpError() << "window of " << s[axis] << " at offset " << offset
+                             << " along axis " << axis << " is outside " << big.getType();
   return success();
 }
 
@@ -690,17 +696,21 @@ static LogicalResult verifyNormParam(Operation *op, Value x, Value p, StringRef 
   return success();
 }
 
+// Input and result types are equal by AllTypesMatch; the parameters and eps
+// are checked here.
+static LogicalResult verifyEps(Operation *op, APFloat eps) {
+  if (!(eps.convertToDouble() > 0))
+    return op->emitOpError() << "eps must be positive, got " << eps.convertToDouble();
+  return success();
+}
+
 LogicalResult LayerNormOp::verify() {
   if (failed(sameElementType(*this, {getInput(), getGamma(), getBeta(), getResult()},
                              "input, gamma, beta and result")) ||
       failed(verifyNormParam(*this, getInput(), getGamma(), "gamma")) ||
       failed(verifyNormParam(*this, getInput(), getBeta(), "beta")))
     return failure();
-  if (getType() != getInput().getType())
-    return emitOpError() << "result " << getType() << " differs from input " << getInput().getType();
-  if (!(getEps().convertToDouble() > 0))
-    return emitOpError() << "eps must be positive, got " << getEps().convertToDouble();
-  return success();
+  return verifyEps(*this, getEps());
 }
 
 LogicalResult RmsNormOp::verify() {
@@ -708,11 +718,7 @@ LogicalResult RmsNormOp::verify() {
                              "input, gamma and result")) ||
       failed(verifyNormParam(*this, getInput(), getGamma(), "gamma")))
     return failure();
-  if (getType() != getInput().getType())
-    return emitOpError() << "result " << getType() << " differs from input " << getInput().getType();
-  if (!(getEps().convertToDouble() > 0))
-    return emitOpError() << "eps must be positive, got " << getEps().convertToDouble();
-  return success();
+  return verifyEps(*this, getEps());
 }
 
 LogicalResult AttentionOp::verify() {

@@ -66,6 +66,11 @@ Examples:
   stretto-train examples/gpt-tiny.toml --out runs/tiny  metrics, loss.svg, checkpoint
   stretto-train examples/gpt-tiny.toml --out runs/tiny --resume
   stretto-train examples/mlp.toml train.optimizer=muon --dump dump/
+  stretto-train examples/gpt-mini.toml train.stages=2 train.micro_batches=4 \
+      train.sync=2bw train.ef_lambda=0.5 train.grad_clip=0   PipeDream-2BW + delay-EF
+  stretto-train examples/gpt-tiny.toml train.sync=gossip train.replicas=4 \
+      train.local_steps=10 train.topology=one-peer               gossip outer optimizer
+  stretto-sample examples/gpt-tiny.toml --checkpoint runs/tiny/checkpoint.bin
 )";
 
 namespace {

@@ -622,7 +622,7 @@ train.model @m {
 train.model @m {
   train.step {
     %a = train.input "a" : tensor<2x4xf32>
-    // expected-error @+1 {{'train.slice' op window [3, 5) along axis 1 is outside 'tensor<2x4xf32>'}}
+    // expected-error @+1 {{'train.slice' op window of 2 at offset 3 along axis 1 is outside 'tensor<2x4xf32>'}}
     %c = train.slice %a axis = 1 offset = 3 : tensor<2x4xf32> -> tensor<2x2xf32>
   }
 }
@@ -633,7 +633,7 @@ train.model @m {
 train.model @m {
   train.step {
     %a = train.input "a" : tensor<2x4xf32>
-    // expected-error @+1 {{'train.slice' op window [-1, 1) along axis 1 is outside 'tensor<2x4xf32>'}}
+    // expected-error @+1 {{'train.slice' op window of 2 at offset -1 along axis 1 is outside 'tensor<2x4xf32>'}}
     %c = train.slice %a axis = 1 offset = -1 : tensor<2x4xf32> -> tensor<2x2xf32>
   }
 }
@@ -677,7 +677,7 @@ train.model @m {
 train.model @m {
   train.step {
     %a = train.input "a" : tensor<2x2xf32>
-    // expected-error @+1 {{'train.pad' op window [3, 5) along axis 1 is outside 'tensor<2x4xf32>'}}
+    // expected-error @+1 {{'train.pad' op window of 2 at offset 3 along axis 1 is outside 'tensor<2x4xf32>'}}
     %c = train.pad %a axis = 1 offset = 3 : tensor<2x2xf32> -> tensor<2x4xf32>
   }
 }
@@ -986,5 +986,19 @@ train.model @m {
     %g = train.input "g" : tensor<4x4xf32>
     // expected-error @+1 {{'train.newton_schulz' op needs steps >= 1, got 0}}
     %c = train.newton_schulz %g {steps = 0 : i64} : tensor<4x4xf32>
+  }
+}
+
+// -----
+
+// A transpose result of another rank than the permutation (found by fuzzing:
+// the verifier used to index past the result's dims).
+train.model @transpose_rank {
+  train.step {
+    %x = train.input "x" : tensor<2x3x4xf32>
+    // expected-error @+1 {{'train.transpose' op result 'tensor<3x4xf32>' has rank 2, the permutation 3}}
+    %t = train.transpose %x [1, 2, 0] : tensor<2x3x4xf32> -> tensor<3x4xf32>
+    %l = train.reduce_sum %t [0, 1] : tensor<3x4xf32> -> tensor<f32>
+    train.yield %l : tensor<f32>
   }
 }

@@ -1,0 +1,71 @@
+#!/usr/bin/env bash
+# ctest `fuzz-smoke`: builds the fuzzers if needed, replays every saved
+# regression input, then fuzzes each harness briefly from its seed corpus.
+# Fails on any crash, sanitizer report, timeout or out-of-memory.
+#
+#   test/fuzz/smoke.sh BUILD_DIR OUT_DIR
+#
+# STRETTO_FUZZ_SECONDS (default 20) bounds each fuzzing run. New inputs go
+# to a temporary folder, never into the seed corpus.
+set -euo pipefail
+
+if [ $# -ne 2 ]; then
+  echo "usage: $0 BUILD_DIR OUT_DIR" >&2
+  exit 2
+fi
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+BUILD_DIR=$1
+OUT_DIR=$2
+SECONDS_EACH=${STRETTO_FUZZ_SECONDS:-20}
+
+"$HERE/build.sh" "$BUILD_DIR" "$OUT_DIR"
+OUT_DIR=$(cd "$OUT_DIR" && pwd)
+
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/stretto-fuzz-smoke.XXXXXX")
+trap 'rm -rf "$WORK"' EXIT
+
+# Fixed seed: the same inputs every run, so a failure here reproduces.
+COMMON=(-max_len=4096 -timeout=10 -rss_limit_mb=2048 -seed=1
+        -print_final_stats=1 -artifact_prefix="$WORK/")
+
+status=0
+for kind in config mlir; do
+  fuzzer="$OUT_DIR/$kind-fuzzer"
+  seeds="$HERE/corpus/$kind"
+  regressions=()
+  if [ -d "$HERE/regressions/$kind" ]; then
+    while IFS= read -r -d '' f; do regressions+=("$f"); done \
+      < <(find "$HERE/regressions/$kind" -type f -print0 | sort -z)
+  fi
+
+  # 1. Each saved finding must now run cleanly (one process runs them all).
+  if [ ${#regressions[@]} -gt 0 ]; then
+    echo "[fuzz-smoke] $kind: replaying ${#regressions[@]} regression inputs"
+    if ! "$fuzzer" "${COMMON[@]}" "${regressions[@]}" > "$WORK/$kind-regressions.log" 2>&1; then
+      echo "[fuzz-smoke] FAIL: $kind regression input crashed:" >&2
+      grep -a -E "^Running:|ERROR|Assertion|fuzzer: |SUMMARY" "$WORK/$kind-regressions.log" | tail -20 >&2
+      status=1
+    fi
+  fi
+
+  # 2. A short fuzzing run from the seeds.
+  mkdir -p "$WORK/$kind-corpus"
+  echo "[fuzz-smoke] $kind: fuzzing for ${SECONDS_EACH}s from $(ls "$seeds" | wc -l) seeds"
+  if ! "$fuzzer" "${COMMON[@]}" -max_total_time="$SECONDS_EACH" \
+       "$WORK/$kind-corpus" "$seeds" > "$WORK/$kind-fuzz.log" 2>&1; then
+    echo "[fuzz-smoke] FAIL: $kind-fuzzer found a problem:" >&2
+    tail -60 "$WORK/$kind-fuzz.log" >&2
+    for a in "$WORK"/crash-* "$WORK"/timeout-* "$WORK"/oom-* "$WORK"/leak-*; do
+      [ -e "$a" ] || continue
+      mkdir -p "$OUT_DIR/smoke-artifacts"
+      cp "$a" "$OUT_DIR/smoke-artifacts/$kind-$(basename "$a")"
+      echo "[fuzz-smoke] input saved as $OUT_DIR/smoke-artifacts/$kind-$(basename "$a")" >&2
+    done
+    status=1
+  else
+    grep -a -E "stat::number_of_executed_units|stat::peak_rss_mb" "$WORK/$kind-fuzz.log" \
+      | sed "s/^/[fuzz-smoke] $kind: /"
+  fi
+done
+[ $status = 0 ] && echo "[fuzz-smoke] OK"
+exit $status
