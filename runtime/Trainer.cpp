@@ -118,6 +118,10 @@ int stretto::runTraining(const Graph &graph, DataSource &data, const TrainerOpti
     RefExecutor ex(graph, opt.precision);
     ex.initialize(opt.seed);
     int64_t start = 0;
+    if (!opt.resume && !ckptPath.empty() && ::access(ckptPath.c_str(), F_OK) == 0)
+      throw std::runtime_error(ckptPath + " already exists: pass --resume to continue that run, "
+                                          "or choose another --out (a new run never overwrites "
+                                          "an earlier run's checkpoint)");
     if (opt.resume) {
       if (ckptPath.empty())
         throw std::runtime_error("--resume needs an output directory holding checkpoint.bin");
@@ -160,6 +164,13 @@ int stretto::runTraining(const Graph &graph, DataSource &data, const TrainerOpti
       std::map<std::string, HostTensor> params;
       for (const StateDecl &s : graph.states) {
         c.states.emplace(s.name, ex.getState(s.name));
+        // A finite loss can still leave inf/NaN in the state (an overflowing
+        // update): such a state must not replace the last good checkpoint.
+        for (double v : c.states.at(s.name).data)
+          if (!std::isfinite(v))
+            throw std::runtime_error("step " + std::to_string(step) + ": state '" + s.name +
+                                     "' holds " + std::to_string(v) +
+                                     "; not checkpointing it (the last good checkpoint is kept)");
         if (s.isParam)
           params.emplace(s.name, c.states.at(s.name));
       }

@@ -204,7 +204,7 @@ TEST(Trainer, ResumeRejectsMismatchedCheckpoint) {
 TEST(Trainer, NaNLossStopsWithoutOverwritingCheckpoint) {
   // A learning rate of 1e30 blows the MLP up within a few steps.
   Graph good = compile(kMlp);
-  Graph bad = compile(kMlp, {"train.lr=1e30", "train.optimizer=\"sgd\""});
+  Graph bad = compile(kMlp, {"train.lr=1e30"});
   DataConfig dc;
   dc.format = "synthetic";
   auto data = makeDataSource(good, dc, 4);
@@ -213,13 +213,55 @@ TEST(Trainer, NaNLossStopsWithoutOverwritingCheckpoint) {
   std::string ckpt = (out.path / "checkpoint.bin").string();
   Checkpoint before = loadCheckpoint(ckpt);
   testing::internal::CaptureStderr();
-  EXPECT_EQ(runTraining(bad, *data, quietOptions(50, out.path)), 1);
+  auto resumed = quietOptions(50, out.path);
+  resumed.resume = true; // the diverging recipe continues the good run
+  EXPECT_EQ(runTraining(bad, *data, resumed), 1);
   std::string err = testing::internal::GetCapturedStderr();
   EXPECT_NE(err.find("the loss is"), std::string::npos) << err;
   Checkpoint after = loadCheckpoint(ckpt);
   EXPECT_EQ(after.step, before.step);
   for (auto &[name, t] : before.states)
     EXPECT_EQ(t.data, after.states.at(name).data) << name;
+}
+
+// An update that overflows the weights while the loss of that step was still
+// finite must not reach the checkpoint: the run stops and the last good one
+// stays as it was.
+TEST(Trainer, NonFiniteStateIsNeverCheckpointed) {
+  Graph good = compile(kMlp);
+  // lr = 1e300 is inf in f32: the first update makes the weights inf/NaN
+  // while that step's loss (computed before the update) is finite.
+  Graph bad = compile(kMlp, {"train.lr=1e300"});
+  DataConfig dc;
+  dc.format = "synthetic";
+  auto data = makeDataSource(good, dc, 4);
+  TempDir out;
+  ASSERT_EQ(runTraining(good, *data, quietOptions(2, out.path)), 0);
+  std::string ckpt = (out.path / "checkpoint.bin").string();
+  Checkpoint before = loadCheckpoint(ckpt);
+  auto o = quietOptions(3, out.path); // step 3: finite loss, then inf weights
+  o.resume = true;
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(runTraining(bad, *data, o), 1);
+  std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("not checkpointing it"), std::string::npos) << err;
+  Checkpoint after = loadCheckpoint(ckpt);
+  EXPECT_EQ(after.step, before.step);
+}
+
+// A new run never overwrites an earlier run's checkpoint.
+TEST(Trainer, NewRunRefusesExistingCheckpoint) {
+  Graph g = compile(kMlp);
+  DataConfig dc;
+  dc.format = "synthetic";
+  auto data = makeDataSource(g, dc, 4);
+  TempDir out;
+  ASSERT_EQ(runTraining(g, *data, quietOptions(2, out.path)), 0);
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(runTraining(g, *data, quietOptions(4, out.path)), 1);
+  std::string err = testing::internal::GetCapturedStderr();
+  EXPECT_NE(err.find("already exists: pass --resume"), std::string::npos) << err;
+  EXPECT_EQ(loadCheckpoint((out.path / "checkpoint.bin").string()).step, 2);
 }
 
 TEST(Data, TextWindowsAndVocabularyErrors) {
