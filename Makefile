@@ -15,8 +15,9 @@ build: setup
 test: build
 	ctest --test-dir $(BUILD) --output-on-failure -j$(JOBS)
 
+# Each run gets its own folder: a new run never overwrites an earlier one.
 train: build
-	./$(BUILD)/bin/stretto-train examples/gpt-tiny.toml --out runs/gpt-tiny
+	./$(BUILD)/bin/stretto-train examples/gpt-tiny.toml --out runs/gpt-tiny-$$(date +%Y%m%d-%H%M%S)
 
 clean:
 	rm -rf $(BUILD)
