@@ -13,6 +13,7 @@
 #include "llvm/ADT/STLExtras.h"
 #include "llvm/ADT/SmallSet.h"
 #include "llvm/ADT/StringSet.h"
+#include "llvm/Support/MathExtras.h"
 
 #include <cstdio>
 
@@ -33,6 +34,16 @@ std::string typeStr(Type t) {
   llvm::raw_string_ostream os(s);
   os << t;
   return s;
+}
+
+// Element count, or nullopt when it does not fit in int64 (user IR may
+// declare absurd shapes; getNumElements would overflow).
+std::optional<int64_t> safeNumElements(RankedTensorType t) {
+  int64_t n = 1;
+  for (int64_t d : t.getShape())
+    if (d < 0 || llvm::MulOverflow(n, d, n))
+      return std::nullopt;
+  return n;
 }
 
 LogicalResult sameElementType(Operation *op, ValueRange values, StringRef what) {
@@ -354,8 +365,8 @@ StringRef ModelOp::getTrainerString(StringRef key, StringRef fallback) {
 
 static LogicalResult verifyVar(Operation *op, RankedTensorType type, InitKind init,
                                double scale) {
-  if (!type.hasStaticShape())
-    return op->emitOpError() << "needs a static shape, got " << type;
+  if (!type.hasStaticShape() || !safeNumElements(type))
+    return op->emitOpError() << "needs a static shape with a 64-bit element count, got " << type;
   if ((init == InitKind::normal || init == InitKind::uniform) && !(scale > 0.0))
     return op->emitOpError() << "initializer '" << stringifyInitKind(init)
                              << "' needs a positive scale, got " << scale;
@@ -574,6 +585,9 @@ OpFoldResult TransposeOp::fold(FoldAdaptor) {
 
 LogicalResult ReshapeOp::verify() {
   auto in = tensorType(getInput()), out = tensorType(getResult());
+  for (RankedTensorType t : {in, out})
+    if (!safeNumElements(t))
+      return emitOpError() << "type " << t << " has more elements than fit in 64 bits";
   if (in.getNumElements() != out.getNumElements())
     return emitOpError() << "cannot reshape " << in << " (" << in.getNumElements()
                          << " elements) to " << out << " (" << out.getNumElements()

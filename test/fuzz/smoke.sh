@@ -38,14 +38,18 @@ for kind in config mlir; do
       < <(find "$HERE/regressions/$kind" -type f -print0 | sort -z)
   fi
 
-  # 1. Each saved finding must now run cleanly (one process runs them all).
+  # 1. Each saved finding must now run cleanly (one process each, so every
+  #    failing input is named).
   if [ ${#regressions[@]} -gt 0 ]; then
     echo "[fuzz-smoke] $kind: replaying ${#regressions[@]} regression inputs"
-    if ! "$fuzzer" "${COMMON[@]}" "${regressions[@]}" > "$WORK/$kind-regressions.log" 2>&1; then
-      echo "[fuzz-smoke] FAIL: $kind regression input crashed:" >&2
-      grep -a -E "^Running:|ERROR|Assertion|fuzzer: |SUMMARY" "$WORK/$kind-regressions.log" | tail -20 >&2
-      status=1
-    fi
+    for r in "${regressions[@]}"; do
+      if ! "$fuzzer" "${COMMON[@]}" "$r" > "$WORK/replay.log" 2>&1; then
+        echo "[fuzz-smoke] FAIL: regression input ${r#$HERE/} crashes:" >&2
+        grep -a -E "ERROR|Assertion|runtime error|fuzzer: |SUMMARY|^    #[0-9] " "$WORK/replay.log" \
+          | head -20 >&2
+        status=1
+      fi
+    done
   fi
 
   # 2. A short fuzzing run from the seeds.

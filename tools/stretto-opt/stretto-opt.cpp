@@ -1,4 +1,5 @@
 //===- stretto-opt.cpp - MlirOptMain with Stretto's dialects and passes ---===//
+#include "stretto/Kernel/Passes.h"
 #include "stretto/Transforms/Passes.h"
 
 #include "mlir/IR/DialectRegistry.h"
@@ -8,7 +9,9 @@
 int main(int argc, char **argv) {
   mlir::DialectRegistry registry;
   registry.insert<stretto::train::TrainDialect>();
+  registry.insert<stretto::kernel::KernelDialect>();
   stretto::train::registerTrainPasses();
+  stretto::kernel::registerKernelPasses();
   // Upstream passes useful on `train` IR.
   mlir::registerCanonicalizerPass();
   mlir::registerCSEPass();

@@ -120,7 +120,7 @@ train.model @m attributes {trainer = {log_interval = 0}} {
 
 // Parameters need a static shape.
 train.model @m {
-  // expected-error @+1 {{'train.param' op needs a static shape, got 'tensor<?x4xf32>'}}
+  // expected-error @+1 {{'train.param' op needs a static shape with a 64-bit element count, got 'tensor<?x4xf32>'}}
   train.param @w : tensor<?x4xf32> = zeros(0.0)
 }
 
@@ -128,7 +128,7 @@ train.model @m {
 
 // State needs a static shape too.
 train.model @m {
-  // expected-error @+1 {{'train.state' op needs a static shape, got 'tensor<4x?xf32>'}}
+  // expected-error @+1 {{'train.state' op needs a static shape with a 64-bit element count, got 'tensor<4x?xf32>'}}
   train.state @s : tensor<4x?xf32> = zeros(0.0)
 }
 
@@ -999,6 +999,20 @@ train.model @transpose_rank {
     // expected-error @+1 {{'train.transpose' op result 'tensor<3x4xf32>' has rank 2, the permutation 3}}
     %t = train.transpose %x [1, 2, 0] : tensor<2x3x4xf32> -> tensor<3x4xf32>
     %l = train.reduce_sum %t [0, 1] : tensor<3x4xf32> -> tensor<f32>
+    train.yield %l : tensor<f32>
+  }
+}
+
+// -----
+
+// A reshape between types whose element counts overflow 64 bits is rejected,
+// not compared modulo 2^64 (found by fuzzing).
+train.model @reshape_overflow {
+  train.step {
+    %x = train.input "x" : tensor<4611686018427387904x4xf32>
+    // expected-error @+1 {{'train.reshape' op type 'tensor<4611686018427387904x4xf32>' has more elements than fit in 64 bits}}
+    %r = train.reshape %x : tensor<4611686018427387904x4xf32> -> tensor<0xf32>
+    %l = train.reduce_sum %r [0] : tensor<0xf32> -> tensor<f32>
     train.yield %l : tensor<f32>
   }
 }

@@ -1,0 +1,130 @@
+//===- KernelOps.td - ops of the `kernel` dialect ----------*- tablegen -*-===//
+#ifndef STRETTO_KERNEL_OPS
+#define STRETTO_KERNEL_OPS
+
+include "KernelDialect.td"
+include "mlir/Interfaces/SideEffectInterfaces.td"
+include "mlir/Interfaces/InferTypeOpInterface.td"
+
+def Kernel_Float : AnyTypeOf<[F32, F64, BF16]>;
+def Kernel_FloatTensor : RankedTensorOf<[F32, F64, BF16]>;
+
+//===----------------------------------------------------------------------===//
+// Fused kernels
+//===----------------------------------------------------------------------===//
+
+def Kernel_ElementwiseOp : Kernel_Op<"elementwise", [Pure, IsolatedFromAbove,
+    SingleBlockImplicitTerminator<"YieldOp">]> {
+  let summary = "a fused elementwise kernel over NumPy-broadcast operands";
+  let description = [{
+    Computes every element of its results by running the body on scalars:
+    the body's block argument i is element of operand i, broadcast
+    NumPy-style to the result shape (dims align at the right; each operand
+    dim equals the result dim or is 1). All results share one shape; all
+    operands and results share one element type. The body holds only
+    `kernel` scalar ops and ends in `kernel.yield` of one scalar per result.
+
+    ```mlir
+    %r = kernel.elementwise (%m, %v, %eps) : tensor<64x128xf32>, tensor<64x128xf32>, tensor<f32> -> tensor<64x128xf32> {
+    ^bb0(%a: f32, %b: f32, %e: f32):
+      %s = kernel.sqrt %b : f32
+      %d = kernel.add %s, %e : f32
+      %q = kernel.div %a, %d : f32
+      kernel.yield %q : f32
+    }
+    ```
+  }];
+  let arguments = (ins Variadic<Kernel_FloatTensor>:$inputs);
+  let results = (outs Variadic<Kernel_FloatTensor>:$results);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = [{
+    `(` $inputs `)` attr-dict `:` type($inputs) `->` type($results) $body
+  }];
+  let hasVerifier = 1;
+  let hasRegionVerifier = 1;
+  let skipDefaultBuilders = 1;
+  let builders = [OpBuilder<(ins "::mlir::TypeRange":$resultTypes,
+                                 "::mlir::ValueRange":$inputs)>];
+  let extraClassDeclaration = [{
+    ::mlir::RankedTensorType getResultType() {
+      return ::llvm::cast<::mlir::RankedTensorType>(getResult(0).getType());
+    }
+    ::mlir::Block &getBodyBlock() { return getBody().front(); }
+  }];
+}
+
+def Kernel_YieldOp : Kernel_Op<"yield", [Pure, Terminator,
+    HasParent<"ElementwiseOp">]> {
+  let summary = "the scalar values of one element of each result";
+  let arguments = (ins Variadic<Kernel_Float>:$values);
+  let assemblyFormat = "$values attr-dict `:` type($values)";
+  let builders = [OpBuilder<(ins), [{ build($_builder, $_state, ::mlir::ValueRange()); }]>];
+}
+
+
+def Kernel_GemmOp : Kernel_Op<"gemm", [Pure]> {
+  let summary = "a library GEMM: alpha * op(a) * op(b), op = optional transpose";
+  let description = [{
+    Matrix product through the BLAS library of the target (OpenBLAS on
+    CPU, cuBLASLt on GPU). `transpose_a` / `transpose_b` swap the last two
+    dims of the operand, as the library's transpose flags do, so no
+    transposed copy is made. Shapes follow `train.matmul`:
+    `op(a) [..., M, K] x op(b) [K, N] -> [..., M, N]` (b shared by the
+    batch) or `op(a) [..., M, K] x op(b) [..., K, N]` with equal batch dims.
+
+    ```mlir
+    %dw = kernel.gemm %x, %dy transpose_a : tensor<64x128xf32>, tensor<64x384xf32> -> tensor<128x384xf32>
+    ```
+  }];
+  let arguments = (ins Kernel_FloatTensor:$a, Kernel_FloatTensor:$b,
+                       UnitAttr:$transpose_a, UnitAttr:$transpose_b,
+                       DefaultValuedAttr<F64Attr, "1.0">:$alpha);
+  let results = (outs Kernel_FloatTensor:$result);
+  let assemblyFormat = [{
+    $a `,` $b (`transpose_a` $transpose_a^)? (`transpose_b` $transpose_b^)? attr-dict
+    `:` type($a) `,` type($b) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
+//===----------------------------------------------------------------------===//
+// Scalar ops of kernel bodies (semantics of the `train` op of the same name)
+//===----------------------------------------------------------------------===//
+
+class Kernel_ScalarBinaryOp<string mnemonic, string what, list<Trait> traits = []>
+    : Kernel_Op<mnemonic, !listconcat([Pure, SameOperandsAndResultType], traits)> {
+  let summary = what;
+  let arguments = (ins Kernel_Float:$lhs, Kernel_Float:$rhs);
+  let results = (outs Kernel_Float:$result);
+  let assemblyFormat = "$lhs `,` $rhs attr-dict `:` type($result)";
+}
+
+def Kernel_AddOp : Kernel_ScalarBinaryOp<"add", "a + b", [Commutative]>;
+def Kernel_SubOp : Kernel_ScalarBinaryOp<"sub", "a - b">;
+def Kernel_MulOp : Kernel_ScalarBinaryOp<"mul", "a * b", [Commutative]>;
+def Kernel_DivOp : Kernel_ScalarBinaryOp<"div", "a / b">;
+def Kernel_MaxOp : Kernel_ScalarBinaryOp<"max", "b if a < b else a (std::max)">;
+def Kernel_MinOp : Kernel_ScalarBinaryOp<"min", "b if b < a else a (std::min)">;
+def Kernel_PowOp : Kernel_ScalarBinaryOp<"pow", "a ^ b">;
+def Kernel_GtOp : Kernel_ScalarBinaryOp<"gt", "1 where a > b, else 0">;
+
+class Kernel_ScalarUnaryOp<string mnemonic, string what>
+    : Kernel_Op<mnemonic, [Pure, SameOperandsAndResultType]> {
+  let summary = what;
+  let arguments = (ins Kernel_Float:$input);
+  let results = (outs Kernel_Float:$result);
+  let assemblyFormat = "$input attr-dict `:` type($result)";
+}
+
+def Kernel_NegOp : Kernel_ScalarUnaryOp<"neg", "-x">;
+def Kernel_ExpOp : Kernel_ScalarUnaryOp<"exp", "e^x">;
+def Kernel_LogOp : Kernel_ScalarUnaryOp<"log", "natural log">;
+def Kernel_SqrtOp : Kernel_ScalarUnaryOp<"sqrt", "square root">;
+def Kernel_RsqrtOp : Kernel_ScalarUnaryOp<"rsqrt", "1/sqrt(x)">;
+def Kernel_TanhOp : Kernel_ScalarUnaryOp<"tanh", "tanh">;
+def Kernel_CosOp : Kernel_ScalarUnaryOp<"cos", "cosine">;
+def Kernel_GeluOp : Kernel_ScalarUnaryOp<"gelu",
+    "GELU, tanh form: 0.5x(1+tanh(sqrt(2/pi)(x+0.044715x^3)))">;
+def Kernel_ReluOp : Kernel_ScalarUnaryOp<"relu", "x if x > 0 else 0">;
+
+#endif // STRETTO_KERNEL_OPS

@@ -1,0 +1,74 @@
+//===- KernelPasses.td - passes producing `kernel` IR ------*- tablegen -*-===//
+#ifndef STRETTO_KERNEL_PASSES
+#define STRETTO_KERNEL_PASSES
+
+include "mlir/Pass/PassBase.td"
+
+def KernelFuseElementwise : Pass<"kernel-fuse-elementwise", "::stretto::train::ModelOp"> {
+  let summary = "Groups chains of `train` elementwise ops into `kernel.elementwise`";
+  let description = [{
+    In every phase of a `train.model` (`train.step`, `train.update`,
+    `train.outer`), each elementwise op (add, sub, mul, div, max, min, pow,
+    gt, neg, exp, log, sqrt, rsqrt, tanh, cos, gelu, relu, and
+    `train.descend`, which is p - lr·dir) whose result is used outside a
+    kernel becomes the root of one `kernel.elementwise`. The kernel absorbs,
+    transitively, every elementwise producer of its operands that
+
+    - has the root's result type (a smaller producer, e.g. a learning-rate
+      scalar, would be recomputed for every element: it stays outside, as
+      its own kernel, and is broadcast in),
+    - has all its uses in the kernel (single-use intermediates: a value also
+      read elsewhere is materialised once), and
+    - has the root's pipeline `stage`.
+
+    Other operands become kernel operands, deduplicated, in order of first
+    use. Kernels have one result; `max-ops` bounds their size (0: none).
+
+    Before:
+    ```mlir
+    %q = train.div %v, %bc : tensor<64x128xf32>, tensor<f32> -> tensor<64x128xf32>
+    %s = train.sqrt %q : tensor<64x128xf32>
+    %d = train.add %s, %eps : tensor<64x128xf32>, tensor<f32> -> tensor<64x128xf32>
+    ```
+    After:
+    ```mlir
+    %d = kernel.elementwise (%v, %bc, %eps) : tensor<64x128xf32>, tensor<f32>, tensor<f32> -> tensor<64x128xf32> {
+    ^bb0(%a: f32, %b: f32, %c: f32):
+      %0 = kernel.div %a, %b : f32
+      %1 = kernel.sqrt %0 : f32
+      %2 = kernel.add %1, %c : f32
+      kernel.yield %2 : f32
+    }
+    ```
+  }];
+  let dependentDialects = ["::stretto::kernel::KernelDialect"];
+  let options = [
+    Option<"maxOps", "max-ops", "int64_t", "0",
+           "largest number of train ops in one kernel (0: unbounded)">,
+  ];
+}
+
+def KernelLowerMatmul : Pass<"kernel-lower-matmul", "::stretto::train::ModelOp"> {
+  let summary = "Turns `train.matmul` into library GEMMs, folding transposes into flags";
+  let description = [{
+    In every phase of a `train.model`, each `train.matmul` becomes a
+    `kernel.gemm`. An operand produced by a `train.transpose` that swaps the
+    last two dims (and keeps the others) is replaced by the transpose's input
+    with the GEMM's transpose flag set, so the backward pass's `xᵀ·dy` and
+    `dy·wᵀ` make no transposed copies; a transpose left without uses is
+    erased. The op keeps its pipeline `stage`.
+
+    Before:
+    ```mlir
+    %xt = train.transpose %x [1, 0] : tensor<64x128xf32> -> tensor<128x64xf32>
+    %dw = train.matmul %xt, %dy : tensor<128x64xf32>, tensor<64x384xf32> -> tensor<128x384xf32>
+    ```
+    After:
+    ```mlir
+    %dw = kernel.gemm %x, %dy transpose_a : tensor<64x128xf32>, tensor<64x384xf32> -> tensor<128x384xf32>
+    ```
+  }];
+  let dependentDialects = ["::stretto::kernel::KernelDialect"];
+}
+
+#endif // STRETTO_KERNEL_PASSES

@@ -1,0 +1,61 @@
+//===- HostJit.h - C++ kernels compiled by the host compiler ----*- C++ -*-===//
+//
+// Compiles generated C++ kernel sources into shared objects and loads them,
+// with a persistent on-disk cache keyed by a hash of the source, the
+// compiler's version line and the flags. Each entry is `<key>.so` plus
+// `<key>.sum` (size and FNV-1a hash of the .so); an entry whose .so does not
+// match its .sum, or that fails to load, is rebuilt. Entries are written to
+// temporary files and renamed, so a crashed compile leaves no half entry.
+// No MLIR here: this is runtime code.
+//
+//===----------------------------------------------------------------------===//
+#ifndef STRETTO_HOSTJIT_H
+#define STRETTO_HOSTJIT_H
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace stretto {
+
+/// A compiled C++ kernel: outputs[k][i] for every element i.
+using HostKernelFn = void (*)(const void *const *inputs, void *const *outputs);
+
+/// Stable 64-bit FNV-1a hash (the cache key must not change between runs).
+uint64_t fnv1a64(const void *data, size_t size, uint64_t seed = 0xcbf29ce484222325ULL);
+
+class HostKernelCache {
+public:
+  /// `dir` is created if missing. `compiler` is run through the shell.
+  explicit HostKernelCache(std::string dir, std::string compiler = "c++",
+                           std::vector<std::string> flags = defaultFlags());
+  ~HostKernelCache();
+  HostKernelCache(const HostKernelCache &) = delete;
+  HostKernelCache &operator=(const HostKernelCache &) = delete;
+
+  static std::vector<std::string> defaultFlags();
+
+  /// The kernel `symbol` of `source`, compiled or taken from the cache. On
+  /// failure returns null and sets `error` (it names the kernel and holds
+  /// the compiler's output, whose locations refer to the kept `<key>.cpp`).
+  HostKernelFn load(const std::string &source, const std::string &symbol, std::string &error);
+
+  /// The cache file stem (directory/key) that `source` maps to.
+  std::string entryPath(const std::string &source) const;
+
+  struct Stats {
+    int hits = 0;     // valid entry found on disk
+    int compiles = 0; // entries built (misses and rebuilds)
+    int rebuilt = 0;  // of those, entries found corrupt or unloadable
+  };
+  const Stats &stats() const { return stats_; }
+
+private:
+  std::string dir_, compiler_, flagText_, compilerVersion_;
+  std::vector<void *> handles_;
+  Stats stats_;
+};
+
+} // namespace stretto
+
+#endif

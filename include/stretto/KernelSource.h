@@ -1,0 +1,34 @@
+//===- KernelSource.h - generated kernel sources (no MLIR) ------*- C++ -*-===//
+//
+// What codegen hands to the runtime: one fused kernel as text for both
+// targets. `body` is the element function both sources contain verbatim, so
+// the body a CPU test runs is the body a GPU runs.
+//
+//===----------------------------------------------------------------------===//
+#ifndef STRETTO_KERNELSOURCE_H
+#define STRETTO_KERNELSOURCE_H
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace stretto {
+
+struct KernelSource {
+  std::string name;      // C symbol of both entry points
+  std::string dtype;     // C type of every element: "float" or "double"
+  int64_t numElements = 0;                  // of each result
+  std::vector<std::vector<int64_t>> inputShapes;
+  std::vector<int64_t> resultShape;
+  int numResults = 0;
+  std::string body;      // shared element function (target-neutral text)
+  // C++: extern "C" void name(const void *const *inputs, void *const *outputs)
+  std::string cpp;
+  // CUDA C: extern "C" __global__ void name(const T *in0, ..., T *out0, ...),
+  // a grid-stride loop over numElements.
+  std::string cuda;
+};
+
+} // namespace stretto
+
+#endif

@@ -1,0 +1,167 @@
+//===- FuseElementwise.cpp - kernel-fuse-elementwise ----------------------===//
+//
+// Groups trees of `train` elementwise ops into `kernel.elementwise` ops. See
+// KernelPasses.td for the rules; the short version: a root absorbs producers
+// of its own type, stage and with no use outside the kernel.
+//
+//===----------------------------------------------------------------------===//
+#include "stretto/Kernel/Passes.h"
+
+#include "mlir/IR/Builders.h"
+#include "mlir/IR/IRMapping.h"
+#include "llvm/ADT/SetVector.h"
+#include "llvm/ADT/TypeSwitch.h"
+
+namespace stretto::kernel {
+#define GEN_PASS_DEF_KERNELFUSEELEMENTWISE
+#include "Kernel/KernelPasses.h.inc"
+} // namespace stretto::kernel
+
+using namespace mlir;
+using namespace stretto;
+
+namespace {
+
+bool isFusible(Operation *op) {
+  return isa<train::AddOp, train::SubOp, train::MulOp, train::DivOp, train::MaxOp,
+             train::MinOp, train::PowOp, train::GtOp, train::NegOp, train::ExpOp,
+             train::LogOp, train::SqrtOp, train::RsqrtOp, train::TanhOp, train::CosOp,
+             train::GeluOp, train::ReluOp, train::DescendOp>(op);
+}
+
+// The scalar form of one fusible op on already-mapped scalar operands.
+Value emitScalar(OpBuilder &b, Operation *op, ArrayRef<Value> in) {
+  Location loc = op->getLoc();
+  auto bin = [&](auto tag) -> Value {
+    using K = decltype(tag);
+    return b.create<K>(loc, in[0], in[1]);
+  };
+  auto un = [&](auto tag) -> Value {
+    using K = decltype(tag);
+    return b.create<K>(loc, in[0]);
+  };
+  return llvm::TypeSwitch<Operation *, Value>(op)
+      .Case([&](train::AddOp) { return bin(kernel::AddOp()); })
+      .Case([&](train::SubOp) { return bin(kernel::SubOp()); })
+      .Case([&](train::MulOp) { return bin(kernel::MulOp()); })
+      .Case([&](train::DivOp) { return bin(kernel::DivOp()); })
+      .Case([&](train::MaxOp) { return bin(kernel::MaxOp()); })
+      .Case([&](train::MinOp) { return bin(kernel::MinOp()); })
+      .Case([&](train::PowOp) { return bin(kernel::PowOp()); })
+      .Case([&](train::GtOp) { return bin(kernel::GtOp()); })
+      .Case([&](train::NegOp) { return un(kernel::NegOp()); })
+      .Case([&](train::ExpOp) { return un(kernel::ExpOp()); })
+      .Case([&](train::LogOp) { return un(kernel::LogOp()); })
+      .Case([&](train::SqrtOp) { return un(kernel::SqrtOp()); })
+      .Case([&](train::RsqrtOp) { return un(kernel::RsqrtOp()); })
+      .Case([&](train::TanhOp) { return un(kernel::TanhOp()); })
+      .Case([&](train::CosOp) { return un(kernel::CosOp()); })
+      .Case([&](train::GeluOp) { return un(kernel::GeluOp()); })
+      .Case([&](train::ReluOp) { return un(kernel::ReluOp()); })
+      .Case([&](train::DescendOp) -> Value {
+        // p - lr * dir, in the reference executor's order of operations.
+        Value step = b.create<kernel::MulOp>(loc, in[2], in[1]);
+        return b.create<kernel::SubOp>(loc, in[0], step);
+      })
+      .Default([](Operation *) -> Value { return nullptr; });
+}
+
+struct FuseElementwisePass
+    : stretto::kernel::impl::KernelFuseElementwiseBase<FuseElementwisePass> {
+  using KernelFuseElementwiseBase::KernelFuseElementwiseBase;
+
+  void runOnOperation() override {
+    train::ModelOp model = getOperation();
+    if (maxOps < 0) {
+      model.emitError() << "kernel-fuse-elementwise: max-ops must be >= 0 (0: unbounded), got "
+                        << static_cast<int64_t>(maxOps);
+      return signalPassFailure();
+    }
+    for (Operation *phase : {model.getStep().getOperation(),
+                             model.getUpdate().getOperation(),
+                             model.getOuter().getOperation()})
+      if (phase)
+        fuseBlock(phase->getRegion(0).front());
+  }
+
+  // Whether `producer` may join the kernel whose members are `group`.
+  bool absorbable(Operation *producer, Operation *root,
+                  const llvm::SmallPtrSetImpl<Operation *> &group) {
+    if (!producer || !isFusible(producer) || group.contains(producer))
+      return false;
+    if (producer->getBlock() != root->getBlock())
+      return false;
+    if (producer->getResult(0).getType() != root->getResult(0).getType())
+      return false;
+    if (producer->getAttr("stage") != root->getAttr("stage"))
+      return false;
+    return llvm::all_of(producer->getUsers(),
+                        [&](Operation *u) { return group.contains(u); });
+  }
+
+  void fuseBlock(Block &block) {
+    // Roots are visited last to first, so a root's producers are still
+    // plain train ops when it gathers them.
+    SmallVector<Operation *> ops;
+    for (Operation &op : block)
+      if (isFusible(&op))
+        ops.push_back(&op);
+    llvm::SmallPtrSet<Operation *, 32> absorbed;
+    for (Operation *root : llvm::reverse(ops)) {
+      if (absorbed.contains(root))
+        continue;
+      llvm::SmallPtrSet<Operation *, 16> group;
+      group.insert(root);
+      SmallVector<Operation *> worklist{root};
+      while (!worklist.empty()) {
+        Operation *member = worklist.pop_back_val();
+        for (Value operand : member->getOperands()) {
+          Operation *producer = operand.getDefiningOp();
+          if (maxOps > 0 && (int64_t)group.size() >= maxOps)
+            break;
+          if (absorbable(producer, root, group)) {
+            group.insert(producer);
+            worklist.push_back(producer);
+          }
+        }
+      }
+      absorbed.insert(group.begin(), group.end());
+      buildKernel(root, group);
+    }
+  }
+
+  void buildKernel(Operation *root, const llvm::SmallPtrSetImpl<Operation *> &group) {
+    // Members in block order: operands of each precede it.
+    SmallVector<Operation *> members(group.begin(), group.end());
+    llvm::sort(members, [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
+    llvm::SetVector<Value> inputs;
+    for (Operation *m : members)
+      for (Value v : m->getOperands())
+        if (!group.contains(v.getDefiningOp()))
+          inputs.insert(v);
+
+    OpBuilder b(root);
+    auto kernelOp = b.create<kernel::ElementwiseOp>(root->getLoc(),
+                                                    root->getResultTypes(),
+                                                    inputs.getArrayRef());
+    if (Attribute stage = root->getAttr("stage"))
+      kernelOp->setAttr("stage", stage);
+    Block &body = kernelOp.getBodyBlock();
+    IRMapping map;
+    for (auto [v, arg] : llvm::zip(inputs, body.getArguments()))
+      map.map(v, arg);
+    OpBuilder inner = OpBuilder::atBlockEnd(&body);
+    for (Operation *m : members) {
+      SmallVector<Value> in;
+      for (Value v : m->getOperands())
+        in.push_back(map.lookup(v));
+      map.map(m->getResult(0), emitScalar(inner, m, in));
+    }
+    inner.create<kernel::YieldOp>(root->getLoc(), map.lookup(root->getResult(0)));
+    root->getResult(0).replaceAllUsesWith(kernelOp.getResult(0));
+    for (Operation *m : llvm::reverse(members))
+      m->erase();
+  }
+};
+
+} // namespace

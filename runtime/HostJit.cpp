@@ -1,0 +1,158 @@
+//===- HostJit.cpp - host compiler JIT with a persistent cache ------------===//
+#include "stretto/HostJit.h"
+
+#include <dlfcn.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+namespace fs = std::filesystem;
+using namespace stretto;
+
+uint64_t stretto::fnv1a64(const void *data, size_t size, uint64_t h) {
+  const unsigned char *p = static_cast<const unsigned char *>(data);
+  for (size_t i = 0; i < size; ++i) {
+    h ^= p[i];
+    h *= 0x100000001b3ULL;
+  }
+  return h;
+}
+
+namespace {
+
+// Runs `cmd` through the shell; returns its exit status, output in `out`.
+int run(const std::string &cmd, std::string &out) {
+  out.clear();
+  FILE *pipe = popen((cmd + " 2>&1").c_str(), "r");
+  if (!pipe)
+    return -1;
+  char buf[4096];
+  size_t n;
+  while ((n = fread(buf, 1, sizeof buf, pipe)) > 0)
+    out.append(buf, n);
+  return pclose(pipe);
+}
+
+bool readFile(const std::string &path, std::string &data) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in)
+    return false;
+  std::ostringstream ss;
+  ss << in.rdbuf();
+  data = ss.str();
+  return true;
+}
+
+bool writeFileAtomically(const std::string &path, const std::string &data) {
+  std::string tmp = path + ".tmp." + std::to_string(getpid());
+  {
+    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
+    if (!out.write(data.data(), data.size()))
+      return false;
+  }
+  std::error_code ec;
+  fs::rename(tmp, path, ec);
+  return !ec;
+}
+
+std::string sumOf(const std::string &bytes) {
+  return std::to_string(bytes.size()) + " " +
+         std::to_string(fnv1a64(bytes.data(), bytes.size())) + "\n";
+}
+
+std::string hex(uint64_t v) {
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+} // namespace
+
+std::vector<std::string> HostKernelCache::defaultFlags() {
+  // No FP contraction: the kernels must round like the reference executor.
+  return {"-O2", "-std=c++17", "-fPIC", "-shared", "-fopenmp", "-ffp-contract=off"};
+}
+
+HostKernelCache::HostKernelCache(std::string dir, std::string compiler,
+                                 std::vector<std::string> flags)
+    : dir_(std::move(dir)), compiler_(std::move(compiler)) {
+  for (const std::string &f : flags)
+    flagText_ += " " + f;
+  std::error_code ec;
+  fs::create_directories(dir_, ec);
+  std::string out;
+  run(compiler_ + " --version", out);
+  compilerVersion_ = out.substr(0, out.find('\n'));
+}
+
+HostKernelCache::~HostKernelCache() {
+  for (void *h : handles_)
+    dlclose(h);
+}
+
+std::string HostKernelCache::entryPath(const std::string &source) const {
+  std::string keyText = compilerVersion_ + "\n" + flagText_ + "\n" + source;
+  return (fs::path(dir_) / hex(fnv1a64(keyText.data(), keyText.size()))).string();
+}
+
+HostKernelFn HostKernelCache::load(const std::string &source, const std::string &symbol,
+                                   std::string &error) {
+  std::string stem = entryPath(source);
+  std::string so = stem + ".so", sum = stem + ".sum";
+  auto tryLoad = [&]() -> HostKernelFn {
+    void *h = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
+    if (!h)
+      return nullptr;
+    auto fn = reinterpret_cast<HostKernelFn>(dlsym(h, symbol.c_str()));
+    if (!fn) {
+      dlclose(h);
+      return nullptr;
+    }
+    handles_.push_back(h);
+    return fn;
+  };
+
+  std::string soBytes, sumText;
+  bool present = readFile(so, soBytes);
+  if (present) {
+    if (readFile(sum, sumText) && sumText == sumOf(soBytes))
+      if (HostKernelFn fn = tryLoad()) {
+        ++stats_.hits;
+        return fn;
+      }
+    ++stats_.rebuilt; // truncated, overwritten, or not loadable
+  }
+
+  std::string cpp = stem + ".cpp";
+  if (!writeFileAtomically(cpp, source)) {
+    error = "kernel " + symbol + ": cannot write " + cpp;
+    return nullptr;
+  }
+  std::string tmp = so + ".tmp." + std::to_string(getpid());
+  std::string out;
+  int rc = run(compiler_ + flagText_ + " -o " + tmp + " " + cpp, out);
+  ++stats_.compiles;
+  std::error_code ec;
+  if (rc != 0) {
+    fs::remove(tmp, ec);
+    error = "kernel " + symbol + ": host compiler failed on " + cpp + ":\n" + out;
+    return nullptr;
+  }
+  if (!readFile(tmp, soBytes)) {
+    error = "kernel " + symbol + ": compiler wrote no " + tmp;
+    return nullptr;
+  }
+  fs::rename(tmp, so, ec);
+  if (ec || !writeFileAtomically(sum, sumOf(soBytes))) {
+    error = "kernel " + symbol + ": cannot store the cache entry " + so;
+    return nullptr;
+  }
+  if (HostKernelFn fn = tryLoad())
+    return fn;
+  const char *why = dlerror();
+  error = "kernel " + symbol + ": cannot load " + so + ": " + (why ? why : "symbol not found");
+  return nullptr;
+}

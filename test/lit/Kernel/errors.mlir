@@ -1,0 +1,214 @@
+// RUN: stretto-opt %s -split-input-file -verify-diagnostics
+
+// An operand must broadcast to the result shape (NumPy rules).
+train.model @m {
+  train.step {
+  %x = train.input "x" : tensor<4x8xf32>
+  %y = train.input "y" : tensor<3xf32>
+  // expected-error @+1 {{'kernel.elementwise' op operand #1 of type 'tensor<3xf32>' does not broadcast to the result type 'tensor<4x8xf32>'}}
+  %r = kernel.elementwise (%x, %y) : tensor<4x8xf32>, tensor<3xf32> -> tensor<4x8xf32> {
+  ^bb0(%a: f32, %b: f32):
+    %s = kernel.add %a, %b : f32
+    kernel.yield %s : f32
+  }
+  %l = train.reduce_sum %r [0, 1] : tensor<4x8xf32> -> tensor<f32>
+  train.yield %l : tensor<f32>
+  }
+}
+
+// -----
+
+// A kernel has one element type.
+train.model @m {
+  train.step {
+  %x = train.input "x" : tensor<4xf64>
+  // expected-error @+1 {{'kernel.elementwise' op operand #0 of type 'tensor<4xf64>' has element type 'f64', the result's is 'f32'}}
+  %r = kernel.elementwise (%x) : tensor<4xf64> -> tensor<4xf32> {
+  ^bb0(%a: f64):
+    kernel.yield %a : f64
+  }
+  %l = train.reduce_sum %r [0] : tensor<4xf32> -> tensor<f32>
+  train.yield %l : tensor<f32>
+  }
+}
+
+// -----
+
+// Results share one type.
+train.model @m {
+  train.step {
+  %x = train.input "x" : tensor<4xf32>
+  // expected-error @+1 {{'kernel.elementwise' op results must share one type, got 'tensor<4xf32>' (result #0) and 'tensor<1xf32>' (result #1)}}
+  %r:2 = kernel.elementwise (%x) : tensor<4xf32> -> tensor<4xf32>, tensor<1xf32> {
+  ^bb0(%a: f32):
+    kernel.yield %a, %a : f32, f32
+  }
+  %l = train.reduce_sum %r#0 [0] : tensor<4xf32> -> tensor<f32>
+  train.yield %l : tensor<f32>
+  }
+}
+
+// -----
+
+// A body argument has its operand's element type.
+train.model @m {
+  train.step {
+  %x = train.input "x" : tensor<4xf32>
+  // expected-error @+1 {{'kernel.elementwise' op body argument #0 has type 'f64', expected 'f32' (element of operand #0 of type 'tensor<4xf32>')}}
+  %r = kernel.elementwise (%x) : tensor<4xf32> -> tensor<4xf32> {
+  ^bb0(%a: f64):
+    %e = kernel.exp %a : f64
+    kernel.yield %e : f64
+  }
+  %l = train.reduce_sum %r [0] : tensor<4xf32> -> tensor<f32>
+  train.yield %l : tensor<f32>
+  }
+}
+
+// -----
+
+// One body argument per operand.
+train.model @m {
+  train.step {
+  %x = train.input "x" : tensor<4xf32>
+  // expected-error @+1 {{'kernel.elementwise' op body has 2 arguments for 1 operands}}
+  %r = kernel.elementwise (%x) : tensor<4xf32> -> tensor<4xf32> {
+  ^bb0(%a: f32, %b: f32):
+    kernel.yield %a : f32
+  }
+  %l = train.reduce_sum %r [0] : tensor<4xf32> -> tensor<f32>
+  train.yield %l : tensor<f32>
+  }
+}
+
+// -----
+
+// The body yields one scalar per result.
+train.model @m {
+  train.step {
+  %x = train.input "x" : tensor<4xf32>
+  // expected-error @+1 {{'kernel.elementwise' op body yields 2 values for 1 results}}
+  %r = kernel.elementwise (%x) : tensor<4xf32> -> tensor<4xf32> {
+  ^bb0(%a: f32):
+    kernel.yield %a, %a : f32, f32
+  }
+  %l = train.reduce_sum %r [0] : tensor<4xf32> -> tensor<f32>
+  train.yield %l : tensor<f32>
+  }
+}
+
+// -----
+
+// A body holds only kernel scalar ops.
+train.model @m {
+  train.step {
+  %x = train.input "x" : tensor<4xf32>
+  %r = kernel.elementwise (%x) : tensor<4xf32> -> tensor<4xf32> {
+  ^bb0(%a: f32):
+    // expected-error @+1 {{'train.constant' op is not a `kernel` scalar op; a kernel.elementwise body holds only kernel scalar ops}}
+    %c = train.constant dense<1.0> : tensor<f32>
+    kernel.yield %a : f32
+  }
+  %l = train.reduce_sum %r [0] : tensor<4xf32> -> tensor<f32>
+  train.yield %l : tensor<f32>
+  }
+}
+
+// -----
+
+// Scalar ops take one float type.
+train.model @m {
+  train.step {
+  %x = train.input "x" : tensor<4xf32>
+  %r = kernel.elementwise (%x) : tensor<4xf32> -> tensor<4xf32> {
+  ^bb0(%a: f32):
+    // expected-error @+1 {{'kernel.add' op result #0 must be 32-bit float or 64-bit float or bfloat16 type, but got 'i32'}}
+    %i = "kernel.add"(%a, %a) : (f32, f32) -> i32
+    kernel.yield %a : f32
+  }
+  %l = train.reduce_sum %r [0] : tensor<4xf32> -> tensor<f32>
+  train.yield %l : tensor<f32>
+  }
+}
+
+// -----
+
+// kernel.yield only ends a kernel body.
+train.model @m {
+  train.step {
+  %x = train.input "x" : tensor<f32>
+  // expected-error @+1 {{'kernel.yield' op expects parent op 'kernel.elementwise'}}
+  kernel.yield %x : tensor<f32>
+  train.yield %x : tensor<f32>
+  }
+}
+
+// -----
+
+// kernel.gemm: contraction dims after the transposes must agree.
+train.model @m {
+  train.step {
+  %a = train.input "a" : tensor<4x3xf32>
+  %b = train.input "b" : tensor<3x5xf32>
+  // expected-error @+1 {{'kernel.gemm' op contraction dims differ: op(a) has K = 4, op(b) has K = 3 (a 'tensor<4x3xf32>', b 'tensor<3x5xf32>')}}
+  %r = kernel.gemm %a, %b transpose_a : tensor<4x3xf32>, tensor<3x5xf32> -> tensor<3x5xf32>
+  %l = train.reduce_sum %r [0, 1] : tensor<3x5xf32> -> tensor<f32>
+  train.yield %l : tensor<f32>
+  }
+}
+
+// -----
+
+// kernel.gemm: the result is op(a) x op(b).
+train.model @m {
+  train.step {
+  %a = train.input "a" : tensor<4x3xf32>
+  %b = train.input "b" : tensor<5x3xf32>
+  // expected-error @+1 {{'kernel.gemm' op result type 'tensor<4x3xf32>' does not match op(a) x op(b) = 'tensor<4x5xf32>'}}
+  %r = kernel.gemm %a, %b transpose_b : tensor<4x3xf32>, tensor<5x3xf32> -> tensor<4x3xf32>
+  %l = train.reduce_sum %r [0, 1] : tensor<4x3xf32> -> tensor<f32>
+  train.yield %l : tensor<f32>
+  }
+}
+
+// -----
+
+// kernel.gemm: b is 2-D or has a's batch dims.
+train.model @m {
+  train.step {
+  %a = train.input "a" : tensor<2x4x3xf32>
+  %b = train.input "b" : tensor<3x3x5xf32>
+  // expected-error @+1 {{'kernel.gemm' op batch dims of a 'tensor<2x4x3xf32>' and b 'tensor<3x3x5xf32>' differ; b must be 2-D or have a's batch dims}}
+  %r = kernel.gemm %a, %b : tensor<2x4x3xf32>, tensor<3x3x5xf32> -> tensor<2x4x5xf32>
+  %l = train.reduce_sum %r [0, 1, 2] : tensor<2x4x5xf32> -> tensor<f32>
+  train.yield %l : tensor<f32>
+  }
+}
+
+// -----
+
+// kernel.gemm: operands are matrices.
+train.model @m {
+  train.step {
+  %a = train.input "a" : tensor<4xf32>
+  %b = train.input "b" : tensor<4x5xf32>
+  // expected-error @+1 {{'kernel.gemm' op operands need rank >= 2, got 'tensor<4xf32>' and 'tensor<4x5xf32>'}}
+  %r = kernel.gemm %a, %b : tensor<4xf32>, tensor<4x5xf32> -> tensor<5xf32>
+  %l = train.reduce_sum %r [0] : tensor<5xf32> -> tensor<f32>
+  train.yield %l : tensor<f32>
+  }
+}
+
+// -----
+
+// kernel.gemm: one element type.
+train.model @m {
+  train.step {
+  %a = train.input "a" : tensor<4x4xf64>
+  %b = train.input "b" : tensor<4x4xf32>
+  // expected-error @+1 {{'kernel.gemm' op operands and result must share one element type, got 'tensor<4x4xf64>', 'tensor<4x4xf32>' -> 'tensor<4x4xf32>'}}
+  %r = kernel.gemm %a, %b : tensor<4x4xf64>, tensor<4x4xf32> -> tensor<4x4xf32>
+  %l = train.reduce_sum %r [0, 1] : tensor<4x4xf32> -> tensor<f32>
+  train.yield %l : tensor<f32>
+  }
+}

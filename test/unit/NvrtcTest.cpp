@@ -1,0 +1,134 @@
+//===- NvrtcTest.cpp - every generated CUDA kernel compiles with NVRTC ----===//
+//
+// DESIGN §6: the CUDA kernels emitted for the examples compile with NVRTC for
+// sm_90 and sm_80; no GPU is needed. gpt-tiny goes through the training
+// pipeline and kernel-fuse-elementwise; each kernel's CUDA source is compiled
+// on its own (so a failure names the kernel), ptxas reports registers and
+// spills, and a spill in an elementwise kernel fails the test.
+//
+//===----------------------------------------------------------------------===//
+#include "stretto/Compiler/Lowering.h"
+#include "stretto/Frontend/Load.h"
+#include "stretto/Kernel/Emitter.h"
+#include "stretto/Kernel/Passes.h"
+
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Pass/PassManager.h"
+
+#include <gtest/gtest.h>
+
+#ifdef STRETTO_HAVE_NVRTC
+#include <nvrtc.h>
+#endif
+
+#include <regex>
+#include <string>
+#include <vector>
+
+using namespace stretto;
+
+namespace {
+
+// The CUDA kernels of gpt-tiny's step and update phases.
+std::vector<KernelSource> gptTinyKernels() {
+  mlir::MLIRContext ctx;
+  ctx.loadDialect<train::TrainDialect, kernel::KernelDialect>();
+  auto diag = printDiagnostics(ctx);
+  std::optional<LoadedModel> loaded =
+      loadModel(ctx, STRETTO_SOURCE_DIR "/examples/gpt-tiny.toml", {});
+  if (!loaded)
+    return {};
+  mlir::PassManager pm(&ctx);
+  buildTrainingPipeline(pm);
+  pm.nest<train::ModelOp>().addPass(kernel::createKernelFuseElementwise());
+  if (mlir::failed(pm.run(*loaded->module)))
+    return {};
+  std::vector<KernelSource> kernels;
+  if (mlir::failed(kernel::emitAllKernels(loaded->model, kernels)))
+    return {};
+  return kernels;
+}
+
+#ifdef STRETTO_HAVE_NVRTC
+struct NvrtcResult {
+  bool ok = false;
+  std::string log;
+  size_t cubinBytes = 0;
+};
+
+NvrtcResult compile(const KernelSource &k, const std::string &arch) {
+  NvrtcResult r;
+  nvrtcProgram prog;
+  if (nvrtcCreateProgram(&prog, k.cuda.c_str(), (k.name + ".cu").c_str(), 0, nullptr,
+                         nullptr) != NVRTC_SUCCESS) {
+    r.log = "nvrtcCreateProgram failed";
+    return r;
+  }
+  std::string archOpt = "--gpu-architecture=" + arch; // sm_XX: cubin, not only PTX
+  const char *opts[] = {archOpt.c_str(), "--std=c++17", "--ptxas-options=-v"};
+  nvrtcResult rc = nvrtcCompileProgram(prog, 3, opts);
+  size_t logSize = 0;
+  nvrtcGetProgramLogSize(prog, &logSize);
+  r.log.resize(logSize);
+  if (logSize)
+    nvrtcGetProgramLog(prog, r.log.data());
+  if (rc == NVRTC_SUCCESS && nvrtcGetCUBINSize(prog, &r.cubinBytes) == NVRTC_SUCCESS &&
+      r.cubinBytes > 0) {
+    std::string cubin(r.cubinBytes, '\0');
+    r.ok = nvrtcGetCUBIN(prog, cubin.data()) == NVRTC_SUCCESS;
+  }
+  nvrtcDestroyProgram(&prog);
+  return r;
+}
+#endif
+
+TEST(NvrtcTest, GptTinyKernelsCompileForSm90AndSm80) {
+#ifndef STRETTO_HAVE_NVRTC
+  GTEST_SKIP() << "CUDA toolkit not found at configure time (STRETTO_HAVE_CUDA=OFF)";
+#else
+  std::vector<KernelSource> kernels = gptTinyKernels();
+  ASSERT_FALSE(kernels.empty()) << "gpt-tiny did not compile to kernels";
+  int update = 0;
+  for (const KernelSource &k : kernels)
+    update += k.name.find("_update_") != std::string::npos;
+  // AdamW and clipping of all 30 parameters: the update phase has kernels.
+  EXPECT_GE(update, 30);
+  std::regex regs(R"(Used (\d+) registers)"), spill(R"((\d+) bytes spill stores, (\d+) bytes spill loads)");
+  for (const char *arch : {"sm_90", "sm_80"}) {
+    int maxRegs = 0, spills = 0;
+    for (const KernelSource &k : kernels) {
+      NvrtcResult r = compile(k, arch);
+      ASSERT_TRUE(r.ok) << k.name << " failed for " << arch << ":\n" << r.log << "\nsource:\n" << k.cuda;
+      std::smatch m;
+      if (std::regex_search(r.log, m, regs))
+        maxRegs = std::max(maxRegs, std::stoi(m[1]));
+      else
+        ADD_FAILURE() << k.name << ": no register report in the ptxas log:\n" << r.log;
+      for (auto it = std::sregex_iterator(r.log.begin(), r.log.end(), spill);
+           it != std::sregex_iterator(); ++it)
+        if (std::stoi((*it)[1]) || std::stoi((*it)[2])) {
+          ++spills;
+          ADD_FAILURE() << k.name << " spills on " << arch << ":\n" << r.log;
+        }
+    }
+    std::printf("[nvrtc] %s: %zu kernels (%d update), max %d registers, %d with spills\n",
+                arch, kernels.size(), update, maxRegs, spills);
+  }
+#endif
+}
+
+// NVRTC reports a broken kernel: the test above can fail.
+TEST(NvrtcTest, ReportsACompileError) {
+#ifndef STRETTO_HAVE_NVRTC
+  GTEST_SKIP() << "CUDA toolkit not found at configure time (STRETTO_HAVE_CUDA=OFF)";
+#else
+  KernelSource bad;
+  bad.name = "bad";
+  bad.cuda = "extern \"C\" __global__ void bad(float *o) { o[0] = undeclared; }\n";
+  NvrtcResult r = compile(bad, "sm_90");
+  EXPECT_FALSE(r.ok);
+  EXPECT_NE(r.log.find("undeclared"), std::string::npos) << r.log;
+#endif
+}
+
+} // namespace
