@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "stretto/Graph.h"
+#include "stretto/Support/Broadcast.h"
 
 #include <algorithm>
 #include <cmath>
@@ -160,16 +161,7 @@ bool isElementwise(OpKind k) {
   return k >= OpKind::Add && k <= OpKind::Relu;
 }
 
-// numpy rule: dims aligned right, each operand dim equal to the result's or 1.
-bool broadcastsTo(const Shape &in, const Shape &out) {
-  if (in.size() > out.size())
-    return false;
-  size_t off = out.size() - in.size();
-  for (size_t d = 0; d < in.size(); ++d)
-    if (in[d] != 1 && in[d] != out[off + d])
-      return false;
-  return true;
-}
+using stretto::broadcastsTo; // stretto/Support/Broadcast.h
 
 Shape dropLast(const Shape &s) { return Shape(s.begin(), s.end() - 1); }
 

@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "stretto/Dialect/Kernel/KernelOps.h"
+#include "stretto/Support/Broadcast.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
@@ -24,18 +25,7 @@ void KernelDialect::initialize() {
 #define GET_OP_CLASSES
 #include "Kernel/KernelOps.cpp.inc"
 
-namespace {
-// NumPy rule: dims align at the right; each must equal the target's or be 1.
-bool broadcastsTo(ArrayRef<int64_t> from, ArrayRef<int64_t> to) {
-  if (from.size() > to.size())
-    return false;
-  size_t off = to.size() - from.size();
-  for (size_t i = 0; i < from.size(); ++i)
-    if (from[i] != 1 && from[i] != to[off + i])
-      return false;
-  return true;
-}
-} // namespace
+using stretto::broadcastsTo;
 
 void ElementwiseOp::build(OpBuilder &b, OperationState &st, TypeRange resultTypes,
                           ValueRange inputs) {

@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "stretto/Dialect/Train/TrainOps.h"
+#include "stretto/Support/Broadcast.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/DialectImplementation.h"
@@ -65,13 +66,7 @@ LogicalResult sameElementType(Operation *op, ValueRange values, StringRef what) 
 //===----------------------------------------------------------------------===//
 
 bool stretto::train::isBroadcastableTo(ArrayRef<int64_t> from, ArrayRef<int64_t> to) {
-  if (from.size() > to.size())
-    return false;
-  size_t off = to.size() - from.size();
-  for (size_t i = 0; i < from.size(); ++i)
-    if (from[i] != 1 && from[i] != to[off + i])
-      return false;
-  return true;
+  return stretto::broadcastsTo(from, to);
 }
 
 static std::optional<SmallVector<int64_t>> broadcastShapes(ArrayRef<int64_t> a,
