@@ -185,7 +185,10 @@ PipelineResult stretto::runPipeline(const Graph &graph, DataSource &data,
                                     const PipelineOptions &opt) {
   std::vector<StagePlan> plans = planStages(graph);
   const int S = static_cast<int>(plans.size());
-  const int64_t m = opt.microBatches, total = opt.steps * m;
+  const int64_t m = opt.microBatches, total = opt.steps * m, first = opt.startStep * m;
+  if (opt.startStep < 0 || opt.startStep > opt.steps)
+    throw std::runtime_error("resume step " + std::to_string(opt.startStep) + " is outside [0, " +
+                             std::to_string(opt.steps) + "]");
   Mailbox mail;
   std::mutex dataMu, errMu;
   std::string error;
@@ -202,6 +205,15 @@ PipelineResult stretto::runPipeline(const Graph &graph, DataSource &data,
     try {
       RefExecutor ex(plan.graph, opt.precision);
       ex.initialize(opt.seed);
+      if (!opt.resumeStates.empty()) {
+        for (const StateDecl &d : plan.graph.states) {
+          auto it = opt.resumeStates.find(d.name);
+          if (it == opt.resumeStates.end())
+            throw std::runtime_error("the resume state has no '" + d.name + "'");
+          ex.setState(d.name, it->second);
+        }
+        ex.setStepCount(opt.startStep);
+      }
       // Versions 2BW reads: "@p.prev" -> "@p" while the update is pending.
       std::map<std::string, std::string> toCurrent;
       for (const StateDecl &d : plan.graph.states)
@@ -210,7 +222,7 @@ PipelineResult stretto::runPipeline(const Graph &graph, DataSource &data,
       const std::map<std::string, std::string> none;
 
       std::map<int64_t, ValueEnv> envs;
-      int64_t fwd = 0, bwd = 0, updates = 0;
+      int64_t fwd = first, bwd = first, updates = opt.startStep;
       const int64_t window = S - s; // in flight on this stage (1F1B)
       auto batchInputs = [&](int64_t j) {
         std::lock_guard<std::mutex> lock(dataMu);
@@ -262,7 +274,8 @@ PipelineResult stretto::runPipeline(const Graph &graph, DataSource &data,
               double sum = 0;
               for (int64_t k = static_cast<int64_t>(l.size()) - m; k < static_cast<int64_t>(l.size()); ++k)
                 sum += l[k];
-              opt.onStep(static_cast<int64_t>(l.size()) / m, sum / static_cast<double>(m));
+              opt.onStep(opt.startStep + static_cast<int64_t>(l.size()) / m,
+                         sum / static_cast<double>(m));
             }
           }
           ++fwd;
@@ -305,7 +318,7 @@ PipelineResult stretto::runPipeline(const Graph &graph, DataSource &data,
 
   // The loss is the last stage's; a step's loss is the mean of its micro-batches.
   const std::vector<double> &l = stageLosses[S - 1];
-  for (int64_t u = 0; u < opt.steps; ++u) {
+  for (int64_t u = 0; u < opt.steps - opt.startStep; ++u) {
     double sum = 0;
     for (int64_t k = 0; k < m; ++k)
       sum += l.at(u * m + k);

@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iomanip>
+#include <optional>
 #include <iostream>
 #include <sstream>
 #include <stdexcept>
@@ -100,6 +101,62 @@ double evaluateLoss(RefExecutor &ex, DataSource &data, int64_t batches) {
 
 } // namespace
 
+std::optional<Checkpoint> stretto::openRun(const std::string &outDir, bool resume,
+                                           const Graph &graph) {
+  if (outDir.empty()) {
+    if (resume)
+      throw std::runtime_error("--resume needs an output directory holding checkpoint.bin");
+    return std::nullopt;
+  }
+  std::string ckptPath = outDir + "/checkpoint.bin";
+  if (!resume) {
+    if (::access(ckptPath.c_str(), F_OK) == 0)
+      throw std::runtime_error(ckptPath + " already exists: pass --resume to continue that run, "
+                                          "or choose another --out (a new run never overwrites "
+                                          "an earlier run's checkpoint)");
+    return std::nullopt;
+  }
+  Checkpoint c = loadCheckpoint(ckptPath);
+  for (const StateDecl &s : graph.states) {
+    auto it = c.states.find(s.name);
+    if (it == c.states.end())
+      throw std::runtime_error(ckptPath + ": checkpoint has no state '" + s.name +
+                               "' (was it written by another model?)");
+    if (it->second.shape != s.shape)
+      throw std::runtime_error(ckptPath + ": state '" + s.name + "' has shape " +
+                               shapeToString(it->second.shape) + " in the checkpoint but " +
+                               shapeToString(s.shape) + " in the model");
+  }
+  if (c.states.size() != graph.states.size())
+    throw std::runtime_error(ckptPath + ": checkpoint holds " + std::to_string(c.states.size()) +
+                             " states, the model " + std::to_string(graph.states.size()));
+  return c;
+}
+
+void stretto::saveRun(const std::string &outDir, const Graph &graph, int64_t step,
+                      uint64_t seed, const std::map<std::string, HostTensor> &states,
+                      Precision precision) {
+  Checkpoint c;
+  c.step = step;
+  c.seed = seed;
+  std::map<std::string, HostTensor> params;
+  for (const StateDecl &s : graph.states) {
+    const HostTensor &t = states.at(s.name);
+    // A finite loss can still leave inf/NaN in the state (an overflowing
+    // update): such a state must not replace the last good checkpoint.
+    for (double v : t.data)
+      if (!std::isfinite(v))
+        throw std::runtime_error("step " + std::to_string(step) + ": state '" + s.name +
+                                 "' holds " + std::to_string(v) +
+                                 "; not checkpointing it (the last good checkpoint is kept)");
+    c.states.emplace(s.name, t);
+    if (s.isParam)
+      params.emplace(s.name, t);
+  }
+  saveCheckpoint(outDir + "/checkpoint.bin", c, precision);
+  saveSafetensors(outDir + "/model.safetensors", params);
+}
+
 int stretto::runTraining(const Graph &graph, DataSource &data, const TrainerOptions &opt,
                    TrainSummary *summary) {
   const bool tty = ::isatty(STDOUT_FILENO);
@@ -118,31 +175,11 @@ int stretto::runTraining(const Graph &graph, DataSource &data, const TrainerOpti
     RefExecutor ex(graph, opt.precision);
     ex.initialize(opt.seed);
     int64_t start = 0;
-    if (!opt.resume && !ckptPath.empty() && ::access(ckptPath.c_str(), F_OK) == 0)
-      throw std::runtime_error(ckptPath + " already exists: pass --resume to continue that run, "
-                                          "or choose another --out (a new run never overwrites "
-                                          "an earlier run's checkpoint)");
-    if (opt.resume) {
-      if (ckptPath.empty())
-        throw std::runtime_error("--resume needs an output directory holding checkpoint.bin");
-      Checkpoint c = loadCheckpoint(ckptPath);
-      for (const StateDecl &s : graph.states) {
-        auto it = c.states.find(s.name);
-        if (it == c.states.end())
-          throw std::runtime_error(ckptPath + ": checkpoint has no state '" + s.name +
-                                   "' (was it written by another model?)");
-        if (it->second.shape != s.shape)
-          throw std::runtime_error(ckptPath + ": state '" + s.name + "' has shape " +
-                                   shapeToString(it->second.shape) + " in the checkpoint but " +
-                                   shapeToString(s.shape) + " in the model");
-        ex.setState(s.name, it->second);
-      }
-      if (c.states.size() != graph.states.size())
-        throw std::runtime_error(ckptPath + ": checkpoint holds " +
-                                 std::to_string(c.states.size()) + " states, the model " +
-                                 std::to_string(graph.states.size()));
-      ex.setStepCount(c.step);
-      start = c.step;
+    if (std::optional<Checkpoint> c = openRun(opt.outDir, opt.resume, graph)) {
+      for (const StateDecl &s : graph.states)
+        ex.setState(s.name, c->states.at(s.name));
+      ex.setStepCount(c->step);
+      start = c->step;
       if (!opt.quiet)
         std::cout << "resuming from " << ckptPath << " at step " << start << "\n";
     }
@@ -158,24 +195,10 @@ int stretto::runTraining(const Graph &graph, DataSource &data, const TrainerOpti
     auto save = [&](int64_t step) {
       if (ckptPath.empty())
         return;
-      Checkpoint c;
-      c.step = step;
-      c.seed = opt.seed;
-      std::map<std::string, HostTensor> params;
-      for (const StateDecl &s : graph.states) {
-        c.states.emplace(s.name, ex.getState(s.name));
-        // A finite loss can still leave inf/NaN in the state (an overflowing
-        // update): such a state must not replace the last good checkpoint.
-        for (double v : c.states.at(s.name).data)
-          if (!std::isfinite(v))
-            throw std::runtime_error("step " + std::to_string(step) + ": state '" + s.name +
-                                     "' holds " + std::to_string(v) +
-                                     "; not checkpointing it (the last good checkpoint is kept)");
-        if (s.isParam)
-          params.emplace(s.name, c.states.at(s.name));
-      }
-      saveCheckpoint(ckptPath, c, opt.precision);
-      saveSafetensors(opt.outDir + "/model.safetensors", params);
+      std::map<std::string, HostTensor> states;
+      for (const StateDecl &s : graph.states)
+        states.emplace(s.name, ex.getState(s.name));
+      saveRun(opt.outDir, graph, step, opt.seed, states, opt.precision);
     };
 
     gInterrupted = false;

@@ -54,6 +54,10 @@ struct PipelineOptions {
   uint64_t seed = 1337;
   /// Called by the last stage when a step's loss is known (progress lines).
   std::function<void(int64_t step, double loss)> onStep;
+  /// Resume: the steps already done and the state they left (every stage's,
+  /// by name, e.g. from a checkpoint). Steps run from startStep + 1 to steps.
+  int64_t startStep = 0;
+  std::map<std::string, HostTensor> resumeStates;
 };
 
 struct StageReport {
@@ -71,7 +75,7 @@ struct StageReport {
 };
 
 struct PipelineResult {
-  std::vector<double> losses; // mean loss of each step
+  std::vector<double> losses; // mean loss of each step run (startStep + 1 ...)
   std::vector<StageReport> stages;
   std::map<std::string, HostTensor> states; // every stage's final state
   double seconds = 0;

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -90,6 +91,19 @@ void saveCheckpoint(const std::string &path, const Checkpoint &ckpt, Precision p
 /// Throws std::runtime_error naming the file when it is missing, truncated,
 /// corrupt (checksum) or not a Stretto checkpoint.
 Checkpoint loadCheckpoint(const std::string &path);
+
+//===--- runs in an output folder ---------------------------------------===//
+
+/// Checks an output folder before a run: a new run refuses a folder holding
+/// a checkpoint (no run overwrites another's); with `resume`, loads
+/// <outDir>/checkpoint.bin and checks its states against the graph's (names,
+/// shapes, count). Throws std::runtime_error naming the file.
+std::optional<Checkpoint> openRun(const std::string &outDir, bool resume, const Graph &graph);
+/// Writes <outDir>/checkpoint.bin (all states) and model.safetensors
+/// (parameters), atomically; refuses a state holding inf or NaN.
+void saveRun(const std::string &outDir, const Graph &graph, int64_t step, uint64_t seed,
+             const std::map<std::string, HostTensor> &states, Precision precision);
+
 
 //===--- export and sampling ----------------------------------------------===//
 

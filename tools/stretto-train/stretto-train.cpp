@@ -82,8 +82,8 @@ int fail(const std::string &msg) {
 } // namespace
 
 /// Trains on the pipeline runtime: one worker per stage, 1F1B. Progress,
-/// the per-stage allocation and idle report, and a summary; checkpoints and
-/// validation are not implemented for pipelines yet (said, not skipped).
+/// the per-stage allocation and idle report, metrics.jsonl and a checkpoint
+/// at the end (resumable); no validation or periodic checkpoints yet.
 static int runPipelined(const Graph &graph, DataSource &data, const TrainerOptions &opt,
                         bool twoBW) {
   PipelineOptions po;
@@ -93,32 +93,50 @@ static int runPipelined(const Graph &graph, DataSource &data, const TrainerOptio
   po.precision = opt.precision;
   po.seed = opt.seed;
   auto t0 = std::chrono::steady_clock::now();
+  std::ofstream metrics;
   po.onStep = [&](int64_t step, double loss) {
+    if (metrics.is_open())
+      metrics << "{\"step\": " << step << ", \"loss\": " << loss << "}\n";
     if (opt.quiet || (step % opt.logInterval != 0 && step != opt.steps))
       return;
     double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     std::printf("step %6lld/%lld | loss %.4f | %8.0f tok/s\n", (long long)step,
                 (long long)opt.steps, loss,
-                s > 0 ? step * opt.microBatches * data.tokensPerBatch() / s : 0.0);
+                s > 0 ? (step - po.startStep) * opt.microBatches * data.tokensPerBatch() / s : 0.0);
     std::fflush(stdout);
   };
-  if (!opt.outDir.empty() || opt.resume)
-    std::fprintf(stderr, "stretto-train: note: pipeline runs do not write checkpoints or "
-                         "metrics files yet (--out/--resume ignored)\n");
   try {
+    if (!opt.outDir.empty()) {
+      llvm::sys::fs::create_directories(opt.outDir);
+      if (std::optional<Checkpoint> c = openRun(opt.outDir, opt.resume, graph)) {
+        po.startStep = c->step;
+        po.resumeStates = std::move(c->states);
+        std::printf("resuming from %s/checkpoint.bin at step %lld\n", opt.outDir.c_str(),
+                    (long long)po.startStep);
+      }
+      metrics.open(opt.outDir + "/metrics.jsonl", opt.resume ? std::ios::app : std::ios::trunc);
+      if (!metrics)
+        throw std::runtime_error("output directory '" + opt.outDir + "' is not writable");
+    } else if (opt.resume) {
+      throw std::runtime_error("--resume needs --out");
+    }
     PipelineResult r = runPipeline(graph, data, po);
+    for (double l : r.losses)
+      if (!std::isfinite(l))
+        throw std::runtime_error("the loss became " + std::to_string(l) +
+                                 "; no checkpoint written (the last good one is kept)");
+    if (!opt.outDir.empty())
+      saveRun(opt.outDir, graph, opt.steps, opt.seed, r.states, opt.precision);
     std::printf("%s", formatStageReport(r.stages).c_str());
+    int64_t ran = opt.steps - po.startStep;
     std::printf("done: %lld steps in %.1f s (%s, %zu stages, %lld micro-batches), %.0f tok/s; "
                 "train loss %.4f -> %.4f\n",
-                (long long)opt.steps, r.seconds, twoBW ? "PipeDream-2BW" : "flush",
-                r.stages.size(), (long long)opt.microBatches,
-                opt.steps * opt.microBatches * data.tokensPerBatch() / r.seconds,
-                r.losses.front(), r.losses.back());
-    for (double l : r.losses)
-      if (!std::isfinite(l)) {
-        std::fprintf(stderr, "error: the loss became %f\n", l);
-        return 1;
-      }
+                (long long)ran, r.seconds, twoBW ? "PipeDream-2BW" : "flush", r.stages.size(),
+                (long long)opt.microBatches,
+                ran * opt.microBatches * data.tokensPerBatch() / r.seconds,
+                r.losses.empty() ? 0.0 : r.losses.front(), r.losses.empty() ? 0.0 : r.losses.back());
+    if (!opt.outDir.empty())
+      std::printf("wrote %s/{metrics.jsonl,checkpoint.bin,model.safetensors}\n", opt.outDir.c_str());
     return 0;
   } catch (const std::exception &e) {
     std::fprintf(stderr, "error: %s\n", e.what());
