@@ -96,6 +96,8 @@ const char *opKindName(OpKind k) {
   case OpKind::Transfer: return "transfer";
   case OpKind::Descend: return "descend";
   case OpKind::GossipMix: return "gossip_mix";
+  case OpKind::Kernel: return "kernel";
+  case OpKind::Gemm: return "gemm";
   }
   return "?";
 }
@@ -133,6 +135,7 @@ int arity(OpKind k) {
   case OpKind::AccumulatedGrad:
     return 0;
   case OpKind::Yield:
+  case OpKind::Kernel:
     return -1;
   case OpKind::Add:
   case OpKind::Sub:
@@ -147,6 +150,7 @@ int arity(OpKind k) {
   case OpKind::Embedding:
   case OpKind::ScatterRows:
   case OpKind::CrossEntropy:
+  case OpKind::Gemm:
     return 2;
   case OpKind::LayerNorm:
   case OpKind::Attention:
@@ -183,7 +187,7 @@ static void validatePhase(const Graph &g, const std::vector<Node> &nodes) {
     if (want >= 0 && have != want)
       fail(i, n, "expects " + std::to_string(want) + " operand(s), has " +
                      std::to_string(have));
-    if (want < 0 && have == 0)
+    if (want < 0 && have == 0 && n.kind != OpKind::Kernel)
       fail(i, n, "expects at least one operand");
     for (int o : n.operands)
       if (o < 0 || static_cast<size_t>(o) >= i)

@@ -10,6 +10,8 @@
 
 #include "stretto/RefExecutor.h"
 
+#include <cblas.h>
+
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -89,6 +91,35 @@ void matmulRows(const T *a, const T *b, T *c, int64_t m, int64_t k,
       for (int64_t j = 0; j < n; ++j)
         crow[j] += aip * brow[j];
     }
+}
+
+// BLAS GEMM for Gemm nodes (the compiled path; Matmul keeps plain loops).
+// c[b] = alpha * op(a[b]) * op(b[b or 0]), row-major.
+inline void blasGemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, float alpha,
+                     const float *a, const float *b, float *c) {
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+              static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), alpha, a,
+              static_cast<int>(ta ? m : k), b, static_cast<int>(tb ? k : n), 0.0f, c,
+              static_cast<int>(n));
+}
+inline void blasGemm(bool ta, bool tb, int64_t m, int64_t n, int64_t k, double alpha,
+                     const double *a, const double *b, double *c) {
+  cblas_dgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+              static_cast<int>(m), static_cast<int>(n), static_cast<int>(k), alpha, a,
+              static_cast<int>(ta ? m : k), b, static_cast<int>(tb ? k : n), 0.0, c,
+              static_cast<int>(n));
+}
+template <typename T>
+void gemm(const Buf<T> &a, const Buf<T> &b, Buf<T> &c, int64_t batch, int64_t m, int64_t n,
+          int64_t k, bool ta, bool tb, bool rhsBatched, T alpha) {
+  // A shared rhs with an untransposed lhs folds the batch into the rows.
+  if (!rhsBatched && !ta) {
+    blasGemm(ta, tb, batch * m, n, k, alpha, a.data(), b.data(), c.data());
+    return;
+  }
+  for (int64_t i = 0; i < batch; ++i)
+    blasGemm(ta, tb, m, n, k, alpha, a.data() + i * m * k,
+             b.data() + (rhsBatched ? i * k * n : 0), c.data() + i * m * n);
 }
 
 // [batch, M, K] x [K, N] (rhsBatched = false) or [batch, K, N] -> [batch, M, N]
@@ -397,6 +428,8 @@ struct RefExecutor::Impl {
   const std::vector<int> *subset = nullptr;
   ValueEnv *env = nullptr;
   const std::map<std::string, std::string> *redirect = nullptr;
+  // Compiled kernels for Kernel nodes (RefExecutor::setKernels).
+  std::map<std::string, RefExecutor::KernelFn> kernels;
   // Gossip exchange (RefExecutor::setCollective); empty: identity.
   Collective collective;
 
@@ -513,6 +546,33 @@ RefExecutor::Impl::run(const std::map<std::string, HostTensor> &inputs,
           fail(i, "the collective returned " + std::to_string(out.size()) + " values for shape " +
                       shapeToString(n.shape));
         break;
+      case OpKind::Kernel: {
+        // A fused elementwise kernel compiled from the kernel dialect; its
+        // element type is the precision's (f32 kernels need F32).
+        auto it = kernels.find(n.name);
+        if (it == kernels.end())
+          fail(i, "compiled kernel '" + n.name + "' was not provided");
+        if ((n.dtype == DType::F64) != std::is_same<T, double>::value)
+          fail(i, "kernel '" + n.name + "' element type differs from the executor precision");
+        std::vector<const void *> ins;
+        for (size_t k = 0; k < n.operands.size(); ++k)
+          ins.push_back(in(static_cast<int>(k)).data());
+        out.resize(numElements(n.shape));
+        void *outs[1] = {out.data()};
+        it->second(ins.data(), outs);
+        break;
+      }
+      case OpKind::Gemm: {
+        const Shape &as = inShape(0), &bs = inShape(1);
+        bool ta = n.ints[0] != 0, tb = n.ints[1] != 0;
+        int64_t m = n.shape[n.shape.size() - 2], nn = n.shape.back();
+        int64_t k = ta ? as[as.size() - 2] : as.back();
+        int64_t batch = numElements(Shape(as.begin(), as.end() - 2));
+        out.assign(numElements(n.shape), T(0));
+        gemm(in(0), in(1), out, batch, m, nn, k, ta, tb, bs.size() > 2,
+             static_cast<T>(n.floats.empty() ? 1.0 : n.floats[0]));
+        break;
+      }
       case OpKind::Descend: {
         const Buf<T> &p = in(0), &dir = in(1);
         T lr = in(2)[0];
@@ -817,5 +877,9 @@ int64_t RefExecutor::stepCount() const { return impl->counter; }
 void RefExecutor::setStepCount(int64_t t) { impl->counter = t; }
 
 void RefExecutor::setCollective(Collective fn) { impl->collective = std::move(fn); }
+
+void RefExecutor::setKernels(std::map<std::string, KernelFn> kernels) {
+  impl->kernels = std::move(kernels);
+}
 
 } // namespace stretto

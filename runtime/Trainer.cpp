@@ -174,6 +174,7 @@ int stretto::runTraining(const Graph &graph, DataSource &data, const TrainerOpti
   try {
     RefExecutor ex(graph, opt.precision);
     ex.initialize(opt.seed);
+    ex.setKernels(opt.kernels);
     int64_t start = 0;
     if (std::optional<Checkpoint> c = openRun(opt.outDir, opt.resume, graph)) {
       for (const StateDecl &s : graph.states)

@@ -69,6 +69,9 @@ enum class OpKind {
   // --- gossip (decentralized data parallelism) -------------------------------
   GossipMix,  // operands {z}; floats {alpha}: z_i - alpha * sum_j lambda_ij (z_i - z_j)
               // over this round's peers, through the executor's collective hook
+  // --- compiled kernels (kernel dialect) -----------------------------------
+  Kernel,     // name: a compiled fused elementwise kernel; operands are its inputs
+  Gemm,       // operands {a, b}; ints {transpose_a, transpose_b}; floats {alpha}
 };
 
 /// When a list of nodes runs: once per micro-batch (Step), once per

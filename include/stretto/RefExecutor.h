@@ -102,6 +102,11 @@ public:
   using Collective = std::function<HostTensor(const Node &, const HostTensor &)>;
   void setCollective(Collective fn);
 
+  // Compiled kernels (Kernel nodes) by name: fn(inputs, outputs) over f32
+  // (or f64) buffers. Only this executor's Precision's element type works.
+  using KernelFn = void (*)(const void *const *inputs, void *const *outputs);
+  void setKernels(std::map<std::string, KernelFn> kernels);
+
 private:
   struct Impl;
   Impl *impl;

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "stretto/Compiler/Lowering.h"
+#include "stretto/Dialect/Kernel/KernelOps.h"
 #include "stretto/Transforms/Passes.h"
 
 #include "mlir/IR/BuiltinOps.h"
@@ -88,6 +89,13 @@ static std::optional<OpKind> kindOf(Operation *op) {
       .Case([](AccumulatedGradOp) { return OpKind::AccumulatedGrad; })
       .Case([](TransferOp) { return OpKind::Transfer; })
       .Case([](DescendOp) { return OpKind::Descend; })
+      .Case([](kernel::ElementwiseOp op) -> std::optional<OpKind> {
+        // Compiled path: one result and a `symbol` given by compileKernels.
+        if (op->getNumResults() != 1 || !op->hasAttr("symbol"))
+          return std::nullopt;
+        return OpKind::Kernel;
+      })
+      .Case([](kernel::GemmOp) { return OpKind::Gemm; })
       .Case([](GossipMixOp) { return OpKind::GossipMix; })
       .Default([](Operation *) { return std::nullopt; });
 }
@@ -139,6 +147,13 @@ static LogicalResult lowerPhase(Block &block, Phase phase, Graph &g) {
         .Case([&](ReadOp o) { n.name = o.getVar().str(); })
         .Case([&](AccumulatedGradOp o) { n.name = o.getVar().str(); })
         .Case([&](TransferOp o) { n.ints = {o.getFrom(), o.getTo()}; })
+        .Case([&](kernel::ElementwiseOp o) {
+          n.name = o->getAttrOfType<StringAttr>("symbol").getValue().str();
+        })
+        .Case([&](kernel::GemmOp o) {
+          n.ints = {o.getTransposeA() ? 1 : 0, o.getTransposeB() ? 1 : 0};
+          n.floats = {o.getAlpha().convertToDouble()};
+        })
         .Case([&](WriteOp o) { n.name = o.getVar().str(); })
         .Case([&](GradOp o) { n.name = o.getVar().str(); })
         .Case([&](ConstantOp o) {

@@ -7,6 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "stretto/Compiler/Lowering.h"
 #include "stretto/Frontend/Load.h"
+#include "stretto/Kernel/Compile.h"
 #include "stretto/Gossip.h"
 #include "stretto/Transforms/Passes.h"
 #include "stretto/Pipeline.h"
@@ -18,6 +19,7 @@
 #include "mlir/Pass/PassManager.h"
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/CommandLine.h"
+#include "llvm/Support/Format.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/SourceMgr.h"
@@ -57,6 +59,11 @@ static cl::list<std::string> killReplica(
                              "round K (1-based), as R@K; repeatable"),
     cl::value_desc("R@K"), cl::cat(cat));
 static cl::opt<bool> quiet("quiet", cl::desc("Only print errors and the final summary"), cl::cat(cat));
+static cl::opt<std::string> executor(
+    "executor",
+    cl::desc("reference (plain loops, the oracle) | compiled (fused C++ kernels + OpenBLAS "
+             "GEMMs; single-stage runs, f32)"),
+    cl::init("reference"), cl::cat(cat));
 
 static const char *kOverview = R"(stretto-train: compile a model description into a trainer and run it
 
@@ -184,8 +191,38 @@ int main(int argc, char **argv) {
     StringRef sync = model.getTrainerString("sync", "sync");
     if (sync == "gossip" || sync == "diloco")
       pm.nest<train::ModelOp>().addPass(train::createTrainGossip());
+    if (executor == "compiled")
+      buildKernelPipeline(pm);
     if (failed(pm.run(*module)))
       return fail("compilation failed");
+  }
+  // The compiled path: every fused kernel into one cached shared object.
+  std::map<std::string, RefExecutor::KernelFn> kernels;
+  std::unique_ptr<HostKernelCache> cache; // owns the loaded kernels: lives to the end
+  if (executor == "compiled") {
+    TrainingPipelineOptions po = TrainingPipelineOptions::fromTrainer(model);
+    StringRef sync = model.getTrainerString("sync", "sync");
+    if (po.stages > 1 || sync == "gossip" || sync == "diloco" || precision != "f32")
+      return fail("--executor=compiled supports single-stage, non-gossip runs in f32 so far");
+    const char *env = std::getenv("STRETTO_CACHE_DIR");
+    const char *home = std::getenv("HOME");
+    std::string dir = env ? env : std::string(home ? home : "/tmp") + "/.cache/stretto/kernels";
+    cache = std::make_unique<HostKernelCache>(dir);
+    std::string error;
+    auto t0 = std::chrono::steady_clock::now();
+    FailureOr<CompiledKernels> compiled = compileKernels(model, *cache, error);
+    if (failed(compiled))
+      return fail(error);
+    kernels = compiled->functions;
+    if (!quiet)
+      llvm::outs() << "compiled " << kernels.size() << " fused kernels in "
+                   << llvm::format("%.1f", std::chrono::duration<double>(
+                                               std::chrono::steady_clock::now() - t0)
+                                               .count())
+                   << " s (" << (cache->stats().compiles ? "compiled" : "cache hit") << ": "
+                   << compiled->sourcePath << ")\n";
+  } else if (executor != "reference") {
+    return fail("--executor must be reference or compiled, got '" + executor + "'");
   }
   FailureOr<Graph> graph = lowerToGraph(model);
   if (failed(graph))
@@ -229,6 +266,7 @@ int main(int argc, char **argv) {
   opt.resume = resume;
   opt.precision = precision == "f64" ? Precision::F64 : Precision::F32;
   opt.quiet = quiet;
+  opt.kernels = kernels;
 
   DataConfig data;
   data.seed = opt.seed;
@@ -268,7 +306,7 @@ int main(int argc, char **argv) {
                  << graph->nodes.size() << " ops per step; optimizer "
                  << model.getTrainerString("optimizer", "adamw") << "\n"
                  << "data: " << source->describe() << "\n"
-                 << "device: cpu (reference executor, " << precision << ")\n";
+                 << "device: cpu (" << executor << " executor, " << precision << ")\n";
     llvm::outs().flush();
   }
   // --- decentralized data parallelism (issue 6) ------------------------------

@@ -1,0 +1,33 @@
+//===- Compile.h - compile a model's fused kernels for the CPU ---*- C++ -*-===//
+#ifndef STRETTO_KERNEL_COMPILE_H
+#define STRETTO_KERNEL_COMPILE_H
+
+#include "stretto/Dialect/Train/TrainOps.h"
+#include "stretto/HostJit.h"
+#include "stretto/RefExecutor.h"
+
+#include "mlir/Pass/PassManager.h"
+
+#include <map>
+#include <string>
+
+namespace stretto {
+
+/// The kernel-level passes of the compiled path: GEMMs to kernel.gemm, then
+/// elementwise fusion. Appended after buildTrainingPipeline's passes.
+void buildKernelPipeline(mlir::OpPassManager &pm);
+
+struct CompiledKernels {
+  std::map<std::string, RefExecutor::KernelFn> functions;
+  std::string sourcePath; // the cached translation unit, for --dump and errors
+};
+
+/// Names every kernel.elementwise of `model` (attribute `symbol`), emits
+/// their C++ sources as one translation unit and compiles it through
+/// `cache` (or takes it from there). Errors go to the op / `error`.
+mlir::FailureOr<CompiledKernels> compileKernels(train::ModelOp model, HostKernelCache &cache,
+                                                std::string &error);
+
+} // namespace stretto
+
+#endif

@@ -1,0 +1,55 @@
+//===- Compile.cpp - a model's fused kernels as one host shared object ----===//
+//
+// Every kernel's C++ source carries the shared prelude behind an include
+// guard, so the sources concatenate into one translation unit: one compiler
+// run per model (cached), not one per kernel.
+//
+//===----------------------------------------------------------------------===//
+#include "stretto/Kernel/Compile.h"
+#include "stretto/Kernel/Emitter.h"
+#include "stretto/Kernel/Passes.h"
+
+#include "mlir/IR/Builders.h"
+
+using namespace mlir;
+using namespace stretto;
+
+void stretto::buildKernelPipeline(OpPassManager &pm) {
+  OpPassManager &model = pm.nest<train::ModelOp>();
+  model.addPass(kernel::createKernelLowerMatmul());
+  model.addPass(kernel::createKernelFuseElementwise());
+}
+
+FailureOr<CompiledKernels> stretto::compileKernels(train::ModelOp model, HostKernelCache &cache,
+                                                   std::string &error) {
+  std::string unit;
+  std::vector<std::string> symbols;
+  int index = 0;
+  WalkResult walk = model.walk([&](kernel::ElementwiseOp op) {
+    std::string name = (model.getSymName() + "_k" + std::to_string(index++)).str();
+    for (char &c : name)
+      if (!std::isalnum(static_cast<unsigned char>(c)))
+        c = '_';
+    FailureOr<KernelSource> src = kernel::emitElementwise(op, name);
+    if (failed(src))
+      return WalkResult::interrupt();
+    op->setAttr("symbol", StringAttr::get(op.getContext(), name));
+    unit += src->cpp;
+    unit += "\n";
+    symbols.push_back(name);
+    return WalkResult::advance();
+  });
+  if (walk.wasInterrupted()) {
+    error = "kernel codegen failed (see the diagnostic above)";
+    return failure();
+  }
+  CompiledKernels out;
+  out.sourcePath = cache.entryPath(unit) + ".cpp";
+  for (const std::string &sym : symbols) {
+    HostKernelFn fn = cache.load(unit, sym, error);
+    if (!fn)
+      return failure();
+    out.functions[sym] = fn;
+  }
+  return out;
+}
