@@ -5,7 +5,7 @@ set -euo pipefail
 PACKAGES=(
   cmake ninja-build g++ python3 pkg-config
   llvm-19-dev libmlir-19-dev mlir-19-tools llvm-19-tools   # MLIR 19, FileCheck, lit
-  libtomlplusplus-dev libfmt-dev libopenblas-dev libgtest-dev
+  libtomlplusplus-dev libfmt-dev libopenblas-dev libopenblas-openmp-dev libgtest-dev
   clang-14 libclang-rt-14-dev                              # libFuzzer targets
 )
 missing=()
