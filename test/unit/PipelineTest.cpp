@@ -8,15 +8,9 @@
 //   EF:    x(t+1) = x(t) − γ·[u(t) + λ·(u(t) − u(t−1))], u(−1) = u(0)
 //
 //===----------------------------------------------------------------------===//
-#include "stretto/Compiler/Lowering.h"
-#include "stretto/Frontend/Import.h"
+#include "TestSupport.h"
 #include "stretto/Pipeline.h"
-#include "stretto/Transforms/Passes.h"
 
-#include "mlir/IR/MLIRContext.h"
-#include "mlir/Pass/PassManager.h"
-#include "mlir/Pass/PassRegistry.h"
-#include "mlir/Transforms/Passes.h"
 
 #include <gtest/gtest.h>
 
@@ -37,30 +31,7 @@ std::string config(int stages, int micro, const std::string &optimizer = "adamw"
 
 /// Imports a config and runs `passes` (a train.model pipeline) on it.
 Graph compile(const std::string &toml, const std::string &passes) {
-  mlir::MLIRContext ctx;
-  std::string error;
-  auto module = importConfigString(ctx, toml, "test.toml", {}, error);
-  EXPECT_TRUE(module) << error;
-  static bool registered = [] {
-    train::registerTrainPasses();
-    mlir::registerCanonicalizerPass();
-    mlir::registerCSEPass();
-    return true;
-  }();
-  (void)registered;
-  mlir::PassManager pm(&ctx, "builtin.module");
-  std::string diag;
-  llvm::raw_string_ostream os(diag);
-  EXPECT_TRUE(mlir::succeeded(
-      mlir::parsePassPipeline("train.model(" + passes + ")", pm, os)))
-      << diag;
-  EXPECT_TRUE(mlir::succeeded(pm.run(*module)));
-  auto model = *module->getOps<train::ModelOp>().begin();
-
-
-  auto graph = lowerToGraph(model);
-  EXPECT_TRUE(mlir::succeeded(graph));
-  return *graph;
+  return test::compileConfig(toml, test::modelPasses(passes));
 }
 
 const char *kTrainPasses = "train-autodiff,train-optimizer,canonicalize,cse";
@@ -160,7 +131,7 @@ TEST_P(TwoBW, MatchesDelayedReference) {
   ASSERT_EQ(r.losses.size(), losses.size());
   for (size_t i = 0; i < losses.size(); ++i)
     EXPECT_NEAR(r.losses[i], losses[i], 1e-5 * (1 + std::fabs(losses[i]))) << "step " << i;
-  // The loss is the delayed one: not the synchronous run's after step 1.
+  // Two weight versions per parameter on every stage, no EF memory.
   for (const StageReport &st : r.stages) {
     EXPECT_EQ(st.weightVersions, 2 * st.parameters) << "stage " << st.stage;
     EXPECT_EQ(st.efStates, 0);
@@ -273,11 +244,14 @@ class DelayEF : public testing::TestWithParam<const char *> {};
 // Delay-EF on top of 2BW follows its formula for every base optimizer (f64).
 TEST_P(DelayEF, MatchesFormula) {
   std::string opt = GetParam();
-  std::string extra = "ef_lambda = 0.5\n";
-  Graph piped = compile(config(2, 2, opt, extra), std::string("train-partition,") +
-                                                     kTrainPasses +
-                                                     ",train-2bw,train-delay-ef,canonicalize,cse");
-  Graph plain = compile(config(1, 2, opt), kTrainPasses);
+  // One learning rate for every group (Muon's matrices use muon_lr), so the
+  // reference recovers u = (x − x_plain) / lr exactly.
+  const double lr = 1e-2;
+  std::string lrs = "muon_lr = 1e-2\n";
+  Graph piped = compile(config(2, 2, opt, lrs + "ef_lambda = 0.5\n"),
+                        std::string("train-partition,") + kTrainPasses +
+                            ",train-2bw,train-delay-ef,canonicalize,cse");
+  Graph plain = compile(config(1, 2, opt, lrs), kTrainPasses);
   auto src = data(plain);
   PipelineOptions o;
   o.steps = 12;
@@ -285,20 +259,8 @@ TEST_P(DelayEF, MatchesFormula) {
   o.schedule = Schedule::TwoBW;
   o.precision = Precision::F64;
   PipelineResult r = runPipeline(piped, *src, o);
-  double lr = opt == "muon" ? 0.02 : 1e-2;
-  // Muon's matrices use muon_lr, the rest lr: recover u per parameter group.
-  std::vector<std::string> names = paramNames(plain);
-  if (opt == "muon") {
-    // One learning rate for every group keeps u = (x − x_plain) / lr exact.
-    piped = compile(config(2, 2, opt, extra + "muon_lr = 1e-2\n"),
-                    std::string("train-partition,") + kTrainPasses +
-                        ",train-2bw,train-delay-ef,canonicalize,cse");
-    plain = compile(config(1, 2, opt, "muon_lr = 1e-2\n"), kTrainPasses);
-    r = runPipeline(piped, *src, o);
-    lr = 1e-2;
-  }
   auto [ref, losses] = delayedReference(plain, *src, 12, 2, Precision::F64, 0.5, lr);
-  EXPECT_LT(maxRelDiff(r.states, ref, names), 1e-9);
+  EXPECT_LT(maxRelDiff(r.states, ref, paramNames(plain)), 1e-9);
   for (const StageReport &st : r.stages) {
     EXPECT_EQ(st.weightVersions, 2 * st.parameters);
     EXPECT_EQ(st.efStates, st.parameters); // one EF memory per parameter

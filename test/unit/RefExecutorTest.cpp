@@ -9,6 +9,8 @@
 #include "stretto/Graph.h"
 #include "stretto/RefExecutor.h"
 
+#include "JacobiEigen.h"
+
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -75,41 +77,7 @@ Vec randomVec(size_t n, unsigned seed, double scale = 1.0) {
   return v;
 }
 
-// Eigenvalues of a symmetric n x n matrix by cyclic Jacobi rotations.
-Vec jacobiEigenvalues(Vec a, int n) {
-  for (int sweep = 0; sweep < 100; ++sweep) {
-    double off = 0;
-    for (int p = 0; p < n; ++p)
-      for (int q = p + 1; q < n; ++q)
-        off += a[p * n + q] * a[p * n + q];
-    if (off < 1e-22)
-      break;
-    for (int p = 0; p < n; ++p)
-      for (int q = p + 1; q < n; ++q) {
-        double apq = a[p * n + q];
-        if (std::fabs(apq) < 1e-300)
-          continue;
-        double theta = (a[q * n + q] - a[p * n + p]) / (2 * apq);
-        double t = (theta >= 0 ? 1.0 : -1.0) /
-                   (std::fabs(theta) + std::sqrt(theta * theta + 1));
-        double c = 1 / std::sqrt(t * t + 1), s = t * c;
-        for (int k = 0; k < n; ++k) { // A <- A J
-          double akp = a[k * n + p], akq = a[k * n + q];
-          a[k * n + p] = c * akp - s * akq;
-          a[k * n + q] = s * akp + c * akq;
-        }
-        for (int k = 0; k < n; ++k) { // A <- J^T A
-          double apk = a[p * n + k], aqk = a[q * n + k];
-          a[p * n + k] = c * apk - s * aqk;
-          a[q * n + k] = s * apk + c * aqk;
-        }
-      }
-  }
-  Vec ev(n);
-  for (int i = 0; i < n; ++i)
-    ev[i] = a[i * n + i];
-  return ev;
-}
+using stretto::test::jacobiEigenvalues; // JacobiEigen.h
 
 float bitsToFloat(uint32_t b) {
   float f;

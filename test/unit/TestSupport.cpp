@@ -1,13 +1,17 @@
 //===- TestSupport.cpp ----------------------------------------------------===//
 #include "TestSupport.h"
 
+#include <gtest/gtest.h>
+
 #include "stretto/Compiler/Lowering.h"
+#include "stretto/Frontend/Import.h"
 #include "stretto/Dialect/Train/TrainOps.h"
 #include "stretto/Transforms/Passes.h"
 
 #include "mlir/IR/Diagnostics.h"
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassRegistry.h"
 #include "mlir/Transforms/Passes.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -103,6 +107,37 @@ Compiled compile(const std::string &source, const PipelineFn &pipeline) {
   Compiled c = compileModule(*module, pipeline);
   c.diagnostics = parseDiags + c.diagnostics;
   return c;
+}
+
+PipelineFn modelPasses(const std::string &passes) {
+  return [passes](PassManager &pm) {
+    static bool registered = [] {
+      train::registerTrainPasses();
+      registerCanonicalizerPass();
+      registerCSEPass();
+      return true;
+    }();
+    (void)registered;
+    std::string err;
+    llvm::raw_string_ostream os(err);
+    if (failed(parsePassPipeline("train.model(" + passes + ")", pm, os)))
+      ADD_FAILURE() << "bad pass pipeline '" << passes << "': " << err;
+  };
+}
+
+Graph compileConfig(const std::string &toml, const PipelineFn &pipeline,
+                    const std::vector<std::string> &overrides) {
+  MLIRContext ctx;
+  prepareContext(ctx);
+  std::string error;
+  auto module = importConfigString(ctx, toml, "test.toml", overrides, error);
+  if (!module) {
+    ADD_FAILURE() << error;
+    return {};
+  }
+  Compiled c = compileModule(*module, pipeline);
+  EXPECT_TRUE(c.ok) << c.diagnostics;
+  return c.graph;
 }
 
 } // namespace stretto::test

@@ -16,6 +16,7 @@
 
 #include <functional>
 #include <string>
+#include <vector>
 
 namespace stretto::test {
 
@@ -31,6 +32,9 @@ PipelineFn autodiffOnly();
 PipelineFn autodiffCanonicalized();
 /// buildTrainingPipeline: autodiff, optimizer, canonicalize, cse.
 PipelineFn trainingPipeline();
+/// A textual pipeline nested on train.model, e.g.
+/// "train-partition,train-autodiff,train-optimizer,train-2bw".
+PipelineFn modelPasses(const std::string &passes);
 
 struct Compiled {
   bool ok = false;
@@ -47,6 +51,11 @@ Compiled compile(const std::string &source, const PipelineFn &pipeline = noPasse
 
 /// Same from a module built elsewhere (e.g. by the TOML importer) in `ctx`.
 Compiled compileModule(mlir::ModuleOp module, const PipelineFn &pipeline);
+
+/// Imports a TOML config (with `section.key=value` overrides), runs
+/// `pipeline` and lowers the model; the graph, or a failed test naming why.
+Graph compileConfig(const std::string &toml, const PipelineFn &pipeline,
+                    const std::vector<std::string> &overrides = {});
 
 } // namespace stretto::test
 

@@ -1,10 +1,7 @@
 //===- TrainerTest.cpp - the training loop, data, checkpoints -------------===//
-#include "stretto/Compiler/Lowering.h"
-#include "stretto/Frontend/Import.h"
+#include "TestSupport.h"
 #include "stretto/Trainer.h"
 
-#include "mlir/IR/MLIRContext.h"
-#include "mlir/Pass/PassManager.h"
 
 #include <gtest/gtest.h>
 
@@ -34,17 +31,7 @@ format = "synthetic"
 )";
 
 Graph compile(const std::string &toml, const std::vector<std::string> &overrides = {}) {
-  mlir::MLIRContext ctx;
-  std::string error;
-  auto module = importConfigString(ctx, toml, "test.toml", overrides, error);
-  EXPECT_TRUE(module) << error;
-  mlir::PassManager pm(&ctx);
-  buildTrainingPipeline(pm);
-  EXPECT_TRUE(mlir::succeeded(pm.run(*module)));
-  auto model = *module->getOps<train::ModelOp>().begin();
-  auto graph = lowerToGraph(model);
-  EXPECT_TRUE(mlir::succeeded(graph));
-  return *graph;
+  return test::compileConfig(toml, test::trainingPipeline(), overrides);
 }
 
 struct TempDir {
