@@ -73,7 +73,11 @@ std::string hex(uint64_t v) {
 
 std::vector<std::string> HostKernelCache::defaultFlags() {
   // No FP contraction: the kernels must round like the reference executor.
-  return {"-O2", "-std=c++17", "-fPIC", "-shared", "-fopenmp", "-ffp-contract=off"};
+  // -march=native: the kernels run where they are compiled (the cache key
+  // holds this machine's CPU model); -fno-math-errno lets sqrt vectorise
+  // (it only drops errno updates, not a rounding change).
+  return {"-O3", "-march=native", "-std=c++17", "-fPIC", "-shared", "-fopenmp",
+          "-ffp-contract=off", "-fno-math-errno"};
 }
 
 HostKernelCache::HostKernelCache(std::string dir, std::string compiler,
@@ -86,6 +90,14 @@ HostKernelCache::HostKernelCache(std::string dir, std::string compiler,
   std::string out;
   run(compiler_ + " --version", out);
   compilerVersion_ = out.substr(0, out.find('\n'));
+  // -march=native code is only valid on this CPU model: key on it.
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  for (std::string line; std::getline(cpuinfo, line);)
+    if (line.rfind("model name", 0) == 0 || line.rfind("flags", 0) == 0) {
+      compilerVersion_ += "\n" + line;
+      if (line.rfind("flags", 0) == 0)
+        break;
+    }
 }
 
 HostKernelCache::~HostKernelCache() {

@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "stretto/RefExecutor.h"
+#include "stretto/Support/KernelMath.h"
 
 #include <cblas.h>
 
@@ -165,6 +166,16 @@ template <typename T> T binaryOp(OpKind k, T a, T b) {
   throw std::logic_error("not a binary op");
 }
 
+// f32 tanh and GELU are the fused kernels' own (Support/KernelMath.inc),
+// so compiled kernels and the oracle round alike; f64 uses libm.
+inline float tanhOf(float x) { return kernelmath::st_tanh_f(x); }
+inline double tanhOf(double x) { return std::tanh(x); }
+inline float geluOf(float x) { return kernelmath::st_gelu_f(x); }
+inline double geluOf(double x) {
+  const double c = 0.79788456080286535587989211986876; // sqrt(2/pi)
+  return 0.5 * x * (1.0 + std::tanh(c * (x + 0.044715 * x * x * x)));
+}
+
 template <typename T> T unaryOp(OpKind k, T x) {
   switch (k) {
   case OpKind::Neg: return -x;
@@ -172,12 +183,9 @@ template <typename T> T unaryOp(OpKind k, T x) {
   case OpKind::Log: return std::log(x);
   case OpKind::Sqrt: return std::sqrt(x);
   case OpKind::Rsqrt: return T(1) / std::sqrt(x);
-  case OpKind::Tanh: return std::tanh(x);
+  case OpKind::Tanh: return tanhOf(x);
   case OpKind::Cos: return std::cos(x);
-  case OpKind::Gelu: {
-    const T c = T(0.79788456080286535587989211986876); // sqrt(2/pi)
-    return T(0.5) * x * (T(1) + std::tanh(c * (x + T(0.044715) * x * x * x)));
-  }
+  case OpKind::Gelu: return geluOf(x);
   case OpKind::Relu: return x > T(0) ? x : T(0);
   default: break;
   }

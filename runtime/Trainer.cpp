@@ -1,5 +1,6 @@
 //===- Trainer.cpp - the training loop ------------------------------------===//
 #include "stretto/Trainer.h"
+#include "stretto/PlanExecutor.h"
 
 #include <atomic>
 #include <chrono>
@@ -92,7 +93,7 @@ bool isDirWritable(const std::string &dir) {
   return ::access(dir.c_str(), W_OK) == 0;
 }
 
-double evaluateLoss(RefExecutor &ex, DataSource &data, int64_t batches) {
+double evaluateLoss(Executor &ex, DataSource &data, int64_t batches) {
   double sum = 0;
   for (int64_t i = 0; i < batches; ++i)
     sum += ex.evaluate(data.batch(Split::Val, static_cast<uint64_t>(i))).outputs.at(0);
@@ -172,9 +173,16 @@ int stretto::runTraining(const Graph &graph, DataSource &data, const TrainerOpti
   }
 
   try {
-    RefExecutor ex(graph, opt.precision);
+    std::unique_ptr<Executor> exPtr;
+    if (opt.compiled) {
+      exPtr = std::make_unique<PlanExecutor>(graph, opt.kernels);
+    } else {
+      auto ref = std::make_unique<RefExecutor>(graph, opt.precision);
+      ref->setKernels(opt.kernels);
+      exPtr = std::move(ref);
+    }
+    Executor &ex = *exPtr;
     ex.initialize(opt.seed);
-    ex.setKernels(opt.kernels);
     int64_t start = 0;
     if (std::optional<Checkpoint> c = openRun(opt.outDir, opt.resume, graph)) {
       for (const StateDecl &s : graph.states)

@@ -8,6 +8,7 @@
 #ifndef STRETTO_REFEXECUTOR_H
 #define STRETTO_REFEXECUTOR_H
 
+#include "stretto/Executor.h"
 #include "stretto/Graph.h"
 
 #include <cstdint>
@@ -19,20 +20,6 @@
 namespace stretto {
 
 enum class Precision { F32, F64 };
-
-// A host tensor. Values are kept in double for transport; the executor
-// computes in its Precision and rounds to f32 (and bf16 for bf16 nodes) when
-// Precision is F32.
-struct HostTensor {
-  Shape shape;
-  std::vector<double> data;
-};
-
-struct StepResult {
-  std::vector<double> outputs;                  // Yield operands (scalars)
-  std::map<std::string, HostTensor> grads;      // from Grad sinks
-  std::map<int, HostTensor> probes;             // evaluate(..., probes)
-};
 
 /// The values of one run of a phase, kept across partial runs (a pipeline
 /// stage runs a micro-batch's forward nodes, then later its backward nodes).
@@ -47,7 +34,7 @@ private:
 template <> inline std::vector<std::vector<float>> &ValueEnv::values<float>() { return f32; }
 template <> inline std::vector<std::vector<double>> &ValueEnv::values<double>() { return f64; }
 
-class RefExecutor {
+class RefExecutor final : public Executor {
 public:
   RefExecutor(const Graph &graph, Precision precision);
   ~RefExecutor();
@@ -55,7 +42,7 @@ public:
   RefExecutor &operator=(const RefExecutor &) = delete;
 
   // (Re)initialise every state from its StateDecl and `seed`; step count := 0.
-  void initialize(uint64_t seed);
+  void initialize(uint64_t seed) override;
 
   // One optimizer step on one batch: microStep(inputs), then update().
   // StepCount reads t + 1 during the step, and t counts steps from 0. Throws
@@ -65,10 +52,10 @@ public:
 
   // Runs the Step phase on one micro-batch and adds its gradients to the
   // step's sums (a throwing call changes nothing).
-  StepResult microStep(const std::map<std::string, HostTensor> &inputs);
+  StepResult microStep(const std::map<std::string, HostTensor> &inputs) override;
   // Runs the Update phase on the mean gradients of the micro-batches since
   // the last update, then clears them and counts the step.
-  void update();
+  void update() override;
   // Runs the Outer phase (local-step methods) once.
   void outerStep();
 
@@ -89,12 +76,12 @@ public:
   // The values of the nodes listed in `probes` are returned too (e.g. the
   // logits, for sampling).
   StepResult evaluate(const std::map<std::string, HostTensor> &inputs,
-                      const std::vector<int> &probes = {});
+                      const std::vector<int> &probes = {}) override;
 
-  HostTensor getState(const std::string &name) const;
-  void setState(const std::string &name, const HostTensor &value);
-  int64_t stepCount() const;
-  void setStepCount(int64_t t);
+  HostTensor getState(const std::string &name) const override;
+  void setState(const std::string &name, const HostTensor &value) override;
+  int64_t stepCount() const override;
+  void setStepCount(int64_t t) override;
 
   // Collectives (gossip): a GossipMix node calls `fn(node, value)` and takes
   // its result; `node` carries the op's attributes (alpha). The default,

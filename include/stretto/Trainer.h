@@ -58,6 +58,8 @@ struct TrainerOptions {
   bool resume = false;
   Precision precision = Precision::F32;
   bool quiet = false;
+  // The compiled runtime (PlanExecutor) instead of the reference executor.
+  bool compiled = false;
   // Compiled fused kernels for Kernel nodes (empty: the graph has none).
   std::map<std::string, RefExecutor::KernelFn> kernels;
 };

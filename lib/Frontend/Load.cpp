@@ -6,6 +6,8 @@
 #include "mlir/IR/Verifier.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Support/FileUtilities.h"
+#include "llvm/ADT/SmallString.h"
+#include "llvm/Support/Path.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
 
@@ -94,4 +96,30 @@ std::optional<LoadedModel> stretto::loadModel(MLIRContext &ctx, const std::strin
       failed(applyTrainerOverrides(loaded.model, overrides)))
     return std::nullopt;
   return loaded;
+}
+
+DataConfig stretto::dataConfigOf(train::ModelOp model, const std::string &modelPath,
+                                 int64_t &vocabOrClasses) {
+  DataConfig data;
+  if (auto v = model->getAttrOfType<IntegerAttr>("vocab"))
+    vocabOrClasses = v.getInt();
+  else if (auto c = model->getAttrOfType<IntegerAttr>("classes"))
+    vocabOrClasses = c.getInt();
+  if (auto d = model->getAttrOfType<DictionaryAttr>("data")) {
+    if (auto f = d.getAs<StringAttr>("format"))
+      data.format = f.getValue().str();
+    if (auto p = d.getAs<StringAttr>("path")) {
+      // Relative paths are relative to the model file.
+      llvm::SmallString<256> path(p.getValue());
+      if (llvm::sys::path::is_relative(path)) {
+        llvm::SmallString<256> base(llvm::sys::path::parent_path(modelPath));
+        llvm::sys::path::append(base, path);
+        path = base;
+      }
+      data.path = std::string(path);
+    }
+    if (auto v = d.getAs<FloatAttr>("val_fraction"))
+      data.valFraction = v.getValueAsDouble();
+  }
+  return data;
 }

@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "stretto/Kernel/Emitter.h"
+#include "stretto/Support/KernelMathText.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
 #include "mlir/IR/SymbolTable.h"
@@ -24,13 +25,23 @@ using namespace stretto::kernel;
 
 namespace {
 
-const char *kCppPrelude = "#include <math.h>\n#define ST_FN static inline\n";
-const char *kCudaPrelude = "#define ST_FN static __device__ __forceinline__\n";
+const char *kCppPrelude =
+    "#include <math.h>\n#define ST_FN static inline\n"
+    "#ifndef STRETTO_FLOAT_BITS\n#define STRETTO_FLOAT_BITS\n"
+    "ST_FN float st_float_bits(int b) { float f; __builtin_memcpy(&f, &b, 4); return f; }\n"
+    "#endif\n";
+const char *kCudaPrelude =
+    "#define ST_FN static __device__ __forceinline__\n"
+    "#ifndef STRETTO_FLOAT_BITS\n#define STRETTO_FLOAT_BITS\n"
+    "ST_FN float st_float_bits(int b) { return __int_as_float(b); }\n"
+    "#endif\n";
 
-// Math helpers for float and double with the reference executor's formulas.
-const char *kSharedPrelude = R"(#ifndef STRETTO_KERNEL_PRELUDE
+// Math helpers for float and double with the reference executor's formulas;
+// float tanh and GELU come from KernelMath.inc (kKernelMathText).
+const char *kSharedPreludeHead = R"(#ifndef STRETTO_KERNEL_PRELUDE
 #define STRETTO_KERNEL_PRELUDE
-ST_FN float st_max(float a, float b) { return a < b ? b : a; }
+)";
+const char *kSharedPrelude = R"(ST_FN float st_max(float a, float b) { return a < b ? b : a; }
 ST_FN double st_max(double a, double b) { return a < b ? b : a; }
 ST_FN float st_min(float a, float b) { return b < a ? b : a; }
 ST_FN double st_min(double a, double b) { return b < a ? b : a; }
@@ -44,14 +55,11 @@ ST_FN float st_sqrt(float x) { return sqrtf(x); }
 ST_FN double st_sqrt(double x) { return sqrt(x); }
 ST_FN float st_rsqrt(float x) { return 1.0f / sqrtf(x); }
 ST_FN double st_rsqrt(double x) { return 1.0 / sqrt(x); }
-ST_FN float st_tanh(float x) { return tanhf(x); }
+ST_FN float st_tanh(float x) { return st_tanh_f(x); }
 ST_FN double st_tanh(double x) { return tanh(x); }
 ST_FN float st_cos(float x) { return cosf(x); }
 ST_FN double st_cos(double x) { return cos(x); }
-ST_FN float st_gelu(float x) {
-  const float c = 0.79788456080286535587989211986876f; /* sqrt(2/pi) */
-  return 0.5f * x * (1.0f + tanhf(c * (x + 0.044715f * x * x * x)));
-}
+ST_FN float st_gelu(float x) { return st_gelu_f(x); }
 ST_FN double st_gelu(double x) {
   const double c = 0.79788456080286535587989211986876;
   return 0.5 * x * (1.0 + tanh(c * (x + 0.044715 * x * x * x)));
@@ -70,9 +78,9 @@ std::string typeText(Type t) {
 
 // Offset into an operand of shape `in` of element `i` of the row-major
 // result of shape `out` (NumPy broadcasting, dims aligned at the right).
-std::string offsetExpr(ArrayRef<int64_t> in, ArrayRef<int64_t> out) {
+std::string offsetExpr(ArrayRef<int64_t> in, ArrayRef<int64_t> out, const std::string &i = "i") {
   if (in == out)
-    return "i";
+    return i;
   size_t lead = out.size() - in.size();
   std::string expr;
   int64_t inStride = 1, outStride = 1;
@@ -80,7 +88,7 @@ std::string offsetExpr(ArrayRef<int64_t> in, ArrayRef<int64_t> out) {
     int64_t dim = out[k];
     bool broadcast = k < lead || in[k - lead] == 1;
     if (!broadcast && dim != 1) {
-      std::string coord = outStride == 1 ? "i" : "(i / " + std::to_string(outStride) + "LL)";
+      std::string coord = outStride == 1 ? i : "(" + i + " / " + std::to_string(outStride) + "LL)";
       if (k != 0) // the outermost coordinate needs no modulo
         coord = "(" + coord + " % " + std::to_string(dim) + "LL)";
       if (inStride != 1)
@@ -92,6 +100,54 @@ std::string offsetExpr(ArrayRef<int64_t> in, ArrayRef<int64_t> out) {
     outStride *= dim;
   }
   return expr.empty() ? "0" : expr;
+}
+
+// How an input is indexed from the result's element i.
+enum class Access { Same, Scalar, Strided };
+
+Access accessOf(ArrayRef<int64_t> in, ArrayRef<int64_t> out) {
+  if (in == out)
+    return Access::Same;
+  for (int64_t d : in)
+    if (d != 1)
+      return Access::Strided;
+  return Access::Scalar;
+}
+
+// The C++ loop nest: rows x inner, where over the innermost `inner`
+// elements every strided input is either contiguous (stride 1) or constant
+// (stride 0), so the inner loop has unit-stride or invariant loads and
+// vectorises; per row, each strided input's base offset is computed once.
+// Returns the inner extent; `unit[k]` says which strided inputs advance.
+int64_t innerExtent(ArrayRef<std::vector<int64_t>> ins, ArrayRef<int64_t> out,
+                    std::vector<bool> &unit) {
+  size_t rank = out.size();
+  std::vector<int> state(ins.size(), 0); // 0 unknown, 1 contiguous, 2 broadcast
+  int64_t inner = 1;
+  for (size_t d = rank; d-- > 0;) {
+    if (out[d] == 1)
+      continue;
+    bool ok = true;
+    std::vector<int> next = state;
+    for (size_t k = 0; k < ins.size(); ++k) {
+      if (accessOf(ins[k], out) != Access::Strided)
+        continue;
+      size_t lead = rank - ins[k].size();
+      int64_t dim = d < lead ? 1 : ins[k][d - lead];
+      int s = dim == out[d] ? 1 : 2;
+      if (next[k] != 0 && next[k] != s)
+        ok = false;
+      next[k] = s;
+    }
+    if (!ok)
+      break;
+    state = next;
+    inner *= out[d];
+  }
+  unit.assign(ins.size(), false);
+  for (size_t k = 0; k < ins.size(); ++k)
+    unit[k] = state[k] == 1;
+  return inner;
 }
 
 FailureOr<std::string> scalarExpr(Operation *op, ArrayRef<std::string> a, StringRef ctype) {
@@ -158,6 +214,10 @@ FailureOr<KernelSource> stretto::kernel::emitElementwise(ElementwiseOp op, Strin
   }
   size_t nIn = op.getInputs().size(), nOut = ks.numResults;
 
+  std::vector<Access> access;
+  for (size_t k = 0; k < nIn; ++k)
+    access.push_back(accessOf(ks.inputShapes[k], ks.resultShape));
+
   // Parameter list shared by the element function and the CUDA entry point.
   std::string params;
   for (size_t k = 0; k < nIn; ++k)
@@ -170,6 +230,8 @@ FailureOr<KernelSource> stretto::kernel::emitElementwise(ElementwiseOp op, Strin
   for (size_t k = 0; k < nOut; ++k)
     args += "out" + std::to_string(k) + (k + 1 < nOut ? ", " : "");
 
+  // The element function: result element i; a broadcast input k that is not
+  // a scalar is read at offset o<k>, which each target's loop computes.
   std::string body;
   llvm::raw_string_ostream os(body);
   os << "// " << name << ": (";
@@ -177,13 +239,19 @@ FailureOr<KernelSource> stretto::kernel::emitElementwise(ElementwiseOp op, Strin
     os << (k ? ", " : "") << typeText(op.getInputs()[k].getType());
   os << ") -> " << typeText(outType) << (nOut > 1 ? " x" + std::to_string(nOut) : "")
      << "\n";
-  os << "ST_FN void " << name << "_element(" << params << ", long long i) {\n";
+  os << "ST_FN void " << name << "_element(" << params << ", long long i";
+  for (size_t k = 0; k < nIn; ++k)
+    if (access[k] == Access::Strided)
+      os << ", long long o" << k;
+  os << ") {\n";
   llvm::DenseMap<Value, std::string> names;
   Block &block = op.getBodyBlock();
   for (auto [k, arg] : llvm::enumerate(block.getArguments())) {
     std::string a = "a" + std::to_string(k);
-    os << "  const " << T << " " << a << " = in" << k << "["
-       << offsetExpr(ks.inputShapes[k], ks.resultShape) << "];\n";
+    std::string index = access[k] == Access::Same     ? "i"
+                        : access[k] == Access::Scalar ? "0"
+                                                      : "o" + std::to_string(k);
+    os << "  const " << T << " " << a << " = in" << k << "[" << index << "];\n";
     names[arg] = a;
   }
   int counter = 0;
@@ -204,8 +272,14 @@ FailureOr<KernelSource> stretto::kernel::emitElementwise(ElementwiseOp op, Strin
   os.flush();
   ks.body = body;
 
+  // C++: rows x inner loop nest (see innerExtent), OpenMP over rows (or over
+  // the inner loop when there are few rows), `omp simd` inner loop.
+  std::vector<bool> unit;
+  int64_t inner = innerExtent(ks.inputShapes, ks.resultShape, unit);
+  int64_t rows = inner ? ks.numElements / inner : 0;
   std::string n = std::to_string(ks.numElements) + "LL";
-  std::string cpp = std::string(kCppPrelude) + kSharedPrelude + body;
+  std::string cpp = std::string(kCppPrelude) + kSharedPreludeHead + kKernelMathText +
+                    kSharedPrelude + body;
   cpp += "extern \"C\" void " + name.str() +
          "(const void *const *inputs, void *const *outputs) {\n";
   for (size_t k = 0; k < nIn; ++k)
@@ -214,16 +288,39 @@ FailureOr<KernelSource> stretto::kernel::emitElementwise(ElementwiseOp op, Strin
   for (size_t k = 0; k < nOut; ++k)
     cpp += "  " + T + " *out" + std::to_string(k) + " = (" + T + " *)outputs[" +
            std::to_string(k) + "];\n";
-  cpp += "#pragma omp parallel for if (" + n + " >= 65536LL)\n";
-  cpp += "  for (long long i = 0; i < " + n + "; ++i)\n";
-  cpp += "    " + name.str() + "_element(" + args + ", i);\n}\n";
+  bool parallelRows = rows >= 16;
+  if (parallelRows)
+    cpp += "#pragma omp parallel for if (" + n + " >= 65536LL)\n";
+  cpp += "  for (long long r = 0; r < " + std::to_string(rows) + "LL; ++r) {\n";
+  cpp += "    const long long i0 = r * " + std::to_string(inner) + "LL;\n";
+  std::string elemArgs = args + ", i0 + j";
+  for (size_t k = 0; k < nIn; ++k) {
+    if (access[k] != Access::Strided)
+      continue;
+    std::string b = "b" + std::to_string(k);
+    cpp += "    const long long " + b + " = " +
+           offsetExpr(ks.inputShapes[k], ks.resultShape, "i0") + ";\n";
+    elemArgs += ", " + b + (unit[k] ? " + j" : "");
+  }
+  if (parallelRows)
+    cpp += "#pragma omp simd\n";
+  else
+    cpp += "#pragma omp parallel for simd if (" + n + " >= 65536LL)\n";
+  cpp += "    for (long long j = 0; j < " + std::to_string(inner) + "LL; ++j)\n";
+  cpp += "      " + name.str() + "_element(" + elemArgs + ");\n  }\n}\n";
   ks.cpp = cpp;
 
-  std::string cuda = std::string(kCudaPrelude) + kSharedPrelude + body;
+  // CUDA C: a grid-stride loop; broadcast offsets from i.
+  std::string cudaArgs = args + ", i";
+  for (size_t k = 0; k < nIn; ++k)
+    if (access[k] == Access::Strided)
+      cudaArgs += ", " + offsetExpr(ks.inputShapes[k], ks.resultShape, "i");
+  std::string cuda = std::string(kCudaPrelude) + kSharedPreludeHead + kKernelMathText +
+                     kSharedPrelude + body;
   cuda += "extern \"C\" __global__ void " + name.str() + "(" + params + ") {\n";
   cuda += "  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < " + n +
           "; i += (long long)gridDim.x * blockDim.x)\n";
-  cuda += "    " + name.str() + "_element(" + args + ", i);\n}\n";
+  cuda += "    " + name.str() + "_element(" + cudaArgs + ");\n}\n";
   ks.cuda = cuda;
   return ks;
 }

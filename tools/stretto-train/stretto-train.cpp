@@ -267,30 +267,11 @@ int main(int argc, char **argv) {
   opt.precision = precision == "f64" ? Precision::F64 : Precision::F32;
   opt.quiet = quiet;
   opt.kernels = kernels;
+  opt.compiled = executor == "compiled";
 
-  DataConfig data;
-  data.seed = opt.seed;
   int64_t vocab = 256;
-  if (auto v = model->getAttrOfType<IntegerAttr>("vocab"))
-    vocab = v.getInt();
-  else if (auto c = model->getAttrOfType<IntegerAttr>("classes"))
-    vocab = c.getInt();
-  if (auto d = model->getAttrOfType<DictionaryAttr>("data")) {
-    if (auto f = d.getAs<StringAttr>("format"))
-      data.format = f.getValue().str();
-    if (auto p = d.getAs<StringAttr>("path")) {
-      // Relative paths are relative to the model file.
-      llvm::SmallString<256> path(p.getValue());
-      if (llvm::sys::path::is_relative(path)) {
-        llvm::SmallString<256> base(llvm::sys::path::parent_path(modelPath));
-        llvm::sys::path::append(base, path);
-        path = base;
-      }
-      data.path = std::string(path);
-    }
-    if (auto v = d.getAs<FloatAttr>("val_fraction"))
-      data.valFraction = v.getValueAsDouble();
-  }
+  DataConfig data = dataConfigOf(model, modelPath, vocab);
+  data.seed = opt.seed;
   std::unique_ptr<DataSource> source;
   try {
     source = makeDataSource(*graph, data, vocab);

@@ -3,6 +3,7 @@
 #define STRETTO_FRONTEND_LOAD_H
 
 #include "stretto/Dialect/Train/TrainOps.h"
+#include "stretto/Trainer.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Diagnostics.h"
@@ -28,6 +29,11 @@ struct LoadedModel {
 /// has been printed and the result is empty.
 std::optional<LoadedModel> loadModel(mlir::MLIRContext &ctx, const std::string &path,
                                      const std::vector<std::string> &overrides);
+
+/// The data section of a loaded model (format, path relative to the model
+/// file, validation fraction); `vocabOrClasses` gets the model's id range.
+DataConfig dataConfigOf(train::ModelOp model, const std::string &modelPath,
+                        int64_t &vocabOrClasses);
 
 } // namespace stretto
 

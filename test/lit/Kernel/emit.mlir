@@ -3,17 +3,20 @@
 // RUN: not stretto-kernel-emit --target=ptx %s 2>&1 | FileCheck %s --check-prefix=BAD-TARGET
 
 // One kernel, two sources: the C++ and the CUDA C translation units carry
-// the same element function text (loads with broadcast offsets: the [8] row
-// at i % 8, the scalar at 0; the scalar ops; the store) and differ only in
-// their preludes and launch wrappers.
+// the same element function text (loads: the same-shape input at i, the
+// broadcast [8] row at an offset o1 that each target's loop computes, the
+// scalar at 0; the scalar ops; the store) and differ only in their preludes
+// and launch wrappers: C++ loops over rows x an inner extent with unit-stride
+// or invariant loads (b1 + j: vectorisable), CUDA computes o1 from i.
 // CHECK-LABEL: //=== m_step_k0 (C++) ===
 // CHECK-NEXT:  #include <math.h>
 // CHECK-NEXT:  #define ST_FN static inline
-// CHECK:       ST_FN float st_gelu(float x) {
+// CHECK:       ST_FN float st_tanh_f(float x) {
+// CHECK:       ST_FN float st_gelu(float x) { return st_gelu_f(x); }
 // CHECK:       // m_step_k0: (tensor<4x8xf32>, tensor<8xf32>, tensor<f32>) -> tensor<4x8xf32>
-// CHECK-NEXT:  [[SIG:ST_FN void m_step_k0_element\(const float \*__restrict__ in0, const float \*__restrict__ in1, const float \*__restrict__ in2, float \*__restrict__ out0, long long i\) {]]
+// CHECK-NEXT:  [[SIG:ST_FN void m_step_k0_element\(const float \*__restrict__ in0, const float \*__restrict__ in1, const float \*__restrict__ in2, float \*__restrict__ out0, long long i, long long o1\) {]]
 // CHECK-NEXT:  [[L0:  const float a0 = in0\[i\];]]
-// CHECK-NEXT:  [[L1:  const float a1 = in1\[\(i % 8LL\)\];]]
+// CHECK-NEXT:  [[L1:  const float a1 = in1\[o1\];]]
 // CHECK-NEXT:  [[L2:  const float a2 = in2\[0\];]]
 // CHECK-NEXT:  [[V0:  const float v0 = a0 \* a1;]]
 // CHECK-NEXT:  [[V1:  const float v1 = v0 - a2;]]
@@ -27,9 +30,13 @@
 // CHECK-NEXT:    const float *in1 = (const float *)inputs[1];
 // CHECK-NEXT:    const float *in2 = (const float *)inputs[2];
 // CHECK-NEXT:    float *out0 = (float *)outputs[0];
-// CHECK-NEXT:  #pragma omp parallel for if (32LL >= 65536LL)
-// CHECK-NEXT:    for (long long i = 0; i < 32LL; ++i)
-// CHECK-NEXT:      m_step_k0_element(in0, in1, in2, out0, i);
+// CHECK-NEXT:    for (long long r = 0; r < 4LL; ++r) {
+// CHECK-NEXT:      const long long i0 = r * 8LL;
+// CHECK-NEXT:      const long long b1 = (i0 % 8LL);
+// CHECK-NEXT:  #pragma omp parallel for simd if (32LL >= 65536LL)
+// CHECK-NEXT:      for (long long j = 0; j < 8LL; ++j)
+// CHECK-NEXT:        m_step_k0_element(in0, in1, in2, out0, i0 + j, b1 + j);
+// CHECK-NEXT:    }
 // CHECK-NEXT:  }
 // CHECK-NEXT:  //=== m_step_k0 (CUDA) ===
 // CHECK-NEXT:  #define ST_FN static __device__ __forceinline__
@@ -47,16 +54,19 @@
 // CHECK-NEXT:  }
 // CHECK-NEXT:  extern "C" __global__ void m_step_k0(const float *__restrict__ in0, const float *__restrict__ in1, const float *__restrict__ in2, float *__restrict__ out0) {
 // CHECK-NEXT:    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < 32LL; i += (long long)gridDim.x * blockDim.x)
-// CHECK-NEXT:      m_step_k0_element(in0, in1, in2, out0, i);
+// CHECK-NEXT:      m_step_k0_element(in0, in1, in2, out0, i, (i % 8LL));
 // CHECK-NEXT:  }
 
 // The second kernel is f64 with a [4, 1] column broadcast along the rows.
 // CHECK-LABEL: //=== m_step_k1 (C++) ===
 // CHECK:       const double a0 = in0[i];
-// CHECK-NEXT:  const double a1 = in1[(i / 3LL)];
+// CHECK-NEXT:  const double a1 = in1[o1];
 // CHECK-NEXT:  const double v0 = a0 + a1;
 // CHECK-NEXT:  const double v1 = st_exp(v0);
 // CHECK-NEXT:  out0[i] = v1;
+// The column is constant along each row: its offset does not advance with j.
+// CHECK:         const long long b1 = (i0 / 3LL);
+// CHECK:           m_step_k1_element(in0, in1, out0, i0 + j, b1);
 
 // CUDA-ONLY-NOT: (C++)
 // CUDA-ONLY:     //=== m_step_k0 (CUDA) ===

@@ -1,0 +1,57 @@
+//===- Executor.h - what the trainer needs from an executor ----*- C++ -*-===//
+//
+// The training loop drives an executor through this interface: the reference
+// executor (RefExecutor, the oracle) and the compiled plan executor
+// (PlanExecutor, fused kernels + BLAS over planned buffers) both implement it.
+//
+//===----------------------------------------------------------------------===//
+#ifndef STRETTO_EXECUTOR_H
+#define STRETTO_EXECUTOR_H
+
+#include "stretto/Graph.h"
+
+#include <cstdint>
+#include <map>
+#include <string>
+#include <vector>
+
+namespace stretto {
+
+// A host tensor. Values are kept in double for transport; executors compute
+// in their own element type and round on the way in.
+struct HostTensor {
+  Shape shape;
+  std::vector<double> data;
+};
+
+struct StepResult {
+  std::vector<double> outputs;                  // Yield operands (scalars)
+  std::map<std::string, HostTensor> grads;      // from Grad sinks
+  std::map<int, HostTensor> probes;             // evaluate(..., probes)
+};
+
+using TensorMap = std::map<std::string, HostTensor>;
+
+class Executor {
+public:
+  virtual ~Executor() = default;
+  // (Re)initialise every state from its StateDecl and `seed`; step count := 0.
+  virtual void initialize(uint64_t seed) = 0;
+  // Runs the Step phase on one micro-batch and adds its gradients to the
+  // step's sums (a throwing call changes nothing).
+  virtual StepResult microStep(const TensorMap &inputs) = 0;
+  // Runs the Update phase on the mean gradients of the micro-batches since
+  // the last update, then clears them and counts the step.
+  virtual void update() = 0;
+  // The step's results without committing anything; the values of the nodes
+  // in `probes` are returned too.
+  virtual StepResult evaluate(const TensorMap &inputs, const std::vector<int> &probes = {}) = 0;
+  virtual HostTensor getState(const std::string &name) const = 0;
+  virtual void setState(const std::string &name, const HostTensor &value) = 0;
+  virtual int64_t stepCount() const = 0;
+  virtual void setStepCount(int64_t t) = 0;
+};
+
+} // namespace stretto
+
+#endif

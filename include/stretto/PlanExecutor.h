@@ -1,0 +1,82 @@
+//===- PlanExecutor.h - the compiled CPU runtime ---------------*- C++ -*-===//
+//
+// Runs a Graph whose elementwise chains were fused into compiled kernels
+// (Kernel nodes) and whose matmuls became GEMMs (Gemm nodes), in f32 over
+// planned buffers:
+//   * every intermediate lives in one arena per phase at an offset chosen by
+//     liveness (a value's bytes are reused once its last reader ran); the
+//     plan reports its peak;
+//   * states, gradient sums and constants are persistent f32 buffers; Reads
+//     alias the state, Reshape/Transfer alias their operand (no copies);
+//   * GEMMs go to BLAS (OpenBLAS), row ops (softmax, norms, attention,
+//     cross-entropy, embedding, layout ops) are the runtime's own OpenMP
+//     loops, fused kernels are called through their C ABI;
+//   * evaluation runs only the nodes its outputs need (no backward pass).
+// The reference executor is its oracle (CompiledPathTest, PlanExecutorTest).
+// No MLIR here.
+//
+//===----------------------------------------------------------------------===//
+#ifndef STRETTO_PLANEXECUTOR_H
+#define STRETTO_PLANEXECUTOR_H
+
+#include "stretto/Executor.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace stretto {
+
+/// Memory figures of a plan, in bytes.
+struct PlanStats {
+  int64_t stepArenaBytes = 0;   // peak of the Step phase's intermediates
+  int64_t updateArenaBytes = 0; // peak of the Update phase's intermediates
+  int64_t unplannedBytes = 0;   // the same intermediates without reuse (sum)
+  int64_t persistentBytes = 0;  // states, gradient sums, constants
+  int64_t peakBytes() const {
+    return persistentBytes + std::max(stepArenaBytes, updateArenaBytes);
+  }
+};
+
+class PlanExecutor final : public Executor {
+public:
+  using KernelFn = void (*)(const void *const *inputs, void *const *outputs);
+
+  /// Throws std::runtime_error (naming the node) for what this runtime does
+  /// not run: f64/bf16 values, an Outer phase, a Kernel node without a
+  /// function in `kernels`.
+  PlanExecutor(const Graph &graph, std::map<std::string, KernelFn> kernels);
+  ~PlanExecutor() override;
+
+  /// Whether this runtime runs `graph`; if not, `why` says what it lacks.
+  static bool supports(const Graph &graph, std::string &why);
+
+  void initialize(uint64_t seed) override;
+  StepResult microStep(const TensorMap &inputs) override;
+  void update() override;
+  StepResult evaluate(const TensorMap &inputs, const std::vector<int> &probes = {}) override;
+  HostTensor getState(const std::string &name) const override;
+  void setState(const std::string &name, const HostTensor &value) override;
+  int64_t stepCount() const override;
+  void setStepCount(int64_t t) override;
+
+  const PlanStats &stats() const;
+  /// The plan, one line per node: what runs, its buffer (arena offset or
+  /// alias) and when that buffer dies. For --dump.
+  std::string describe() const;
+
+  /// Per-op-kind wall time since the last reset (profiling on).
+  void setProfiling(bool on);
+  std::string profileReport() const;
+
+private:
+  struct Impl;
+  std::unique_ptr<Impl> impl;
+};
+
+} // namespace stretto
+
+#endif

@@ -1,0 +1,27 @@
+//===- KernelMath.h - the kernels' f32 tanh and GELU for host code -*- C++ -*-===//
+//
+// Includes KernelMath.inc (the text the emitter pastes into every generated
+// kernel) as host functions stretto::st_tanh_f / st_gelu_f, so executors
+// written in C++ round exactly like the fused kernels.
+//
+//===----------------------------------------------------------------------===//
+#ifndef STRETTO_SUPPORT_KERNELMATH_H
+#define STRETTO_SUPPORT_KERNELMATH_H
+
+#include <cstdint>
+#include <cstring>
+
+namespace stretto {
+namespace kernelmath {
+#define ST_FN inline
+inline float st_float_bits(int b) {
+  float f;
+  std::memcpy(&f, &b, sizeof f);
+  return f;
+}
+#include "stretto/Support/KernelMath.inc"
+#undef ST_FN
+} // namespace kernelmath
+} // namespace stretto
+
+#endif

@@ -1,0 +1,1145 @@
+//===- PlanExecutor.cpp - the compiled CPU runtime ------------------------===//
+//
+// See PlanExecutor.h. Where a row op can follow the reference executor's
+// order of floating-point operations at no cost it does (softmax, norms,
+// cross-entropy, column sums), so most values match the oracle bit for bit;
+// attention, matmul and Newton-Schulz use BLAS and match within rounding.
+//
+//===----------------------------------------------------------------------===//
+
+#include "stretto/PlanExecutor.h"
+#include "stretto/Support/KernelMath.h"
+
+#include <cblas.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <set>
+#include <sstream>
+#include <stdexcept>
+
+namespace stretto {
+
+namespace {
+
+// Arena offsets are multiples of 16 floats (64 bytes: a cache line, an
+// AVX-512 vector).
+constexpr int64_t kAlign = 16;
+
+int64_t alignUp(int64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+bool isBinaryKind(OpKind k) { return k >= OpKind::Add && k <= OpKind::Gt; }
+bool isUnaryKind(OpKind k) { return k >= OpKind::Neg && k <= OpKind::Relu; }
+bool isSink(OpKind k) {
+  return k == OpKind::Write || k == OpKind::Grad || k == OpKind::Yield;
+}
+
+std::vector<int64_t> rowMajorStrides(const Shape &shape) {
+  std::vector<int64_t> st(shape.size(), 1);
+  for (int d = static_cast<int>(shape.size()) - 2; d >= 0; --d)
+    st[d] = st[d + 1] * shape[d + 1];
+  return st;
+}
+
+// Strides of an operand of shape `in` read in the index space `out`
+// (numpy broadcasting: missing or size-1 dims have stride 0).
+std::vector<int64_t> broadcastStridesOf(const Shape &in, const Shape &out) {
+  std::vector<int64_t> st(out.size(), 0), inSt = rowMajorStrides(in);
+  size_t off = out.size() - in.size();
+  for (size_t d = 0; d < in.size(); ++d)
+    st[off + d] = in[d] == 1 ? 0 : inSt[d];
+  return st;
+}
+
+// Offset of the first element of output row `row` (all dims but the last)
+// through strides `st`.
+int64_t rowOffset(int64_t row, const Shape &out, const std::vector<int64_t> &st) {
+  int64_t off = 0;
+  for (int d = static_cast<int>(out.size()) - 2; d >= 0; --d) {
+    off += (row % out[d]) * st[d];
+    row /= out[d];
+  }
+  return off;
+}
+
+// out[idx] = in[sum_d idx_d * st[d]] over the index space `out`: transposes
+// and broadcasts. Parallel over rows; a contiguous or broadcast inner dim
+// is a copy or a fill.
+void stridedGather(const float *in, const Shape &out, const std::vector<int64_t> &st, float *dst) {
+  if (out.empty()) {
+    dst[0] = in[0];
+    return;
+  }
+  int64_t inner = out.back(), rows = numElements(out) / std::max<int64_t>(inner, 1);
+  int64_t s = st.back();
+#pragma omp parallel for schedule(static) if (rows * inner > 65536)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *src = in + rowOffset(r, out, st);
+    float *d = dst + r * inner;
+    if (s == 1)
+      std::memcpy(d, src, sizeof(float) * inner);
+    else if (s == 0)
+      std::fill(d, d + inner, src[0]);
+    else
+      for (int64_t j = 0; j < inner; ++j)
+        d[j] = src[j * s];
+  }
+}
+
+float unaryValue(OpKind k, float x) {
+  switch (k) {
+  case OpKind::Neg: return -x;
+  case OpKind::Exp: return std::exp(x);
+  case OpKind::Log: return std::log(x);
+  case OpKind::Sqrt: return std::sqrt(x);
+  case OpKind::Rsqrt: return 1.0f / std::sqrt(x);
+  case OpKind::Tanh: return kernelmath::st_tanh_f(x);
+  case OpKind::Cos: return std::cos(x);
+  case OpKind::Gelu: return kernelmath::st_gelu_f(x);
+  case OpKind::Relu: return x > 0.0f ? x : 0.0f;
+  default: return x;
+  }
+}
+
+float binaryValue(OpKind k, float a, float b) {
+  switch (k) {
+  case OpKind::Add: return a + b;
+  case OpKind::Sub: return a - b;
+  case OpKind::Mul: return a * b;
+  case OpKind::Div: return a / b;
+  case OpKind::Max: return std::max(a, b);
+  case OpKind::Min: return std::min(a, b);
+  case OpKind::Pow: return std::pow(a, b);
+  case OpKind::Gt: return a > b ? 1.0f : 0.0f;
+  default: return a;
+  }
+}
+
+// c = alpha * op(a) * op(b) for `batch` blocks; a shared rhs with an
+// untransposed lhs folds the batch into the rows (one large GEMM).
+void batchedGemm(const float *a, const float *b, float *c, int64_t batch, int64_t m, int64_t n,
+                 int64_t k, bool ta, bool tb, bool rhsBatched, float alpha) {
+  auto one = [&](int64_t rows, const float *ap, const float *bp, float *cp) {
+    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
+                static_cast<int>(rows), static_cast<int>(n), static_cast<int>(k), alpha, ap,
+                ta ? static_cast<int>(rows) : static_cast<int>(k), bp,
+                tb ? static_cast<int>(k) : static_cast<int>(n), 0.0f, cp, static_cast<int>(n));
+  };
+  if (!rhsBatched && !ta) {
+    one(batch * m, a, b, c);
+    return;
+  }
+  for (int64_t i = 0; i < batch; ++i)
+    one(m, a + i * m * k, b + (rhsBatched ? i * k * n : 0), c + i * m * n);
+}
+
+// Softmax over rows of `len` (causal: row r of each [len, len] block keeps
+// entries 0..r%len), in the reference executor's operation order.
+void softmaxRows(const float *x, float *y, int64_t rows, int64_t len, bool causal,
+                 int64_t causalPeriod) {
+#pragma omp parallel for schedule(static) if (rows * len > 32768)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *xr = x + r * len;
+    float *yr = y + r * len;
+    int64_t end = causal ? (r % causalPeriod) + 1 : len;
+    float mx = xr[0];
+    for (int64_t j = 1; j < end; ++j)
+      mx = std::max(mx, xr[j]);
+    float sum = 0;
+    for (int64_t j = 0; j < end; ++j)
+      sum += (yr[j] = std::exp(xr[j] - mx));
+    for (int64_t j = 0; j < end; ++j)
+      yr[j] /= sum;
+    for (int64_t j = end; j < len; ++j)
+      yr[j] = 0.0f;
+  }
+}
+
+} // namespace
+
+//===----------------------------------------------------------------------===//
+// The plan
+//===----------------------------------------------------------------------===//
+
+namespace {
+
+enum class Where { None, Arena, State, GradSum, Constant, Alias };
+
+struct Slot {
+  Where where = Where::None;
+  int64_t offset = 0; // Arena: in floats
+  int64_t size = 0;   // floats
+  int ref = -1;       // Alias: node; State/GradSum/Constant: index
+  int dies = -1;      // the last node of the plan reading this buffer
+};
+
+struct PhasePlan {
+  Phase phase = Phase::Step;
+  std::vector<int> order;        // nodes to run, ascending
+  std::vector<Slot> slots;       // by node index
+  int64_t arenaFloats = 0;       // peak
+  int64_t unplannedFloats = 0;   // without reuse
+  std::vector<std::pair<int, int>> writes; // (state index, node written), in order
+  std::vector<std::pair<int, int>> grads;  // (grad index, node), in order
+  std::vector<int> copiedReads;            // Reads held in the arena (see plan)
+};
+
+// First-fit allocator over an arena of floats with coalescing free list.
+class ArenaAllocator {
+public:
+  int64_t allocate(int64_t size) {
+    size = alignUp(std::max<int64_t>(size, 1));
+    for (auto it = free_.begin(); it != free_.end(); ++it)
+      if (it->second >= size) {
+        int64_t off = it->first;
+        if (it->second == size)
+          free_.erase(it);
+        else
+          *it = {off + size, it->second - size};
+        return off;
+      }
+    // Grow: a free block at the top extends instead of being skipped.
+    if (!free_.empty() && free_.back().first + free_.back().second == top_) {
+      int64_t off = free_.back().first;
+      free_.pop_back();
+      top_ = off + size;
+      return off;
+    }
+    int64_t off = top_;
+    top_ += size;
+    return off;
+  }
+  void release(int64_t off, int64_t size) {
+    size = alignUp(std::max<int64_t>(size, 1));
+    auto it = std::lower_bound(free_.begin(), free_.end(), std::make_pair(off, int64_t(0)));
+    it = free_.insert(it, {off, size});
+    // Merge with the next, then with the previous block.
+    if (it + 1 != free_.end() && it->first + it->second == (it + 1)->first) {
+      it->second += (it + 1)->second;
+      free_.erase(it + 1);
+    }
+    if (it != free_.begin() && (it - 1)->first + (it - 1)->second == it->first) {
+      (it - 1)->second += it->second;
+      free_.erase(it);
+    }
+  }
+  int64_t peak() const { return top_; }
+
+private:
+  std::vector<std::pair<int64_t, int64_t>> free_; // (offset, size), sorted
+  int64_t top_ = 0;
+};
+
+} // namespace
+
+struct PlanExecutor::Impl {
+  Graph graph;
+  std::map<std::string, KernelFn> kernels;
+  std::map<std::string, int> stateIndex;
+  std::vector<std::vector<float>> states;
+  std::map<std::string, int> gradIndex;
+  std::vector<std::vector<float>> gradSums;
+  int64_t gradCount = 0;
+  std::vector<std::vector<float>> constants;
+  std::vector<int> constantOf; // Step-phase node -> constant index (by phase below)
+  int64_t counter = 0;
+  PlanStats stats;
+
+  PhasePlan stepPlan, updatePlan;
+  std::map<std::vector<int>, PhasePlan> evalPlans; // by probe list
+  std::vector<float> arena, scratch;
+  std::vector<float *> val; // per node of the running phase
+
+  bool profiling = false;
+  std::map<OpKind, std::pair<double, int64_t>> profile; // seconds, calls
+  std::map<std::string, std::pair<double, int64_t>> kernelProfile;
+
+  Phase cur = Phase::Step;
+
+  [[noreturn]] void fail(int i, const std::string &msg) const {
+    const Node &n = graph.phase(cur)[i];
+    std::ostringstream os;
+    os << opKindName(n.kind) << " (node " << i << ") at "
+       << (n.loc.empty() ? std::string("<unknown>") : n.loc) << ": " << msg;
+    throw std::runtime_error(os.str());
+  }
+
+  //===--- planning -------------------------------------------------------===//
+
+  // Constants of both phases, one persistent buffer each.
+  std::map<std::pair<int, int>, int> constIndex; // (phase, node) -> index
+
+  void collectConstants() {
+    for (Phase ph : {Phase::Step, Phase::Update}) {
+      const std::vector<Node> &nodes = graph.phase(ph);
+      for (size_t i = 0; i < nodes.size(); ++i) {
+        const Node &n = nodes[i];
+        if (n.kind != OpKind::Constant)
+          continue;
+        int64_t cnt = numElements(n.shape);
+        std::vector<float> v(cnt);
+        for (int64_t e = 0; e < cnt; ++e)
+          v[e] = static_cast<float>(n.data.size() == 1 ? n.data[0] : n.data[e]);
+        constIndex[{static_cast<int>(ph), static_cast<int>(i)}] = static_cast<int>(constants.size());
+        constants.push_back(std::move(v));
+      }
+    }
+  }
+
+  // Plans `order` (ascending nodes of `phase`); values of `keep` live to the
+  // end (probes). Writes and Grad values live to the end too: they commit
+  // only once the whole phase succeeded.
+  PhasePlan plan(Phase phase, std::vector<int> order, const std::vector<int> &keep) {
+    const std::vector<Node> &nodes = graph.phase(phase);
+    PhasePlan p;
+    p.phase = phase;
+    p.order = std::move(order);
+    p.slots.assign(nodes.size(), Slot{});
+    std::map<std::string, int> writtenBy; // state -> node holding its new value
+    auto root = [&](int i) {
+      while (p.slots[i].where == Where::Alias)
+        i = p.slots[i].ref;
+      return i;
+    };
+    // Where each value lives.
+    for (int i : p.order) {
+      const Node &n = nodes[i];
+      Slot &s = p.slots[i];
+      switch (n.kind) {
+      case OpKind::Reshape:
+      case OpKind::Transfer:
+        s.where = Where::Alias, s.ref = n.operands[0];
+        break;
+      case OpKind::Read:
+        if (auto w = writtenBy.find(n.name); w != writtenBy.end())
+          s.where = Where::Alias, s.ref = w->second;
+        else
+          s.where = Where::State, s.ref = stateIndex.at(n.name);
+        break;
+      case OpKind::AccumulatedGrad: {
+        auto g = gradIndex.find(n.name);
+        if (g == gradIndex.end()) {
+          cur = phase;
+          fail(i, "no Grad node of the step phase produces '" + n.name + "'");
+        }
+        s.where = Where::GradSum, s.ref = g->second;
+        break;
+      }
+      case OpKind::Constant:
+        s.where = Where::Constant, s.ref = constIndex.at({static_cast<int>(phase), i});
+        break;
+      case OpKind::Write:
+        writtenBy[n.name] = n.operands[0];
+        p.writes.push_back({stateIndex.at(n.name), n.operands[0]});
+        break;
+      case OpKind::Grad:
+        p.grads.push_back({gradIndex.at(n.name), n.operands[0]});
+        break;
+      case OpKind::Yield:
+        break;
+      default:
+        s.where = Where::Arena, s.size = std::max<int64_t>(numElements(n.shape), 1);
+        p.unplannedFloats += alignUp(s.size);
+        break;
+      }
+    }
+    // A Write whose value is another state that this phase also writes
+    // must see that state's old value whatever the commit order: such a
+    // Read gets its own copy.
+    std::set<int> written;
+    for (auto [st, node] : p.writes)
+      written.insert(st);
+    for (auto [st, node] : p.writes) {
+      Slot &src = p.slots[root(node)];
+      if (src.where == Where::State && src.ref != st && written.count(src.ref)) {
+        src.where = Where::Arena;
+        src.size = std::max<int64_t>(numElements(nodes[root(node)].shape), 1);
+        p.unplannedFloats += alignUp(src.size);
+        p.copiedReads.push_back(root(node));
+      }
+    }
+    // Last reader of each root buffer.
+    const int end = std::numeric_limits<int>::max();
+    for (int i : p.order) {
+      int r = root(i);
+      p.slots[r].dies = std::max(p.slots[r].dies, i);
+      const Node &n = nodes[i];
+      bool toEnd = n.kind == OpKind::Write || n.kind == OpKind::Grad;
+      for (int o : n.operands) {
+        int ro = root(o);
+        p.slots[ro].dies = std::max(p.slots[ro].dies, toEnd ? end : i);
+      }
+    }
+    for (int k : keep)
+      p.slots[root(k)].dies = end;
+    // Offsets: allocate each result before its operands die, so that no
+    // kernel writes over its own input.
+    ArenaAllocator alloc;
+    std::vector<std::vector<int>> dyingAt(nodes.size());
+    for (int i : p.order) {
+      Slot &s = p.slots[i];
+      if (s.where == Where::Arena) {
+        s.offset = alloc.allocate(s.size);
+        if (s.dies != end)
+          dyingAt[s.dies].push_back(i);
+      }
+      for (int d : dyingAt[i])
+        alloc.release(p.slots[d].offset, p.slots[d].size);
+    }
+    p.arenaFloats = alloc.peak();
+    return p;
+  }
+
+  std::vector<int> allNodes(Phase ph) const {
+    std::vector<int> v(graph.phase(ph).size());
+    for (size_t i = 0; i < v.size(); ++i)
+      v[i] = static_cast<int>(i);
+    return v;
+  }
+
+  // Evaluation: the nodes the Yield operands and the probes need.
+  const PhasePlan &evalPlan(const std::vector<int> &probes) {
+    auto it = evalPlans.find(probes);
+    if (it != evalPlans.end())
+      return it->second;
+    const std::vector<Node> &nodes = graph.nodes;
+    std::vector<char> need(nodes.size(), 0);
+    for (int p : probes) {
+      if (p < 0 || p >= static_cast<int>(nodes.size()))
+        throw std::runtime_error("evaluate: probe " + std::to_string(p) + " is not a node");
+      need[p] = 1;
+    }
+    for (size_t i = 0; i < nodes.size(); ++i)
+      if (nodes[i].kind == OpKind::Yield)
+        need[i] = 1;
+    for (int i = static_cast<int>(nodes.size()) - 1; i >= 0; --i)
+      if (need[i])
+        for (int o : nodes[i].operands)
+          need[o] = 1;
+    std::vector<int> order;
+    for (size_t i = 0; i < nodes.size(); ++i)
+      if (need[i])
+        order.push_back(static_cast<int>(i));
+    return evalPlans.emplace(probes, plan(Phase::Step, order, probes)).first->second;
+  }
+
+  Impl(const Graph &g, std::map<std::string, KernelFn> k) : graph(g), kernels(std::move(k)) {
+    graph.validate();
+    std::string why;
+    if (!PlanExecutor::supports(graph, why))
+      throw std::runtime_error("the compiled runtime cannot run this graph: " + why);
+    for (size_t i = 0; i < graph.states.size(); ++i)
+      stateIndex[graph.states[i].name] = static_cast<int>(i);
+    states.resize(graph.states.size());
+    for (const Node &n : graph.nodes)
+      if (n.kind == OpKind::Grad && !gradIndex.count(n.name)) {
+        gradIndex[n.name] = static_cast<int>(gradSums.size());
+        gradSums.emplace_back(numElements(graph.nodes[n.operands[0]].shape));
+      }
+    for (Phase ph : {Phase::Step, Phase::Update}) {
+      const std::vector<Node> &nodes = graph.phase(ph);
+      for (size_t i = 0; i < nodes.size(); ++i) {
+        const Node &n = nodes[i];
+        cur = ph;
+        if (n.kind == OpKind::Kernel && !kernels.count(n.name))
+          fail(static_cast<int>(i), "compiled kernel '" + n.name + "' was not provided");
+        if ((n.kind == OpKind::Read || n.kind == OpKind::Write) && !stateIndex.count(n.name))
+          fail(static_cast<int>(i), "no state named '" + n.name + "'");
+      }
+    }
+    collectConstants();
+    stepPlan = plan(Phase::Step, allNodes(Phase::Step), {});
+    updatePlan = plan(Phase::Update, allNodes(Phase::Update), {});
+    stats.stepArenaBytes = stepPlan.arenaFloats * 4;
+    stats.updateArenaBytes = updatePlan.arenaFloats * 4;
+    stats.unplannedBytes = (stepPlan.unplannedFloats + updatePlan.unplannedFloats) * 4;
+    for (const StateDecl &s : graph.states)
+      stats.persistentBytes += numElements(s.shape) * 4;
+    for (auto &gs : gradSums)
+      stats.persistentBytes += static_cast<int64_t>(gs.size()) * 4;
+    for (auto &c : constants)
+      stats.persistentBytes += static_cast<int64_t>(c.size()) * 4;
+    initialize(0);
+  }
+
+  void initialize(uint64_t seed) {
+    for (size_t k = 0; k < graph.states.size(); ++k) {
+      const StateDecl &s = graph.states[k];
+      std::vector<float> &v = states[k];
+      v.resize(numElements(s.shape));
+      for (int64_t i = 0; i < static_cast<int64_t>(v.size()); ++i)
+        v[i] = static_cast<float>(initialValue(s, seed, i));
+    }
+    for (size_t k = 0; k < graph.states.size(); ++k)
+      if (!graph.states[k].copyOf.empty())
+        states[k] = states[stateIndex.at(graph.states[k].copyOf)];
+    counter = 0;
+    gradCount = 0;
+  }
+
+  //===--- running --------------------------------------------------------===//
+
+  void checkInputs(const PhasePlan &p, const TensorMap &inputs) {
+    for (int i : p.order) {
+      const Node &n = graph.nodes[i];
+      if (n.kind != OpKind::Input)
+        continue;
+      auto it = inputs.find(n.name);
+      if (it == inputs.end())
+        throw std::runtime_error("missing input '" + n.name + "' (expected shape " +
+                                 shapeToString(n.shape) + ")");
+      const HostTensor &h = it->second;
+      if (h.shape != n.shape)
+        throw std::runtime_error("input '" + n.name + "': expected shape " +
+                                 shapeToString(n.shape) + ", got " + shapeToString(h.shape));
+      if (static_cast<int64_t>(h.data.size()) != numElements(n.shape))
+        throw std::runtime_error("input '" + n.name + "': shape " + shapeToString(h.shape) +
+                                 " needs " + std::to_string(numElements(n.shape)) +
+                                 " values, got " + std::to_string(h.data.size()));
+    }
+  }
+
+  int64_t rowId(int i, float v, int64_t limit, const char *what) const {
+    if (!(v >= 0.0f && v < static_cast<float>(limit)) || v != std::floor(v)) {
+      std::ostringstream os;
+      os << what << " ";
+      if (v == std::floor(v) && std::fabs(v) < 1e15f)
+        os << static_cast<int64_t>(v);
+      else
+        os << v;
+      os << " out of range [0, " << limit << ")";
+      fail(i, os.str());
+    }
+    return static_cast<int64_t>(v);
+  }
+
+  // Checks a whole id tensor before an op uses it (serially: the message
+  // names the first bad id).
+  void checkIds(int i, const float *ids, int64_t count, int64_t limit, const char *what) const {
+    for (int64_t r = 0; r < count; ++r)
+      rowId(i, ids[r], limit, what);
+  }
+
+  float *scratchFloats(int64_t n) {
+    if (static_cast<int64_t>(scratch.size()) < n)
+      scratch.resize(n);
+    return scratch.data();
+  }
+
+  StepResult run(const PhasePlan &p, const TensorMap &inputs, int64_t t, bool probesOut,
+                 const std::vector<int> &probes);
+  void exec(const PhasePlan &p, int i, const TensorMap &inputs, int64_t t, StepResult &result);
+};
+
+StepResult PlanExecutor::Impl::run(const PhasePlan &p, const TensorMap &inputs, int64_t t,
+                                   bool probesOut, const std::vector<int> &probes) {
+  cur = p.phase;
+  if (p.phase == Phase::Step)
+    checkInputs(p, inputs);
+  if (static_cast<int64_t>(arena.size()) < p.arenaFloats)
+    arena.resize(p.arenaFloats);
+  const std::vector<Node> &nodes = graph.phase(p.phase);
+  val.assign(nodes.size(), nullptr);
+  StepResult result;
+  for (int i : p.order) {
+    const Slot &s = p.slots[i];
+    switch (s.where) {
+    case Where::Arena: val[i] = arena.data() + s.offset; break;
+    case Where::State: val[i] = states[s.ref].data(); break;
+    case Where::GradSum: val[i] = gradSums[s.ref].data(); break;
+    case Where::Constant: val[i] = constants[s.ref].data(); break;
+    case Where::Alias: val[i] = val[s.ref]; break;
+    case Where::None: break;
+    }
+    if (!profiling) {
+      exec(p, i, inputs, t, result);
+      continue;
+    }
+    auto t0 = std::chrono::steady_clock::now();
+    exec(p, i, inputs, t, result);
+    double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    auto &e = profile[nodes[i].kind];
+    e.first += sec;
+    ++e.second;
+    if (nodes[i].kind == OpKind::Kernel) {
+      auto &k = kernelProfile[nodes[i].name];
+      k.first += sec;
+      ++k.second;
+    }
+  }
+  if (probesOut)
+    for (int k : probes) {
+      int64_t cnt = numElements(nodes[k].shape);
+      result.probes[k] = HostTensor{nodes[k].shape, std::vector<double>(val[k], val[k] + cnt)};
+    }
+  return result;
+}
+
+void PlanExecutor::Impl::exec(const PhasePlan &p, int i, const TensorMap &inputs, int64_t t,
+                              StepResult &result) {
+  const std::vector<Node> &nodes = graph.phase(p.phase);
+  const Node &n = nodes[i];
+  float *out = val[i];
+  auto in = [&](int k) -> const float * { return val[n.operands[k]]; };
+  auto inShape = [&](int k) -> const Shape & { return nodes[n.operands[k]].shape; };
+  const int64_t count = numElements(n.shape);
+
+  if (isBinaryKind(n.kind)) {
+    // An unfused elementwise op (the fusion pass leaves few): broadcast
+    // operands through their strides, row by row.
+    std::vector<int64_t> sa = broadcastStridesOf(inShape(0), n.shape),
+                         sb = broadcastStridesOf(inShape(1), n.shape);
+    const float *a = in(0), *b = in(1);
+    if (n.shape.empty()) {
+      out[0] = binaryValue(n.kind, a[0], b[0]);
+      return;
+    }
+    int64_t inner = n.shape.back(), rows = count / std::max<int64_t>(inner, 1);
+    int64_t ia = sa.back(), ib = sb.back();
+#pragma omp parallel for schedule(static) if (count > 65536)
+    for (int64_t r = 0; r < rows; ++r) {
+      const float *ar = a + rowOffset(r, n.shape, sa), *br = b + rowOffset(r, n.shape, sb);
+      float *o = out + r * inner;
+      for (int64_t j = 0; j < inner; ++j)
+        o[j] = binaryValue(n.kind, ar[j * ia], br[j * ib]);
+    }
+    return;
+  }
+  if (isUnaryKind(n.kind)) {
+    if (inShape(0) == n.shape) {
+      const float *a = in(0);
+#pragma omp parallel for schedule(static) if (count > 65536)
+      for (int64_t e = 0; e < count; ++e)
+        out[e] = unaryValue(n.kind, a[e]);
+    } else {
+      stridedGather(in(0), n.shape, broadcastStridesOf(inShape(0), n.shape), out);
+      for (int64_t e = 0; e < count; ++e)
+        out[e] = unaryValue(n.kind, out[e]);
+    }
+    return;
+  }
+
+  switch (n.kind) {
+  case OpKind::Input: {
+    const std::vector<double> &src = inputs.at(n.name).data;
+    for (int64_t e = 0; e < count; ++e)
+      out[e] = static_cast<float>(src[e]);
+    return;
+  }
+  case OpKind::Read:
+    if (p.slots[i].where == Where::Arena) // a copy (see plan)
+      std::memcpy(out, states[stateIndex.at(n.name)].data(), sizeof(float) * count);
+    return;
+  case OpKind::Reshape:
+  case OpKind::Transfer:
+  case OpKind::Constant:
+  case OpKind::AccumulatedGrad:
+  case OpKind::Write: // committed by the caller once the phase succeeded
+  case OpKind::Grad:
+    return;
+  case OpKind::StepCount:
+    out[0] = static_cast<float>(t);
+    return;
+  case OpKind::Yield:
+    for (size_t k = 0; k < n.operands.size(); ++k)
+      result.outputs.push_back(static_cast<double>(in(static_cast<int>(k))[0]));
+    return;
+  case OpKind::Kernel: {
+    const void *ins[16];
+    std::vector<const void *> big;
+    const void *const *args = ins;
+    if (n.operands.size() <= 16) {
+      for (size_t k = 0; k < n.operands.size(); ++k)
+        ins[k] = in(static_cast<int>(k));
+    } else {
+      for (size_t k = 0; k < n.operands.size(); ++k)
+        big.push_back(in(static_cast<int>(k)));
+      args = big.data();
+    }
+    void *outs[1] = {out};
+    kernels.at(n.name)(args, outs);
+    return;
+  }
+  case OpKind::Gemm: {
+    const Shape &as = inShape(0), &bs = inShape(1);
+    bool ta = n.ints[0] != 0, tb = n.ints[1] != 0;
+    int64_t m = n.shape[n.shape.size() - 2], nn = n.shape.back();
+    int64_t k = ta ? as[as.size() - 2] : as.back();
+    int64_t batch = numElements(Shape(as.begin(), as.end() - 2));
+    batchedGemm(in(0), in(1), out, batch, m, nn, k, ta, tb, bs.size() > 2,
+                static_cast<float>(n.floats.empty() ? 1.0 : n.floats[0]));
+    return;
+  }
+  case OpKind::Matmul: {
+    const Shape &as = inShape(0), &bs = inShape(1);
+    int64_t m = as[as.size() - 2], k = as.back(), nn = bs.back();
+    int64_t batch = numElements(Shape(as.begin(), as.end() - 2));
+    batchedGemm(in(0), in(1), out, batch, m, nn, k, false, false, bs.size() > 2, 1.0f);
+    return;
+  }
+  case OpKind::Transpose: {
+    std::vector<int64_t> inSt = rowMajorStrides(inShape(0)), st(n.ints.size());
+    for (size_t d = 0; d < n.ints.size(); ++d)
+      st[d] = inSt[n.ints[d]];
+    stridedGather(in(0), n.shape, st, out);
+    return;
+  }
+  case OpKind::Broadcast:
+    stridedGather(in(0), n.shape, broadcastStridesOf(inShape(0), n.shape), out);
+    return;
+  case OpKind::ReduceSum: {
+    const Shape &s = inShape(0);
+    const float *x = in(0);
+    // Contiguous reduced block [lo, hi) (size-1 dims ignored): out[o, j] =
+    // sum_r x[o, r, j], summed in increasing r like the reference.
+    std::vector<char> red(s.size(), 0);
+    for (int64_t d : n.ints)
+      red[d] = 1;
+    int lo = -1, hi = -1;
+    bool contiguous = true;
+    for (int d = 0; d < static_cast<int>(s.size()); ++d) {
+      if (!red[d] || s[d] == 1)
+        continue;
+      if (lo < 0)
+        lo = d;
+      else if (hi != d)
+        contiguous = false;
+      hi = d + 1;
+    }
+    if (lo < 0) { // only size-1 dims summed: a copy
+      std::memcpy(out, x, sizeof(float) * count);
+      return;
+    }
+    if (contiguous) {
+      auto prod = [&](int a, int b) {
+        int64_t v = 1;
+        for (int d = a; d < b; ++d)
+          v *= s[d];
+        return v;
+      };
+      int64_t outer = prod(0, lo), nred = prod(lo, hi), inner = prod(hi, static_cast<int>(s.size()));
+      if (inner == 1) {
+#pragma omp parallel for schedule(static) if (outer * nred > 65536)
+        for (int64_t o = 0; o < outer; ++o) {
+          const float *xr = x + o * nred;
+          float acc = 0.0f;
+          for (int64_t r = 0; r < nred; ++r)
+            acc += xr[r];
+          out[o] = acc;
+        }
+      } else {
+        // Column sums: split the (outer, inner) output among threads in
+        // blocks of 64 columns; each block sums its rows in order.
+        int64_t blocks = (inner + 63) / 64;
+#pragma omp parallel for schedule(static) if (outer * nred * inner > 65536)
+        for (int64_t ob = 0; ob < outer * blocks; ++ob) {
+          int64_t o = ob / blocks, j0 = (ob % blocks) * 64, j1 = std::min(inner, j0 + 64);
+          float *dst = out + o * inner;
+          const float *src = x + o * nred * inner;
+          for (int64_t j = j0; j < j1; ++j)
+            dst[j] = 0.0f;
+          for (int64_t r = 0; r < nred; ++r) {
+            const float *row = src + r * inner;
+            for (int64_t j = j0; j < j1; ++j)
+              dst[j] += row[j];
+          }
+        }
+      }
+      return;
+    }
+    // General: walk the input in order (the reference's loop).
+    std::vector<int64_t> outSt(s.size(), 0), ost = rowMajorStrides(n.shape);
+    for (size_t d = 0, od = 0; d < s.size(); ++d)
+      if (!red[d])
+        outSt[d] = ost[od++];
+    std::fill(out, out + count, 0.0f);
+    std::vector<int64_t> idx(s.size(), 0);
+    int64_t off = 0, total = numElements(s);
+    for (int64_t e = 0; e < total; ++e) {
+      out[off] += x[e];
+      for (int d = static_cast<int>(s.size()) - 1; d >= 0; --d) {
+        if (++idx[d] < s[d]) {
+          off += outSt[d];
+          break;
+        }
+        off -= outSt[d] * (s[d] - 1);
+        idx[d] = 0;
+      }
+    }
+    return;
+  }
+  case OpKind::Slice:
+  case OpKind::Pad: {
+    bool isSlice = n.kind == OpKind::Slice;
+    const Shape &big = isSlice ? inShape(0) : n.shape;
+    const Shape &small = isSlice ? n.shape : inShape(0);
+    int64_t axis = n.ints[0], offset = n.ints[1];
+    int64_t outer = numElements(Shape(big.begin(), big.begin() + axis));
+    int64_t inner = numElements(Shape(big.begin() + axis + 1, big.end()));
+    int64_t bigA = big[axis], smallA = small[axis];
+    const float *x = in(0);
+    if (!isSlice)
+      std::fill(out, out + count, 0.0f);
+#pragma omp parallel for schedule(static) if (count > 65536)
+    for (int64_t o = 0; o < outer; ++o) {
+      int64_t bi = (o * bigA + offset) * inner, si = o * smallA * inner;
+      if (isSlice)
+        std::memcpy(out + si, x + bi, sizeof(float) * smallA * inner);
+      else
+        std::memcpy(out + bi, x + si, sizeof(float) * smallA * inner);
+    }
+    return;
+  }
+  case OpKind::Softmax: {
+    int64_t len = n.shape.back();
+    softmaxRows(in(0), out, count / std::max<int64_t>(len, 1), len, n.flag, len);
+    return;
+  }
+  case OpKind::LayerNorm:
+  case OpKind::RmsNorm: {
+    const float *x = in(0), *gamma = in(1);
+    const float *beta = n.kind == OpKind::LayerNorm ? in(2) : nullptr;
+    int64_t d = n.shape.back(), rows = count / std::max<int64_t>(d, 1);
+    float eps = static_cast<float>(n.floats[0]);
+#pragma omp parallel for schedule(static) if (count > 32768)
+    for (int64_t r = 0; r < rows; ++r) {
+      const float *xr = x + r * d;
+      float *yr = out + r * d;
+      float mean = 0;
+      if (beta) {
+        for (int64_t j = 0; j < d; ++j)
+          mean += xr[j];
+        mean /= static_cast<float>(d);
+      }
+      float ms = 0;
+      for (int64_t j = 0; j < d; ++j)
+        ms += (xr[j] - mean) * (xr[j] - mean);
+      ms /= static_cast<float>(d);
+      float inv = 1.0f / std::sqrt(ms + eps);
+      for (int64_t j = 0; j < d; ++j)
+        yr[j] = (xr[j] - mean) * inv * gamma[j] + (beta ? beta[j] : 0.0f);
+    }
+    return;
+  }
+  case OpKind::Attention: {
+    // Per batch block: S = scale Q K^T (BLAS), masked softmax over rows,
+    // O = P V (BLAS); S for all blocks lives in the scratch buffer.
+    const Shape &qs = inShape(0), &ks = inShape(1), &vs = inShape(2);
+    int64_t tq = qs[qs.size() - 2], d = qs.back();
+    int64_t tk = ks[ks.size() - 2], dv = vs.back();
+    int64_t batch = numElements(Shape(qs.begin(), qs.end() - 2));
+    float scale = static_cast<float>(n.floats[0]);
+    float *S = scratchFloats(batch * tq * tk);
+    const float *q = in(0), *k = in(1), *v = in(2);
+    for (int64_t b = 0; b < batch; ++b)
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(tq),
+                  static_cast<int>(tk), static_cast<int>(d), scale, q + b * tq * d,
+                  static_cast<int>(d), k + b * tk * d, static_cast<int>(d), 0.0f,
+                  S + b * tq * tk, static_cast<int>(tk));
+    // Causal: query row i sees keys 0..i (tq == tk, checked by the verifier).
+    softmaxRows(S, S, batch * tq, tk, n.flag, tq);
+    for (int64_t b = 0; b < batch; ++b)
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(tq),
+                  static_cast<int>(dv), static_cast<int>(tk), 1.0f, S + b * tq * tk,
+                  static_cast<int>(tk), v + b * tk * dv, static_cast<int>(dv), 0.0f,
+                  out + b * tq * dv, static_cast<int>(dv));
+    return;
+  }
+  case OpKind::Embedding: {
+    const float *table = in(0), *ids = in(1);
+    int64_t vocab = inShape(0)[0], d = inShape(0)[1], rows = numElements(inShape(1));
+    checkIds(i, ids, rows, vocab, "id");
+#pragma omp parallel for schedule(static) if (rows * d > 65536)
+    for (int64_t r = 0; r < rows; ++r)
+      std::memcpy(out + r * d, table + static_cast<int64_t>(ids[r]) * d, sizeof(float) * d);
+    return;
+  }
+  case OpKind::ScatterRows: {
+    const float *ids = in(0), *g = in(1);
+    int64_t vocab = n.shape[0], d = n.shape[1], rows = numElements(inShape(0));
+    checkIds(i, ids, rows, vocab, "id");
+    std::fill(out, out + count, 0.0f);
+    // Rows in order (the reference's summation order); columns in parallel.
+    int64_t blocks = (d + 63) / 64;
+#pragma omp parallel for schedule(static) if (rows * d > 65536)
+    for (int64_t bl = 0; bl < blocks; ++bl) {
+      int64_t j0 = bl * 64, j1 = std::min(d, j0 + 64);
+      for (int64_t r = 0; r < rows; ++r) {
+        float *dst = out + static_cast<int64_t>(ids[r]) * d;
+        const float *src = g + r * d;
+        for (int64_t j = j0; j < j1; ++j)
+          dst[j] += src[j];
+      }
+    }
+    return;
+  }
+  case OpKind::OneHot: {
+    const float *ids = in(0);
+    int64_t c = n.shape.back(), rows = numElements(inShape(0));
+    checkIds(i, ids, rows, c, "class id");
+    std::fill(out, out + count, 0.0f);
+    for (int64_t r = 0; r < rows; ++r)
+      out[r * c + static_cast<int64_t>(ids[r])] = 1.0f;
+    return;
+  }
+  case OpKind::CrossEntropy: {
+    const float *logits = in(0), *tgt = in(1);
+    int64_t c = inShape(0).back(), rows = numElements(inShape(1));
+    checkIds(i, tgt, rows, c, "target");
+    float *loss = scratchFloats(rows);
+#pragma omp parallel for schedule(static) if (rows * c > 32768)
+    for (int64_t r = 0; r < rows; ++r) {
+      const float *x = logits + r * c;
+      float mx = *std::max_element(x, x + c);
+      float sum = 0;
+      for (int64_t j = 0; j < c; ++j)
+        sum += std::exp(x[j] - mx);
+      loss[r] = std::log(sum) + mx - x[static_cast<int64_t>(tgt[r])];
+    }
+    float total = 0;
+    for (int64_t r = 0; r < rows; ++r)
+      total += loss[r];
+    out[0] = rows ? total / static_cast<float>(rows) : 0.0f;
+    return;
+  }
+  case OpKind::Descend: {
+    const float *pp = in(0), *dir = in(1);
+    float lr = in(2)[0];
+#pragma omp parallel for schedule(static) if (count > 65536)
+    for (int64_t e = 0; e < count; ++e)
+      out[e] = pp[e] - lr * dir[e];
+    return;
+  }
+  case OpKind::NewtonSchulz: {
+    int64_t m = n.shape[0], nn = n.shape[1], steps = n.ints[0];
+    float a = static_cast<float>(n.floats[0]), b = static_cast<float>(n.floats[1]),
+          c = static_cast<float>(n.floats[2]);
+    const float *g = in(0);
+    float norm = 0;
+    for (int64_t e = 0; e < count; ++e)
+      norm += g[e] * g[e];
+    norm = std::sqrt(norm) + 1e-7f;
+    // Work on the wide orientation so X X^T is the small Gram matrix:
+    // X [r, s] with r <= s; scratch holds X, A, AA (=B) and BX.
+    bool tr = m > nn;
+    int64_t r = tr ? nn : m, s = tr ? m : nn;
+    float *X = scratchFloats(2 * r * s + 2 * r * r);
+    float *A = X + r * s, *B = A + r * r, *BX = B + r * r;
+    if (tr) {
+      for (int64_t i2 = 0; i2 < m; ++i2)
+        for (int64_t j = 0; j < nn; ++j)
+          X[j * m + i2] = g[i2 * nn + j] / norm;
+    } else {
+      for (int64_t e = 0; e < count; ++e)
+        X[e] = g[e] / norm;
+    }
+    const int ir = static_cast<int>(r), is = static_cast<int>(s);
+    for (int64_t st = 0; st < steps; ++st) {
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, ir, ir, is, 1.0f, X, is, X, is, 0.0f,
+                  A, ir);
+      // B = b A + c A A
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, ir, ir, ir, c, A, ir, A, ir, 0.0f,
+                  B, ir);
+      for (int64_t e = 0; e < r * r; ++e)
+        B[e] += b * A[e];
+      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, ir, is, ir, 1.0f, B, ir, X, is,
+                  0.0f, BX, is);
+      for (int64_t e = 0; e < r * s; ++e)
+        X[e] = a * X[e] + BX[e];
+    }
+    if (tr) {
+      for (int64_t i2 = 0; i2 < m; ++i2)
+        for (int64_t j = 0; j < nn; ++j)
+          out[i2 * nn + j] = X[j * m + i2];
+    } else {
+      std::memcpy(out, X, sizeof(float) * count);
+    }
+    return;
+  }
+  default:
+    fail(i, "the compiled runtime has no implementation of this op");
+  }
+}
+
+//===----------------------------------------------------------------------===//
+// PlanExecutor
+//===----------------------------------------------------------------------===//
+
+PlanExecutor::PlanExecutor(const Graph &graph, std::map<std::string, KernelFn> kernels)
+    : impl(std::make_unique<Impl>(graph, std::move(kernels))) {}
+
+PlanExecutor::~PlanExecutor() = default;
+
+bool PlanExecutor::supports(const Graph &graph, std::string &why) {
+  if (!graph.outer.empty()) {
+    why = "it has an outer (gossip) phase";
+    return false;
+  }
+  for (const StateDecl &s : graph.states)
+    if (s.dtype != DType::F32) {
+      why = std::string("state '") + s.name + "' is " + dtypeName(s.dtype) + " (only f32 so far)";
+      return false;
+    }
+  for (Phase ph : {Phase::Step, Phase::Update})
+    for (const Node &n : graph.phase(ph)) {
+      if (n.dtype != DType::F32 && n.dtype != DType::I32 && !isSink(n.kind)) {
+        why = std::string(opKindName(n.kind)) + " at " + n.loc + " is " + dtypeName(n.dtype) +
+              " (only f32 so far)";
+        return false;
+      }
+      if (n.kind == OpKind::GossipMix) {
+        why = "it exchanges values between replicas (gossip_mix)";
+        return false;
+      }
+    }
+  return true;
+}
+
+void PlanExecutor::initialize(uint64_t seed) { impl->initialize(seed); }
+
+StepResult PlanExecutor::microStep(const TensorMap &inputs) {
+  const PhasePlan &p = impl->stepPlan;
+  StepResult r = impl->run(p, inputs, impl->counter + 1, false, {});
+  // The phase succeeded: commit its writes and gradients.
+  for (auto [s, node] : p.writes)
+    std::memmove(impl->states[s].data(), impl->val[node], impl->states[s].size() * sizeof(float));
+  for (auto [g, node] : p.grads) {
+    std::vector<float> &sum = impl->gradSums[g];
+    const float *v = impl->val[node];
+    if (impl->gradCount == 0)
+      std::memcpy(sum.data(), v, sum.size() * sizeof(float));
+    else
+      for (size_t e = 0; e < sum.size(); ++e)
+        sum[e] += v[e];
+  }
+  ++impl->gradCount;
+  return r;
+}
+
+void PlanExecutor::update() {
+  if (impl->gradCount == 0 && !impl->gradSums.empty())
+    throw std::runtime_error("update: no gradient was computed since the last update");
+  if (impl->gradCount > 1)
+    for (std::vector<float> &sum : impl->gradSums)
+      for (float &v : sum)
+        v /= static_cast<float>(impl->gradCount);
+  const PhasePlan &p = impl->updatePlan;
+  impl->run(p, {}, impl->counter + 1, false, {});
+  for (auto [s, node] : p.writes)
+    std::memmove(impl->states[s].data(), impl->val[node], impl->states[s].size() * sizeof(float));
+  impl->gradCount = 0;
+  ++impl->counter;
+}
+
+StepResult PlanExecutor::evaluate(const TensorMap &inputs, const std::vector<int> &probes) {
+  const PhasePlan &p = impl->evalPlan(probes);
+  return impl->run(p, inputs, impl->counter + 1, true, probes);
+}
+
+HostTensor PlanExecutor::getState(const std::string &name) const {
+  auto it = impl->stateIndex.find(name);
+  if (it == impl->stateIndex.end())
+    throw std::runtime_error("getState: no state named '" + name + "'");
+  const std::vector<float> &v = impl->states[it->second];
+  return HostTensor{impl->graph.states[it->second].shape, std::vector<double>(v.begin(), v.end())};
+}
+
+void PlanExecutor::setState(const std::string &name, const HostTensor &value) {
+  auto it = impl->stateIndex.find(name);
+  if (it == impl->stateIndex.end())
+    throw std::runtime_error("setState: no state named '" + name + "'");
+  const Shape &shape = impl->graph.states[it->second].shape;
+  if (value.shape != shape || static_cast<int64_t>(value.data.size()) != numElements(shape))
+    throw std::runtime_error("setState '" + name + "': expected shape " + shapeToString(shape) +
+                             ", got " + shapeToString(value.shape) + " with " +
+                             std::to_string(value.data.size()) + " values");
+  std::vector<float> &v = impl->states[it->second];
+  for (size_t e = 0; e < v.size(); ++e)
+    v[e] = static_cast<float>(value.data[e]);
+}
+
+int64_t PlanExecutor::stepCount() const { return impl->counter; }
+void PlanExecutor::setStepCount(int64_t t) { impl->counter = t; }
+const PlanStats &PlanExecutor::stats() const { return impl->stats; }
+void PlanExecutor::setProfiling(bool on) {
+  impl->profiling = on;
+  impl->profile.clear();
+  impl->kernelProfile.clear();
+}
+
+std::string PlanExecutor::profileReport() const {
+  double total = 0;
+  for (auto &[k, e] : impl->profile)
+    total += e.first;
+  std::vector<std::pair<double, OpKind>> order;
+  for (auto &[k, e] : impl->profile)
+    order.push_back({e.first, k});
+  std::sort(order.rbegin(), order.rend());
+  std::ostringstream os;
+  char line[160];
+  std::snprintf(line, sizeof line, "%-16s %10s %8s %7s\n", "op", "seconds", "calls", "share");
+  os << line;
+  for (auto &[sec, k] : order) {
+    std::snprintf(line, sizeof line, "%-16s %10.3f %8lld %6.1f%%\n", opKindName(k), sec,
+                  static_cast<long long>(impl->profile.at(k).second),
+                  total > 0 ? 100 * sec / total : 0.0);
+    os << line;
+  }
+  // The slowest fused kernels, by name (their sources: --dump).
+  std::vector<std::pair<double, std::string>> ks;
+  for (auto &[name, e] : impl->kernelProfile)
+    ks.push_back({e.first, name});
+  std::sort(ks.rbegin(), ks.rend());
+  if (!ks.empty())
+    os << "slowest kernels:\n";
+  for (size_t k = 0; k < std::min<size_t>(ks.size(), 8); ++k) {
+    std::snprintf(line, sizeof line, "  %-24s %10.3f %6.1f%%\n", ks[k].second.c_str(), ks[k].first,
+                  total > 0 ? 100 * ks[k].first / total : 0.0);
+    os << line;
+  }
+  return os.str();
+}
+
+std::string PlanExecutor::describe() const {
+  std::ostringstream os;
+  const PlanStats &s = impl->stats;
+  os << "// buffer plan: step arena " << s.stepArenaBytes << " B, update arena "
+     << s.updateArenaBytes << " B, persistent " << s.persistentBytes << " B, peak "
+     << s.peakBytes() << " B (intermediates without reuse: " << s.unplannedBytes << " B)\n";
+  for (const PhasePlan *p : {&impl->stepPlan, &impl->updatePlan}) {
+    const std::vector<Node> &nodes = impl->graph.phase(p->phase);
+    os << "// " << (p->phase == Phase::Step ? "step" : "update") << "\n";
+    for (int i : p->order) {
+      const Node &n = nodes[i];
+      const Slot &sl = p->slots[i];
+      os << "%" << i << " = " << opKindName(n.kind);
+      if (!n.name.empty())
+        os << " \"" << n.name << "\"";
+      for (int o : n.operands)
+        os << " %" << o;
+      if (!isSink(n.kind))
+        os << " : " << shapeToString(n.shape);
+      switch (sl.where) {
+      case Where::Arena:
+        os << "  -> arena[" << sl.offset * 4 << ", +" << sl.size * 4 << " B)";
+        if (sl.dies == std::numeric_limits<int>::max())
+          os << " live to the end";
+        else
+          os << " free after %" << sl.dies;
+        break;
+      case Where::State: os << "  -> state '" << impl->graph.states[sl.ref].name << "'"; break;
+      case Where::GradSum: os << "  -> gradient sum"; break;
+      case Where::Constant: os << "  -> constant"; break;
+      case Where::Alias: os << "  -> alias of %" << sl.ref; break;
+      case Where::None: break;
+      }
+      os << "\n";
+    }
+  }
+  return os.str();
+}
+
+} // namespace stretto
