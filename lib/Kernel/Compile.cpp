@@ -22,7 +22,7 @@ void stretto::buildKernelPipeline(OpPassManager &pm) {
 
 FailureOr<CompiledKernels> stretto::compileKernels(train::ModelOp model, HostKernelCache &cache,
                                                    std::string &error) {
-  std::string unit;
+  std::string unit, cuda;
   std::vector<std::string> symbols;
   int index = 0;
   WalkResult walk = model.walk([&](kernel::ElementwiseOp op) {
@@ -36,6 +36,8 @@ FailureOr<CompiledKernels> stretto::compileKernels(train::ModelOp model, HostKer
     op->setAttr("symbol", StringAttr::get(op.getContext(), name));
     unit += src->cpp;
     unit += "\n";
+    cuda += src->cuda;
+    cuda += "\n";
     symbols.push_back(name);
     return WalkResult::advance();
   });
@@ -45,6 +47,8 @@ FailureOr<CompiledKernels> stretto::compileKernels(train::ModelOp model, HostKer
   }
   CompiledKernels out;
   out.sourcePath = cache.entryPath(unit) + ".cpp";
+  out.cppSource = unit;
+  out.cudaSource = cuda;
   for (const std::string &sym : symbols) {
     HostKernelFn fn = cache.load(unit, sym, error);
     if (!fn)

@@ -2,13 +2,17 @@
 //
 // The compiled path (train passes, then kernel-lower-matmul and
 // kernel-fuse-elementwise; fused C++ kernels from the host compiler, GEMMs
-// through OpenBLAS) must train like the reference executor: same losses and
-// parameters over several steps, within f32 rounding.
+// through OpenBLAS) must train like the reference executor: same losses,
+// evaluation losses and parameters over several steps, within f32 rounding
+// (tolerances below), both when the reference executor calls the kernels
+// and on the compiled runtime (PlanExecutor: planned buffers, its own row
+// ops), with one and with two micro-batches per step.
 //
 //===----------------------------------------------------------------------===//
 #include "stretto/Compiler/Lowering.h"
 #include "stretto/Frontend/Import.h"
 #include "stretto/Kernel/Compile.h"
+#include "stretto/PlanExecutor.h"
 #include "stretto/Trainer.h"
 
 #include "mlir/IR/MLIRContext.h"
@@ -75,24 +79,46 @@ TEST_P(CompiledPath, TrainsLikeTheReference) {
   dc.format = toml.find("kjv") != std::string::npos ? "text" : "synthetic";
   dc.path = STRETTO_SOURCE_DIR "/data/kjv.txt";
   auto data = makeDataSource(ref.graph, dc, toml.find("kjv") != std::string::npos ? 128 : 4);
+  int64_t micro = toml.find("micro_batches = 2") != std::string::npos ? 2 : 1;
   RefExecutor a(ref.graph, Precision::F32), b(fast.graph, Precision::F32);
-  a.initialize(7);
-  b.initialize(7);
   b.setKernels(fast.kernels);
+  PlanExecutor c(fast.graph, fast.kernels);
+  std::vector<Executor *> all = {&a, &b, &c};
+  const char *names[] = {"reference", "reference + kernels", "compiled runtime"};
+  for (Executor *e : all)
+    e->initialize(7);
   for (int step = 0; step < 5; ++step) {
-    auto batch = data->batch(Split::Train, step);
-    double la = a.step(batch).outputs.at(0), lb = b.step(batch).outputs.at(0);
-    EXPECT_NEAR(la, lb, 1e-4 * (1 + std::fabs(la))) << "step " << step;
+    double loss[3] = {0, 0, 0};
+    for (int64_t k = 0; k < micro; ++k) {
+      auto batch = data->batch(Split::Train, uint64_t(step * micro + k));
+      for (int e = 0; e < 3; ++e)
+        loss[e] += all[e]->microStep(batch).outputs.at(0);
+    }
+    for (int e = 0; e < 3; ++e)
+      all[e]->update();
+    for (int e = 1; e < 3; ++e)
+      EXPECT_NEAR(loss[0], loss[e], 1e-4 * (1 + std::fabs(loss[0])))
+          << names[e] << ", step " << step;
   }
-  double worst = 0;
-  for (const StateDecl &s : ref.graph.states) {
-    HostTensor x = a.getState(s.name), y = b.getState(s.name);
-    for (size_t i = 0; i < x.data.size(); ++i)
-      worst = std::max(worst, std::fabs(x.data[i] - y.data[i]) / (1e-3 + std::fabs(x.data[i])));
+  // Evaluation (the compiled runtime runs only the forward nodes).
+  auto val = data->batch(Split::Val, 0);
+  double va = a.evaluate(val).outputs.at(0);
+  for (int e = 1; e < 3; ++e)
+    EXPECT_NEAR(va, all[e]->evaluate(val).outputs.at(0), 1e-4 * (1 + std::fabs(va))) << names[e];
+  for (int e = 1; e < 3; ++e) {
+    double worst = 0;
+    for (const StateDecl &s : ref.graph.states) {
+      HostTensor x = a.getState(s.name), y = all[e]->getState(s.name);
+      for (size_t i = 0; i < x.data.size(); ++i)
+        worst = std::max(worst, std::fabs(x.data[i] - y.data[i]) / (1e-3 + std::fabs(x.data[i])));
+    }
+    EXPECT_LT(worst, 1e-2) << names[e] << ": largest relative parameter/state difference after 5 steps";
   }
-  EXPECT_LT(worst, 1e-2) << "largest relative parameter/state difference after 5 steps";
+  EXPECT_LT(c.stats().stepArenaBytes, c.stats().unplannedBytes) << "the plan reuses no buffer";
   std::filesystem::remove_all(cacheDir);
 }
+
+const char *const kCaseNames[] = {"MlpSgd", "GptAdamW", "GptMuon", "GptTwoMicroBatches"};
 
 INSTANTIATE_TEST_SUITE_P(
     Models, CompiledPath,
@@ -108,9 +134,13 @@ INSTANTIATE_TEST_SUITE_P(
         // Muon (Newton-Schulz stays a reference op; its GEMMs are the update's).
         "[model]\nkind = \"gpt\"\nlayers = 1\nheads = 2\nd_model = 16\nseq_len = 8\n"
         "batch = 4\nvocab = 128\n[train]\noptimizer = \"muon\"\nlr = 3e-3\n"
-        "[data]\npath = \"kjv\"\n"),
+        "[data]\npath = \"kjv\"\n",
+        // Two micro-batches per step: gradients summed, then their mean.
+        "[model]\nkind = \"gpt\"\nlayers = 1\nheads = 2\nd_model = 16\nseq_len = 8\n"
+        "batch = 4\nvocab = 128\n[train]\noptimizer = \"adamw\"\nlr = 3e-3\n"
+        "micro_batches = 2\n[data]\npath = \"kjv\"\n"),
     [](const testing::TestParamInfo<const char *> &i) {
-      return std::string(i.index == 0 ? "MlpSgd" : i.index == 1 ? "GptAdamW" : "GptMuon");
+      return std::string(kCaseNames[i.index]);
     });
 
 } // namespace

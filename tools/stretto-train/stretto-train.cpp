@@ -11,6 +11,7 @@
 #include "stretto/Gossip.h"
 #include "stretto/Transforms/Passes.h"
 #include "stretto/Pipeline.h"
+#include "stretto/PlanExecutor.h"
 #include "stretto/Trainer.h"
 
 #include "mlir/IR/MLIRContext.h"
@@ -61,9 +62,10 @@ static cl::list<std::string> killReplica(
 static cl::opt<bool> quiet("quiet", cl::desc("Only print errors and the final summary"), cl::cat(cat));
 static cl::opt<std::string> executor(
     "executor",
-    cl::desc("reference (plain loops, the oracle) | compiled (fused C++ kernels + OpenBLAS "
-             "GEMMs; single-stage runs, f32)"),
-    cl::init("reference"), cl::cat(cat));
+    cl::desc("compiled (default: fused C++ kernels + OpenBLAS GEMMs over a planned arena; "
+             "single-stage f32 runs, others use the reference) | reference (plain loops, the "
+             "oracle)"),
+    cl::init("compiled"), cl::cat(cat));
 
 static const char *kOverview = R"(stretto-train: compile a model description into a trainer and run it
 
@@ -163,6 +165,22 @@ int main(int argc, char **argv) {
   if (precision != "f32" && precision != "f64")
     return fail("--precision must be f32 or f64, got '" + precision + "'");
 
+  if (executor != "compiled" && executor != "reference")
+    return fail("--executor must be reference or compiled, got '" + executor + "'");
+  // The compiled runtime unless asked otherwise; where it does not apply
+  // (yet), an explicit --executor=compiled is an error and the default
+  // falls back to the reference executor with a note.
+  bool explicitExecutor = executor.getNumOccurrences() > 0;
+  std::string exec = executor;
+  auto useReference = [&](const std::string &why) -> bool {
+    if (explicitExecutor)
+      return false;
+    if (!quiet)
+      llvm::outs() << "note: using the reference executor: the compiled runtime " << why << "\n";
+    exec = "reference";
+    return true;
+  };
+
   MLIRContext ctx;
   auto diagnostics = printDiagnostics(ctx);
   std::vector<std::string> sets(overrides.begin(), overrides.end());
@@ -173,60 +191,105 @@ int main(int argc, char **argv) {
     return 1;
   train::ModelOp model = loaded->model;
   OwningOpRef<ModuleOp> &module = loaded->module;
+  if (exec == "compiled") {
+    TrainingPipelineOptions po = TrainingPipelineOptions::fromTrainer(model);
+    StringRef sync = model.getTrainerString("sync", "sync");
+    std::string why;
+    if (po.stages > 1)
+      why = "does not run pipelined models (stages > 1) yet";
+    else if (sync == "gossip" || sync == "diloco")
+      why = "does not run " + sync.str() + " replicas yet";
+    else if (precision != "f32")
+      why = "computes in f32 only";
+    if (!why.empty() && !useReference(why))
+      return fail("--executor=compiled: the compiled runtime " + why +
+                  "; use --executor=reference");
+  }
 
   // Passes: the full pipeline on a model-level description; a step that was
   // already compiled (it writes state) is run as it is.
   bool compiled = !model.getStep() || !model.getStep().getBody().getOps<train::WriteOp>().empty();
-  if (!compiled) {
+  // Kernel-level passes run on a copy, so that a failure to build kernels
+  // can still fall back to the reference executor on the training IR.
+  OwningOpRef<ModuleOp> kernelModule;
+  // --dump: the IR after every pass, as a file tree under dumpDir.
+  auto dumpPasses = [&](PassManager &pm) {
+    if (dumpDir.empty())
+      return;
+    pm.getContext()->disableMultithreading();
+    pm.enableIRPrintingToFileTree([](Pass *, Operation *) { return false; },
+                                  [](Pass *, Operation *) { return true; },
+                                  /*printModuleScope=*/true, /*onlyOnChange=*/false,
+                                  /*onlyOnFailure=*/false, dumpDir);
+  };
+  {
     PassManager pm(&ctx);
-    if (!dumpDir.empty()) {
-      pm.getContext()->disableMultithreading();
-      pm.enableIRPrintingToFileTree([](Pass *, Operation *) { return false; },
-                                    [](Pass *, Operation *) { return true; },
-                                    /*printModuleScope=*/true, /*onlyOnChange=*/false,
-                                    /*onlyOnFailure=*/false, dumpDir);
+    dumpPasses(pm);
+    if (!compiled) {
+      buildTrainingPipeline(pm, TrainingPipelineOptions::fromTrainer(model));
+      // Decentralized data parallelism (issue 6): local steps + gossip outer round.
+      StringRef sync = model.getTrainerString("sync", "sync");
+      if (sync == "gossip" || sync == "diloco")
+        pm.nest<train::ModelOp>().addPass(train::createTrainGossip());
+      if (failed(pm.run(*module)))
+        return fail("compilation failed");
     }
-    buildTrainingPipeline(pm, TrainingPipelineOptions::fromTrainer(model));
-    // Decentralized data parallelism (issue 6): local steps + gossip outer round.
-    StringRef sync = model.getTrainerString("sync", "sync");
-    if (sync == "gossip" || sync == "diloco")
-      pm.nest<train::ModelOp>().addPass(train::createTrainGossip());
-    if (executor == "compiled")
-      buildKernelPipeline(pm);
-    if (failed(pm.run(*module)))
-      return fail("compilation failed");
   }
   // The compiled path: every fused kernel into one cached shared object.
   std::map<std::string, RefExecutor::KernelFn> kernels;
   std::unique_ptr<HostKernelCache> cache; // owns the loaded kernels: lives to the end
-  if (executor == "compiled") {
-    TrainingPipelineOptions po = TrainingPipelineOptions::fromTrainer(model);
-    StringRef sync = model.getTrainerString("sync", "sync");
-    if (po.stages > 1 || sync == "gossip" || sync == "diloco" || precision != "f32")
-      return fail("--executor=compiled supports single-stage, non-gossip runs in f32 so far");
+  std::optional<CompiledKernels> compiledKernels;
+  if (exec == "compiled") {
+    kernelModule = module->clone();
+    train::ModelOp kmodel = *kernelModule->getOps<train::ModelOp>().begin();
+    PassManager pm(&ctx);
+    dumpPasses(pm);
+    buildKernelPipeline(pm);
     const char *env = std::getenv("STRETTO_CACHE_DIR");
     const char *home = std::getenv("HOME");
     std::string dir = env ? env : std::string(home ? home : "/tmp") + "/.cache/stretto/kernels";
-    cache = std::make_unique<HostKernelCache>(dir);
     std::string error;
     auto t0 = std::chrono::steady_clock::now();
-    FailureOr<CompiledKernels> compiled = compileKernels(model, *cache, error);
-    if (failed(compiled))
-      return fail(error);
-    kernels = compiled->functions;
-    if (!quiet)
-      llvm::outs() << "compiled " << kernels.size() << " fused kernels in "
-                   << llvm::format("%.1f", std::chrono::duration<double>(
-                                               std::chrono::steady_clock::now() - t0)
-                                               .count())
-                   << " s (" << (cache->stats().compiles ? "compiled" : "cache hit") << ": "
-                   << compiled->sourcePath << ")\n";
-  } else if (executor != "reference") {
-    return fail("--executor must be reference or compiled, got '" + executor + "'");
+    FailureOr<CompiledKernels> ck = failure();
+    if (failed(pm.run(*kernelModule))) {
+      error = "kernel passes failed";
+    } else {
+      cache = std::make_unique<HostKernelCache>(dir);
+      ck = compileKernels(kmodel, *cache, error);
+    }
+    if (failed(ck)) {
+      if (!useReference("could not build this model's kernels:\n" + error))
+        return fail(error);
+    } else {
+      compiledKernels = *ck;
+      kernels = ck->functions;
+      model = kmodel;
+      if (!quiet)
+        llvm::outs() << "compiled " << kernels.size() << " fused kernels in "
+                     << llvm::format("%.1f", std::chrono::duration<double>(
+                                                 std::chrono::steady_clock::now() - t0)
+                                                 .count())
+                     << " s (" << (cache->stats().compiles ? "compiled" : "cache hit") << ": "
+                     << ck->sourcePath << ")\n";
+    }
   }
   FailureOr<Graph> graph = lowerToGraph(model);
   if (failed(graph))
     return 1;
+  if (exec == "compiled") {
+    std::string why;
+    if (!PlanExecutor::supports(*graph, why)) {
+      if (!useReference("cannot run this model: " + why))
+        return fail("--executor=compiled: the compiled runtime cannot run this model: " + why +
+                    "; use --executor=reference");
+      kernels.clear();
+      compiledKernels.reset();
+      model = loaded->model;
+      graph = lowerToGraph(model);
+      if (failed(graph))
+        return 1;
+    }
+  }
   if (!dumpDir.empty()) {
     std::ofstream g(dumpDir + "/graph.txt");
     for (auto [phase, title] : {std::pair{Phase::Step, "step"}, {Phase::Update, "update"},
@@ -250,7 +313,21 @@ int main(int argc, char **argv) {
         g << "\n";
       }
     }
-    llvm::outs() << "wrote the IR after each pass and graph.txt to " << dumpDir << "\n";
+    std::string extra;
+    if (compiledKernels) {
+      // Every kernel's C++ and CUDA C source, and the runtime's buffer plan.
+      std::ofstream(dumpDir + "/kernels.cpp") << compiledKernels->cppSource;
+      std::ofstream(dumpDir + "/kernels.cu") << compiledKernels->cudaSource;
+      try {
+        PlanExecutor plan(*graph, kernels);
+        std::ofstream(dumpDir + "/plan.txt") << plan.describe();
+        extra = ", kernels.cpp, kernels.cu, plan.txt";
+      } catch (const std::exception &e) {
+        return fail(e.what());
+      }
+    }
+    llvm::outs() << "wrote the IR after each pass, graph.txt" << extra << " to " << dumpDir
+                 << "\n";
   }
 
   // Run settings: config values, then command-line options.
@@ -267,7 +344,7 @@ int main(int argc, char **argv) {
   opt.precision = precision == "f64" ? Precision::F64 : Precision::F32;
   opt.quiet = quiet;
   opt.kernels = kernels;
-  opt.compiled = executor == "compiled";
+  opt.compiled = exec == "compiled";
 
   int64_t vocab = 256;
   DataConfig data = dataConfigOf(model, modelPath, vocab);
@@ -287,7 +364,7 @@ int main(int argc, char **argv) {
                  << graph->nodes.size() << " ops per step; optimizer "
                  << model.getTrainerString("optimizer", "adamw") << "\n"
                  << "data: " << source->describe() << "\n"
-                 << "device: cpu (" << executor << " executor, " << precision << ")\n";
+                 << "device: cpu (" << exec << " executor, " << precision << ")\n";
     llvm::outs().flush();
   }
   // --- decentralized data parallelism (issue 6) ------------------------------

@@ -19,7 +19,9 @@ void buildKernelPipeline(mlir::OpPassManager &pm);
 
 struct CompiledKernels {
   std::map<std::string, RefExecutor::KernelFn> functions;
-  std::string sourcePath; // the cached translation unit, for --dump and errors
+  std::string sourcePath; // the cached translation unit, for errors
+  std::string cppSource;  // that translation unit (--dump: kernels.cpp)
+  std::string cudaSource; // the same kernels as CUDA C (--dump: kernels.cu)
 };
 
 /// Names every kernel.elementwise of `model` (attribute `symbol`), emits

@@ -1,0 +1,378 @@
+//===- PlanExecutorTest.cpp - the compiled runtime, op by op, vs the oracle ===//
+//
+// Every op the compiled runtime (PlanExecutor) implements itself is checked
+// against the reference executor in f32 on small hand-built graphs with
+// awkward shapes (broadcasts, non-contiguous reductions, causal masks,
+// transposed GEMMs). Tolerance: 2e-6 relative (+1e-6 absolute) where the
+// runtime follows the reference's operation order, 1e-5 where it uses BLAS
+// (matmul, attention, Newton-Schulz sum in another order). Also: the buffer
+// plan reuses memory, state writes commit atomically and in the reference's
+// order, and bad input fails with the node named.
+//
+//===----------------------------------------------------------------------===//
+#include "stretto/PlanExecutor.h"
+#include "stretto/RefExecutor.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+
+using namespace stretto;
+
+namespace {
+
+struct Builder {
+  Graph g;
+  Phase phase = Phase::Step;
+  int node(OpKind k, std::vector<int> ops, Shape shape, std::vector<int64_t> ints = {},
+           std::vector<double> floats = {}, bool flag = false) {
+    Node n;
+    n.kind = k;
+    n.operands = std::move(ops);
+    n.shape = std::move(shape);
+    n.ints = std::move(ints);
+    n.floats = std::move(floats);
+    n.flag = flag;
+    n.loc = "test.mlir:" + std::to_string(g.phase(phase).size() + 1) + ":1";
+    return g.add(n, phase);
+  }
+  int input(const std::string &name, Shape shape) {
+    int i = node(OpKind::Input, {}, std::move(shape));
+    g.phase(phase)[i].name = name;
+    return i;
+  }
+  // A scalar loss so the graph is a valid step: sum of `v`.
+  void yieldSum(int v) {
+    Shape s = g.phase(phase)[v].shape;
+    std::vector<int64_t> dims(s.size());
+    for (size_t d = 0; d < s.size(); ++d)
+      dims[d] = static_cast<int64_t>(d);
+    int r = s.empty() ? v : node(OpKind::ReduceSum, {v}, {}, dims);
+    node(OpKind::Yield, {r}, {});
+  }
+};
+
+HostTensor random(const Shape &shape, uint64_t seed, double lo = -2, double hi = 2) {
+  std::mt19937_64 rng(seed);
+  std::uniform_real_distribution<double> u(lo, hi);
+  HostTensor t{shape, std::vector<double>(numElements(shape))};
+  for (double &v : t.data)
+    v = static_cast<float>(u(rng));
+  return t;
+}
+
+HostTensor ids(const Shape &shape, int64_t limit, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  HostTensor t{shape, std::vector<double>(numElements(shape))};
+  for (double &v : t.data)
+    v = static_cast<double>(rng() % static_cast<uint64_t>(limit));
+  return t;
+}
+
+// Evaluates node `probe` on both executors and compares element by element.
+void expectSame(Builder &b, int probe, const TensorMap &inputs, double rel = 2e-6,
+                const std::string &what = "") {
+  RefExecutor ref(b.g, Precision::F32);
+  PlanExecutor plan(b.g, {});
+  StepResult r = ref.evaluate(inputs, {probe}), p = plan.evaluate(inputs, {probe});
+  const HostTensor &x = r.probes.at(probe), &y = p.probes.at(probe);
+  ASSERT_EQ(x.shape, y.shape) << what;
+  ASSERT_EQ(x.data.size(), y.data.size()) << what;
+  for (size_t i = 0; i < x.data.size(); ++i)
+    ASSERT_NEAR(x.data[i], y.data[i], rel * std::fabs(x.data[i]) + 1e-6)
+        << what << ": element " << i << " of " << opKindName(b.g.nodes[probe].kind);
+  EXPECT_NEAR(r.outputs.at(0), p.outputs.at(0), 1e-5 * (1 + std::fabs(r.outputs.at(0)))) << what;
+}
+
+TEST(PlanExecutor, BinaryOpsBroadcast) {
+  for (OpKind k : {OpKind::Add, OpKind::Sub, OpKind::Mul, OpKind::Div, OpKind::Max, OpKind::Min,
+                   OpKind::Pow, OpKind::Gt}) {
+    Builder b;
+    int x = b.input("x", {2, 3, 4}), y = b.input("y", {3, 1});
+    int z = b.node(k, {x, y}, {2, 3, 4});
+    b.yieldSum(z);
+    bool positive = k == OpKind::Pow || k == OpKind::Div;
+    expectSame(b, z, {{"x", random({2, 3, 4}, 1, positive ? 0.5 : -2, 2)},
+                      {"y", random({3, 1}, 2, positive ? 0.5 : -2, 2)}},
+               2e-6, opKindName(k));
+  }
+}
+
+TEST(PlanExecutor, UnaryOps) {
+  for (OpKind k : {OpKind::Neg, OpKind::Exp, OpKind::Log, OpKind::Sqrt, OpKind::Rsqrt,
+                   OpKind::Tanh, OpKind::Cos, OpKind::Gelu, OpKind::Relu}) {
+    Builder b;
+    int x = b.input("x", {5, 7});
+    int z = b.node(k, {x}, {5, 7});
+    b.yieldSum(z);
+    bool positive = k == OpKind::Log || k == OpKind::Sqrt || k == OpKind::Rsqrt;
+    expectSame(b, z, {{"x", random({5, 7}, 3, positive ? 0.1 : -3, 3)}}, 2e-6, opKindName(k));
+  }
+}
+
+TEST(PlanExecutor, LayoutOps) {
+  struct Perm {
+    Shape in;
+    std::vector<int64_t> perm;
+  };
+  for (const Perm &c : {Perm{{3, 4, 5}, {1, 0, 2}}, Perm{{3, 4, 5}, {2, 0, 1}},
+                        Perm{{2, 3, 4, 5}, {0, 2, 1, 3}}, Perm{{4, 6}, {1, 0}}}) {
+    Builder b;
+    int x = b.input("x", c.in);
+    Shape out(c.perm.size());
+    for (size_t d = 0; d < out.size(); ++d)
+      out[d] = c.in[c.perm[d]];
+    int t = b.node(OpKind::Transpose, {x}, out, c.perm);
+    b.yieldSum(t);
+    expectSame(b, t, {{"x", random(c.in, 4)}}, 0, "transpose " + shapeToString(out));
+  }
+  {
+    Builder b;
+    int x = b.input("x", {3, 1});
+    int t = b.node(OpKind::Broadcast, {x}, {2, 3, 4});
+    b.yieldSum(t);
+    expectSame(b, t, {{"x", random({3, 1}, 5)}}, 0, "broadcast");
+  }
+  for (bool slice : {true, false}) {
+    Builder b;
+    int x = b.input("x", slice ? Shape{2, 7, 3} : Shape{2, 3, 3});
+    int t = b.node(slice ? OpKind::Slice : OpKind::Pad, {x}, slice ? Shape{2, 3, 3} : Shape{2, 7, 3},
+                   {1, 2});
+    b.yieldSum(t);
+    expectSame(b, t, {{"x", random(slice ? Shape{2, 7, 3} : Shape{2, 3, 3}, 6)}}, 0,
+               slice ? "slice" : "pad");
+  }
+}
+
+TEST(PlanExecutor, ReduceSumEveryPattern) {
+  // Suffix, prefix, middle, non-contiguous, all, and a size-1 dim only.
+  Shape in = {4, 5, 6};
+  for (std::vector<int64_t> dims : std::vector<std::vector<int64_t>>{
+           {2}, {0}, {0, 1}, {1}, {1, 2}, {0, 2}, {0, 1, 2}}) {
+    Builder b;
+    int x = b.input("x", in);
+    Shape out;
+    for (int64_t d = 0; d < 3; ++d)
+      if (std::find(dims.begin(), dims.end(), d) == dims.end())
+        out.push_back(in[d]);
+    int r = b.node(OpKind::ReduceSum, {x}, out, dims);
+    b.yieldSum(r);
+    std::string what = "reduce_sum over";
+    for (int64_t d : dims)
+      what += " " + std::to_string(d);
+    expectSame(b, r, {{"x", random(in, 7)}}, 2e-6, what);
+  }
+  Builder b;
+  int x = b.input("x", {4, 1, 6});
+  int r = b.node(OpKind::ReduceSum, {x}, {4, 6}, {1});
+  b.yieldSum(r);
+  expectSame(b, r, {{"x", random({4, 1, 6}, 8)}}, 0, "reduce_sum over a size-1 dim");
+}
+
+TEST(PlanExecutor, RowOps) {
+  for (bool causal : {false, true}) {
+    Builder b;
+    int x = b.input("x", {3, 5, 5});
+    int s = b.node(OpKind::Softmax, {x}, {3, 5, 5}, {}, {}, causal);
+    b.yieldSum(s);
+    expectSame(b, s, {{"x", random({3, 5, 5}, 9)}}, 0, causal ? "causal softmax" : "softmax");
+  }
+  for (bool rms : {false, true}) {
+    Builder b;
+    int x = b.input("x", {6, 8}), g = b.input("g", {8}), be = b.input("b", {8});
+    std::vector<int> ops = {x, g};
+    if (!rms)
+      ops.push_back(be);
+    int n = b.node(rms ? OpKind::RmsNorm : OpKind::LayerNorm, ops, {6, 8}, {}, {1e-5});
+    b.yieldSum(n);
+    expectSame(b, n, {{"x", random({6, 8}, 10)}, {"g", random({8}, 11)}, {"b", random({8}, 12)}},
+               0, rms ? "rms_norm" : "layer_norm");
+  }
+  for (bool causal : {false, true}) {
+    Builder b;
+    int64_t tk = causal ? 4 : 6;
+    int q = b.input("q", {2, 3, 4, 8}), k = b.input("k", {2, 3, tk, 8}),
+        v = b.input("v", {2, 3, tk, 5});
+    int a = b.node(OpKind::Attention, {q, k, v}, {2, 3, 4, 5}, {}, {0.35}, causal);
+    b.yieldSum(a);
+    expectSame(b, a,
+               {{"q", random({2, 3, 4, 8}, 13)}, {"k", random({2, 3, tk, 8}, 14)},
+                {"v", random({2, 3, tk, 5}, 15)}},
+               1e-5, causal ? "causal attention" : "attention");
+  }
+}
+
+TEST(PlanExecutor, IdOps) {
+  Builder b;
+  int table = b.input("table", {10, 4}), tok = b.input("tok", {3, 5}),
+      g = b.input("g", {3, 5, 4}), logits = b.input("logits", {3, 5, 10});
+  int e = b.node(OpKind::Embedding, {table, tok}, {3, 5, 4});
+  int s = b.node(OpKind::ScatterRows, {tok, g}, {10, 4});
+  int o = b.node(OpKind::OneHot, {tok}, {3, 5, 10});
+  int ce = b.node(OpKind::CrossEntropy, {logits, tok}, {});
+  int sum = b.node(OpKind::Add, {ce, b.node(OpKind::ReduceSum, {e}, {}, {0, 1, 2})}, {});
+  sum = b.node(OpKind::Add, {sum, b.node(OpKind::ReduceSum, {s}, {}, {0, 1})}, {});
+  sum = b.node(OpKind::Add, {sum, b.node(OpKind::ReduceSum, {o}, {}, {0, 1, 2})}, {});
+  b.node(OpKind::Yield, {sum}, {});
+  TensorMap in = {{"table", random({10, 4}, 16)},
+                  {"tok", ids({3, 5}, 10, 17)},
+                  {"g", random({3, 5, 4}, 18)},
+                  {"logits", random({3, 5, 10}, 19)}};
+  for (int probe : {e, s, o, ce})
+    expectSame(b, probe, in, 0, opKindName(b.g.nodes[probe].kind));
+
+  // An id out of range fails naming the op and its location.
+  in["tok"].data[7] = 10;
+  PlanExecutor plan(b.g, {});
+  try {
+    plan.evaluate(in);
+    FAIL() << "an out-of-range id was accepted";
+  } catch (const std::runtime_error &err) {
+    EXPECT_NE(std::string(err.what()).find("embedding (node 4) at test.mlir:5:1: id 10 out of range [0, 10)"),
+              std::string::npos)
+        << err.what();
+  }
+}
+
+TEST(PlanExecutor, MatmulGemmNewtonSchulz) {
+  for (bool batchedRhs : {false, true}) {
+    Builder b;
+    Shape rhs = batchedRhs ? Shape{2, 4, 5} : Shape{4, 5};
+    int x = b.input("x", {2, 3, 4}), w = b.input("w", rhs);
+    int m = b.node(OpKind::Matmul, {x, w}, {2, 3, 5});
+    b.yieldSum(m);
+    expectSame(b, m, {{"x", random({2, 3, 4}, 20)}, {"w", random(rhs, 21)}}, 1e-5, "matmul");
+  }
+  {
+    Builder b; // alpha op(a) op(b) with both transposed: a [4, 3]^T x b [5, 4]^T
+    int a = b.input("a", {4, 3}), w = b.input("w", {5, 4});
+    int m = b.node(OpKind::Gemm, {a, w}, {3, 5}, {1, 1}, {0.5});
+    b.yieldSum(m);
+    expectSame(b, m, {{"a", random({4, 3}, 22)}, {"w", random({5, 4}, 23)}}, 1e-5, "gemm");
+  }
+  for (Shape s : {Shape{6, 4}, Shape{4, 6}}) {
+    Builder b;
+    int gr = b.input("g", s);
+    int o = b.node(OpKind::NewtonSchulz, {gr}, s, {5}, {3.4445, -4.7750, 2.0315});
+    b.yieldSum(o);
+    expectSame(b, o, {{"g", random(s, 24)}}, 1e-4, "newton_schulz " + shapeToString(s));
+  }
+}
+
+// A step and an update with states: SGD on w, a counter, and a write whose
+// value is another state's old value (it must not see that state's new one).
+Graph statefulGraph() {
+  Builder b;
+  b.g.states = {StateDecl{"w", {3, 4}, DType::F32, InitKind::Normal, 0.5, true},
+                StateDecl{"a", {3, 4}, DType::F32, InitKind::Zeros, 0, false},
+                StateDecl{"b", {3, 4}, DType::F32, InitKind::Ones, 0, false}};
+  int x = b.input("x", {5, 3});
+  int w = b.node(OpKind::Read, {}, {3, 4});
+  b.g.nodes[w].name = "w";
+  int y = b.node(OpKind::Matmul, {x, w}, {5, 4});
+  int l = b.node(OpKind::ReduceSum, {b.node(OpKind::Mul, {y, y}, {5, 4})}, {}, {0, 1});
+  // d/dw sum((xw)^2) = 2 x^T (x w)
+  int xt = b.node(OpKind::Transpose, {x}, {3, 5}, {1, 0});
+  int g = b.node(OpKind::Matmul, {xt, y}, {3, 4});
+  b.node(OpKind::Grad, {g}, {});
+  b.g.nodes.back().name = "w";
+  b.node(OpKind::Yield, {l}, {});
+  b.phase = Phase::Update;
+  int wr = b.node(OpKind::Read, {}, {3, 4});
+  b.g.update[wr].name = "w";
+  int acc = b.node(OpKind::AccumulatedGrad, {}, {3, 4});
+  b.g.update[acc].name = "w";
+  int lr = b.node(OpKind::Constant, {}, {});
+  b.g.update[lr].data = {0.01};
+  int nw = b.node(OpKind::Descend, {wr, acc, lr}, {3, 4});
+  b.node(OpKind::Write, {nw}, {});
+  b.g.update.back().name = "w";
+  int oldB = b.node(OpKind::Read, {}, {3, 4});
+  b.g.update[oldB].name = "b";
+  int t = b.node(OpKind::StepCount, {}, {});
+  int newB = b.node(OpKind::Add, {oldB, t}, {3, 4});
+  b.node(OpKind::Write, {newB}, {});
+  b.g.update.back().name = "b";
+  b.node(OpKind::Write, {oldB}, {}); // a := b as it was before this update
+  b.g.update.back().name = "a";
+  return b.g;
+}
+
+TEST(PlanExecutor, StatesWritesAndMicroBatches) {
+  Graph g = statefulGraph();
+  RefExecutor ref(g, Precision::F32);
+  PlanExecutor plan(g, {});
+  ref.initialize(3);
+  plan.initialize(3);
+  for (int step = 0; step < 4; ++step) {
+    for (int k = 0; k < 2; ++k) { // two micro-batches per step
+      TensorMap in = {{"x", random({5, 3}, 100 + step * 2 + k)}};
+      double lr = ref.microStep(in).outputs.at(0), lp = plan.microStep(in).outputs.at(0);
+      EXPECT_NEAR(lr, lp, 1e-5 * (1 + std::fabs(lr))) << "step " << step;
+    }
+    ref.update();
+    plan.update();
+  }
+  EXPECT_EQ(plan.stepCount(), 4);
+  for (const char *s : {"w", "a", "b"}) {
+    HostTensor x = ref.getState(s), y = plan.getState(s);
+    for (size_t i = 0; i < x.data.size(); ++i)
+      EXPECT_NEAR(x.data[i], y.data[i], 1e-5 * (1 + std::fabs(x.data[i]))) << s << "[" << i << "]";
+  }
+  // a holds b before the last update: 1 + 1 + 2 + 3; b: 1 + 1 + 2 + 3 + 4.
+  EXPECT_EQ(plan.getState("a").data[0], 7.0);
+  EXPECT_EQ(plan.getState("b").data[0], 11.0);
+
+  // A failing step changes nothing: same states, no gradient counted.
+  HostTensor before = plan.getState("w");
+  EXPECT_THROW(plan.microStep({{"x", random({5, 4}, 1)}}), std::runtime_error);
+  EXPECT_THROW(plan.update(), std::runtime_error); // no gradient since the last update
+  EXPECT_EQ(plan.getState("w").data, before.data);
+
+  // setState / getState round trip, with shape checks.
+  HostTensor w = random({3, 4}, 9);
+  plan.setState("w", w);
+  EXPECT_EQ(plan.getState("w").data, w.data);
+  EXPECT_THROW(plan.setState("w", random({4, 3}, 9)), std::runtime_error);
+  EXPECT_THROW(plan.getState("nope"), std::runtime_error);
+}
+
+TEST(PlanExecutor, PlanReusesBuffers) {
+  // A chain of 12 elementwise ops on [64, 64]: with reuse the arena holds
+  // the input and two live values at a time, not 13.
+  Builder b;
+  int v = b.input("x", {64, 64});
+  for (int i = 0; i < 12; ++i)
+    v = b.node(i % 2 ? OpKind::Tanh : OpKind::Neg, {v}, {64, 64});
+  b.yieldSum(v);
+  PlanExecutor plan(b.g, {});
+  const int64_t one = 64 * 64 * 4;
+  EXPECT_LE(plan.stats().stepArenaBytes, 3 * one + 64);
+  EXPECT_GE(plan.stats().unplannedBytes, 13 * one);
+  EXPECT_NE(plan.describe().find("free after"), std::string::npos);
+  expectSame(b, v, {{"x", random({64, 64}, 30)}}, 2e-6, "chain");
+}
+
+TEST(PlanExecutor, RejectsWhatItCannotRun) {
+  Graph g = statefulGraph();
+  g.states[1].dtype = DType::F64;
+  std::string why;
+  EXPECT_FALSE(PlanExecutor::supports(g, why));
+  EXPECT_NE(why.find("state 'a' is f64"), std::string::npos) << why;
+  EXPECT_THROW(PlanExecutor(g, {}), std::runtime_error);
+
+  Graph k = statefulGraph();
+  k.nodes[2].kind = OpKind::Kernel; // the matmul, now an unprovided kernel
+  k.nodes[2].name = "missing_k0";
+  try {
+    PlanExecutor p(k, {});
+    FAIL() << "a kernel without a function was accepted";
+  } catch (const std::runtime_error &e) {
+    EXPECT_NE(std::string(e.what()).find("compiled kernel 'missing_k0' was not provided"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+} // namespace
