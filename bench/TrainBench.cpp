@@ -97,19 +97,28 @@ struct Built {
 };
 
 // Config -> graph (compiled: with fused kernels from `cacheDir`).
-std::unique_ptr<Built> build(const std::string &config, bool compiled, const std::string &cacheDir) {
+std::unique_ptr<Built> build(const std::string &config, bool compiled, const std::string &cacheDir,
+                             std::vector<std::pair<std::string, double>> *phases = nullptr) {
   auto b = std::make_unique<Built>();
+  auto tp = Clock::now();
+  auto mark = [&](const char *what) {
+    if (phases)
+      phases->push_back({what, since(tp)});
+    tp = Clock::now();
+  };
   b->ctx = std::make_unique<mlir::MLIRContext>();
   auto diag = printDiagnostics(*b->ctx);
   b->loaded = loadModel(*b->ctx, config, {});
   if (!b->loaded)
     return nullptr;
+  mark("parse config");
   mlir::PassManager pm(b->ctx.get());
   buildTrainingPipeline(pm, TrainingPipelineOptions::fromTrainer(b->loaded->model));
   if (compiled)
     buildKernelPipeline(pm);
   if (mlir::failed(pm.run(*b->loaded->module)))
     return nullptr;
+  mark("passes");
   if (compiled) {
     b->cache = std::make_unique<HostKernelCache>(cacheDir);
     std::string error;
@@ -119,11 +128,13 @@ std::unique_ptr<Built> build(const std::string &config, bool compiled, const std
       return nullptr;
     }
     b->kernels = k->functions;
+    mark("kernels (emit, hash, load)");
   }
   auto g = lowerToGraph(b->loaded->model);
   if (mlir::failed(g))
     return nullptr;
   b->graph = std::move(*g);
+  mark("lower to graph");
   return b;
 }
 
@@ -192,10 +203,13 @@ int main(int argc, char **argv) {
     return 1;
   double coldSeconds = since(t0);
   t0 = Clock::now();
-  std::unique_ptr<Built> warm = build(config, true, cacheDir);
+  std::vector<std::pair<std::string, double>> warmPhases;
+  std::unique_ptr<Built> warm = build(config, true, cacheDir, &warmPhases);
   if (!warm)
     return 1;
+  auto tPlan = Clock::now();
   auto compiledEx = std::make_unique<PlanExecutor>(warm->graph, warm->kernels);
+  warmPhases.push_back({"plan + initial states", since(tPlan)});
   double warmSeconds = since(t0);
   if (warm->cache->stats().compiles != 0)
     std::fprintf(stderr, "warning: the warm start compiled kernels (cache miss)\n");
@@ -239,6 +253,8 @@ int main(int argc, char **argv) {
               comp.tokensPerSecond / refr.tokensPerSecond);
   std::printf("  cold start (compile)              %8.2f s\n", coldSeconds);
   std::printf("  warm start (cache hit)            %8.2f s\n", warmSeconds);
+  for (auto &[what, sec] : warmPhases)
+    std::printf("    %-30s %8.3f s\n", what.c_str(), sec);
   std::printf("  buffer plan peak                  %8.1f MB (persistent %.1f MB, step arena %.1f MB; "
               "%.1f MB without reuse)\n",
               ps.peakBytes() / 1e6, ps.persistentBytes / 1e6, ps.stepArenaBytes / 1e6,

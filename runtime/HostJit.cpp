@@ -112,36 +112,63 @@ std::string HostKernelCache::entryPath(const std::string &source) const {
 
 HostKernelFn HostKernelCache::load(const std::string &source, const std::string &symbol,
                                    std::string &error) {
+  std::vector<HostKernelFn> fns = loadAll(source, {symbol}, error);
+  return fns.empty() ? nullptr : fns[0];
+}
+
+namespace {
+// The kernel whose generated text holds line `line` of `source`: the last
+// "// <name>: (" header comment at or before it.
+std::string kernelAtLine(const std::string &source, int line) {
+  std::istringstream in(source);
+  std::string text, name;
+  for (int n = 1; std::getline(in, text) && n <= line; ++n)
+    if (text.rfind("// ", 0) == 0 && text.find(": (") != std::string::npos)
+      name = text.substr(3, text.find(": (") - 3);
+  return name;
+}
+} // namespace
+
+std::vector<HostKernelFn> HostKernelCache::loadAll(const std::string &source,
+                                                   const std::vector<std::string> &symbols,
+                                                   std::string &error) {
   std::string stem = entryPath(source);
   std::string so = stem + ".so", sum = stem + ".sum";
-  auto tryLoad = [&]() -> HostKernelFn {
+  std::string first = symbols.empty() ? std::string("(none)") : symbols.front();
+  auto tryLoad = [&]() -> std::vector<HostKernelFn> {
     void *h = dlopen(so.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (!h)
-      return nullptr;
-    auto fn = reinterpret_cast<HostKernelFn>(dlsym(h, symbol.c_str()));
-    if (!fn) {
-      dlclose(h);
-      return nullptr;
+      return {};
+    std::vector<HostKernelFn> fns;
+    for (const std::string &sym : symbols) {
+      auto fn = reinterpret_cast<HostKernelFn>(dlsym(h, sym.c_str()));
+      if (!fn) {
+        dlclose(h);
+        return {};
+      }
+      fns.push_back(fn);
     }
     handles_.push_back(h);
-    return fn;
+    return fns;
   };
 
   std::string soBytes, sumText;
   bool present = readFile(so, soBytes);
   if (present) {
-    if (readFile(sum, sumText) && sumText == sumOf(soBytes))
-      if (HostKernelFn fn = tryLoad()) {
+    if (readFile(sum, sumText) && sumText == sumOf(soBytes)) {
+      std::vector<HostKernelFn> fns = tryLoad();
+      if (!fns.empty() || symbols.empty()) {
         ++stats_.hits;
-        return fn;
+        return fns;
       }
+    }
     ++stats_.rebuilt; // truncated, overwritten, or not loadable
   }
 
   std::string cpp = stem + ".cpp";
   if (!writeFileAtomically(cpp, source)) {
-    error = "kernel " + symbol + ": cannot write " + cpp;
-    return nullptr;
+    error = "kernel " + first + ": cannot write " + cpp;
+    return {};
   }
   std::string tmp = so + ".tmp." + std::to_string(getpid());
   std::string out;
@@ -150,21 +177,34 @@ HostKernelFn HostKernelCache::load(const std::string &source, const std::string 
   std::error_code ec;
   if (rc != 0) {
     fs::remove(tmp, ec);
-    error = "kernel " + symbol + ": host compiler failed on " + cpp + ":\n" + out;
-    return nullptr;
+    // Name the kernel at the compiler's first error location.
+    std::string where = cpp, culprit = first;
+    size_t at = out.find(cpp + ":");
+    if (at != std::string::npos) {
+      int line = std::atoi(out.c_str() + at + cpp.size() + 1);
+      if (line > 0) {
+        where = cpp + ":" + std::to_string(line);
+        std::string k = kernelAtLine(source, line);
+        if (!k.empty())
+          culprit = k;
+      }
+    }
+    error = "kernel " + culprit + ": host compiler failed at " + where + ":\n" + out;
+    return {};
   }
   if (!readFile(tmp, soBytes)) {
-    error = "kernel " + symbol + ": compiler wrote no " + tmp;
-    return nullptr;
+    error = "kernel " + first + ": compiler wrote no " + tmp;
+    return {};
   }
   fs::rename(tmp, so, ec);
   if (ec || !writeFileAtomically(sum, sumOf(soBytes))) {
-    error = "kernel " + symbol + ": cannot store the cache entry " + so;
-    return nullptr;
+    error = "kernel " + first + ": cannot store the cache entry " + so;
+    return {};
   }
-  if (HostKernelFn fn = tryLoad())
-    return fn;
+  std::vector<HostKernelFn> fns = tryLoad();
+  if (!fns.empty() || symbols.empty())
+    return fns;
   const char *why = dlerror();
-  error = "kernel " + symbol + ": cannot load " + so + ": " + (why ? why : "symbol not found");
-  return nullptr;
+  error = "kernel " + first + ": cannot load " + so + ": " + (why ? why : "a symbol was not found");
+  return {};
 }

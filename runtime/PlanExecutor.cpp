@@ -2,8 +2,10 @@
 //
 // See PlanExecutor.h. Where a row op can follow the reference executor's
 // order of floating-point operations at no cost it does (softmax, norms,
-// cross-entropy, column sums), so most values match the oracle bit for bit;
-// attention, matmul and Newton-Schulz use BLAS and match within rounding.
+// cross-entropy, column sums), so those values match the oracle bit for bit;
+// row sums use 16 partial sums (vectorised), and attention, matmul and
+// Newton-Schulz use BLAS: those match within f32 rounding. Every order is
+// fixed, independent of the thread count.
 //
 //===----------------------------------------------------------------------===//
 
@@ -11,6 +13,7 @@
 #include "stretto/Support/KernelMath.h"
 
 #include <cblas.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <chrono>
@@ -132,30 +135,64 @@ void batchedGemm(const float *a, const float *b, float *c, int64_t batch, int64_
     one(batch * m, a, b, c);
     return;
   }
+  // Many small matrices (attention's per-head products): one matrix per
+  // thread beats splitting each small GEMM over every thread. Inside the
+  // parallel region OpenBLAS's OpenMP build runs single-threaded.
+  if (batch >= 2 * omp_get_max_threads() && m * n * k <= (int64_t(1) << 22)) {
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < batch; ++i)
+      one(m, a + i * m * k, b + (rhsBatched ? i * k * n : 0), c + i * m * n);
+    return;
+  }
   for (int64_t i = 0; i < batch; ++i)
     one(m, a + i * m * k, b + (rhsBatched ? i * k * n : 0), c + i * m * n);
 }
 
-// Softmax over rows of `len` (causal: row r of each [len, len] block keeps
-// entries 0..r%len), in the reference executor's operation order.
+// Sum of n floats with 16 interleaved partial sums (vectorisable; a fixed
+// order, so the result does not depend on threads). The reference sums
+// serially: results agree within f32 rounding, not bit for bit.
+float sumFloats(const float *x, int64_t n) {
+  float acc[16] = {0};
+  int64_t j = 0;
+  for (; j + 16 <= n; j += 16)
+    for (int l = 0; l < 16; ++l)
+      acc[l] += x[j + l];
+  float s = 0.0f;
+  for (int l = 0; l < 16; ++l)
+    s += acc[l];
+  for (; j < n; ++j)
+    s += x[j];
+  return s;
+}
+
+// Softmax of one row of `len` whose causal position is `pos` (entries past
+// it are 0 when causal), in the reference executor's operation order.
+inline void softmaxRow(const float *xr, float *yr, int64_t len, bool causal, int64_t pos) {
+  int64_t end = causal ? pos + 1 : len;
+  float mx = xr[0];
+  for (int64_t j = 1; j < end; ++j)
+    mx = std::max(mx, xr[j]);
+  float sum = 0;
+  for (int64_t j = 0; j < end; ++j)
+    sum += (yr[j] = std::exp(xr[j] - mx));
+  for (int64_t j = 0; j < end; ++j)
+    yr[j] /= sum;
+  for (int64_t j = end; j < len; ++j)
+    yr[j] = 0.0f;
+}
+
+// Rows of `len`; row r's causal position is r % causalPeriod.
+void softmaxRowsSerial(const float *x, float *y, int64_t rows, int64_t len, bool causal,
+                       int64_t causalPeriod) {
+  for (int64_t r = 0; r < rows; ++r)
+    softmaxRow(x + r * len, y + r * len, len, causal, r % causalPeriod);
+}
+
 void softmaxRows(const float *x, float *y, int64_t rows, int64_t len, bool causal,
                  int64_t causalPeriod) {
 #pragma omp parallel for schedule(static) if (rows * len > 32768)
-  for (int64_t r = 0; r < rows; ++r) {
-    const float *xr = x + r * len;
-    float *yr = y + r * len;
-    int64_t end = causal ? (r % causalPeriod) + 1 : len;
-    float mx = xr[0];
-    for (int64_t j = 1; j < end; ++j)
-      mx = std::max(mx, xr[j]);
-    float sum = 0;
-    for (int64_t j = 0; j < end; ++j)
-      sum += (yr[j] = std::exp(xr[j] - mx));
-    for (int64_t j = 0; j < end; ++j)
-      yr[j] /= sum;
-    for (int64_t j = end; j < len; ++j)
-      yr[j] = 0.0f;
-  }
+  for (int64_t r = 0; r < rows; ++r)
+    softmaxRow(x + r * len, y + r * len, len, causal, r % causalPeriod);
 }
 
 } // namespace
@@ -185,6 +222,7 @@ struct PhasePlan {
   std::vector<std::pair<int, int>> writes; // (state index, node written), in order
   std::vector<std::pair<int, int>> grads;  // (grad index, node), in order
   std::vector<int> copiedReads;            // Reads held in the arena (see plan)
+  int inPlaceWrites = 0;                   // writes done by their kernel (writeInPlace)
 };
 
 // First-fit allocator over an arena of floats with coalescing free list.
@@ -375,6 +413,8 @@ struct PlanExecutor::Impl {
     }
     for (int k : keep)
       p.slots[root(k)].dies = end;
+    if (phase == Phase::Update)
+      writeInPlace(p, nodes, root);
     // Offsets: allocate each result before its operands die, so that no
     // kernel writes over its own input.
     ArenaAllocator alloc;
@@ -391,6 +431,44 @@ struct PlanExecutor::Impl {
     }
     p.arenaFloats = alloc.peak();
     return p;
+  }
+
+  // Update-phase writes of a fused kernel's value go straight into the state
+  // (no arena buffer, no copy at the end) when that is invisible: the kernel
+  // reads the state's old value, if at all, only at each element's own index
+  // (same shape), and nothing reads the old value after the kernel ran. The
+  // Update phase has no failure mode after its first kernel, so committing
+  // early loses no atomicity.
+  template <typename Root>
+  void writeInPlace(PhasePlan &p, const std::vector<Node> &nodes, Root root) {
+    std::map<int, int> writesOf; // state -> number of writes
+    for (auto [st, node] : p.writes)
+      ++writesOf[st];
+    std::vector<std::pair<int, int>> kept;
+    for (auto [st, node] : p.writes) {
+      const Node &k = nodes[node];
+      Slot &slot = p.slots[node];
+      bool ok = k.kind == OpKind::Kernel && slot.where == Where::Arena && writesOf[st] == 1 &&
+                root(node) == node;
+      for (int i : p.order) { // every Read of st dies by the kernel
+        const Slot &r = p.slots[i];
+        if (ok && r.where == Where::State && r.ref == st && r.dies > node)
+          ok = false;
+      }
+      for (int o : k.operands) // old values read elementwise only
+        if (ok && p.slots[root(o)].where == Where::State && p.slots[root(o)].ref == st &&
+            nodes[o].shape != k.shape)
+          ok = false;
+      if (!ok) {
+        kept.push_back({st, node});
+        continue;
+      }
+      slot.where = Where::State;
+      slot.ref = st;
+      p.unplannedFloats -= alignUp(slot.size);
+      ++p.inPlaceWrites;
+    }
+    p.writes = kept;
   }
 
   std::vector<int> allNodes(Phase ph) const {
@@ -564,8 +642,16 @@ StepResult PlanExecutor::Impl::run(const PhasePlan &p, const TensorMap &inputs, 
     auto &e = profile[nodes[i].kind];
     e.first += sec;
     ++e.second;
-    if (nodes[i].kind == OpKind::Kernel) {
-      auto &k = kernelProfile[nodes[i].name];
+    const Node &pn = nodes[i];
+    if (pn.kind == OpKind::Kernel || pn.kind == OpKind::Gemm || pn.kind == OpKind::Attention) {
+      std::string key = pn.kind == OpKind::Kernel ? pn.name : std::string(opKindName(pn.kind));
+      if (pn.kind != OpKind::Kernel) {
+        for (int o : pn.operands)
+          key += " " + shapeToString(nodes[o].shape);
+        if (pn.kind == OpKind::Gemm)
+          key += " t" + std::to_string(pn.ints[0]) + std::to_string(pn.ints[1]);
+      }
+      auto &k = kernelProfile[key];
       k.first += sec;
       ++k.second;
     }
@@ -721,15 +807,22 @@ void PlanExecutor::Impl::exec(const PhasePlan &p, int i, const TensorMap &inputs
         return v;
       };
       int64_t outer = prod(0, lo), nred = prod(lo, hi), inner = prod(hi, static_cast<int>(s.size()));
-      if (inner == 1) {
+      if (inner == 1 && outer == 1 && nred > 65536) {
+        // One long sum (the gradient norm's): fixed blocks in parallel, then
+        // the block sums in order, so any thread count gives the same bits.
+        const int64_t block = 16384, blocks = (nred + block - 1) / block;
+        float *part = scratchFloats(blocks);
+#pragma omp parallel for schedule(static)
+        for (int64_t bl = 0; bl < blocks; ++bl)
+          part[bl] = sumFloats(x + bl * block, std::min(block, nred - bl * block));
+        float acc = 0.0f;
+        for (int64_t bl = 0; bl < blocks; ++bl)
+          acc += part[bl];
+        out[0] = acc;
+      } else if (inner == 1) {
 #pragma omp parallel for schedule(static) if (outer * nred > 65536)
-        for (int64_t o = 0; o < outer; ++o) {
-          const float *xr = x + o * nred;
-          float acc = 0.0f;
-          for (int64_t r = 0; r < nred; ++r)
-            acc += xr[r];
-          out[o] = acc;
-        }
+        for (int64_t o = 0; o < outer; ++o)
+          out[o] = sumFloats(x + o * nred, nred);
       } else {
         // Column sums: split the (outer, inner) output among threads in
         // blocks of 64 columns; each block sums its rows in order.
@@ -834,18 +927,22 @@ void PlanExecutor::Impl::exec(const PhasePlan &p, int i, const TensorMap &inputs
     float scale = static_cast<float>(n.floats[0]);
     float *S = scratchFloats(batch * tq * tk);
     const float *q = in(0), *k = in(1), *v = in(2);
-    for (int64_t b = 0; b < batch; ++b)
+    // One (batch, head) block per thread; OpenBLAS runs single-threaded
+    // inside the region (OpenMP build). Causal: query row i sees keys 0..i
+    // (tq == tk, checked by the verifier).
+#pragma omp parallel for schedule(static) if (batch > 1)
+    for (int64_t b = 0; b < batch; ++b) {
+      float *Sb = S + b * tq * tk;
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(tq),
                   static_cast<int>(tk), static_cast<int>(d), scale, q + b * tq * d,
-                  static_cast<int>(d), k + b * tk * d, static_cast<int>(d), 0.0f,
-                  S + b * tq * tk, static_cast<int>(tk));
-    // Causal: query row i sees keys 0..i (tq == tk, checked by the verifier).
-    softmaxRows(S, S, batch * tq, tk, n.flag, tq);
-    for (int64_t b = 0; b < batch; ++b)
+                  static_cast<int>(d), k + b * tk * d, static_cast<int>(d), 0.0f, Sb,
+                  static_cast<int>(tk));
+      softmaxRowsSerial(Sb, Sb, tq, tk, n.flag, tq);
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(tq),
-                  static_cast<int>(dv), static_cast<int>(tk), 1.0f, S + b * tq * tk,
-                  static_cast<int>(tk), v + b * tk * dv, static_cast<int>(dv), 0.0f,
-                  out + b * tq * dv, static_cast<int>(dv));
+                  static_cast<int>(dv), static_cast<int>(tk), 1.0f, Sb, static_cast<int>(tk),
+                  v + b * tk * dv, static_cast<int>(dv), 0.0f, out + b * tq * dv,
+                  static_cast<int>(dv));
+    }
     return;
   }
   case OpKind::Embedding: {
@@ -1094,9 +1191,9 @@ std::string PlanExecutor::profileReport() const {
     ks.push_back({e.first, name});
   std::sort(ks.rbegin(), ks.rend());
   if (!ks.empty())
-    os << "slowest kernels:\n";
-  for (size_t k = 0; k < std::min<size_t>(ks.size(), 8); ++k) {
-    std::snprintf(line, sizeof line, "  %-24s %10.3f %6.1f%%\n", ks[k].second.c_str(), ks[k].first,
+    os << "slowest kernels, GEMMs and attention (by operand shapes):\n";
+  for (size_t k = 0; k < std::min<size_t>(ks.size(), 12); ++k) {
+    std::snprintf(line, sizeof line, "  %-48s %10.3f %6.1f%%\n", ks[k].second.c_str(), ks[k].first,
                   total > 0 ? 100 * ks[k].first / total : 0.0);
     os << line;
   }

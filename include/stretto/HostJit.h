@@ -39,6 +39,11 @@ public:
   /// failure returns null and sets `error` (it names the kernel and holds
   /// the compiler's output, whose locations refer to the kept `<key>.cpp`).
   HostKernelFn load(const std::string &source, const std::string &symbol, std::string &error);
+  /// All `symbols` of `source` with one cache lookup (one hash of the
+  /// source, one checksum of the object): in order, or empty on failure. A
+  /// compile error names the kernel at the compiler's first error line.
+  std::vector<HostKernelFn> loadAll(const std::string &source,
+                                    const std::vector<std::string> &symbols, std::string &error);
 
   /// The cache file stem (directory/key) that `source` maps to.
   std::string entryPath(const std::string &source) const;

@@ -49,11 +49,10 @@ FailureOr<CompiledKernels> stretto::compileKernels(train::ModelOp model, HostKer
   out.sourcePath = cache.entryPath(unit) + ".cpp";
   out.cppSource = unit;
   out.cudaSource = cuda;
-  for (const std::string &sym : symbols) {
-    HostKernelFn fn = cache.load(unit, sym, error);
-    if (!fn)
-      return failure();
-    out.functions[sym] = fn;
-  }
+  std::vector<HostKernelFn> fns = cache.loadAll(unit, symbols, error);
+  if (fns.size() != symbols.size())
+    return failure();
+  for (size_t k = 0; k < symbols.size(); ++k)
+    out.functions[symbols[k]] = fns[k];
   return out;
 }

@@ -23,3 +23,6 @@ config.substitutions.append(("%python", sys.executable))
 if subprocess.call([sys.executable, "-c", "import safetensors, numpy"],
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) == 0:
     config.available_features.add("safetensors")
+
+# Compiled kernels go to a cache inside the build tree, not the user's home.
+config.environment["STRETTO_CACHE_DIR"] = os.path.join(config.test_exec_root, "kernel-cache")

@@ -213,18 +213,18 @@ int main(int argc, char **argv) {
   // can still fall back to the reference executor on the training IR.
   OwningOpRef<ModuleOp> kernelModule;
   // --dump: the IR after every pass, as a file tree under dumpDir.
-  auto dumpPasses = [&](PassManager &pm) {
+  auto dumpPasses = [&](PassManager &pm, const std::string &dir) {
     if (dumpDir.empty())
       return;
     pm.getContext()->disableMultithreading();
     pm.enableIRPrintingToFileTree([](Pass *, Operation *) { return false; },
                                   [](Pass *, Operation *) { return true; },
                                   /*printModuleScope=*/true, /*onlyOnChange=*/false,
-                                  /*onlyOnFailure=*/false, dumpDir);
+                                  /*onlyOnFailure=*/false, dir);
   };
   {
     PassManager pm(&ctx);
-    dumpPasses(pm);
+    dumpPasses(pm, dumpDir);
     if (!compiled) {
       buildTrainingPipeline(pm, TrainingPipelineOptions::fromTrainer(model));
       // Decentralized data parallelism (issue 6): local steps + gossip outer round.
@@ -243,7 +243,7 @@ int main(int argc, char **argv) {
     kernelModule = module->clone();
     train::ModelOp kmodel = *kernelModule->getOps<train::ModelOp>().begin();
     PassManager pm(&ctx);
-    dumpPasses(pm);
+    dumpPasses(pm, dumpDir + "/kernel"); // the kernel passes, on the trained model
     buildKernelPipeline(pm);
     const char *env = std::getenv("STRETTO_CACHE_DIR");
     const char *home = std::getenv("HOME");
@@ -321,7 +321,7 @@ int main(int argc, char **argv) {
       try {
         PlanExecutor plan(*graph, kernels);
         std::ofstream(dumpDir + "/plan.txt") << plan.describe();
-        extra = ", kernels.cpp, kernels.cu, plan.txt";
+        extra = ", kernel/ (kernel passes), kernels.cpp, kernels.cu, plan.txt";
       } catch (const std::exception &e) {
         return fail(e.what());
       }
