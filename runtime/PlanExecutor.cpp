@@ -10,7 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "stretto/PlanExecutor.h"
-#include "stretto/Support/KernelMath.h"
+#include "OpSemantics.h"
 
 #include <cblas.h>
 #include <omp.h>
@@ -26,6 +26,8 @@
 
 namespace stretto {
 
+using namespace ops;
+
 namespace {
 
 // Arena offsets are multiples of 16 floats (64 bytes: a cache line, an
@@ -34,27 +36,8 @@ constexpr int64_t kAlign = 16;
 
 int64_t alignUp(int64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
 
-bool isBinaryKind(OpKind k) { return k >= OpKind::Add && k <= OpKind::Gt; }
-bool isUnaryKind(OpKind k) { return k >= OpKind::Neg && k <= OpKind::Relu; }
 bool isSink(OpKind k) {
   return k == OpKind::Write || k == OpKind::Grad || k == OpKind::Yield;
-}
-
-std::vector<int64_t> rowMajorStrides(const Shape &shape) {
-  std::vector<int64_t> st(shape.size(), 1);
-  for (int d = static_cast<int>(shape.size()) - 2; d >= 0; --d)
-    st[d] = st[d + 1] * shape[d + 1];
-  return st;
-}
-
-// Strides of an operand of shape `in` read in the index space `out`
-// (numpy broadcasting: missing or size-1 dims have stride 0).
-std::vector<int64_t> broadcastStridesOf(const Shape &in, const Shape &out) {
-  std::vector<int64_t> st(out.size(), 0), inSt = rowMajorStrides(in);
-  size_t off = out.size() - in.size();
-  for (size_t d = 0; d < in.size(); ++d)
-    st[off + d] = in[d] == 1 ? 0 : inSt[d];
-  return st;
 }
 
 // Offset of the first element of output row `row` (all dims but the last)
@@ -89,35 +72,6 @@ void stridedGather(const float *in, const Shape &out, const std::vector<int64_t>
     else
       for (int64_t j = 0; j < inner; ++j)
         d[j] = src[j * s];
-  }
-}
-
-float unaryValue(OpKind k, float x) {
-  switch (k) {
-  case OpKind::Neg: return -x;
-  case OpKind::Exp: return std::exp(x);
-  case OpKind::Log: return std::log(x);
-  case OpKind::Sqrt: return std::sqrt(x);
-  case OpKind::Rsqrt: return 1.0f / std::sqrt(x);
-  case OpKind::Tanh: return kernelmath::st_tanh_f(x);
-  case OpKind::Cos: return std::cos(x);
-  case OpKind::Gelu: return kernelmath::st_gelu_f(x);
-  case OpKind::Relu: return x > 0.0f ? x : 0.0f;
-  default: return x;
-  }
-}
-
-float binaryValue(OpKind k, float a, float b) {
-  switch (k) {
-  case OpKind::Add: return a + b;
-  case OpKind::Sub: return a - b;
-  case OpKind::Mul: return a * b;
-  case OpKind::Div: return a / b;
-  case OpKind::Max: return std::max(a, b);
-  case OpKind::Min: return std::min(a, b);
-  case OpKind::Pow: return std::pow(a, b);
-  case OpKind::Gt: return a > b ? 1.0f : 0.0f;
-  default: return a;
   }
 }
 
@@ -565,32 +519,14 @@ struct PlanExecutor::Impl {
       const Node &n = graph.nodes[i];
       if (n.kind != OpKind::Input)
         continue;
-      auto it = inputs.find(n.name);
-      if (it == inputs.end())
-        throw std::runtime_error("missing input '" + n.name + "' (expected shape " +
-                                 shapeToString(n.shape) + ")");
-      const HostTensor &h = it->second;
-      if (h.shape != n.shape)
-        throw std::runtime_error("input '" + n.name + "': expected shape " +
-                                 shapeToString(n.shape) + ", got " + shapeToString(h.shape));
-      if (static_cast<int64_t>(h.data.size()) != numElements(n.shape))
-        throw std::runtime_error("input '" + n.name + "': shape " + shapeToString(h.shape) +
-                                 " needs " + std::to_string(numElements(n.shape)) +
-                                 " values, got " + std::to_string(h.data.size()));
+      checkInput(n, inputs);
     }
   }
 
   int64_t rowId(int i, float v, int64_t limit, const char *what) const {
-    if (!(v >= 0.0f && v < static_cast<float>(limit)) || v != std::floor(v)) {
-      std::ostringstream os;
-      os << what << " ";
-      if (v == std::floor(v) && std::fabs(v) < 1e15f)
-        os << static_cast<int64_t>(v);
-      else
-        os << v;
-      os << " out of range [0, " << limit << ")";
-      fail(i, os.str());
-    }
+    std::string bad = badId(static_cast<double>(v), limit, what);
+    if (!bad.empty())
+      fail(i, bad);
     return static_cast<int64_t>(v);
   }
 
@@ -673,14 +609,14 @@ void PlanExecutor::Impl::exec(const PhasePlan &p, int i, const TensorMap &inputs
   auto inShape = [&](int k) -> const Shape & { return nodes[n.operands[k]].shape; };
   const int64_t count = numElements(n.shape);
 
-  if (isBinaryKind(n.kind)) {
+  if (isBinary(n.kind)) {
     // An unfused elementwise op (the fusion pass leaves few): broadcast
     // operands through their strides, row by row.
-    std::vector<int64_t> sa = broadcastStridesOf(inShape(0), n.shape),
-                         sb = broadcastStridesOf(inShape(1), n.shape);
+    std::vector<int64_t> sa = broadcastStrides(inShape(0), n.shape),
+                         sb = broadcastStrides(inShape(1), n.shape);
     const float *a = in(0), *b = in(1);
     if (n.shape.empty()) {
-      out[0] = binaryValue(n.kind, a[0], b[0]);
+      out[0] = binaryOp(n.kind, a[0], b[0]);
       return;
     }
     int64_t inner = n.shape.back(), rows = count / std::max<int64_t>(inner, 1);
@@ -690,20 +626,20 @@ void PlanExecutor::Impl::exec(const PhasePlan &p, int i, const TensorMap &inputs
       const float *ar = a + rowOffset(r, n.shape, sa), *br = b + rowOffset(r, n.shape, sb);
       float *o = out + r * inner;
       for (int64_t j = 0; j < inner; ++j)
-        o[j] = binaryValue(n.kind, ar[j * ia], br[j * ib]);
+        o[j] = binaryOp(n.kind, ar[j * ia], br[j * ib]);
     }
     return;
   }
-  if (isUnaryKind(n.kind)) {
+  if (isUnary(n.kind)) {
     if (inShape(0) == n.shape) {
       const float *a = in(0);
 #pragma omp parallel for schedule(static) if (count > 65536)
       for (int64_t e = 0; e < count; ++e)
-        out[e] = unaryValue(n.kind, a[e]);
+        out[e] = unaryOp(n.kind, a[e]);
     } else {
-      stridedGather(in(0), n.shape, broadcastStridesOf(inShape(0), n.shape), out);
+      stridedGather(in(0), n.shape, broadcastStrides(inShape(0), n.shape), out);
       for (int64_t e = 0; e < count; ++e)
-        out[e] = unaryValue(n.kind, out[e]);
+        out[e] = unaryOp(n.kind, out[e]);
     }
     return;
   }
@@ -767,14 +703,14 @@ void PlanExecutor::Impl::exec(const PhasePlan &p, int i, const TensorMap &inputs
     return;
   }
   case OpKind::Transpose: {
-    std::vector<int64_t> inSt = rowMajorStrides(inShape(0)), st(n.ints.size());
+    std::vector<int64_t> inSt = stridesOf(inShape(0)), st(n.ints.size());
     for (size_t d = 0; d < n.ints.size(); ++d)
       st[d] = inSt[n.ints[d]];
     stridedGather(in(0), n.shape, st, out);
     return;
   }
   case OpKind::Broadcast:
-    stridedGather(in(0), n.shape, broadcastStridesOf(inShape(0), n.shape), out);
+    stridedGather(in(0), n.shape, broadcastStrides(inShape(0), n.shape), out);
     return;
   case OpKind::ReduceSum: {
     const Shape &s = inShape(0);
@@ -844,45 +780,23 @@ void PlanExecutor::Impl::exec(const PhasePlan &p, int i, const TensorMap &inputs
       return;
     }
     // General: walk the input in order (the reference's loop).
-    std::vector<int64_t> outSt(s.size(), 0), ost = rowMajorStrides(n.shape);
-    for (size_t d = 0, od = 0; d < s.size(); ++d)
-      if (!red[d])
-        outSt[d] = ost[od++];
     std::fill(out, out + count, 0.0f);
-    std::vector<int64_t> idx(s.size(), 0);
-    int64_t off = 0, total = numElements(s);
-    for (int64_t e = 0; e < total; ++e) {
-      out[off] += x[e];
-      for (int d = static_cast<int>(s.size()) - 1; d >= 0; --d) {
-        if (++idx[d] < s[d]) {
-          off += outSt[d];
-          break;
-        }
-        off -= outSt[d] * (s[d] - 1);
-        idx[d] = 0;
-      }
-    }
+    reduceSumWalk(x, s, n.ints, out);
     return;
   }
   case OpKind::Slice:
   case OpKind::Pad: {
     bool isSlice = n.kind == OpKind::Slice;
-    const Shape &big = isSlice ? inShape(0) : n.shape;
-    const Shape &small = isSlice ? n.shape : inShape(0);
-    int64_t axis = n.ints[0], offset = n.ints[1];
-    int64_t outer = numElements(Shape(big.begin(), big.begin() + axis));
-    int64_t inner = numElements(Shape(big.begin() + axis + 1, big.end()));
-    int64_t bigA = big[axis], smallA = small[axis];
+    Window w = windowOf(n, inShape(0));
     const float *x = in(0);
     if (!isSlice)
       std::fill(out, out + count, 0.0f);
 #pragma omp parallel for schedule(static) if (count > 65536)
-    for (int64_t o = 0; o < outer; ++o) {
-      int64_t bi = (o * bigA + offset) * inner, si = o * smallA * inner;
+    for (int64_t o = 0; o < w.outer; ++o) {
       if (isSlice)
-        std::memcpy(out + si, x + bi, sizeof(float) * smallA * inner);
+        std::memcpy(out + w.smallStart(o), x + w.bigStart(o), sizeof(float) * w.smallA * w.inner);
       else
-        std::memcpy(out + bi, x + si, sizeof(float) * smallA * inner);
+        std::memcpy(out + w.bigStart(o), x + w.smallStart(o), sizeof(float) * w.smallA * w.inner);
     }
     return;
   }
@@ -1148,11 +1062,7 @@ void PlanExecutor::setState(const std::string &name, const HostTensor &value) {
   auto it = impl->stateIndex.find(name);
   if (it == impl->stateIndex.end())
     throw std::runtime_error("setState: no state named '" + name + "'");
-  const Shape &shape = impl->graph.states[it->second].shape;
-  if (value.shape != shape || static_cast<int64_t>(value.data.size()) != numElements(shape))
-    throw std::runtime_error("setState '" + name + "': expected shape " + shapeToString(shape) +
-                             ", got " + shapeToString(value.shape) + " with " +
-                             std::to_string(value.data.size()) + " values");
+  ops::checkStateValue(name, impl->graph.states[it->second].shape, value);
   std::vector<float> &v = impl->states[it->second];
   for (size_t e = 0; e < v.size(); ++e)
     v[e] = static_cast<float>(value.data[e]);

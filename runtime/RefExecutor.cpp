@@ -9,7 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "stretto/RefExecutor.h"
-#include "stretto/Support/KernelMath.h"
+#include "OpSemantics.h"
 
 #include <cblas.h>
 
@@ -22,6 +22,8 @@
 
 namespace stretto {
 
+using namespace ops;
+
 namespace {
 
 template <typename T> using Buf = std::vector<T>;
@@ -29,14 +31,6 @@ template <typename T> using Buf = std::vector<T>;
 //===----------------------------------------------------------------------===//
 // Index helpers
 //===----------------------------------------------------------------------===//
-
-// Row-major strides of `shape`.
-std::vector<int64_t> stridesOf(const Shape &shape) {
-  std::vector<int64_t> st(shape.size(), 1);
-  for (int d = static_cast<int>(shape.size()) - 2; d >= 0; --d)
-    st[d] = st[d + 1] * shape[d + 1];
-  return st;
-}
 
 // out[i] = in[sum_d idx_d * inStride[d]] over the out index space. Covers
 // broadcasting (stride 0) and transposition (permuted strides).
@@ -60,16 +54,6 @@ Buf<T> gather(const Buf<T> &in, const Shape &out,
     }
   }
   return res;
-}
-
-// Strides of `in` seen from the index space of `out` (numpy broadcasting).
-std::vector<int64_t> broadcastStrides(const Shape &in, const Shape &out) {
-  std::vector<int64_t> st(out.size(), 0);
-  std::vector<int64_t> inSt = stridesOf(in);
-  size_t off = out.size() - in.size();
-  for (size_t d = 0; d < in.size(); ++d)
-    st[off + d] = in[d] == 1 ? 0 : inSt[d];
-  return st;
 }
 
 template <typename T>
@@ -150,50 +134,6 @@ template <typename T> Buf<T> transpose2D(const Buf<T> &x, int64_t r, int64_t c) 
 //===----------------------------------------------------------------------===//
 // Elementwise functions
 //===----------------------------------------------------------------------===//
-
-template <typename T> T binaryOp(OpKind k, T a, T b) {
-  switch (k) {
-  case OpKind::Add: return a + b;
-  case OpKind::Sub: return a - b;
-  case OpKind::Mul: return a * b;
-  case OpKind::Div: return a / b;
-  case OpKind::Max: return std::max(a, b);
-  case OpKind::Min: return std::min(a, b);
-  case OpKind::Pow: return std::pow(a, b);
-  case OpKind::Gt: return a > b ? T(1) : T(0);
-  default: break;
-  }
-  throw std::logic_error("not a binary op");
-}
-
-// f32 tanh and GELU are the fused kernels' own (Support/KernelMath.inc),
-// so compiled kernels and the oracle round alike; f64 uses libm.
-inline float tanhOf(float x) { return kernelmath::st_tanh_f(x); }
-inline double tanhOf(double x) { return std::tanh(x); }
-inline float geluOf(float x) { return kernelmath::st_gelu_f(x); }
-inline double geluOf(double x) {
-  const double c = 0.79788456080286535587989211986876; // sqrt(2/pi)
-  return 0.5 * x * (1.0 + std::tanh(c * (x + 0.044715 * x * x * x)));
-}
-
-template <typename T> T unaryOp(OpKind k, T x) {
-  switch (k) {
-  case OpKind::Neg: return -x;
-  case OpKind::Exp: return std::exp(x);
-  case OpKind::Log: return std::log(x);
-  case OpKind::Sqrt: return std::sqrt(x);
-  case OpKind::Rsqrt: return T(1) / std::sqrt(x);
-  case OpKind::Tanh: return tanhOf(x);
-  case OpKind::Cos: return std::cos(x);
-  case OpKind::Gelu: return geluOf(x);
-  case OpKind::Relu: return x > T(0) ? x : T(0);
-  default: break;
-  }
-  throw std::logic_error("not a unary op");
-}
-
-bool isBinary(OpKind k) { return k >= OpKind::Add && k <= OpKind::Gt; }
-bool isUnary(OpKind k) { return k >= OpKind::Neg && k <= OpKind::Relu; }
 
 //===----------------------------------------------------------------------===//
 // Fused kernels
@@ -394,21 +334,7 @@ struct RefExecutor::Impl {
         continue;
       if (subset && std::find(subset->begin(), subset->end(), static_cast<int>(i)) == subset->end())
         continue;
-      auto it = inputs.find(n.name);
-      if (it == inputs.end())
-        throw std::runtime_error("missing input '" + n.name +
-                                 "' (expected shape " +
-                                 shapeToString(n.shape) + ")");
-      const HostTensor &h = it->second;
-      if (h.shape != n.shape)
-        throw std::runtime_error("input '" + n.name + "': expected shape " +
-                                 shapeToString(n.shape) + ", got " +
-                                 shapeToString(h.shape));
-      if (static_cast<int64_t>(h.data.size()) != numElements(n.shape))
-        throw std::runtime_error(
-            "input '" + n.name + "': shape " + shapeToString(h.shape) +
-            " needs " + std::to_string(numElements(n.shape)) +
-            " values, got " + std::to_string(h.data.size()));
+      checkInput(n, inputs);
     }
   }
 
@@ -416,16 +342,9 @@ struct RefExecutor::Impl {
   template <typename T>
   int64_t rowId(size_t node, T v, int64_t limit, const char *what) const {
     double d = static_cast<double>(v);
-    if (!(d >= 0 && d < static_cast<double>(limit)) || d != std::floor(d)) {
-      std::ostringstream os;
-      os << what << " ";
-      if (d == std::floor(d) && std::fabs(d) < 1e15)
-        os << static_cast<int64_t>(d); // print 1000000, not 1e+06
-      else
-        os << d;
-      os << " out of range [0, " << limit << ")";
-      fail(node, os.str());
-    }
+    std::string bad = badId(d, limit, what);
+    if (!bad.empty())
+      fail(node, bad);
     return static_cast<int64_t>(d);
   }
 
@@ -627,54 +546,24 @@ RefExecutor::Impl::run(const std::map<std::string, HostTensor> &inputs,
       case OpKind::Broadcast:
         out = expand(in(0), inShape(0), n.shape);
         break;
-      case OpKind::ReduceSum: {
-        const Shape &s = inShape(0);
-        // Output stride of each input dim, 0 for the summed ones.
-        std::vector<int64_t> outSt(s.size(), 0), ost = stridesOf(n.shape);
-        for (size_t d = 0, od = 0, r = 0; d < s.size(); ++d) {
-          if (r < n.ints.size() && n.ints[r] == static_cast<int64_t>(d))
-            ++r;
-          else
-            outSt[d] = ost[od++];
-        }
+      case OpKind::ReduceSum:
         out.assign(numElements(n.shape), T(0));
-        const Buf<T> &x = in(0);
-        std::vector<int64_t> idx(s.size(), 0);
-        int64_t off = 0;
-        for (size_t e = 0; e < x.size(); ++e) {
-          out[off] += x[e];
-          for (int d = static_cast<int>(s.size()) - 1; d >= 0; --d) {
-            if (++idx[d] < s[d]) {
-              off += outSt[d];
-              break;
-            }
-            off -= outSt[d] * (s[d] - 1);
-            idx[d] = 0;
-          }
-        }
+        reduceSumWalk(in(0).data(), inShape(0), n.ints, out.data());
         break;
-      }
       case OpKind::Slice:
       case OpKind::Pad: {
         bool isSlice = n.kind == OpKind::Slice;
-        const Shape &big = isSlice ? inShape(0) : n.shape;
-        const Shape &small = isSlice ? n.shape : inShape(0);
-        int64_t axis = n.ints[0], offset = n.ints[1];
-        int64_t outer = numElements(Shape(big.begin(), big.begin() + axis));
-        int64_t inner = numElements(Shape(big.begin() + axis + 1, big.end()));
-        int64_t bigA = big[axis], smallA = small[axis];
+        Window w = windowOf(n, inShape(0));
         const Buf<T> &x = in(0);
         out.assign(numElements(n.shape), T(0));
-        for (int64_t o = 0; o < outer; ++o)
-          for (int64_t j = 0; j < smallA; ++j)
-            for (int64_t e = 0; e < inner; ++e) {
-              int64_t bi = (o * bigA + offset + j) * inner + e;
-              int64_t si = (o * smallA + j) * inner + e;
-              if (isSlice)
-                out[si] = x[bi];
-              else
-                out[bi] = x[si];
-            }
+        for (int64_t o = 0; o < w.outer; ++o)
+          for (int64_t e = 0; e < w.smallA * w.inner; ++e) {
+            int64_t bi = w.bigStart(o) + e, si = w.smallStart(o) + e;
+            if (isSlice)
+              out[si] = x[bi];
+            else
+              out[bi] = x[si];
+          }
         break;
       }
       case OpKind::Softmax:
@@ -868,12 +757,7 @@ void RefExecutor::setState(const std::string &name, const HostTensor &value) {
   const StateDecl *s = impl->graph.findState(name);
   if (!s)
     throw std::runtime_error("setState: no state named '" + name + "'");
-  if (value.shape != s->shape ||
-      static_cast<int64_t>(value.data.size()) != numElements(s->shape))
-    throw std::runtime_error("setState '" + name + "': expected shape " +
-                             shapeToString(s->shape) + ", got " +
-                             shapeToString(value.shape) + " with " +
-                             std::to_string(value.data.size()) + " values");
+  checkStateValue(name, s->shape, value);
   HostTensor t = value;
   for (double &v : t.data)
     v = impl->storable(v, s->dtype);

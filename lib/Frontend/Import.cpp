@@ -119,8 +119,12 @@ public:
         fail(table, "[" + name + "] needs the key '" + key + "'");
       return *fallback;
     }
-    auto v = n->value<int64_t>();
-    if (!n->is_integer() || !v)
+    // is_integer() first: toml++'s value<int64_t>() of a float out of
+    // int64 range is undefined behaviour (found by fuzz-smoke).
+    std::optional<int64_t> v;
+    if (n->is_integer())
+      v = n->value<int64_t>();
+    if (!v)
       fail(n, "'" + name + "." + key + "' must be an integer");
     if (*v < minimum)
       fail(n, "'" + name + "." + key + "' must be >= " + std::to_string(minimum) +
@@ -171,8 +175,10 @@ public:
                   " entries, got " + std::to_string(a->size()));
     std::vector<int64_t> out;
     for (const toml::node &e : *a) {
-      auto v = e.value<int64_t>();
-      if (!e.is_integer() || !v || *v < 1)
+      std::optional<int64_t> v;
+      if (e.is_integer())
+        v = e.value<int64_t>();
+      if (!v || *v < 1)
         fail(&e, "'" + name + "." + key + "' must hold positive integers");
       out.push_back(*v);
     }
@@ -489,8 +495,10 @@ void buildTrainer(OpBuilder &b, ModelOp model, Section &t) {
     if (n->is_array()) {
       std::vector<int64_t> steps;
       for (const toml::node &e : *n->as_array()) {
-        auto v = e.value<int64_t>();
-        if (!e.is_integer() || !v || *v < 0)
+        std::optional<int64_t> v;
+        if (e.is_integer())
+          v = e.value<int64_t>();
+        if (!v || *v < 0)
           fail(&e, "'train.local_steps' must hold integers >= 0");
         steps.push_back(*v);
       }

@@ -5,8 +5,11 @@
 #
 #   test/fuzz/smoke.sh BUILD_DIR OUT_DIR
 #
-# STRETTO_FUZZ_SECONDS (default 20) bounds each fuzzing run. New inputs go
-# to a temporary folder, never into the seed corpus.
+# Each fuzzing run executes STRETTO_FUZZ_RUNS inputs (default 200000) from a
+# fixed seed, so every machine fuzzes the same inputs and a failure
+# reproduces (a time limit made slow and fast machines test different
+# inputs); STRETTO_FUZZ_SECONDS (default 90) only caps a pathologically slow
+# run. New inputs go to a temporary folder, never into the seed corpus.
 set -euo pipefail
 
 if [ $# -ne 2 ]; then
@@ -16,7 +19,8 @@ fi
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
 BUILD_DIR=$1
 OUT_DIR=$2
-SECONDS_EACH=${STRETTO_FUZZ_SECONDS:-20}
+SECONDS_EACH=${STRETTO_FUZZ_SECONDS:-90}
+RUNS_EACH=${STRETTO_FUZZ_RUNS:-200000}
 
 "$HERE/build.sh" "$BUILD_DIR" "$OUT_DIR"
 OUT_DIR=$(cd "$OUT_DIR" && pwd)
@@ -54,8 +58,8 @@ for kind in config mlir; do
 
   # 2. A short fuzzing run from the seeds.
   mkdir -p "$WORK/$kind-corpus"
-  echo "[fuzz-smoke] $kind: fuzzing for ${SECONDS_EACH}s from $(ls "$seeds" | wc -l) seeds"
-  if ! "$fuzzer" "${COMMON[@]}" -max_total_time="$SECONDS_EACH" \
+  echo "[fuzz-smoke] $kind: fuzzing $RUNS_EACH inputs from $(ls "$seeds" | wc -l) seeds"
+  if ! "$fuzzer" "${COMMON[@]}" -runs="$RUNS_EACH" -max_total_time="$SECONDS_EACH" \
        "$WORK/$kind-corpus" "$seeds" > "$WORK/$kind-fuzz.log" 2>&1; then
     echo "[fuzz-smoke] FAIL: $kind-fuzzer found a problem:" >&2
     tail -60 "$WORK/$kind-fuzz.log" >&2

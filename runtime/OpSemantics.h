@@ -1,0 +1,179 @@
+//===- OpSemantics.h - op semantics shared by the executors -----*- C++ -*-===//
+//
+// Internal to runtime/: what the reference executor and the compiled plan
+// executor must agree on by construction, written once: the scalar
+// functions of the elementwise ops, index arithmetic (strides, broadcasting,
+// slice/pad windows), the generic reduce-sum walk, and the checks on inputs
+// and ids (with their messages).
+//
+//===----------------------------------------------------------------------===//
+#ifndef STRETTO_RUNTIME_OPSEMANTICS_H
+#define STRETTO_RUNTIME_OPSEMANTICS_H
+
+#include "stretto/Executor.h"
+#include "stretto/Graph.h"
+#include "stretto/Support/KernelMath.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace stretto::ops {
+
+inline bool isBinary(OpKind k) { return k >= OpKind::Add && k <= OpKind::Gt; }
+inline bool isUnary(OpKind k) { return k >= OpKind::Neg && k <= OpKind::Relu; }
+
+template <typename T> T binaryOp(OpKind k, T a, T b) {
+  switch (k) {
+  case OpKind::Add: return a + b;
+  case OpKind::Sub: return a - b;
+  case OpKind::Mul: return a * b;
+  case OpKind::Div: return a / b;
+  case OpKind::Max: return std::max(a, b);
+  case OpKind::Min: return std::min(a, b);
+  case OpKind::Pow: return std::pow(a, b);
+  case OpKind::Gt: return a > b ? T(1) : T(0);
+  default: break;
+  }
+  throw std::logic_error("not a binary op");
+}
+
+// f32 tanh and GELU are the fused kernels' own (Support/KernelMath.inc),
+// so compiled kernels and the executors round alike; f64 uses libm.
+inline float tanhOf(float x) { return kernelmath::st_tanh_f(x); }
+inline double tanhOf(double x) { return std::tanh(x); }
+inline float geluOf(float x) { return kernelmath::st_gelu_f(x); }
+inline double geluOf(double x) {
+  const double c = 0.79788456080286535587989211986876; // sqrt(2/pi)
+  return 0.5 * x * (1.0 + std::tanh(c * (x + 0.044715 * x * x * x)));
+}
+
+template <typename T> T unaryOp(OpKind k, T x) {
+  switch (k) {
+  case OpKind::Neg: return -x;
+  case OpKind::Exp: return std::exp(x);
+  case OpKind::Log: return std::log(x);
+  case OpKind::Sqrt: return std::sqrt(x);
+  case OpKind::Rsqrt: return T(1) / std::sqrt(x);
+  case OpKind::Tanh: return tanhOf(x);
+  case OpKind::Cos: return std::cos(x);
+  case OpKind::Gelu: return geluOf(x);
+  case OpKind::Relu: return x > T(0) ? x : T(0);
+  default: break;
+  }
+  throw std::logic_error("not a unary op");
+}
+
+// Row-major strides of `shape`.
+inline std::vector<int64_t> stridesOf(const Shape &shape) {
+  std::vector<int64_t> st(shape.size(), 1);
+  for (int d = static_cast<int>(shape.size()) - 2; d >= 0; --d)
+    st[d] = st[d + 1] * shape[d + 1];
+  return st;
+}
+
+// Strides of `in` seen from the index space of `out` (numpy broadcasting:
+// missing or size-1 dims have stride 0).
+inline std::vector<int64_t> broadcastStrides(const Shape &in, const Shape &out) {
+  std::vector<int64_t> st(out.size(), 0);
+  std::vector<int64_t> inSt = stridesOf(in);
+  size_t off = out.size() - in.size();
+  for (size_t d = 0; d < in.size(); ++d)
+    st[off + d] = in[d] == 1 ? 0 : inSt[d];
+  return st;
+}
+
+// out (zeroed, shape `in` without `dims`) += x, walking x in order: the
+// reference's summation order for any set of reduced dims.
+template <typename T>
+void reduceSumWalk(const T *x, const Shape &in, const std::vector<int64_t> &dims, T *out) {
+  std::vector<int64_t> outSt(in.size(), 0);
+  {
+    Shape outShape;
+    for (size_t d = 0; d < in.size(); ++d)
+      if (std::find(dims.begin(), dims.end(), static_cast<int64_t>(d)) == dims.end())
+        outShape.push_back(in[d]);
+    std::vector<int64_t> ost = stridesOf(outShape);
+    for (size_t d = 0, od = 0; d < in.size(); ++d)
+      if (std::find(dims.begin(), dims.end(), static_cast<int64_t>(d)) == dims.end())
+        outSt[d] = ost[od++];
+  }
+  std::vector<int64_t> idx(in.size(), 0);
+  int64_t off = 0, total = numElements(in);
+  for (int64_t e = 0; e < total; ++e) {
+    out[off] += x[e];
+    for (int d = static_cast<int>(in.size()) - 1; d >= 0; --d) {
+      if (++idx[d] < in[d]) {
+        off += outSt[d];
+        break;
+      }
+      off -= outSt[d] * (in[d] - 1);
+      idx[d] = 0;
+    }
+  }
+}
+
+// The window of a Slice (big operand -> small result) or Pad (small operand
+// -> big result) along `axis`: `outer` blocks of `smallA * inner` contiguous
+// elements, at offset `offset * inner` inside blocks of `bigA * inner`.
+struct Window {
+  int64_t outer, inner, bigA, smallA, offset;
+  int64_t bigStart(int64_t o) const { return (o * bigA + offset) * inner; }
+  int64_t smallStart(int64_t o) const { return o * smallA * inner; }
+};
+
+inline Window windowOf(const Node &n, const Shape &operand) {
+  bool isSlice = n.kind == OpKind::Slice;
+  const Shape &big = isSlice ? operand : n.shape;
+  const Shape &small = isSlice ? n.shape : operand;
+  int64_t axis = n.ints[0];
+  return Window{numElements(Shape(big.begin(), big.begin() + axis)),
+                numElements(Shape(big.begin() + axis + 1, big.end())), big[axis], small[axis],
+                n.ints[1]};
+}
+
+// Throws the message both executors give for a missing or mis-shaped input.
+inline void checkInput(const Node &n, const TensorMap &inputs) {
+  auto it = inputs.find(n.name);
+  if (it == inputs.end())
+    throw std::runtime_error("missing input '" + n.name + "' (expected shape " +
+                             shapeToString(n.shape) + ")");
+  const HostTensor &h = it->second;
+  if (h.shape != n.shape)
+    throw std::runtime_error("input '" + n.name + "': expected shape " + shapeToString(n.shape) +
+                             ", got " + shapeToString(h.shape));
+  if (static_cast<int64_t>(h.data.size()) != numElements(n.shape))
+    throw std::runtime_error("input '" + n.name + "': shape " + shapeToString(h.shape) +
+                             " needs " + std::to_string(numElements(n.shape)) + " values, got " +
+                             std::to_string(h.data.size()));
+}
+
+// "" when `v` is an integer in [0, limit), else the message naming it.
+inline std::string badId(double v, int64_t limit, const char *what) {
+  if (v >= 0 && v < static_cast<double>(limit) && v == std::floor(v))
+    return "";
+  std::ostringstream os;
+  os << what << " ";
+  if (v == std::floor(v) && std::fabs(v) < 1e15)
+    os << static_cast<int64_t>(v); // print 1000000, not 1e+06
+  else
+    os << v;
+  os << " out of range [0, " << limit << ")";
+  return os.str();
+}
+
+// Throws the message both executors give for a setState of the wrong shape.
+inline void checkStateValue(const std::string &name, const Shape &shape, const HostTensor &value) {
+  if (value.shape != shape || static_cast<int64_t>(value.data.size()) != numElements(shape))
+    throw std::runtime_error("setState '" + name + "': expected shape " + shapeToString(shape) +
+                             ", got " + shapeToString(value.shape) + " with " +
+                             std::to_string(value.data.size()) + " values");
+}
+
+} // namespace stretto::ops
+
+#endif
