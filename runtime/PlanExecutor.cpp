@@ -119,6 +119,17 @@ float sumFloats(const float *x, int64_t n) {
   return s;
 }
 
+// Row sums in blocks of kSumBlock, each by sumFloats, blocks added in order:
+// the order of a fused row-sum kernel (kernel.reduce), so both give the
+// same bits.
+constexpr int64_t kSumBlock = 16384;
+float blockedSum(const float *x, int64_t n) {
+  float s = 0.0f;
+  for (int64_t b = 0; b < n; b += kSumBlock)
+    s += sumFloats(x + b, std::min(kSumBlock, n - b));
+  return s;
+}
+
 // Softmax of one row of `len` whose causal position is `pos` (entries past
 // it are 0 when causal), in the reference executor's operation order.
 inline void softmaxRow(const float *xr, float *yr, int64_t len, bool causal, int64_t pos) {
@@ -402,7 +413,8 @@ struct PlanExecutor::Impl {
     for (auto [st, node] : p.writes) {
       const Node &k = nodes[node];
       Slot &slot = p.slots[node];
-      bool ok = k.kind == OpKind::Kernel && slot.where == Where::Arena && writesOf[st] == 1 &&
+      bool elementwise = k.kind == OpKind::Kernel && (k.ints.empty() || k.ints[0] == 0);
+      bool ok = elementwise && slot.where == Where::Arena && writesOf[st] == 1 &&
                 root(node) == node;
       for (int i : p.order) { // every Read of st dies by the kernel
         const Slot &r = p.slots[i];
@@ -743,14 +755,14 @@ void PlanExecutor::Impl::exec(const PhasePlan &p, int i, const TensorMap &inputs
         return v;
       };
       int64_t outer = prod(0, lo), nred = prod(lo, hi), inner = prod(hi, static_cast<int>(s.size()));
-      if (inner == 1 && outer == 1 && nred > 65536) {
+      if (inner == 1 && outer == 1 && nred > kSumBlock) {
         // One long sum (the gradient norm's): fixed blocks in parallel, then
         // the block sums in order, so any thread count gives the same bits.
-        const int64_t block = 16384, blocks = (nred + block - 1) / block;
+        const int64_t blocks = (nred + kSumBlock - 1) / kSumBlock;
         float *part = scratchFloats(blocks);
 #pragma omp parallel for schedule(static)
         for (int64_t bl = 0; bl < blocks; ++bl)
-          part[bl] = sumFloats(x + bl * block, std::min(block, nred - bl * block));
+          part[bl] = sumFloats(x + bl * kSumBlock, std::min(kSumBlock, nred - bl * kSumBlock));
         float acc = 0.0f;
         for (int64_t bl = 0; bl < blocks; ++bl)
           acc += part[bl];
@@ -758,7 +770,7 @@ void PlanExecutor::Impl::exec(const PhasePlan &p, int i, const TensorMap &inputs
       } else if (inner == 1) {
 #pragma omp parallel for schedule(static) if (outer * nred > 65536)
         for (int64_t o = 0; o < outer; ++o)
-          out[o] = sumFloats(x + o * nred, nred);
+          out[o] = blockedSum(x + o * nred, nred);
       } else {
         // Column sums: split the (outer, inner) output among threads in
         // blocks of 64 columns; each block sums its rows in order.

@@ -61,29 +61,106 @@ LogicalResult ElementwiseOp::verify() {
   return success();
 }
 
-LogicalResult ElementwiseOp::verifyRegions() {
-  Block &block = getBodyBlock();
-  if (block.getNumArguments() != getInputs().size())
-    return emitOpError() << "body has " << block.getNumArguments()
-                         << " arguments for " << getInputs().size() << " operands";
+// A fused body: one block argument per operand, of its element type; only
+// `kernel` scalar ops; a yield of `results` values.
+static LogicalResult verifyScalarBody(Operation *op, Block &block, ValueRange inputs,
+                                      size_t results) {
+  if (block.getNumArguments() != inputs.size())
+    return op->emitOpError() << "body has " << block.getNumArguments() << " arguments for "
+                             << inputs.size() << " operands";
   for (auto [i, arg] : llvm::enumerate(block.getArguments())) {
-    Type want = cast<ShapedType>(getInputs()[i].getType()).getElementType();
+    Type want = cast<ShapedType>(inputs[i].getType()).getElementType();
     if (arg.getType() != want)
-      return emitOpError() << "body argument #" << i << " has type " << arg.getType()
-                           << ", expected " << want << " (element of operand #" << i
-                           << " of type " << getInputs()[i].getType() << ")";
+      return op->emitOpError() << "body argument #" << i << " has type " << arg.getType()
+                               << ", expected " << want << " (element of operand #" << i
+                               << " of type " << inputs[i].getType() << ")";
   }
-  for (Operation &op : block.without_terminator())
-    if (!isa<KernelDialect>(op.getDialect()) || isa<ElementwiseOp>(op))
-      return op.emitOpError() << "is not a `kernel` scalar op; a kernel.elementwise "
-                                 "body holds only kernel scalar ops";
+  for (Operation &inner : block.without_terminator())
+    if (!isa<KernelDialect>(inner.getDialect()) || isa<ElementwiseOp, ReduceOp>(inner))
+      return inner.emitOpError() << "is not a `kernel` scalar op; a fused kernel body "
+                                    "holds only kernel scalar ops";
   auto yield = cast<YieldOp>(block.getTerminator());
-  if (yield.getValues().size() != getResults().size())
-    return emitOpError() << "body yields " << yield.getValues().size()
-                         << " values for " << getResults().size() << " results";
+  if (yield.getValues().size() != results)
+    return op->emitOpError() << "body yields " << yield.getValues().size() << " values for "
+                             << results << " results";
   // Yielded types match the results: scalar ops keep their operands' type
   // and body arguments have the operands' element type (checked above).
   return success();
+}
+
+LogicalResult ElementwiseOp::verifyRegions() {
+  return verifyScalarBody(*this, getBodyBlock(), getInputs(), getResults().size());
+}
+
+void ReduceOp::build(OpBuilder &b, OperationState &st, Type resultType, ValueRange inputs,
+                     ArrayRef<int64_t> dims, ArrayRef<int64_t> space) {
+  st.addOperands(inputs);
+  st.addTypes(resultType);
+  st.addAttribute("dims", b.getDenseI64ArrayAttr(dims));
+  st.addAttribute("space", b.getDenseI64ArrayAttr(space));
+  Region *body = st.addRegion();
+  Block *block = new Block();
+  body->push_back(block);
+  for (Value v : inputs)
+    block->addArgument(cast<ShapedType>(v.getType()).getElementType(), st.location);
+}
+
+bool ReduceOp::reducesTrailing() {
+  ArrayRef<int64_t> dims = getDims(), space = getSpace();
+  // Trailing when every non-unit dim after the first reduced one is reduced.
+  for (int64_t d = dims.empty() ? 0 : dims.front(); d < (int64_t)space.size(); ++d)
+    if (space[d] != 1 && !llvm::is_contained(dims, d))
+      return false;
+  return true;
+}
+
+LogicalResult ReduceOp::verify() {
+  ArrayRef<int64_t> dims = getDims(), space = getSpace();
+  RankedTensorType out = getResultType();
+  for (int64_t d : space)
+    if (d < 1)
+      return emitOpError() << "iteration shape [" << space << "] has a dim < 1";
+  for (size_t k = 0; k < dims.size(); ++k) {
+    if (dims[k] < 0 || dims[k] >= (int64_t)space.size())
+      return emitOpError() << "reduced dim " << dims[k] << " is out of range for the "
+                           << space.size() << "-d iteration shape [" << space << "]";
+    if (k && dims[k] <= dims[k - 1])
+      return emitOpError() << "reduced dims [" << dims << "] must be sorted and unique";
+  }
+  if (dims.empty())
+    return emitOpError() << "needs at least one reduced dim (use kernel.elementwise)";
+  // A leading or a trailing run of the non-unit dims.
+  bool leading = true;
+  for (int64_t d = 0; d <= dims.back(); ++d)
+    if (space[d] != 1 && !llvm::is_contained(dims, d))
+      leading = false;
+  if (!leading && !reducesTrailing())
+    return emitOpError() << "reduced dims [" << dims << "] are neither a leading nor a "
+                            "trailing run of the iteration shape ["
+                         << space << "]";
+  SmallVector<int64_t> kept;
+  for (int64_t d = 0; d < (int64_t)space.size(); ++d)
+    if (!llvm::is_contained(dims, d))
+      kept.push_back(d < 0 ? 0 : space[d]);
+  if (out.getShape() != ArrayRef<int64_t>(kept))
+    return emitOpError() << "result type " << out << " is not the iteration shape ["
+                         << space << "] without dims [" << dims << "]";
+  Type elem = out.getElementType();
+  for (auto [i, v] : llvm::enumerate(getInputs())) {
+    auto t = cast<RankedTensorType>(v.getType());
+    if (t.getElementType() != elem)
+      return emitOpError() << "operand #" << i << " of type " << t
+                           << " has element type " << t.getElementType()
+                           << ", the result's is " << elem;
+    if (!broadcastsTo(t.getShape(), space))
+      return emitOpError() << "operand #" << i << " of type " << t
+                           << " does not broadcast to the iteration shape [" << space << "]";
+  }
+  return success();
+}
+
+LogicalResult ReduceOp::verifyRegions() {
+  return verifyScalarBody(*this, getBodyBlock(), getInputs(), 1);
 }
 
 LogicalResult GemmOp::verify() {

@@ -53,8 +53,55 @@ def Kernel_ElementwiseOp : Kernel_Op<"elementwise", [Pure, IsolatedFromAbove,
   }];
 }
 
+def Kernel_ReduceOp : Kernel_Op<"reduce", [Pure, IsolatedFromAbove,
+    SingleBlockImplicitTerminator<"YieldOp">]> {
+  let summary = "a fused elementwise body summed over a leading or trailing run of dims";
+  let description = [{
+    Runs the body, as `kernel.elementwise` does, over every element of the
+    iteration shape `space` (operands broadcast NumPy-style to it), and sums
+    the body's one value over the dims `dims` of `space`: the result's shape
+    is `space` without `dims`. `dims` is sorted, unique and a leading run
+    (column sums, as a bias gradient) or a trailing run (row sums, as a norm
+    backward or a gradient norm) of the non-unit dims of `space`.
+
+    The sums run in a fixed order that does not depend on the thread count:
+    trailing runs in blocks of 16384 elements, each with 16 interleaved
+    partial sums (the C++ inner loop vectorises), blocks added in order;
+    leading runs row by row in order.
+
+    ```mlir
+    %n = kernel.reduce (%g) sum [0, 1] of [64, 128] : tensor<64x128xf32> -> tensor<f32> {
+    ^bb0(%a: f32):
+      %s = kernel.mul %a, %a : f32
+      kernel.yield %s : f32
+    }
+    ```
+  }];
+  let arguments = (ins Variadic<Kernel_FloatTensor>:$inputs, DenseI64ArrayAttr:$dims,
+                       DenseI64ArrayAttr:$space);
+  let results = (outs Kernel_FloatTensor:$result);
+  let regions = (region SizedRegion<1>:$body);
+  let assemblyFormat = [{
+    `(` $inputs `)` `sum` $dims `of` $space attr-dict `:` type($inputs) `->` type($result) $body
+  }];
+  let hasVerifier = 1;
+  let hasRegionVerifier = 1;
+  let skipDefaultBuilders = 1;
+  let builders = [OpBuilder<(ins "::mlir::Type":$resultType, "::mlir::ValueRange":$inputs,
+                                 "::llvm::ArrayRef<int64_t>":$dims,
+                                 "::llvm::ArrayRef<int64_t>":$space)>];
+  let extraClassDeclaration = [{
+    ::mlir::RankedTensorType getResultType() {
+      return ::llvm::cast<::mlir::RankedTensorType>(getResult().getType());
+    }
+    ::mlir::Block &getBodyBlock() { return getBody().front(); }
+    /// True when `dims` is the trailing run (row sums), false when leading.
+    bool reducesTrailing();
+  }];
+}
+
 def Kernel_YieldOp : Kernel_Op<"yield", [Pure, Terminator,
-    HasParent<"ElementwiseOp">]> {
+    ParentOneOf<["ElementwiseOp", "ReduceOp"]>]> {
   let summary = "the scalar values of one element of each result";
   let arguments = (ins Variadic<Kernel_Float>:$values);
   let assemblyFormat = "$values attr-dict `:` type($values)";

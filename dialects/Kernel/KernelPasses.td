@@ -71,4 +71,38 @@ def KernelLowerMatmul : Pass<"kernel-lower-matmul", "::stretto::train::ModelOp">
   let dependentDialects = ["::stretto::kernel::KernelDialect"];
 }
 
+def KernelFuseReductions : Pass<"kernel-fuse-reductions", "::stretto::train::ModelOp"> {
+  let summary = "Fuses a `train.reduce_sum` into the elementwise kernel that feeds it";
+  let description = [{
+    Runs after `kernel-fuse-elementwise`. A `train.reduce_sum` whose operand
+    is the one result of a `kernel.elementwise` used by nothing else (same
+    block and pipeline `stage`) becomes one `kernel.reduce`: the kernel's
+    body summed over the reduced dims, so the elementwise values are never
+    stored. It applies when the reduced dims are a leading run (column sums:
+    bias gradients) or a trailing run (row sums: norm backward, gradient
+    norms) of the non-unit dims, and every broadcast operand is contiguous
+    or constant along the kernel's inner loop (the reduced run for row sums,
+    the kept run for column sums). Other reductions are left as they are.
+
+    Before:
+    ```mlir
+    %sq = kernel.elementwise (%g) : tensor<64x128xf32> -> tensor<64x128xf32> {
+    ^bb0(%a: f32):
+      %0 = kernel.mul %a, %a : f32
+      kernel.yield %0 : f32
+    }
+    %n = train.reduce_sum %sq [0, 1] : tensor<64x128xf32> -> tensor<f32>
+    ```
+    After:
+    ```mlir
+    %n = kernel.reduce (%g) sum [0, 1] of [64, 128] : tensor<64x128xf32> -> tensor<f32> {
+    ^bb0(%a: f32):
+      %0 = kernel.mul %a, %a : f32
+      kernel.yield %0 : f32
+    }
+    ```
+  }];
+  let dependentDialects = ["::stretto::kernel::KernelDialect"];
+}
+
 #endif // STRETTO_KERNEL_PASSES

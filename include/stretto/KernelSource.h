@@ -17,15 +17,18 @@ namespace stretto {
 struct KernelSource {
   std::string name;      // C symbol of both entry points
   std::string dtype;     // C type of every element: "float" or "double"
+  std::string kind;      // "elementwise", "row-sum" or "column-sum" (kernel.reduce)
   int64_t numElements = 0;                  // of each result
   std::vector<std::vector<int64_t>> inputShapes;
   std::vector<int64_t> resultShape;
+  std::vector<int64_t> iterationShape; // = resultShape, or a kernel.reduce's space
   int numResults = 0;
   std::string body;      // shared element function (target-neutral text)
   // C++: extern "C" void name(const void *const *inputs, void *const *outputs)
   std::string cpp;
-  // CUDA C: extern "C" __global__ void name(const T *in0, ..., T *out0, ...),
-  // a grid-stride loop over numElements.
+  // CUDA C: extern "C" __global__ void name(const T *in0, ..., T *out0, ...):
+  // elementwise, a grid-stride loop over numElements; row sums, a block per
+  // row (blockDim.x a multiple of 32); column sums, a thread per column.
   std::string cuda;
 };
 

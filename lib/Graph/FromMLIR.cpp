@@ -95,6 +95,11 @@ static std::optional<OpKind> kindOf(Operation *op) {
           return std::nullopt;
         return OpKind::Kernel;
       })
+      .Case([](kernel::ReduceOp op) -> std::optional<OpKind> {
+        if (!op->hasAttr("symbol"))
+          return std::nullopt;
+        return OpKind::Kernel;
+      })
       .Case([](kernel::GemmOp) { return OpKind::Gemm; })
       .Case([](GossipMixOp) { return OpKind::GossipMix; })
       .Default([](Operation *) { return std::nullopt; });
@@ -147,8 +152,10 @@ static LogicalResult lowerPhase(Block &block, Phase phase, Graph &g) {
         .Case([&](ReadOp o) { n.name = o.getVar().str(); })
         .Case([&](AccumulatedGradOp o) { n.name = o.getVar().str(); })
         .Case([&](TransferOp o) { n.ints = {o.getFrom(), o.getTo()}; })
-        .Case([&](kernel::ElementwiseOp o) {
+        .Case<kernel::ElementwiseOp, kernel::ReduceOp>([&](Operation *o) {
           n.name = o->getAttrOfType<StringAttr>("symbol").getValue().str();
+          if (isa<kernel::ReduceOp>(o))
+            n.ints = {1};
         })
         .Case([&](kernel::GemmOp o) {
           n.ints = {o.getTransposeA() ? 1 : 0, o.getTransposeB() ? 1 : 0};

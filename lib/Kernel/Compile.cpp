@@ -18,6 +18,7 @@ void stretto::buildKernelPipeline(OpPassManager &pm) {
   OpPassManager &model = pm.nest<train::ModelOp>();
   model.addPass(kernel::createKernelLowerMatmul());
   model.addPass(kernel::createKernelFuseElementwise());
+  model.addPass(kernel::createKernelFuseReductions());
 }
 
 FailureOr<CompiledKernels> stretto::compileKernels(train::ModelOp model, HostKernelCache &cache,
@@ -25,15 +26,17 @@ FailureOr<CompiledKernels> stretto::compileKernels(train::ModelOp model, HostKer
   std::string unit, cuda;
   std::vector<std::string> symbols;
   int index = 0;
-  WalkResult walk = model.walk([&](kernel::ElementwiseOp op) {
+  WalkResult walk = model.walk([&](Operation *op) {
+    if (!isa<kernel::ElementwiseOp, kernel::ReduceOp>(op))
+      return WalkResult::advance();
     std::string name = (model.getSymName() + "_k" + std::to_string(index++)).str();
     for (char &c : name)
       if (!std::isalnum(static_cast<unsigned char>(c)))
         c = '_';
-    FailureOr<KernelSource> src = kernel::emitElementwise(op, name);
+    FailureOr<KernelSource> src = kernel::emitKernel(op, name);
     if (failed(src))
       return WalkResult::interrupt();
-    op->setAttr("symbol", StringAttr::get(op.getContext(), name));
+    op->setAttr("symbol", StringAttr::get(op->getContext(), name));
     unit += src->cpp;
     unit += "\n";
     cuda += src->cuda;

@@ -192,66 +192,50 @@ std::string sanitize(StringRef s) {
 
 } // namespace
 
-FailureOr<KernelSource> stretto::kernel::emitElementwise(ElementwiseOp op, StringRef name) {
-  RankedTensorType outType = op.getResultType();
-  Type elem = outType.getElementType();
-  KernelSource ks;
+namespace {
+
+// What both kernel kinds share: element type, operand access, parameter
+// lists and the body's statements (loads, then one line per scalar op).
+struct Prepared {
+  std::string T;
+  std::vector<Access> access;
+  std::string inParams, inArgs; // "const T *__restrict__ in0, ...", "in0, ..."
+  std::string offsetParams;     // ", long long o1, ..." for strided inputs
+  std::string statements;
+  std::vector<std::string> yielded;
+};
+
+FailureOr<Prepared> prepare(Operation *op, Block &block, ValueRange inputs, Type elem,
+                            StringRef name, KernelSource &ks) {
+  Prepared p;
   ks.name = name.str();
   if (elem.isF32())
     ks.dtype = "float";
   else if (elem.isF64())
     ks.dtype = "double";
   else
-    return op.emitOpError() << "codegen supports f32 and f64 kernels, not " << elem
-                            << " (kernel " << name << ")";
-  const std::string &T = ks.dtype;
-  ks.resultShape.assign(outType.getShape().begin(), outType.getShape().end());
-  ks.numElements = outType.getNumElements();
-  ks.numResults = op.getNumResults();
-  for (Value v : op.getInputs()) {
-    auto s = cast<RankedTensorType>(v.getType()).getShape();
-    ks.inputShapes.emplace_back(s.begin(), s.end());
+    return op->emitOpError() << "codegen supports f32 and f64 kernels, not " << elem
+                             << " (kernel " << name << ")";
+  p.T = ks.dtype;
+  for (Value v : inputs) {
+    auto sh = cast<RankedTensorType>(v.getType()).getShape();
+    ks.inputShapes.emplace_back(sh.begin(), sh.end());
   }
-  size_t nIn = op.getInputs().size(), nOut = ks.numResults;
-
-  std::vector<Access> access;
-  for (size_t k = 0; k < nIn; ++k)
-    access.push_back(accessOf(ks.inputShapes[k], ks.resultShape));
-
-  // Parameter list shared by the element function and the CUDA entry point.
-  std::string params;
-  for (size_t k = 0; k < nIn; ++k)
-    params += "const " + T + " *__restrict__ in" + std::to_string(k) + ", ";
-  for (size_t k = 0; k < nOut; ++k)
-    params += T + " *__restrict__ out" + std::to_string(k) + (k + 1 < nOut ? ", " : "");
-  std::string args;
-  for (size_t k = 0; k < nIn; ++k)
-    args += "in" + std::to_string(k) + ", ";
-  for (size_t k = 0; k < nOut; ++k)
-    args += "out" + std::to_string(k) + (k + 1 < nOut ? ", " : "");
-
-  // The element function: result element i; a broadcast input k that is not
-  // a scalar is read at offset o<k>, which each target's loop computes.
-  std::string body;
-  llvm::raw_string_ostream os(body);
-  os << "// " << name << ": (";
-  for (size_t k = 0; k < nIn; ++k)
-    os << (k ? ", " : "") << typeText(op.getInputs()[k].getType());
-  os << ") -> " << typeText(outType) << (nOut > 1 ? " x" + std::to_string(nOut) : "")
-     << "\n";
-  os << "ST_FN void " << name << "_element(" << params << ", long long i";
-  for (size_t k = 0; k < nIn; ++k)
-    if (access[k] == Access::Strided)
-      os << ", long long o" << k;
-  os << ") {\n";
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    p.access.push_back(accessOf(ks.inputShapes[k], ks.iterationShape));
+    p.inParams += "const " + p.T + " *__restrict__ in" + std::to_string(k) + ", ";
+    p.inArgs += "in" + std::to_string(k) + ", ";
+    if (p.access[k] == Access::Strided)
+      p.offsetParams += ", long long o" + std::to_string(k);
+  }
+  llvm::raw_string_ostream os(p.statements);
   llvm::DenseMap<Value, std::string> names;
-  Block &block = op.getBodyBlock();
   for (auto [k, arg] : llvm::enumerate(block.getArguments())) {
     std::string a = "a" + std::to_string(k);
-    std::string index = access[k] == Access::Same     ? "i"
-                        : access[k] == Access::Scalar ? "0"
-                                                      : "o" + std::to_string(k);
-    os << "  const " << T << " " << a << " = in" << k << "[" << index << "];\n";
+    std::string index = p.access[k] == Access::Same     ? "i"
+                        : p.access[k] == Access::Scalar ? "0"
+                                                        : "o" + std::to_string(k);
+    os << "  const " << p.T << " " << a << " = in" << k << "[" << index << "];\n";
     names[arg] = a;
   }
   int counter = 0;
@@ -259,17 +243,120 @@ FailureOr<KernelSource> stretto::kernel::emitElementwise(ElementwiseOp op, Strin
     SmallVector<std::string> in;
     for (Value v : inner.getOperands())
       in.push_back(names.lookup(v));
-    FailureOr<std::string> e = scalarExpr(&inner, in, T);
+    FailureOr<std::string> e = scalarExpr(&inner, in, p.T);
     if (failed(e))
       return failure();
     std::string v = "v" + std::to_string(counter++);
-    os << "  const " << T << " " << v << " = " << *e << ";\n";
+    os << "  const " << p.T << " " << v << " = " << *e << ";\n";
     names[inner.getResult(0)] = v;
   }
-  for (auto [k, v] : llvm::enumerate(block.getTerminator()->getOperands()))
-    os << "  out" << k << "[i] = " << names.lookup(v) << ";\n";
-  os << "}\n";
+  for (Value v : block.getTerminator()->getOperands())
+    p.yielded.push_back(names.lookup(v));
   os.flush();
+  return p;
+}
+
+std::string header(StringRef name, ValueRange inputs, Type result, size_t nOut) {
+  std::string s = "// " + name.str() + ": (";
+  for (size_t k = 0; k < inputs.size(); ++k)
+    s += (k ? ", " : "") + typeText(inputs[k].getType());
+  return s + ") -> " + typeText(result) + (nOut > 1 ? " x" + std::to_string(nOut) : "") + "\n";
+}
+
+// The C++ entry point's first lines: typed input and output pointers.
+std::string cppEntry(StringRef name, const std::string &T, size_t nIn, size_t nOut) {
+  std::string cpp = "extern \"C\" void " + name.str() +
+                    "(const void *const *inputs, void *const *outputs) {\n";
+  for (size_t k = 0; k < nIn; ++k)
+    cpp += "  const " + T + " *in" + std::to_string(k) + " = (const " + T + " *)inputs[" +
+           std::to_string(k) + "];\n";
+  for (size_t k = 0; k < nOut; ++k)
+    cpp += "  " + T + " *out" + std::to_string(k) + " = (" + T + " *)outputs[" +
+           std::to_string(k) + "];\n";
+  return cpp;
+}
+
+// Per-row base offsets of the strided inputs at element `i0` (C++ loops),
+// and the offset arguments for element `i0 + j`.
+std::string rowBases(const KernelSource &ks, const Prepared &p, const std::vector<bool> &unit,
+                     const std::string &j, const std::string &indent, std::string &offsetArgs) {
+  std::string text;
+  for (size_t k = 0; k < p.access.size(); ++k) {
+    if (p.access[k] != Access::Strided)
+      continue;
+    std::string b = "b" + std::to_string(k);
+    text += indent + "const long long " + b + " = " +
+            offsetExpr(ks.inputShapes[k], ks.iterationShape, "i0") + ";\n";
+    offsetArgs += ", " + b + (unit[k] ? " + " + j : "");
+  }
+  return text;
+}
+
+// CUDA: the offset arguments of element `i`, from i.
+std::string cudaOffsets(const KernelSource &ks, const Prepared &p) {
+  std::string s;
+  for (size_t k = 0; k < p.access.size(); ++k)
+    if (p.access[k] == Access::Strided)
+      s += ", " + offsetExpr(ks.inputShapes[k], ks.iterationShape, "i");
+  return s;
+}
+
+std::string preludes(const char *target) {
+  return std::string(target) + kSharedPreludeHead + kKernelMathText + kSharedPrelude;
+}
+
+} // namespace
+
+bool stretto::kernel::uniformInnerRun(ArrayRef<std::vector<int64_t>> inputShapes,
+                                      ArrayRef<int64_t> space, size_t firstDim) {
+  for (const std::vector<int64_t> &in : inputShapes) {
+    if (accessOf(in, space) != Access::Strided)
+      continue;
+    size_t lead = space.size() - in.size();
+    int state = 0; // 1 contiguous, 2 broadcast
+    for (size_t d = firstDim; d < space.size(); ++d) {
+      if (space[d] == 1)
+        continue;
+      int64_t dim = d < lead ? 1 : in[d - lead];
+      int s = dim == space[d] ? 1 : 2;
+      if (state && state != s)
+        return false;
+      state = s;
+    }
+  }
+  return true;
+}
+
+FailureOr<KernelSource> stretto::kernel::emitElementwise(ElementwiseOp op, StringRef name) {
+  RankedTensorType outType = op.getResultType();
+  KernelSource ks;
+  ks.kind = "elementwise";
+  ks.resultShape.assign(outType.getShape().begin(), outType.getShape().end());
+  ks.iterationShape = ks.resultShape;
+  ks.numElements = outType.getNumElements();
+  ks.numResults = op.getNumResults();
+  FailureOr<Prepared> pr =
+      prepare(op, op.getBodyBlock(), op.getInputs(), outType.getElementType(), name, ks);
+  if (failed(pr))
+    return failure();
+  const Prepared &p = *pr;
+  const std::string &T = p.T;
+  size_t nIn = op.getInputs().size(), nOut = ks.numResults;
+  std::string outParams, outArgs;
+  for (size_t k = 0; k < nOut; ++k) {
+    outParams += T + " *__restrict__ out" + std::to_string(k) + (k + 1 < nOut ? ", " : "");
+    outArgs += "out" + std::to_string(k) + (k + 1 < nOut ? ", " : "");
+  }
+  std::string params = p.inParams + outParams, args = p.inArgs + outArgs;
+
+  // The element function: result element i; a broadcast input k that is not
+  // a scalar is read at offset o<k>, which each target's loop computes.
+  std::string body = header(name, op.getInputs(), outType, nOut);
+  body += "ST_FN void " + name.str() + "_element(" + params + ", long long i" + p.offsetParams +
+          ") {\n" + p.statements;
+  for (size_t k = 0; k < nOut; ++k)
+    body += "  out" + std::to_string(k) + "[i] = " + p.yielded[k] + ";\n";
+  body += "}\n";
   ks.body = body;
 
   // C++: rows x inner loop nest (see innerExtent), OpenMP over rows (or over
@@ -278,57 +365,166 @@ FailureOr<KernelSource> stretto::kernel::emitElementwise(ElementwiseOp op, Strin
   int64_t inner = innerExtent(ks.inputShapes, ks.resultShape, unit);
   int64_t rows = inner ? ks.numElements / inner : 0;
   std::string n = std::to_string(ks.numElements) + "LL";
-  std::string cpp = std::string(kCppPrelude) + kSharedPreludeHead + kKernelMathText +
-                    kSharedPrelude + body;
-  cpp += "extern \"C\" void " + name.str() +
-         "(const void *const *inputs, void *const *outputs) {\n";
-  for (size_t k = 0; k < nIn; ++k)
-    cpp += "  const " + T + " *in" + std::to_string(k) + " = (const " + T + " *)inputs[" +
-           std::to_string(k) + "];\n";
-  for (size_t k = 0; k < nOut; ++k)
-    cpp += "  " + T + " *out" + std::to_string(k) + " = (" + T + " *)outputs[" +
-           std::to_string(k) + "];\n";
+  std::string cpp = preludes(kCppPrelude) + body + cppEntry(name, T, nIn, nOut);
   bool parallelRows = rows >= 16;
   if (parallelRows)
     cpp += "#pragma omp parallel for if (" + n + " >= 65536LL)\n";
   cpp += "  for (long long r = 0; r < " + std::to_string(rows) + "LL; ++r) {\n";
   cpp += "    const long long i0 = r * " + std::to_string(inner) + "LL;\n";
-  std::string elemArgs = args + ", i0 + j";
-  for (size_t k = 0; k < nIn; ++k) {
-    if (access[k] != Access::Strided)
-      continue;
-    std::string b = "b" + std::to_string(k);
-    cpp += "    const long long " + b + " = " +
-           offsetExpr(ks.inputShapes[k], ks.resultShape, "i0") + ";\n";
-    elemArgs += ", " + b + (unit[k] ? " + j" : "");
-  }
+  std::string offsetArgs;
+  cpp += rowBases(ks, p, unit, "j", "    ", offsetArgs);
   if (parallelRows)
     cpp += "#pragma omp simd\n";
   else
     cpp += "#pragma omp parallel for simd if (" + n + " >= 65536LL)\n";
   cpp += "    for (long long j = 0; j < " + std::to_string(inner) + "LL; ++j)\n";
-  cpp += "      " + name.str() + "_element(" + elemArgs + ");\n  }\n}\n";
+  cpp += "      " + name.str() + "_element(" + args + ", i0 + j" + offsetArgs + ");\n  }\n}\n";
   ks.cpp = cpp;
 
   // CUDA C: a grid-stride loop; broadcast offsets from i.
-  std::string cudaArgs = args + ", i";
-  for (size_t k = 0; k < nIn; ++k)
-    if (access[k] == Access::Strided)
-      cudaArgs += ", " + offsetExpr(ks.inputShapes[k], ks.resultShape, "i");
-  std::string cuda = std::string(kCudaPrelude) + kSharedPreludeHead + kKernelMathText +
-                     kSharedPrelude + body;
+  std::string cuda = preludes(kCudaPrelude) + body;
   cuda += "extern \"C\" __global__ void " + name.str() + "(" + params + ") {\n";
   cuda += "  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < " + n +
           "; i += (long long)gridDim.x * blockDim.x)\n";
-  cuda += "    " + name.str() + "_element(" + cudaArgs + ");\n}\n";
+  cuda += "    " + name.str() + "_element(" + args + ", i" + cudaOffsets(ks, p) + ");\n}\n";
   ks.cuda = cuda;
   return ks;
+}
+
+FailureOr<KernelSource> stretto::kernel::emitReduce(ReduceOp op, StringRef name) {
+  RankedTensorType outType = op.getResultType();
+  KernelSource ks;
+  bool rowsKind = op.reducesTrailing();
+  ks.kind = rowsKind ? "row-sum" : "column-sum";
+  ks.resultShape.assign(outType.getShape().begin(), outType.getShape().end());
+  ks.iterationShape.assign(op.getSpace().begin(), op.getSpace().end());
+  ks.numElements = outType.getNumElements();
+  ks.numResults = 1;
+  FailureOr<Prepared> pr =
+      prepare(op, op.getBodyBlock(), op.getInputs(), outType.getElementType(), name, ks);
+  if (failed(pr))
+    return failure();
+  const Prepared &p = *pr;
+  const std::string &T = p.T;
+  size_t nIn = op.getInputs().size();
+  // The iteration space as [outer kept] x [reduced] x [inner kept], one of
+  // the kept parts being empty (a leading or trailing run).
+  int64_t total = 1, reduced = 1;
+  for (int64_t d : op.getSpace())
+    total *= d;
+  for (int64_t d : op.getDims())
+    reduced *= op.getSpace()[d];
+  int64_t kept = reduced ? total / reduced : 0;
+  size_t innerFrom = rowsKind ? op.getDims().front() : op.getDims().back() + 1;
+  if (!uniformInnerRun(ks.inputShapes, ks.iterationShape, innerFrom))
+    return op.emitOpError() << "an operand is neither contiguous nor constant along the "
+                               "kernel's inner loop (kernel "
+                            << name << ")";
+  std::vector<bool> unit;
+  innerExtent(ks.inputShapes, ks.iterationShape, unit);
+
+  // The value function: the body at element i of the iteration space.
+  std::string body = header(name, op.getInputs(), outType, 1);
+  body += "ST_FN " + T + " " + name.str() + "_value(" + p.inParams + "long long i" +
+          p.offsetParams + ") {\n" + p.statements + "  return " + p.yielded[0] + ";\n}\n";
+  ks.body = body;
+  std::string R = std::to_string(reduced) + "LL", K = std::to_string(kept) + "LL";
+  std::string N = std::to_string(total) + "LL";
+  std::string value = name.str() + "_value(" + p.inArgs;
+
+  std::string cpp = preludes(kCppPrelude) + body + cppEntry(name, T, nIn, 1);
+  std::string offsetArgs;
+  if (rowsKind) {
+    // Rows of R reduced elements, in blocks of 16384; each block with 16
+    // partial sums (vectorised), blocks added in order per row.
+    cpp += "  const long long nb = (" + R + " + 16383LL) / 16384LL;\n";
+    cpp += "  " + T + " *part = (" + T + " *)malloc(sizeof(" + T + ") * " + K + " * nb);\n";
+    cpp += "#pragma omp parallel for if (" + N + " >= 65536LL)\n";
+    cpp += "  for (long long t = 0; t < " + K + " * nb; ++t) {\n";
+    cpp += "    const long long r = t / nb, j0 = (t % nb) * 16384LL;\n";
+    cpp += "    const long long j1 = j0 + 16384LL < " + R + " ? j0 + 16384LL : " + R + ";\n";
+    cpp += "    const long long i0 = r * " + R + ";\n";
+    cpp += rowBases(ks, p, unit, "(j + l)", "    ", offsetArgs);
+    std::string tailArgs;
+    for (size_t k = 0; k < p.access.size(); ++k)
+      if (p.access[k] == Access::Strided)
+        tailArgs += ", b" + std::to_string(k) + (unit[k] ? " + j" : "");
+    cpp += "    " + T + " acc[16] = {0};\n    long long j = j0;\n";
+    cpp += "    for (; j + 16 <= j1; j += 16)\n#pragma omp simd\n";
+    cpp += "      for (int l = 0; l < 16; ++l)\n";
+    cpp += "        acc[l] += " + value + "i0 + j + l" + offsetArgs + ");\n";
+    cpp += "    " + T + " s = 0;\n    for (int l = 0; l < 16; ++l)\n      s += acc[l];\n";
+    cpp += "    for (; j < j1; ++j)\n      s += " + value + "i0 + j" + tailArgs + ");\n";
+    cpp += "    part[t] = s;\n  }\n";
+    cpp += "  for (long long r = 0; r < " + K + "; ++r) {\n    " + T + " s = 0;\n";
+    cpp += "    for (long long b = 0; b < nb; ++b)\n      s += part[r * nb + b];\n";
+    cpp += "    out0[r] = s;\n  }\n  free(part);\n}\n";
+  } else {
+    // Column sums: columns in blocks of 64 over threads; each block adds
+    // the R rows in order (vectorised across its columns).
+    cpp += "#pragma omp parallel for if (" + N + " >= 65536LL)\n";
+    cpp += "  for (long long cb = 0; cb < (" + K + " + 63LL) / 64LL; ++cb) {\n";
+    cpp += "    const long long c0 = cb * 64LL, c1 = c0 + 64LL < " + K + " ? c0 + 64LL : " + K +
+           ";\n";
+    cpp += "    for (long long c = c0; c < c1; ++c)\n      out0[c] = 0;\n";
+    cpp += "    for (long long r = 0; r < " + R + "; ++r) {\n";
+    cpp += "      const long long i0 = r * " + K + ";\n";
+    cpp += rowBases(ks, p, unit, "c", "      ", offsetArgs);
+    cpp += "#pragma omp simd\n      for (long long c = c0; c < c1; ++c)\n";
+    cpp += "        out0[c] += " + value + "i0 + c" + offsetArgs + ");\n    }\n  }\n}\n";
+  }
+  ks.cpp = "#include <stdlib.h>\n" + cpp;
+
+  // CUDA C. Row sums: a block per row (grid-stride over rows), threads
+  // stride the row, then a warp-shuffle and shared-memory tree; the launch
+  // needs blockDim.x a multiple of 32. Column sums: a thread per column,
+  // adding the rows in order.
+  std::string cuda = preludes(kCudaPrelude) + body;
+  cuda += "extern \"C\" __global__ void " + name.str() + "(" + p.inParams + T +
+          " *__restrict__ out0) {\n";
+  std::string at = value + "i" + cudaOffsets(ks, p) + ")";
+  if (rowsKind) {
+    cuda += "  __shared__ " + T + " warpSums[32];\n";
+    cuda += "  for (long long r = blockIdx.x; r < " + K + "; r += gridDim.x) {\n";
+    cuda += "    " + T + " s = 0;\n";
+    cuda += "    for (long long j = threadIdx.x; j < " + R + "; j += blockDim.x) {\n";
+    cuda += "      const long long i = r * " + R + " + j;\n      s += " + at + ";\n    }\n";
+    cuda += "    for (int o = 16; o > 0; o >>= 1)\n";
+    cuda += "      s += __shfl_down_sync(0xffffffffu, s, o);\n";
+    cuda += "    if ((threadIdx.x & 31) == 0)\n      warpSums[threadIdx.x >> 5] = s;\n";
+    cuda += "    __syncthreads();\n    if (threadIdx.x < 32) {\n";
+    cuda += "      s = threadIdx.x < (blockDim.x + 31) / 32 ? warpSums[threadIdx.x] : (" + T +
+            ")0;\n";
+    cuda += "      for (int o = 16; o > 0; o >>= 1)\n";
+    cuda += "        s += __shfl_down_sync(0xffffffffu, s, o);\n";
+    cuda += "      if (threadIdx.x == 0)\n        out0[r] = s;\n    }\n";
+    cuda += "    __syncthreads();\n  }\n}\n";
+  } else {
+    cuda += "  for (long long c = blockIdx.x * (long long)blockDim.x + threadIdx.x; c < " + K +
+            "; c += (long long)gridDim.x * blockDim.x) {\n";
+    cuda += "    " + T + " s = 0;\n";
+    cuda += "    for (long long r = 0; r < " + R + "; ++r) {\n";
+    cuda += "      const long long i = r * " + K + " + c;\n      s += " + at + ";\n    }\n";
+    cuda += "    out0[c] = s;\n  }\n}\n";
+  }
+  ks.cuda = cuda;
+  return ks;
+}
+
+FailureOr<KernelSource> stretto::kernel::emitKernel(Operation *op, StringRef name) {
+  if (auto e = dyn_cast<ElementwiseOp>(op))
+    return emitElementwise(e, name);
+  if (auto r = dyn_cast<ReduceOp>(op))
+    return emitReduce(r, name);
+  return op->emitOpError() << "is not a kernel the emitter knows";
 }
 
 LogicalResult stretto::kernel::emitAllKernels(Operation *root, std::vector<KernelSource> &out) {
   llvm::StringMap<int> counters;
   bool ok = true;
-  root->walk([&](ElementwiseOp op) {
+  root->walk([&](Operation *op) {
+    if (!isa<ElementwiseOp, ReduceOp>(op))
+      return;
     std::string prefix = "kernel";
     Operation *phase = op->getParentOp();
     if (phase && phase->getDialect() && phase->getDialect()->getNamespace() == "train") {
@@ -338,7 +534,7 @@ LogicalResult stretto::kernel::emitAllKernels(Operation *root, std::vector<Kerne
           prefix = sanitize(sym.getValue()) + "_" + prefix;
     }
     std::string name = prefix + "_k" + std::to_string(counters[prefix]++);
-    FailureOr<KernelSource> ks = emitElementwise(op, name);
+    FailureOr<KernelSource> ks = emitKernel(op, name);
     if (failed(ks))
       ok = false;
     else

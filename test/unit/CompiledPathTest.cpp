@@ -15,13 +15,17 @@
 #include "stretto/PlanExecutor.h"
 #include "stretto/Trainer.h"
 
+#include "stretto/Dialect/Kernel/KernelOps.h"
+
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
 #include <filesystem>
+#include <random>
 
 using namespace stretto;
 
@@ -115,6 +119,90 @@ TEST_P(CompiledPath, TrainsLikeTheReference) {
     EXPECT_LT(worst, 1e-2) << names[e] << ": largest relative parameter/state difference after 5 steps";
   }
   EXPECT_LT(c.stats().stepArenaBytes, c.stats().unplannedBytes) << "the plan reuses no buffer";
+  std::filesystem::remove_all(cacheDir);
+}
+
+// Fused reductions (kernel.reduce) against the reference's unfused ops:
+// row sums longer than one 16384-element block, column sums, a blocked full
+// sum, each with broadcast operands; the step yields one scalar per case.
+TEST(CompiledPath, FusedReductionsMatchTheReference) {
+  const char *source = R"(
+train.model @r {
+  train.step {
+    %x = train.input "x" : tensor<3x40000xf32>
+    %w = train.input "w" : tensor<40000xf32>
+    %c = train.input "c" : tensor<3x1xf32>
+    %y = train.input "y" : tensor<300x70xf32>
+    %b = train.input "b" : tensor<70xf32>
+    %z = train.input "z" : tensor<512x300xf32>
+    %0 = train.mul %x, %w : tensor<3x40000xf32>, tensor<40000xf32> -> tensor<3x40000xf32>
+    %1 = train.add %0, %c : tensor<3x40000xf32>, tensor<3x1xf32> -> tensor<3x40000xf32>
+    %2 = train.exp %1 : tensor<3x40000xf32>
+    %rows = train.reduce_sum %2 [1] : tensor<3x40000xf32> -> tensor<3xf32>
+    %3 = train.sub %y, %b : tensor<300x70xf32>, tensor<70xf32> -> tensor<300x70xf32>
+    %4 = train.mul %3, %3 : tensor<300x70xf32>
+    %cols = train.reduce_sum %4 [0] : tensor<300x70xf32> -> tensor<70xf32>
+    %5 = train.tanh %z : tensor<512x300xf32>
+    %6 = train.mul %5, %5 : tensor<512x300xf32>
+    %all = train.reduce_sum %6 [0, 1] : tensor<512x300xf32> -> tensor<f32>
+    %r = train.reduce_sum %rows [0] : tensor<3xf32> -> tensor<f32>
+    %k = train.reduce_sum %cols [0] : tensor<70xf32> -> tensor<f32>
+    train.yield %all, %r, %k : tensor<f32>, tensor<f32>, tensor<f32>
+  }
+})";
+  std::string cacheDir = (std::filesystem::temp_directory_path() /
+                          ("stretto-kcache-red-" + std::to_string(::getpid())))
+                             .string();
+  HostKernelCache cache(cacheDir);
+  auto lower = [&](bool kernels, std::map<std::string, RefExecutor::KernelFn> &fns) {
+    mlir::MLIRContext ctx;
+    ctx.loadDialect<train::TrainDialect, kernel::KernelDialect>();
+    auto module = mlir::parseSourceString<mlir::ModuleOp>(source, &ctx);
+    EXPECT_TRUE(module);
+    auto model = *module->getOps<train::ModelOp>().begin();
+    int reduces = 0;
+    if (kernels) {
+      mlir::PassManager pm(&ctx);
+      buildKernelPipeline(pm);
+      EXPECT_TRUE(mlir::succeeded(pm.run(*module)));
+      model.walk([&](kernel::ReduceOp) { ++reduces; });
+      EXPECT_EQ(reduces, 3) << "the row, column and full sums are not all fused";
+      std::string error;
+      auto k = compileKernels(model, cache, error);
+      EXPECT_TRUE(mlir::succeeded(k)) << error;
+      if (mlir::succeeded(k))
+        fns = k->functions;
+    }
+    auto g = lowerToGraph(model);
+    EXPECT_TRUE(mlir::succeeded(g));
+    return *g;
+  };
+  std::map<std::string, RefExecutor::KernelFn> none, fns;
+  Graph plain = lower(false, none), fused = lower(true, fns);
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<double> u(-1, 1);
+  TensorMap in;
+  for (const Node &n : plain.nodes)
+    if (n.kind == OpKind::Input) {
+      HostTensor t{n.shape, std::vector<double>(numElements(n.shape))};
+      for (double &v : t.data)
+        v = static_cast<float>(u(rng));
+      in[n.name] = t;
+    }
+  // The oracle sums in f64: the fused kernels' blocked f32 sums must be
+  // within 1e-5 of it (the reference's own serial f32 sum of 153600 terms
+  // is about 2e-5 off).
+  RefExecutor ref(plain, Precision::F64);
+  PlanExecutor plan(fused, fns);
+  RefExecutor refWithKernels(fused, Precision::F32);
+  refWithKernels.setKernels(fns);
+  std::vector<double> want = ref.evaluate(in).outputs, got = plan.evaluate(in).outputs,
+                      got2 = refWithKernels.evaluate(in).outputs;
+  ASSERT_EQ(want.size(), 3u);
+  for (size_t k = 0; k < 3; ++k) {
+    EXPECT_NEAR(want[k], got[k], 1e-5 * std::fabs(want[k])) << "output " << k;
+    EXPECT_NEAR(got[k], got2[k], 1e-6 * std::fabs(want[k])) << "output " << k;
+  }
   std::filesystem::remove_all(cacheDir);
 }
 

@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 #include "stretto/Compiler/Lowering.h"
 #include "stretto/Frontend/Load.h"
+#include "stretto/Kernel/Compile.h"
 #include "stretto/Kernel/Emitter.h"
 #include "stretto/Kernel/Passes.h"
 
@@ -40,7 +41,7 @@ std::vector<KernelSource> gptTinyKernels() {
     return {};
   mlir::PassManager pm(&ctx);
   buildTrainingPipeline(pm);
-  pm.nest<train::ModelOp>().addPass(kernel::createKernelFuseElementwise());
+  buildKernelPipeline(pm); // GEMMs, elementwise and reduction kernels
   if (mlir::failed(pm.run(*loaded->module)))
     return {};
   std::vector<KernelSource> kernels;
@@ -93,6 +94,14 @@ TEST(NvrtcTest, GptTinyKernelsCompileForSm90AndSm80) {
     update += k.name.find("_update_") != std::string::npos;
   // AdamW and clipping of all 30 parameters: the update phase has kernels.
   EXPECT_GE(update, 30);
+  // Fused reductions (row sums and column sums) compile too.
+  int rowSums = 0, columnSums = 0;
+  for (const KernelSource &k : kernels) {
+    rowSums += k.kind == "row-sum";
+    columnSums += k.kind == "column-sum";
+  }
+  EXPECT_GT(rowSums, 0);
+  EXPECT_GT(columnSums, 0);
   std::regex regs(R"(Used (\d+) registers)"), spill(R"((\d+) bytes spill stores, (\d+) bytes spill loads)");
   for (const char *arch : {"sm_90", "sm_80"}) {
     int maxRegs = 0, spills = 0;
@@ -111,8 +120,9 @@ TEST(NvrtcTest, GptTinyKernelsCompileForSm90AndSm80) {
           ADD_FAILURE() << k.name << " spills on " << arch << ":\n" << r.log;
         }
     }
-    std::printf("[nvrtc] %s: %zu kernels (%d update), max %d registers, %d with spills\n",
-                arch, kernels.size(), update, maxRegs, spills);
+    std::printf("[nvrtc] %s: %zu kernels (%d update, %d row sums, %d column sums), max %d "
+                "registers, %d with spills\n",
+                arch, kernels.size(), update, rowSums, columnSums, maxRegs, spills);
   }
 #endif
 }

@@ -20,6 +20,18 @@ mlir::FailureOr<KernelSource> emitElementwise(ElementwiseOp op, llvm::StringRef 
 /// Every kernel.elementwise under `root`, in order, named
 /// `<model>_<phase>_k<i>` (i counts per phase) when inside a train phase,
 /// `kernel_k<i>` otherwise.
+mlir::FailureOr<KernelSource> emitReduce(ReduceOp op, llvm::StringRef name);
+
+/// emitElementwise or emitReduce.
+mlir::FailureOr<KernelSource> emitKernel(mlir::Operation *op, llvm::StringRef name);
+
+/// Whether every broadcast (non-scalar, not same-shape) input is, along dims
+/// [firstDim, rank) of `space` (unit dims aside), either contiguous or
+/// constant: then a C++ loop over those dims has unit-stride or invariant
+/// loads. kernel-fuse-reductions only forms reductions that pass this.
+bool uniformInnerRun(llvm::ArrayRef<std::vector<int64_t>> inputShapes,
+                     llvm::ArrayRef<int64_t> space, size_t firstDim);
+
 mlir::LogicalResult emitAllKernels(mlir::Operation *root, std::vector<KernelSource> &out);
 
 } // namespace stretto::kernel

@@ -105,7 +105,7 @@ train.model @m {
   %x = train.input "x" : tensor<4xf32>
   %r = kernel.elementwise (%x) : tensor<4xf32> -> tensor<4xf32> {
   ^bb0(%a: f32):
-    // expected-error @+1 {{'train.constant' op is not a `kernel` scalar op; a kernel.elementwise body holds only kernel scalar ops}}
+    // expected-error @+1 {{'train.constant' op is not a `kernel` scalar op; a fused kernel body holds only kernel scalar ops}}
     %c = train.constant dense<1.0> : tensor<f32>
     kernel.yield %a : f32
   }
@@ -137,7 +137,7 @@ train.model @m {
 train.model @m {
   train.step {
   %x = train.input "x" : tensor<f32>
-  // expected-error @+1 {{'kernel.yield' op expects parent op 'kernel.elementwise'}}
+  // expected-error @+1 {{'kernel.yield' op expects parent op to be one of 'kernel.elementwise, kernel.reduce'}}
   kernel.yield %x : tensor<f32>
   train.yield %x : tensor<f32>
   }
@@ -210,5 +210,123 @@ train.model @m {
   %r = kernel.gemm %a, %b : tensor<4x4xf64>, tensor<4x4xf32> -> tensor<4x4xf32>
   %l = train.reduce_sum %r [0, 1] : tensor<4x4xf32> -> tensor<f32>
   train.yield %l : tensor<f32>
+  }
+}
+
+// -----
+
+// A reduced dim must exist in the iteration shape.
+train.model @m {
+  train.step {
+  %x = train.input "x" : tensor<4x8xf32>
+  %y = train.input "y" : tensor<2x3x4xf32>
+  // expected-error @+1 {{'kernel.reduce' op reduced dim 2 is out of range for the 2-d iteration shape [4, 8]}}
+  %r = kernel.reduce (%x) sum [2] of [4, 8] : tensor<4x8xf32> -> tensor<4xf32> {
+  ^bb0(%a: f32):
+    kernel.yield %a : f32
+  }
+  %z = train.constant dense<0.0> : tensor<f32>
+  train.yield %z : tensor<f32>
+  }
+}
+
+// -----
+
+// Reduced dims are sorted and unique.
+train.model @m {
+  train.step {
+  %x = train.input "x" : tensor<4x8xf32>
+  %y = train.input "y" : tensor<2x3x4xf32>
+  // expected-error @+1 {{'kernel.reduce' op reduced dims [1, 0] must be sorted and unique}}
+  %r = kernel.reduce (%x) sum [1, 0] of [4, 8] : tensor<4x8xf32> -> tensor<f32> {
+  ^bb0(%a: f32):
+    kernel.yield %a : f32
+  }
+  %z = train.constant dense<0.0> : tensor<f32>
+  train.yield %z : tensor<f32>
+  }
+}
+
+// -----
+
+// Only leading or trailing runs have a loop nest.
+train.model @m {
+  train.step {
+  %x = train.input "x" : tensor<4x8xf32>
+  %y = train.input "y" : tensor<2x3x4xf32>
+  // expected-error @+1 {{'kernel.reduce' op reduced dims [1] are neither a leading nor a trailing run of the iteration shape [2, 3, 4]}}
+  %r = kernel.reduce (%y) sum [1] of [2, 3, 4] : tensor<2x3x4xf32> -> tensor<2x4xf32> {
+  ^bb0(%a: f32):
+    kernel.yield %a : f32
+  }
+  %z = train.constant dense<0.0> : tensor<f32>
+  train.yield %z : tensor<f32>
+  }
+}
+
+// -----
+
+// The result is the iteration shape without the reduced dims.
+train.model @m {
+  train.step {
+  %x = train.input "x" : tensor<4x8xf32>
+  %y = train.input "y" : tensor<2x3x4xf32>
+  // expected-error @+1 {{'kernel.reduce' op result type 'tensor<8xf32>' is not the iteration shape [4, 8] without dims [1]}}
+  %r = kernel.reduce (%x) sum [1] of [4, 8] : tensor<4x8xf32> -> tensor<8xf32> {
+  ^bb0(%a: f32):
+    kernel.yield %a : f32
+  }
+  %z = train.constant dense<0.0> : tensor<f32>
+  train.yield %z : tensor<f32>
+  }
+}
+
+// -----
+
+// Operands broadcast to the iteration shape.
+train.model @m {
+  train.step {
+  %x = train.input "x" : tensor<4x8xf32>
+  %y = train.input "y" : tensor<2x3x4xf32>
+  // expected-error @+1 {{'kernel.reduce' op operand #0 of type 'tensor<4x8xf32>' does not broadcast to the iteration shape [4, 3]}}
+  %r = kernel.reduce (%x) sum [1] of [4, 3] : tensor<4x8xf32> -> tensor<4xf32> {
+  ^bb0(%a: f32):
+    kernel.yield %a : f32
+  }
+  %z = train.constant dense<0.0> : tensor<f32>
+  train.yield %z : tensor<f32>
+  }
+}
+
+// -----
+
+// At least one dim is reduced.
+train.model @m {
+  train.step {
+  %x = train.input "x" : tensor<4x8xf32>
+  %y = train.input "y" : tensor<2x3x4xf32>
+  // expected-error @+1 {{'kernel.reduce' op needs at least one reduced dim (use kernel.elementwise)}}
+  %r = kernel.reduce (%x) sum [] of [4, 8] : tensor<4x8xf32> -> tensor<4x8xf32> {
+  ^bb0(%a: f32):
+    kernel.yield %a : f32
+  }
+  %z = train.constant dense<0.0> : tensor<f32>
+  train.yield %z : tensor<f32>
+  }
+}
+
+// -----
+
+// A reduction body yields one value.
+train.model @m {
+  train.step {
+  %x = train.input "x" : tensor<4x8xf32>
+  // expected-error @+1 {{'kernel.reduce' op body yields 2 values for 1 results}}
+  %r = kernel.reduce (%x) sum [1] of [4, 8] : tensor<4x8xf32> -> tensor<4xf32> {
+  ^bb0(%a: f32):
+    kernel.yield %a, %a : f32, f32
+  }
+  %z = train.constant dense<0.0> : tensor<f32>
+  train.yield %z : tensor<f32>
   }
 }
