@@ -1,7 +1,9 @@
 //===- Sampler.cpp - safetensors export and text sampling ----------------===//
 #include "stretto/Trainer.h"
+#include "stretto/PlanExecutor.h"
 
 #include <cmath>
+#include <memory>
 #include <sstream>
 #include <stdexcept>
 
@@ -53,7 +55,15 @@ std::string stretto::sampleText(const Graph &forward,
   const Shape &ts = forward.nodes[tokensNode].shape;
   const Shape &ls = forward.nodes[logitsNode].shape;
   int64_t B = ts[0], T = ts[1], V = ls.back();
-  RefExecutor ex(forward, Precision::F32);
+  // The compiled runtime's own ops run the forward graph (no kernels needed)
+  // and evaluate only what the logits need; the reference where it cannot.
+  std::unique_ptr<Executor> exec;
+  std::string why;
+  if (PlanExecutor::supports(forward, why))
+    exec = std::make_unique<PlanExecutor>(forward, std::map<std::string, PlanExecutor::KernelFn>{});
+  else
+    exec = std::make_unique<RefExecutor>(forward, Precision::F32);
+  Executor &ex = *exec;
   ex.initialize(0);
   for (const StateDecl &s : forward.states) {
     auto it = params.find(s.name);

@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "stretto/Compiler/Lowering.h"
+#include "stretto/Device.h"
 #include "stretto/Frontend/Load.h"
 #include "stretto/Kernel/Compile.h"
 #include "stretto/Gossip.h"
@@ -157,11 +158,18 @@ int main(int argc, char **argv) {
   cl::HideUnrelatedOptions(cat);
   cl::ParseCommandLineOptions(argc, argv, kOverview);
 
-  if (device == "cuda")
-    return fail("--device=cuda: the CUDA backend is not available in this build yet; "
-                "use --device=cpu (or auto)");
-  if (device != "cpu" && device != "auto")
+  if (device != "cpu" && device != "auto" && device != "cuda")
     return fail("--device must be cpu, cuda or auto, got '" + device + "'");
+  // Stretto has no CUDA runtime yet (issue 4): whatever the probe finds,
+  // training runs on the CPU, and --device=cuda says why in one line.
+  std::string deviceNote;
+  if (device != "cpu") {
+    CudaProbe cuda = probeCuda();
+    deviceNote = cuda.available ? "found " + cuda.name + ", but Stretto's CUDA runtime is not built yet"
+                                : cuda.reason;
+    if (device == "cuda")
+      llvm::errs() << "stretto-train: --device=cuda: " << deviceNote << "; training on the CPU\n";
+  }
   if (precision != "f32" && precision != "f64")
     return fail("--precision must be f32 or f64, got '" + precision + "'");
 
@@ -364,7 +372,8 @@ int main(int argc, char **argv) {
                  << graph->nodes.size() << " ops per step; optimizer "
                  << model.getTrainerString("optimizer", "adamw") << "\n"
                  << "data: " << source->describe() << "\n"
-                 << "device: cpu (" << exec << " executor, " << precision << ")\n";
+                 << "device: cpu (" << exec << " executor, " << precision << ")"
+                 << (deviceNote.empty() ? "" : "; " + deviceNote) << "\n";
     llvm::outs().flush();
   }
   // --- decentralized data parallelism (issue 6) ------------------------------
