@@ -19,6 +19,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "stretto/Gossip.h"
+#include "stretto/PlanExecutor.h"
 
 #include <omp.h>
 
@@ -208,7 +209,17 @@ double allReduceTime(const NetworkModel &net, const std::vector<int> &members, d
   return 2.0 * static_cast<double>(n - 1) * (net.latency + bytes / static_cast<double>(n) / bw);
 }
 
-std::vector<double> flattenParams(const Graph &g, const RefExecutor &ex) {
+// The executor of one replica (or of the evaluation): the compiled runtime
+// when the options ask for it, else the reference executor.
+std::unique_ptr<Executor> makeExecutor(const Graph &g, const GossipOptions &opt) {
+  if (opt.compiled)
+    return std::make_unique<PlanExecutor>(g, opt.kernels);
+  auto ref = std::make_unique<RefExecutor>(g, opt.precision);
+  ref->setKernels(opt.kernels);
+  return ref;
+}
+
+std::vector<double> flattenParams(const Graph &g, const Executor &ex) {
   std::vector<double> flat;
   for (const StateDecl &s : g.states)
     if (s.isParam) {
@@ -299,7 +310,7 @@ public:
   RoundAggregator(const Graph &g, DataSource &data, const GossipOptions &opt, int replicas,
                   size_t networks)
       : graph(g), data(data), opt(opt), replicas(replicas), networks(networks),
-        diedAt(replicas, -1), evalEx(g, opt.precision) {}
+        diedAt(replicas, -1), evalEx(makeExecutor(g, opt)) {}
 
   void report(int64_t round, std::vector<double> params, double loss, int64_t steps,
               double bytes, const std::vector<double> &clock) {
@@ -378,7 +389,7 @@ private:
     r.simTime = s.simTime;
     if (opt.evalInterval > 0 && ((round + 1) % opt.evalInterval == 0 || round + 1 == opt.rounds)) {
       for (auto &[name, t] : unflattenParams(graph, mean))
-        evalEx.setState(name, t);
+        evalEx->setState(name, t);
       double sum = 0;
       for (int64_t b = 0; b < opt.evalBatches; ++b) {
         std::map<std::string, HostTensor> batch;
@@ -386,7 +397,7 @@ private:
           std::lock_guard<std::mutex> lock(dataMu);
           batch = data.batch(Split::Val, static_cast<uint64_t>(b));
         }
-        sum += evalEx.evaluate(batch).outputs.at(0);
+        sum += evalEx->evaluate(batch).outputs.at(0);
       }
       r.valLoss = sum / static_cast<double>(opt.evalBatches);
     }
@@ -405,7 +416,7 @@ private:
   std::map<int64_t, Slot> slots;
   int64_t next = 0, totalSteps = 0;
   double totalBytes = 0;
-  RefExecutor evalEx;
+  std::unique_ptr<Executor> evalEx;
   std::mutex mu, dataMu;
 };
 
@@ -457,7 +468,8 @@ GossipResult runGossip(const Graph &graph, DataSource &data, const GossipOptions
     int64_t round = 0;
     try {
       omp_set_num_threads(std::max(1, cores / R)); // per thread: no oversubscription
-      RefExecutor ex(graph, opt.precision);
+      std::unique_ptr<Executor> exPtr = makeExecutor(graph, opt);
+      Executor &ex = *exPtr;
       ex.initialize(opt.distinctInit ? opt.seed + static_cast<uint64_t>(r) : opt.seed);
       int64_t k = 0; // this replica's micro-batch counter
       for (; round < opt.rounds; ++round) {
@@ -596,7 +608,8 @@ GossipResult runDataParallel(const Graph &graph, DataSource &data, int R, int64_
                              const GossipOptions &opt) {
   if (R < 1)
     throw std::runtime_error("data parallelism needs at least one replica");
-  RefExecutor ex(graph, opt.precision);
+  std::unique_ptr<Executor> exPtr = makeExecutor(graph, opt);
+  Executor &ex = *exPtr;
   ex.initialize(opt.seed);
   double gradBytes = 0;
   for (const StateDecl &s : graph.states)

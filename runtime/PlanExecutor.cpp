@@ -251,7 +251,8 @@ struct PlanExecutor::Impl {
   int64_t counter = 0;
   PlanStats stats;
 
-  PhasePlan stepPlan, updatePlan;
+  PhasePlan stepPlan, updatePlan, outerPlan;
+  Collective collective; // GossipMix exchange; empty: identity
   std::map<std::vector<int>, PhasePlan> evalPlans; // by probe list
   std::vector<float> arena, scratch;
   std::vector<float *> val; // per node of the running phase
@@ -276,7 +277,7 @@ struct PlanExecutor::Impl {
   std::map<std::pair<int, int>, int> constIndex; // (phase, node) -> index
 
   void collectConstants() {
-    for (Phase ph : {Phase::Step, Phase::Update}) {
+    for (Phase ph : {Phase::Step, Phase::Update, Phase::Outer}) {
       const std::vector<Node> &nodes = graph.phase(ph);
       for (size_t i = 0; i < nodes.size(); ++i) {
         const Node &n = nodes[i];
@@ -483,7 +484,7 @@ struct PlanExecutor::Impl {
         gradIndex[n.name] = static_cast<int>(gradSums.size());
         gradSums.emplace_back(numElements(graph.nodes[n.operands[0]].shape));
       }
-    for (Phase ph : {Phase::Step, Phase::Update}) {
+    for (Phase ph : {Phase::Step, Phase::Update, Phase::Outer}) {
       const std::vector<Node> &nodes = graph.phase(ph);
       for (size_t i = 0; i < nodes.size(); ++i) {
         const Node &n = nodes[i];
@@ -497,9 +498,11 @@ struct PlanExecutor::Impl {
     collectConstants();
     stepPlan = plan(Phase::Step, allNodes(Phase::Step), {});
     updatePlan = plan(Phase::Update, allNodes(Phase::Update), {});
+    outerPlan = plan(Phase::Outer, allNodes(Phase::Outer), {});
     stats.stepArenaBytes = stepPlan.arenaFloats * 4;
-    stats.updateArenaBytes = updatePlan.arenaFloats * 4;
-    stats.unplannedBytes = (stepPlan.unplannedFloats + updatePlan.unplannedFloats) * 4;
+    stats.updateArenaBytes = std::max(updatePlan.arenaFloats, outerPlan.arenaFloats) * 4;
+    stats.unplannedBytes =
+        (stepPlan.unplannedFloats + updatePlan.unplannedFloats + outerPlan.unplannedFloats) * 4;
     for (const StateDecl &s : graph.states)
       stats.persistentBytes += numElements(s.shape) * 4;
     for (auto &gs : gradSums)
@@ -928,6 +931,21 @@ void PlanExecutor::Impl::exec(const PhasePlan &p, int i, const TensorMap &inputs
     out[0] = rows ? total / static_cast<float>(rows) : 0.0f;
     return;
   }
+  case OpKind::GossipMix: {
+    // The replica's exchange with this round's peers (setCollective).
+    if (!collective) {
+      std::memcpy(out, in(0), sizeof(float) * count);
+      return;
+    }
+    HostTensor z{n.shape, std::vector<double>(in(0), in(0) + count)};
+    HostTensor mixed = collective(n, z);
+    if (static_cast<int64_t>(mixed.data.size()) != count)
+      fail(i, "the collective returned " + std::to_string(mixed.data.size()) +
+                  " values for shape " + shapeToString(n.shape));
+    for (int64_t e = 0; e < count; ++e)
+      out[e] = static_cast<float>(mixed.data[e]);
+    return;
+  }
   case OpKind::Descend: {
     const float *pp = in(0), *dir = in(1);
     float lr = in(2)[0];
@@ -997,27 +1015,18 @@ PlanExecutor::PlanExecutor(const Graph &graph, std::map<std::string, KernelFn> k
 PlanExecutor::~PlanExecutor() = default;
 
 bool PlanExecutor::supports(const Graph &graph, std::string &why) {
-  if (!graph.outer.empty()) {
-    why = "it has an outer (gossip) phase";
-    return false;
-  }
   for (const StateDecl &s : graph.states)
     if (s.dtype != DType::F32) {
       why = std::string("state '") + s.name + "' is " + dtypeName(s.dtype) + " (only f32 so far)";
       return false;
     }
-  for (Phase ph : {Phase::Step, Phase::Update})
-    for (const Node &n : graph.phase(ph)) {
+  for (Phase ph : {Phase::Step, Phase::Update, Phase::Outer})
+    for (const Node &n : graph.phase(ph))
       if (n.dtype != DType::F32 && n.dtype != DType::I32 && !isSink(n.kind)) {
         why = std::string(opKindName(n.kind)) + " at " + n.loc + " is " + dtypeName(n.dtype) +
               " (only f32 so far)";
         return false;
       }
-      if (n.kind == OpKind::GossipMix) {
-        why = "it exchanges values between replicas (gossip_mix)";
-        return false;
-      }
-    }
   return true;
 }
 
@@ -1056,6 +1065,16 @@ void PlanExecutor::update() {
   impl->gradCount = 0;
   ++impl->counter;
 }
+
+void PlanExecutor::outerStep() {
+  // The Outer phase sees the step count of the last update (no +1).
+  const PhasePlan &p = impl->outerPlan;
+  impl->run(p, {}, impl->counter, false, {});
+  for (auto [s, node] : p.writes)
+    std::memmove(impl->states[s].data(), impl->val[node], impl->states[s].size() * sizeof(float));
+}
+
+void PlanExecutor::setCollective(Collective fn) { impl->collective = std::move(fn); }
 
 StepResult PlanExecutor::evaluate(const TensorMap &inputs, const std::vector<int> &probes) {
   const PhasePlan &p = impl->evalPlan(probes);
@@ -1128,9 +1147,13 @@ std::string PlanExecutor::describe() const {
   os << "// buffer plan: step arena " << s.stepArenaBytes << " B, update arena "
      << s.updateArenaBytes << " B, persistent " << s.persistentBytes << " B, peak "
      << s.peakBytes() << " B (intermediates without reuse: " << s.unplannedBytes << " B)\n";
-  for (const PhasePlan *p : {&impl->stepPlan, &impl->updatePlan}) {
+  for (const PhasePlan *p : {&impl->stepPlan, &impl->updatePlan, &impl->outerPlan}) {
     const std::vector<Node> &nodes = impl->graph.phase(p->phase);
-    os << "// " << (p->phase == Phase::Step ? "step" : "update") << "\n";
+    if (nodes.empty())
+      continue;
+    os << "// "
+       << (p->phase == Phase::Step ? "step" : p->phase == Phase::Update ? "update" : "outer")
+       << "\n";
     for (int i : p->order) {
       const Node &n = nodes[i];
       const Slot &sl = p->slots[i];

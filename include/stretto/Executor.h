@@ -11,6 +11,7 @@
 #include "stretto/Graph.h"
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <string>
 #include <vector>
@@ -50,6 +51,13 @@ public:
   virtual void setState(const std::string &name, const HostTensor &value) = 0;
   virtual int64_t stepCount() const = 0;
   virtual void setStepCount(int64_t t) = 0;
+  // Runs the Outer phase (local-step methods) once.
+  virtual void outerStep() = 0;
+  // Collectives (gossip): a GossipMix node calls `fn(node, value)` and takes
+  // its result; `node` carries the op's attributes (alpha). Without a hook
+  // it is the identity: a single replica has no peers.
+  using Collective = std::function<HostTensor(const Node &, const HostTensor &)>;
+  virtual void setCollective(Collective fn) = 0;
 };
 
 } // namespace stretto

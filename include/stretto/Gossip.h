@@ -75,6 +75,10 @@ struct GossipOptions {
   int64_t rounds = 10;
   uint64_t seed = 1337;        // initialisation (the same on every replica)
   Precision precision = Precision::F32;
+  /// Replicas run on the compiled runtime (PlanExecutor, f32) with these
+  /// fused kernels instead of the reference executor.
+  bool compiled = false;
+  std::map<std::string, RefExecutor::KernelFn> kernels;
   int64_t microBatches = 1;    // micro-batches per local step
   int64_t evalInterval = 0;    // rounds between validation of the mean model; 0: never
   int64_t evalBatches = 4;

@@ -46,8 +46,8 @@ public:
   using KernelFn = void (*)(const void *const *inputs, void *const *outputs);
 
   /// Throws std::runtime_error (naming the node) for what this runtime does
-  /// not run: f64/bf16 values, an Outer phase, a Kernel node without a
-  /// function in `kernels`.
+  /// not run: f64/bf16 values, a Kernel node without a function in
+  /// `kernels`.
   PlanExecutor(const Graph &graph, std::map<std::string, KernelFn> kernels);
   ~PlanExecutor() override;
 
@@ -62,6 +62,8 @@ public:
   void setState(const std::string &name, const HostTensor &value) override;
   int64_t stepCount() const override;
   void setStepCount(int64_t t) override;
+  void outerStep() override;
+  void setCollective(Collective fn) override;
 
   const PlanStats &stats() const;
   /// The plan, one line per node: what runs, its buffer (arena offset or

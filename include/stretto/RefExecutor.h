@@ -56,8 +56,7 @@ public:
   // Runs the Update phase on the mean gradients of the micro-batches since
   // the last update, then clears them and counts the step.
   void update() override;
-  // Runs the Outer phase (local-step methods) once.
-  void outerStep();
+  void outerStep() override;
 
   // Pipeline stages: runs only `nodes` (indices into the Step phase, in
   // order) with values kept in `env`; only the Input nodes among them need
@@ -83,11 +82,7 @@ public:
   int64_t stepCount() const override;
   void setStepCount(int64_t t) override;
 
-  // Collectives (gossip): a GossipMix node calls `fn(node, value)` and takes
-  // its result; `node` carries the op's attributes (alpha). The default,
-  // without a hook, is the identity: a single replica has no peers.
-  using Collective = std::function<HostTensor(const Node &, const HostTensor &)>;
-  void setCollective(Collective fn);
+  void setCollective(Collective fn) override;
 
   // Compiled kernels (Kernel nodes) by name: fn(inputs, outputs) over f32
   // (or f64) buffers. Only this executor's Precision's element type works.

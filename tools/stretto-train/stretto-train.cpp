@@ -201,12 +201,9 @@ int main(int argc, char **argv) {
   OwningOpRef<ModuleOp> &module = loaded->module;
   if (exec == "compiled") {
     TrainingPipelineOptions po = TrainingPipelineOptions::fromTrainer(model);
-    StringRef sync = model.getTrainerString("sync", "sync");
     std::string why;
     if (po.stages > 1)
       why = "does not run pipelined models (stages > 1) yet";
-    else if (sync == "gossip" || sync == "diloco")
-      why = "does not run " + sync.str() + " replicas yet";
     else if (precision != "f32")
       why = "computes in f32 only";
     if (!why.empty() && !useReference(why))
@@ -387,6 +384,8 @@ int main(int argc, char **argv) {
     g.rounds = model.getTrainerInt("outer_rounds", (opt.steps + maxH - 1) / maxH);
     g.seed = opt.seed;
     g.precision = opt.precision;
+    g.compiled = opt.compiled;
+    g.kernels = opt.kernels;
     g.microBatches = model.getTrainerInt("micro_batches", 1);
     g.evalInterval = std::max<int64_t>(1, opt.evalInterval / maxH);
     g.evalBatches = opt.evalBatches;
