@@ -417,9 +417,13 @@ struct PlanExecutor::Impl {
       bool elementwise = k.kind == OpKind::Kernel && (k.ints.empty() || k.ints[0] == 0);
       bool ok = elementwise && slot.where == Where::Arena && writesOf[st] == 1 &&
                 root(node) == node;
-      for (int i : p.order) { // every Read of st dies by the kernel
+      // Every Read of st that sees the old value (not an alias of a Write)
+      // runs no later than the kernel and its value dies there.
+      for (int i : p.order) {
         const Slot &r = p.slots[i];
-        if (ok && r.where == Where::State && r.ref == st && r.dies > node)
+        bool oldValue = nodes[i].kind == OpKind::Read && r.where != Where::Alias &&
+                        stateIndex.at(nodes[i].name) == st;
+        if (ok && oldValue && (i > node || (r.where == Where::State && r.dies > node)))
           ok = false;
       }
       for (int o : k.operands) // old values read elementwise only

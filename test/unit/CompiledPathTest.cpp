@@ -42,7 +42,8 @@ Compiled compile(const std::string &toml, bool kernels, HostKernelCache &cache) 
   auto module = importConfigString(ctx, toml, "test.toml", {}, error);
   EXPECT_TRUE(module) << error;
   mlir::PassManager pm(&ctx);
-  buildTrainingPipeline(pm);
+  buildTrainingPipeline(pm, TrainingPipelineOptions::fromTrainer(
+                                *module->getOps<train::ModelOp>().begin()));
   if (kernels)
     buildKernelPipeline(pm);
   EXPECT_TRUE(mlir::succeeded(pm.run(*module)));
@@ -111,12 +112,18 @@ TEST_P(CompiledPath, TrainsLikeTheReference) {
     EXPECT_NEAR(va, all[e]->evaluate(val).outputs.at(0), 1e-4 * (1 + std::fabs(va))) << names[e];
   for (int e = 1; e < 3; ++e) {
     double worst = 0;
+    std::string where;
     for (const StateDecl &s : ref.graph.states) {
       HostTensor x = a.getState(s.name), y = all[e]->getState(s.name);
-      for (size_t i = 0; i < x.data.size(); ++i)
-        worst = std::max(worst, std::fabs(x.data[i] - y.data[i]) / (1e-3 + std::fabs(x.data[i])));
+      for (size_t i = 0; i < x.data.size(); ++i) {
+        double d = std::fabs(x.data[i] - y.data[i]) / (1e-3 + std::fabs(x.data[i]));
+        if (d > worst)
+          worst = d, where = s.name + "[" + std::to_string(i) + "]: " +
+                             std::to_string(x.data[i]) + " vs " + std::to_string(y.data[i]);
+      }
     }
-    EXPECT_LT(worst, 1e-2) << names[e] << ": largest relative parameter/state difference after 5 steps";
+    EXPECT_LT(worst, 1e-2) << names[e] << ": largest relative parameter/state difference after "
+                           << "5 steps, at " << where;
   }
   EXPECT_LT(c.stats().stepArenaBytes, c.stats().unplannedBytes) << "the plan reuses no buffer";
   std::filesystem::remove_all(cacheDir);
@@ -206,7 +213,8 @@ train.model @r {
   std::filesystem::remove_all(cacheDir);
 }
 
-const char *const kCaseNames[] = {"MlpSgd", "GptAdamW", "GptMuon", "GptTwoMicroBatches"};
+const char *const kCaseNames[] = {"MlpSgd", "GptAdamW", "GptMuon", "GptSgd2BWDelayEF",
+                                  "GptTwoMicroBatches"};
 
 INSTANTIATE_TEST_SUITE_P(
     Models, CompiledPath,
@@ -223,6 +231,14 @@ INSTANTIATE_TEST_SUITE_P(
         "[model]\nkind = \"gpt\"\nlayers = 1\nheads = 2\nd_model = 16\nseq_len = 8\n"
         "batch = 4\nvocab = 128\n[train]\noptimizer = \"muon\"\nlr = 3e-3\n"
         "[data]\npath = \"kjv\"\n",
+        // PipeDream-2BW on one stage (the one-step delay is in the IR: the
+        // update saves p as p.prev before writing p) with delay-EF. SGD:
+        // AdamW and Muon normalise the pure rounding noise of the key bias's
+        // gradient (zero in exact arithmetic) to O(1) steps, which no two
+        // executors can match element by element.
+        "[model]\nkind = \"gpt\"\nlayers = 1\nheads = 2\nd_model = 16\nseq_len = 8\n"
+        "batch = 4\nvocab = 128\n[train]\noptimizer = \"sgd\"\nlr = 0.1\n"
+        "sync = \"2bw\"\nef_lambda = 0.5\n[data]\npath = \"kjv\"\n",
         // Two micro-batches per step: gradients summed, then their mean.
         "[model]\nkind = \"gpt\"\nlayers = 1\nheads = 2\nd_model = 16\nseq_len = 8\n"
         "batch = 4\nvocab = 128\n[train]\noptimizer = \"adamw\"\nlr = 3e-3\n"
