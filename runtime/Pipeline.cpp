@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "stretto/Pipeline.h"
+#include "stretto/PlanExecutor.h"
 
 #include <algorithm>
 #include <chrono>
@@ -203,7 +204,19 @@ PipelineResult stretto::runPipeline(const Graph &graph, DataSource &data,
     auto t0 = std::chrono::steady_clock::now();
     double busy = 0;
     try {
-      RefExecutor ex(plan.graph, opt.precision);
+      std::unique_ptr<Executor> exPtr;
+      if (opt.compiled) {
+        exPtr = std::make_unique<PlanExecutor>(plan.graph, opt.kernels);
+      } else {
+        auto ref = std::make_unique<RefExecutor>(plan.graph, opt.precision);
+        ref->setKernels(opt.kernels);
+        exPtr = std::move(ref);
+      }
+      Executor &ex = *exPtr;
+      std::vector<int> sent;
+      for (const StagePlan::Send &snd : plan.sends)
+        sent.push_back(snd.node);
+      ex.preparePartialRuns({plan.forward, plan.backward}, sent);
       ex.initialize(opt.seed);
       if (!opt.resumeStates.empty()) {
         for (const StateDecl &d : plan.graph.states) {

@@ -296,12 +296,17 @@ struct PlanExecutor::Impl {
   // Plans `order` (ascending nodes of `phase`); values of `keep` live to the
   // end (probes). Writes and Grad values live to the end too: they commit
   // only once the whole phase succeeded.
-  PhasePlan plan(Phase phase, std::vector<int> order, const std::vector<int> &keep) {
+  PhasePlan plan(Phase phase, std::vector<int> order, const std::vector<int> &keep,
+                 bool snapshotReads = false) {
     const std::vector<Node> &nodes = graph.phase(phase);
     PhasePlan p;
     p.phase = phase;
     p.order = std::move(order);
     p.slots.assign(nodes.size(), Slot{});
+    // Liveness is by position in `order` (partial runs concatenate lists).
+    std::vector<int> pos(nodes.size(), -1);
+    for (size_t k = 0; k < p.order.size(); ++k)
+      pos[p.order[k]] = static_cast<int>(k);
     std::map<std::string, int> writtenBy; // state -> node holding its new value
     auto root = [&](int i) {
       while (p.slots[i].where == Where::Alias)
@@ -318,10 +323,16 @@ struct PlanExecutor::Impl {
         s.where = Where::Alias, s.ref = n.operands[0];
         break;
       case OpKind::Read:
-        if (auto w = writtenBy.find(n.name); w != writtenBy.end())
+        if (auto w = writtenBy.find(n.name); w != writtenBy.end()) {
           s.where = Where::Alias, s.ref = w->second;
-        else
+        } else if (snapshotReads) {
+          // Partial runs: the state may change between a micro-batch's
+          // forward and backward parts; the value read is copied.
+          s.where = Where::Arena, s.size = std::max<int64_t>(numElements(n.shape), 1);
+          p.unplannedFloats += alignUp(s.size);
+        } else {
           s.where = Where::State, s.ref = stateIndex.at(n.name);
+        }
         break;
       case OpKind::AccumulatedGrad: {
         auto g = gradIndex.find(n.name);
@@ -369,30 +380,30 @@ struct PlanExecutor::Impl {
     const int end = std::numeric_limits<int>::max();
     for (int i : p.order) {
       int r = root(i);
-      p.slots[r].dies = std::max(p.slots[r].dies, i);
+      p.slots[r].dies = std::max(p.slots[r].dies, pos[i]);
       const Node &n = nodes[i];
       bool toEnd = n.kind == OpKind::Write || n.kind == OpKind::Grad;
       for (int o : n.operands) {
         int ro = root(o);
-        p.slots[ro].dies = std::max(p.slots[ro].dies, toEnd ? end : i);
+        p.slots[ro].dies = std::max(p.slots[ro].dies, toEnd ? end : pos[i]);
       }
     }
     for (int k : keep)
       p.slots[root(k)].dies = end;
     if (phase == Phase::Update)
-      writeInPlace(p, nodes, root);
+      writeInPlace(p, nodes, root, pos);
     // Offsets: allocate each result before its operands die, so that no
     // kernel writes over its own input.
     ArenaAllocator alloc;
-    std::vector<std::vector<int>> dyingAt(nodes.size());
-    for (int i : p.order) {
-      Slot &s = p.slots[i];
+    std::vector<std::vector<int>> dyingAt(p.order.size());
+    for (size_t k = 0; k < p.order.size(); ++k) {
+      Slot &s = p.slots[p.order[k]];
       if (s.where == Where::Arena) {
         s.offset = alloc.allocate(s.size);
         if (s.dies != end)
-          dyingAt[s.dies].push_back(i);
+          dyingAt[s.dies].push_back(p.order[k]);
       }
-      for (int d : dyingAt[i])
+      for (int d : dyingAt[k])
         alloc.release(p.slots[d].offset, p.slots[d].size);
     }
     p.arenaFloats = alloc.peak();
@@ -406,7 +417,8 @@ struct PlanExecutor::Impl {
   // Update phase has no failure mode after its first kernel, so committing
   // early loses no atomicity.
   template <typename Root>
-  void writeInPlace(PhasePlan &p, const std::vector<Node> &nodes, Root root) {
+  void writeInPlace(PhasePlan &p, const std::vector<Node> &nodes, Root root,
+                    const std::vector<int> &pos) {
     std::map<int, int> writesOf; // state -> number of writes
     for (auto [st, node] : p.writes)
       ++writesOf[st];
@@ -423,7 +435,8 @@ struct PlanExecutor::Impl {
         const Slot &r = p.slots[i];
         bool oldValue = nodes[i].kind == OpKind::Read && r.where != Where::Alias &&
                         stateIndex.at(nodes[i].name) == st;
-        if (ok && oldValue && (i > node || (r.where == Where::State && r.dies > node)))
+        if (ok && oldValue &&
+            (pos[i] > pos[node] || (r.where == Where::State && r.dies > pos[node])))
           ok = false;
       }
       for (int o : k.operands) // old values read elementwise only
@@ -533,8 +546,8 @@ struct PlanExecutor::Impl {
 
   //===--- running --------------------------------------------------------===//
 
-  void checkInputs(const PhasePlan &p, const TensorMap &inputs) {
-    for (int i : p.order) {
+  void checkInputs(const std::vector<int> &order, const TensorMap &inputs) {
+    for (int i : order) {
       const Node &n = graph.nodes[i];
       if (n.kind != OpKind::Input)
         continue;
@@ -564,6 +577,16 @@ struct PlanExecutor::Impl {
 
   StepResult run(const PhasePlan &p, const TensorMap &inputs, int64_t t, bool probesOut,
                  const std::vector<int> &probes);
+  // Runs positions [begin, end) of p's order over `arenaBase`, with value
+  // pointers in `val` (kept by the caller for partial runs).
+  StepResult runRange(const PhasePlan &p, size_t begin, size_t end, float *arenaBase,
+                      const TensorMap &inputs, int64_t t);
+
+  // Partial runs (pipeline stages): one plan over the concatenated parts.
+  PhasePlan partPlan;
+  std::vector<std::vector<int>> parts;
+  std::vector<size_t> partStart; // position of each part's first node
+  const std::map<std::string, std::string> *redirect = nullptr;
   void exec(const PhasePlan &p, int i, const TensorMap &inputs, int64_t t, StepResult &result);
 };
 
@@ -571,16 +594,30 @@ StepResult PlanExecutor::Impl::run(const PhasePlan &p, const TensorMap &inputs, 
                                    bool probesOut, const std::vector<int> &probes) {
   cur = p.phase;
   if (p.phase == Phase::Step)
-    checkInputs(p, inputs);
+    checkInputs(p.order, inputs);
   if (static_cast<int64_t>(arena.size()) < p.arenaFloats)
     arena.resize(p.arenaFloats);
   const std::vector<Node> &nodes = graph.phase(p.phase);
   val.assign(nodes.size(), nullptr);
+  StepResult result = runRange(p, 0, p.order.size(), arena.data(), inputs, t);
+  if (probesOut)
+    for (int k : probes) {
+      int64_t cnt = numElements(nodes[k].shape);
+      result.probes[k] = HostTensor{nodes[k].shape, std::vector<double>(val[k], val[k] + cnt)};
+    }
+  return result;
+}
+
+StepResult PlanExecutor::Impl::runRange(const PhasePlan &p, size_t begin, size_t end,
+                                        float *arenaBase, const TensorMap &inputs, int64_t t) {
+  cur = p.phase;
+  const std::vector<Node> &nodes = graph.phase(p.phase);
   StepResult result;
-  for (int i : p.order) {
+  for (size_t k = begin; k < end; ++k) {
+    int i = p.order[k];
     const Slot &s = p.slots[i];
     switch (s.where) {
-    case Where::Arena: val[i] = arena.data() + s.offset; break;
+    case Where::Arena: val[i] = arenaBase + s.offset; break;
     case Where::State: val[i] = states[s.ref].data(); break;
     case Where::GradSum: val[i] = gradSums[s.ref].data(); break;
     case Where::Constant: val[i] = constants[s.ref].data(); break;
@@ -611,11 +648,6 @@ StepResult PlanExecutor::Impl::run(const PhasePlan &p, const TensorMap &inputs, 
       ++k.second;
     }
   }
-  if (probesOut)
-    for (int k : probes) {
-      int64_t cnt = numElements(nodes[k].shape);
-      result.probes[k] = HostTensor{nodes[k].shape, std::vector<double>(val[k], val[k] + cnt)};
-    }
   return result;
 }
 
@@ -671,8 +703,13 @@ void PlanExecutor::Impl::exec(const PhasePlan &p, int i, const TensorMap &inputs
     return;
   }
   case OpKind::Read:
-    if (p.slots[i].where == Where::Arena) // a copy (see plan)
-      std::memcpy(out, states[stateIndex.at(n.name)].data(), sizeof(float) * count);
+    if (p.slots[i].where == Where::Arena) { // a copy (see plan)
+      const std::string *name = &n.name;
+      if (redirect)
+        if (auto r = redirect->find(n.name); r != redirect->end())
+          name = &r->second;
+      std::memcpy(out, states[stateIndex.at(*name)].data(), sizeof(float) * count);
+    }
     return;
   case OpKind::Reshape:
   case OpKind::Transfer:
@@ -1080,6 +1117,92 @@ void PlanExecutor::outerStep() {
 
 void PlanExecutor::setCollective(Collective fn) { impl->collective = std::move(fn); }
 
+void PlanExecutor::preparePartialRuns(const std::vector<std::vector<int>> &parts,
+                                      const std::vector<int> &keep) {
+  std::vector<int> order;
+  impl->partStart.clear();
+  for (const std::vector<int> &part : parts) {
+    impl->partStart.push_back(order.size());
+    order.insert(order.end(), part.begin(), part.end());
+  }
+  std::vector<int> seen(impl->graph.nodes.size(), 0);
+  for (int i : order) {
+    if (i < 0 || i >= static_cast<int>(seen.size()) || seen[i]++)
+      throw std::runtime_error("preparePartialRuns: node " + std::to_string(i) +
+                               " is not a step node or is listed twice");
+  }
+  impl->partStart.push_back(order.size());
+  impl->parts = parts;
+  impl->partPlan = impl->plan(Phase::Step, order, keep, /*snapshotReads=*/true);
+}
+
+StepResult PlanExecutor::runNodes(const std::vector<int> &nodes, ValueEnv &env,
+                                  const TensorMap &inputs,
+                                  const std::map<std::string, std::string> &redirect) {
+  size_t part = 0;
+  while (part < impl->parts.size() && impl->parts[part] != nodes)
+    ++part;
+  if (part == impl->parts.size())
+    throw std::runtime_error("runNodes: this node list was not given to preparePartialRuns");
+  const PhasePlan &p = impl->partPlan;
+  impl->cur = Phase::Step;
+  impl->checkInputs(nodes, inputs);
+  if (static_cast<int64_t>(env.arena.size()) < p.arenaFloats)
+    env.arena.resize(p.arenaFloats);
+  env.pointers.resize(impl->graph.nodes.size(), nullptr);
+  // This micro-batch's value pointers live in its env between the parts.
+  std::swap(impl->val, env.pointers);
+  impl->redirect = &redirect;
+  StepResult r;
+  try {
+    r = impl->runRange(p, impl->partStart[part], impl->partStart[part + 1], env.arena.data(),
+                       inputs, impl->counter + 1);
+  } catch (...) {
+    impl->redirect = nullptr;
+    std::swap(impl->val, env.pointers);
+    throw;
+  }
+  impl->redirect = nullptr;
+  std::swap(impl->val, env.pointers);
+  // Writes commit now; gradients are returned (accumulateGrads adds them).
+  std::vector<char> inPart(impl->graph.nodes.size(), 0);
+  for (int i : nodes)
+    inPart[i] = 1;
+  for (int i : nodes) {
+    const Node &n = impl->graph.nodes[i];
+    if (n.kind == OpKind::Write) {
+      std::vector<float> &st = impl->states[impl->stateIndex.at(n.name)];
+      std::memmove(st.data(), env.pointers[n.operands[0]], st.size() * sizeof(float));
+    } else if (n.kind == OpKind::Grad) {
+      const float *g = env.pointers[n.operands[0]];
+      const Shape &shape = impl->graph.nodes[n.operands[0]].shape;
+      r.grads[n.name] = HostTensor{shape, std::vector<double>(g, g + numElements(shape))};
+    }
+  }
+  return r;
+}
+
+HostTensor PlanExecutor::envValue(ValueEnv &env, int node) const {
+  const Node &n = impl->graph.nodes.at(node);
+  if (static_cast<size_t>(node) >= env.pointers.size() || !env.pointers[node])
+    throw std::runtime_error("envValue: node " + std::to_string(node) + " has no value yet");
+  const float *v = env.pointers[node];
+  return HostTensor{n.shape, std::vector<double>(v, v + numElements(n.shape))};
+}
+
+void PlanExecutor::accumulateGrads(const StepResult &r) {
+  for (auto &[name, g] : r.grads) {
+    auto it = impl->gradIndex.find(name);
+    if (it == impl->gradIndex.end())
+      throw std::runtime_error("accumulateGrads: no parameter '" + name + "' has a gradient");
+    std::vector<float> &sum = impl->gradSums[it->second];
+    for (size_t e = 0; e < sum.size(); ++e)
+      sum[e] = impl->gradCount == 0 ? static_cast<float>(g.data[e])
+                                    : sum[e] + static_cast<float>(g.data[e]);
+  }
+  ++impl->gradCount;
+}
+
 StepResult PlanExecutor::evaluate(const TensorMap &inputs, const std::vector<int> &probes) {
   const PhasePlan &p = impl->evalPlan(probes);
   return impl->run(p, inputs, impl->counter + 1, true, probes);
@@ -1174,7 +1297,7 @@ std::string PlanExecutor::describe() const {
         if (sl.dies == std::numeric_limits<int>::max())
           os << " live to the end";
         else
-          os << " free after %" << sl.dies;
+          os << " free after %" << p->order[sl.dies];
         break;
       case Where::State: os << "  -> state '" << impl->graph.states[sl.ref].name << "'"; break;
       case Where::GradSum: os << "  -> gradient sum"; break;

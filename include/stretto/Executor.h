@@ -33,6 +33,23 @@ struct StepResult {
 
 using TensorMap = std::map<std::string, HostTensor>;
 
+/// The values of one run of a phase, kept across partial runs (a pipeline
+/// stage runs a micro-batch's forward nodes, then later its backward nodes).
+class ValueEnv {
+public:
+  template <typename T> std::vector<std::vector<T>> &values();
+
+  // The compiled runtime's: this micro-batch's arena and value pointers.
+  std::vector<float> arena;
+  std::vector<float *> pointers;
+
+private:
+  std::vector<std::vector<float>> f32;
+  std::vector<std::vector<double>> f64;
+};
+template <> inline std::vector<std::vector<float>> &ValueEnv::values<float>() { return f32; }
+template <> inline std::vector<std::vector<double>> &ValueEnv::values<double>() { return f64; }
+
 class Executor {
 public:
   virtual ~Executor() = default;
@@ -58,6 +75,21 @@ public:
   // it is the identity: a single replica has no peers.
   using Collective = std::function<HostTensor(const Node &, const HostTensor &)>;
   virtual void setCollective(Collective fn) = 0;
+
+  // Pipeline stages: runs only `nodes` (indices into the Step phase, in
+  // order) with values kept in `env` across calls; only the Input nodes
+  // among them need inputs. Reads of a state named in `redirect` read the
+  // mapped state (2BW). Writes commit at the end of the call; Grad values
+  // are returned, not accumulated. Executors that plan ahead are told every
+  // node list first (and the nodes whose values are read after their call).
+  virtual void preparePartialRuns(const std::vector<std::vector<int>> &parts,
+                                  const std::vector<int> &keep) = 0;
+  virtual StepResult runNodes(const std::vector<int> &nodes, ValueEnv &env,
+                              const TensorMap &inputs,
+                              const std::map<std::string, std::string> &redirect = {}) = 0;
+  virtual HostTensor envValue(ValueEnv &env, int node) const = 0;
+  // Adds a micro-batch's gradients (from runNodes) to the step's sums.
+  virtual void accumulateGrads(const StepResult &r) = 0;
 };
 
 } // namespace stretto

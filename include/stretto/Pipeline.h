@@ -51,6 +51,10 @@ struct PipelineOptions {
   int64_t microBatches = 1;
   Schedule schedule = Schedule::Flush;
   Precision precision = Precision::F32;
+  /// Stages run on the compiled runtime (PlanExecutor, f32) with these
+  /// fused kernels instead of the reference executor.
+  bool compiled = false;
+  std::map<std::string, RefExecutor::KernelFn> kernels;
   uint64_t seed = 1337;
   /// Called by the last stage when a step's loss is known (progress lines).
   std::function<void(int64_t step, double loss)> onStep;

@@ -65,6 +65,18 @@ public:
   void outerStep() override;
   void setCollective(Collective fn) override;
 
+  // Pipeline stages. The parts (e.g. a stage's forward and backward node
+  // lists) are planned as one sequence, so values the forward part makes
+  // for the backward part keep their offsets; each micro-batch's ValueEnv
+  // holds its own arena. Reads copy the state (an update may land between
+  // the parts); `keep` lists nodes read after their part (sends).
+  void preparePartialRuns(const std::vector<std::vector<int>> &parts,
+                          const std::vector<int> &keep) override;
+  StepResult runNodes(const std::vector<int> &nodes, ValueEnv &env, const TensorMap &inputs,
+                      const std::map<std::string, std::string> &redirect = {}) override;
+  HostTensor envValue(ValueEnv &env, int node) const override;
+  void accumulateGrads(const StepResult &r) override;
+
   const PlanStats &stats() const;
   /// The plan, one line per node: what runs, its buffer (arena offset or
   /// alias) and when that buffer dies. For --dump.

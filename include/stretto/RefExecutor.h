@@ -21,19 +21,6 @@ namespace stretto {
 
 enum class Precision { F32, F64 };
 
-/// The values of one run of a phase, kept across partial runs (a pipeline
-/// stage runs a micro-batch's forward nodes, then later its backward nodes).
-class ValueEnv {
-public:
-  template <typename T> std::vector<std::vector<T>> &values();
-
-private:
-  std::vector<std::vector<float>> f32;
-  std::vector<std::vector<double>> f64;
-};
-template <> inline std::vector<std::vector<float>> &ValueEnv::values<float>() { return f32; }
-template <> inline std::vector<std::vector<double>> &ValueEnv::values<double>() { return f64; }
-
 class RefExecutor final : public Executor {
 public:
   RefExecutor(const Graph &graph, Precision precision);
@@ -65,10 +52,13 @@ public:
   // the end of the call; Grad values are returned, not accumulated.
   StepResult runNodes(const std::vector<int> &nodes, ValueEnv &env,
                       const std::map<std::string, HostTensor> &inputs,
-                      const std::map<std::string, std::string> &redirect = {});
-  HostTensor envValue(ValueEnv &env, int node) const;
+                      const std::map<std::string, std::string> &redirect = {}) override;
+  HostTensor envValue(ValueEnv &env, int node) const override;
   // Adds a micro-batch's gradients (from runNodes) to the step's sums.
-  void accumulateGrads(const StepResult &r);
+  void accumulateGrads(const StepResult &r) override;
+  // Any node list runs as it is: nothing to prepare.
+  void preparePartialRuns(const std::vector<std::vector<int>> &,
+                          const std::vector<int> &) override {}
 
   // Runs the graph without committing Writes or the step count (for
   // evaluation and finite differences): same results as step() would give.

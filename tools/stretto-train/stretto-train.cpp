@@ -101,6 +101,8 @@ static int runPipelined(const Graph &graph, DataSource &data, const TrainerOptio
   po.microBatches = opt.microBatches;
   po.schedule = twoBW ? Schedule::TwoBW : Schedule::Flush;
   po.precision = opt.precision;
+  po.compiled = opt.compiled;
+  po.kernels = opt.kernels;
   po.seed = opt.seed;
   auto t0 = std::chrono::steady_clock::now();
   std::ofstream metrics;
@@ -199,17 +201,9 @@ int main(int argc, char **argv) {
     return 1;
   train::ModelOp model = loaded->model;
   OwningOpRef<ModuleOp> &module = loaded->module;
-  if (exec == "compiled") {
-    TrainingPipelineOptions po = TrainingPipelineOptions::fromTrainer(model);
-    std::string why;
-    if (po.stages > 1)
-      why = "does not run pipelined models (stages > 1) yet";
-    else if (precision != "f32")
-      why = "computes in f32 only";
-    if (!why.empty() && !useReference(why))
-      return fail("--executor=compiled: the compiled runtime " + why +
-                  "; use --executor=reference");
-  }
+  if (exec == "compiled" && precision != "f32" && !useReference("computes in f32 only"))
+    return fail("--executor=compiled: the compiled runtime computes in f32 only; use "
+                "--executor=reference");
 
   // Passes: the full pipeline on a model-level description; a step that was
   // already compiled (it writes state) is run as it is.
