@@ -163,6 +163,35 @@ LogicalResult ReduceOp::verifyRegions() {
   return verifyScalarBody(*this, getBodyBlock(), getInputs(), 1);
 }
 
+LogicalResult RowsOp::verify() {
+  auto x = cast<RankedTensorType>(getInput().getType());
+  StringRef fn = getFn();
+  size_t want = fn == "softmax" ? 0 : fn == "layer_norm" ? 2 : fn == "rms_norm" ? 1 : 99;
+  if (want == 99)
+    return emitOpError() << "unknown row function \"" << fn
+                         << "\"; expected softmax, layer_norm or rms_norm";
+  if (x.getRank() < 1)
+    return emitOpError() << "needs a ranked input with a last dim, got " << x;
+  if (getParams().size() != want)
+    return emitOpError() << "\"" << fn << "\" takes " << want << " params, got "
+                         << getParams().size();
+  int64_t len = x.getShape().back();
+  for (auto [i, v] : llvm::enumerate(getParams())) {
+    auto t = cast<RankedTensorType>(v.getType());
+    if (t.getShape() != ArrayRef<int64_t>{len} || t.getElementType() != x.getElementType())
+      return emitOpError() << "param #" << i << " of type " << t << " must be "
+                           << RankedTensorType::get({len}, x.getElementType())
+                           << " (one value per element of a row)";
+  }
+  if (getCausal()) {
+    if (fn != "softmax")
+      return emitOpError() << "only softmax is causal";
+    if (x.getRank() < 2 || x.getShape()[x.getRank() - 2] != len)
+      return emitOpError() << "a causal softmax needs square trailing [T, T] blocks, got " << x;
+  }
+  return success();
+}
+
 LogicalResult GemmOp::verify() {
   auto a = cast<RankedTensorType>(getA().getType());
   auto b = cast<RankedTensorType>(getB().getType());

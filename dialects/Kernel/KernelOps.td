@@ -100,6 +100,34 @@ def Kernel_ReduceOp : Kernel_Op<"reduce", [Pure, IsolatedFromAbove,
   }];
 }
 
+def Kernel_RowsOp : Kernel_Op<"rows", [Pure, AllTypesMatch<["input", "result"]>]> {
+  let summary = "a row-wise normalisation over the last dim: softmax, layer_norm or rms_norm";
+  let description = [{
+    One generated kernel per op, run row by row (a row is the last dim):
+    - `softmax` (no params; `causal`: row r of each trailing [T, T] block
+      keeps entries 0..r mod T, the rest are 0),
+    - `layer_norm` (params gamma, beta [len]; biased variance; `eps`),
+    - `rms_norm` (param gamma [len]; `eps`),
+    with the `train` op's semantics and the reference executor's order of
+    floating-point operations, so results match it bit for bit. The row
+    function is one body for the C++ (OpenMP over rows) and the CUDA C (a
+    thread per row) targets.
+
+    ```mlir
+    %y = kernel.rows "layer_norm"(%x, %g, %b) {eps = 1.0e-05 : f64} : tensor<64x128xf32>, tensor<128xf32>, tensor<128xf32> -> tensor<64x128xf32>
+    ```
+  }];
+  let arguments = (ins Kernel_FloatTensor:$input, Variadic<Kernel_FloatTensor>:$params,
+                       StrAttr:$fn, UnitAttr:$causal,
+                       DefaultValuedAttr<F64Attr, "1.0e-5">:$eps);
+  let results = (outs Kernel_FloatTensor:$result);
+  let assemblyFormat = [{
+    $fn `(` $input (`,` $params^)? `)` (`causal` $causal^)? attr-dict `:` type($input)
+    (`,` type($params)^)? `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
 def Kernel_YieldOp : Kernel_Op<"yield", [Pure, Terminator,
     ParentOneOf<["ElementwiseOp", "ReduceOp"]>]> {
   let summary = "the scalar values of one element of each result";

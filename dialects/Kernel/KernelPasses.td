@@ -105,4 +105,24 @@ def KernelFuseReductions : Pass<"kernel-fuse-reductions", "::stretto::train::Mod
   let dependentDialects = ["::stretto::kernel::KernelDialect"];
 }
 
+def KernelLowerRows : Pass<"kernel-lower-rows", "::stretto::train::ModelOp"> {
+  let summary = "Turns `train.softmax`, `train.layer_norm` and `train.rms_norm` into `kernel.rows`";
+  let description = [{
+    In every phase of a `train.model`, each softmax (causal or not), layer
+    norm and RMS norm becomes a `kernel.rows` of the same function, operands
+    and `eps`, keeping its pipeline `stage`: one generated row kernel each,
+    for the C++ and the CUDA C targets.
+
+    Before:
+    ```mlir
+    %y = train.layer_norm %x, %g, %b : tensor<64x128xf32>, tensor<128xf32>, tensor<128xf32>
+    ```
+    After:
+    ```mlir
+    %y = kernel.rows "layer_norm"(%x, %g, %b) {eps = 1.0e-05 : f64} : tensor<64x128xf32>, tensor<128xf32>, tensor<128xf32> -> tensor<64x128xf32>
+    ```
+  }];
+  let dependentDialects = ["::stretto::kernel::KernelDialect"];
+}
+
 #endif // STRETTO_KERNEL_PASSES

@@ -71,7 +71,8 @@ enum class OpKind {
               // over this round's peers, through the executor's collective hook
   // --- compiled kernels (kernel dialect) -----------------------------------
   Kernel,     // name: a compiled fused kernel; operands are its inputs; ints {1}
-              // when it sums its values over dims (kernel.reduce), else elementwise
+              // when it sums its values over dims (kernel.reduce), {2} for a
+              // row kernel (kernel.rows), else elementwise
   Gemm,       // operands {a, b}; ints {transpose_a, transpose_b}; floats {alpha}
 };
 

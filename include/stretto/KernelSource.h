@@ -17,7 +17,7 @@ namespace stretto {
 struct KernelSource {
   std::string name;      // C symbol of both entry points
   std::string dtype;     // C type of every element: "float" or "double"
-  std::string kind;      // "elementwise", "row-sum" or "column-sum" (kernel.reduce)
+  std::string kind;      // "elementwise", "row-sum"/"column-sum" (kernel.reduce), "rows"
   int64_t numElements = 0;                  // of each result
   std::vector<std::vector<int64_t>> inputShapes;
   std::vector<int64_t> resultShape;
@@ -28,7 +28,8 @@ struct KernelSource {
   std::string cpp;
   // CUDA C: extern "C" __global__ void name(const T *in0, ..., T *out0, ...):
   // elementwise, a grid-stride loop over numElements; row sums, a block per
-  // row (blockDim.x a multiple of 32); column sums, a thread per column.
+  // row (blockDim.x a multiple of 32); column sums and rows (kernel.rows), a
+  // thread per column or row.
   std::string cuda;
 };
 

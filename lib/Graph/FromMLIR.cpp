@@ -95,6 +95,11 @@ static std::optional<OpKind> kindOf(Operation *op) {
           return std::nullopt;
         return OpKind::Kernel;
       })
+      .Case<kernel::RowsOp>([](Operation *op) -> std::optional<OpKind> {
+        if (!op->hasAttr("symbol"))
+          return std::nullopt;
+        return OpKind::Kernel;
+      })
       .Case([](kernel::ReduceOp op) -> std::optional<OpKind> {
         if (!op->hasAttr("symbol"))
           return std::nullopt;
@@ -152,10 +157,12 @@ static LogicalResult lowerPhase(Block &block, Phase phase, Graph &g) {
         .Case([&](ReadOp o) { n.name = o.getVar().str(); })
         .Case([&](AccumulatedGradOp o) { n.name = o.getVar().str(); })
         .Case([&](TransferOp o) { n.ints = {o.getFrom(), o.getTo()}; })
-        .Case<kernel::ElementwiseOp, kernel::ReduceOp>([&](Operation *o) {
+        .Case<kernel::ElementwiseOp, kernel::ReduceOp, kernel::RowsOp>([&](Operation *o) {
           n.name = o->getAttrOfType<StringAttr>("symbol").getValue().str();
           if (isa<kernel::ReduceOp>(o))
             n.ints = {1};
+          if (isa<kernel::RowsOp>(o))
+            n.ints = {2};
         })
         .Case([&](kernel::GemmOp o) {
           n.ints = {o.getTransposeA() ? 1 : 0, o.getTransposeB() ? 1 : 0};

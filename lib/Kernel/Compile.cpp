@@ -17,6 +17,7 @@ using namespace stretto;
 void stretto::buildKernelPipeline(OpPassManager &pm) {
   OpPassManager &model = pm.nest<train::ModelOp>();
   model.addPass(kernel::createKernelLowerMatmul());
+  model.addPass(kernel::createKernelLowerRows());
   model.addPass(kernel::createKernelFuseElementwise());
   model.addPass(kernel::createKernelFuseReductions());
 }
@@ -27,7 +28,7 @@ FailureOr<CompiledKernels> stretto::compileKernels(train::ModelOp model, HostKer
   std::vector<std::string> symbols;
   int index = 0;
   WalkResult walk = model.walk([&](Operation *op) {
-    if (!isa<kernel::ElementwiseOp, kernel::ReduceOp>(op))
+    if (!isa<kernel::ElementwiseOp, kernel::ReduceOp, kernel::RowsOp>(op))
       return WalkResult::advance();
     std::string name = (model.getSymName() + "_k" + std::to_string(index++)).str();
     for (char &c : name)

@@ -511,11 +511,103 @@ FailureOr<KernelSource> stretto::kernel::emitReduce(ReduceOp op, StringRef name)
   return ks;
 }
 
+FailureOr<KernelSource> stretto::kernel::emitRows(RowsOp op, StringRef name) {
+  auto type = cast<RankedTensorType>(op.getInput().getType());
+  KernelSource ks;
+  ks.name = name.str();
+  ks.kind = "rows";
+  Type elem = type.getElementType();
+  if (elem.isF32())
+    ks.dtype = "float";
+  else if (elem.isF64())
+    ks.dtype = "double";
+  else
+    return op.emitOpError() << "codegen supports f32 and f64 kernels, not " << elem
+                            << " (kernel " << name << ")";
+  const std::string &T = ks.dtype;
+  ks.resultShape.assign(type.getShape().begin(), type.getShape().end());
+  ks.iterationShape = ks.resultShape;
+  ks.numElements = type.getNumElements();
+  ks.numResults = 1;
+  ks.inputShapes.push_back(ks.resultShape);
+  for (Value v : op.getParams()) {
+    auto sh = cast<RankedTensorType>(v.getType()).getShape();
+    ks.inputShapes.emplace_back(sh.begin(), sh.end());
+  }
+  int64_t len = type.getShape().back();
+  int64_t rows = len ? ks.numElements / len : 0;
+  StringRef fn = op.getFn();
+  std::string L = std::to_string(len) + "LL";
+  char eps[64];
+  std::snprintf(eps, sizeof eps, "(%s)%.17g", T.c_str(), op.getEps().convertToDouble());
+
+  // The row function: the reference executor's loops, line for line.
+  std::string params = "const " + T + " *__restrict__ xr, ";
+  std::string args = "in0 + r * " + L + ", ";
+  for (size_t k = 0; k < op.getParams().size(); ++k) {
+    params += "const " + T + " *__restrict__ p" + std::to_string(k) + ", ";
+    args += "in" + std::to_string(k + 1) + ", ";
+  }
+  params += T + " *__restrict__ yr, long long pos";
+  args += "out0 + r * " + L + ", r % " + L;
+  std::string body = header(name, op->getOperands(), type, 1);
+  body += "ST_FN void " + name.str() + "_row(" + params + ") {\n";
+  if (fn == "softmax") {
+    body += std::string("  const long long end = ") + (op.getCausal() ? "pos + 1" : L) + ";\n";
+    body += "  " + T + " mx = xr[0];\n";
+    body += "  for (long long j = 1; j < end; ++j)\n    mx = st_max(mx, xr[j]);\n";
+    body += "  " + T + " sum = 0;\n";
+    body += "  for (long long j = 0; j < end; ++j)\n    sum += (yr[j] = st_exp(xr[j] - mx));\n";
+    body += "  for (long long j = 0; j < end; ++j)\n    yr[j] /= sum;\n";
+    body += "  for (long long j = end; j < " + L + "; ++j)\n    yr[j] = 0;\n";
+  } else {
+    bool ln = fn == "layer_norm";
+    body += "  " + T + " mean = 0;\n";
+    if (ln) {
+      body += "  for (long long j = 0; j < " + L + "; ++j)\n    mean += xr[j];\n";
+      body += "  mean /= (" + T + ")" + L + ";\n";
+    }
+    body += "  " + T + " ms = 0;\n";
+    body += "  for (long long j = 0; j < " + L + "; ++j)\n    ms += (xr[j] - mean) * (xr[j] - mean);\n";
+    body += "  ms /= (" + T + ")" + L + ";\n";
+    body += "  const " + T + " inv = (" + T + ")1 / st_sqrt(ms + " + eps + ");\n";
+    body += "  for (long long j = 0; j < " + L + "; ++j)\n";
+    body += "    yr[j] = (xr[j] - mean) * inv * p0[j] + " +
+            std::string(ln ? "p1[j]" : "(" + T + ")0") + ";\n";
+  }
+  body += "}\n";
+  ks.body = body;
+
+  size_t nIn = 1 + op.getParams().size();
+  std::string N = std::to_string(ks.numElements) + "LL";
+  std::string cpp = preludes(kCppPrelude) + body + cppEntry(name, T, nIn, 1);
+  cpp += "#pragma omp parallel for if (" + N + " >= 32768LL)\n";
+  cpp += "  for (long long r = 0; r < " + std::to_string(rows) + "LL; ++r)\n";
+  cpp += "    " + name.str() + "_row(" + args + ");\n}\n";
+  ks.cpp = cpp;
+
+  // CUDA C: a thread per row (grid-stride). A block-per-row version with
+  // shared-memory reductions would be faster on long rows.
+  std::string cudaParams;
+  for (size_t k = 0; k < nIn; ++k)
+    cudaParams += "const " + T + " *__restrict__ in" + std::to_string(k) + ", ";
+  std::string cuda = preludes(kCudaPrelude) + body;
+  cuda += "extern \"C\" __global__ void " + name.str() + "(" + cudaParams + T +
+          " *__restrict__ out0) {\n";
+  cuda += "  for (long long r = blockIdx.x * (long long)blockDim.x + threadIdx.x; r < " +
+          std::to_string(rows) + "LL; r += (long long)gridDim.x * blockDim.x)\n";
+  cuda += "    " + name.str() + "_row(" + args + ");\n}\n";
+  ks.cuda = cuda;
+  return ks;
+}
+
 FailureOr<KernelSource> stretto::kernel::emitKernel(Operation *op, StringRef name) {
   if (auto e = dyn_cast<ElementwiseOp>(op))
     return emitElementwise(e, name);
   if (auto r = dyn_cast<ReduceOp>(op))
     return emitReduce(r, name);
+  if (auto r = dyn_cast<RowsOp>(op))
+    return emitRows(r, name);
   return op->emitOpError() << "is not a kernel the emitter knows";
 }
 
@@ -523,7 +615,7 @@ LogicalResult stretto::kernel::emitAllKernels(Operation *root, std::vector<Kerne
   llvm::StringMap<int> counters;
   bool ok = true;
   root->walk([&](Operation *op) {
-    if (!isa<ElementwiseOp, ReduceOp>(op))
+    if (!isa<ElementwiseOp, ReduceOp, RowsOp>(op))
       return;
     std::string prefix = "kernel";
     Operation *phase = op->getParentOp();

@@ -22,7 +22,9 @@ mlir::FailureOr<KernelSource> emitElementwise(ElementwiseOp op, llvm::StringRef 
 /// `kernel_k<i>` otherwise.
 mlir::FailureOr<KernelSource> emitReduce(ReduceOp op, llvm::StringRef name);
 
-/// emitElementwise or emitReduce.
+mlir::FailureOr<KernelSource> emitRows(RowsOp op, llvm::StringRef name);
+
+/// emitElementwise, emitReduce or emitRows.
 mlir::FailureOr<KernelSource> emitKernel(mlir::Operation *op, llvm::StringRef name);
 
 /// Whether every broadcast (non-scalar, not same-shape) input is, along dims

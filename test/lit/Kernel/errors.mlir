@@ -330,3 +330,78 @@ train.model @m {
   train.yield %z : tensor<f32>
   }
 }
+
+// -----
+
+// An unknown row function.
+train.model @m {
+  train.step {
+  %x = train.input "x" : tensor<4x8xf32>
+  %g = train.input "g" : tensor<8xf32>
+  %h = train.input "h" : tensor<4xf32>
+  // expected-error @+1 {{'kernel.rows' op unknown row function "max"; expected softmax, layer_norm or rms_norm}}
+  %r = kernel.rows "max" (%x) : tensor<4x8xf32> -> tensor<4x8xf32>
+  %z = train.constant dense<0.0> : tensor<f32>
+  train.yield %z : tensor<f32>
+  }
+}
+
+// -----
+
+// Layer norm takes gamma and beta.
+train.model @m {
+  train.step {
+  %x = train.input "x" : tensor<4x8xf32>
+  %g = train.input "g" : tensor<8xf32>
+  %h = train.input "h" : tensor<4xf32>
+  // expected-error @+1 {{'kernel.rows' op "layer_norm" takes 2 params, got 1}}
+  %r = kernel.rows "layer_norm" (%x, %g) : tensor<4x8xf32>, tensor<8xf32> -> tensor<4x8xf32>
+  %z = train.constant dense<0.0> : tensor<f32>
+  train.yield %z : tensor<f32>
+  }
+}
+
+// -----
+
+// A param holds one value per element of a row.
+train.model @m {
+  train.step {
+  %x = train.input "x" : tensor<4x8xf32>
+  %g = train.input "g" : tensor<8xf32>
+  %h = train.input "h" : tensor<4xf32>
+  // expected-error @+1 {{'kernel.rows' op param #0 of type 'tensor<4xf32>' must be 'tensor<8xf32>' (one value per element of a row)}}
+  %r = kernel.rows "rms_norm" (%x, %h) : tensor<4x8xf32>, tensor<4xf32> -> tensor<4x8xf32>
+  %z = train.constant dense<0.0> : tensor<f32>
+  train.yield %z : tensor<f32>
+  }
+}
+
+// -----
+
+// Only softmax is causal.
+train.model @m {
+  train.step {
+  %x = train.input "x" : tensor<4x8xf32>
+  %g = train.input "g" : tensor<8xf32>
+  %h = train.input "h" : tensor<4xf32>
+  // expected-error @+1 {{'kernel.rows' op only softmax is causal}}
+  %r = kernel.rows "rms_norm" (%x, %g) causal : tensor<4x8xf32>, tensor<8xf32> -> tensor<4x8xf32>
+  %z = train.constant dense<0.0> : tensor<f32>
+  train.yield %z : tensor<f32>
+  }
+}
+
+// -----
+
+// A causal softmax needs [T, T] blocks.
+train.model @m {
+  train.step {
+  %x = train.input "x" : tensor<4x8xf32>
+  %g = train.input "g" : tensor<8xf32>
+  %h = train.input "h" : tensor<4xf32>
+  // expected-error @+1 {{'kernel.rows' op a causal softmax needs square trailing [T, T] blocks, got 'tensor<4x8xf32>'}}
+  %r = kernel.rows "softmax" (%x) causal : tensor<4x8xf32> -> tensor<4x8xf32>
+  %z = train.constant dense<0.0> : tensor<f32>
+  train.yield %z : tensor<f32>
+  }
+}
