@@ -1248,7 +1248,7 @@ std::string PlanExecutor::profileReport() const {
   std::snprintf(line, sizeof line, "%-16s %10s %8s %7s\n", "op", "seconds", "calls", "share");
   os << line;
   for (auto &[sec, k] : order) {
-    std::snprintf(line, sizeof line, "%-16s %10.3f %8lld %6.1f%%\n", opKindName(k), sec,
+    std::snprintf(line, sizeof line, "%-16s %10.4f %8lld %6.1f%%\n", opKindName(k), sec,
                   static_cast<long long>(impl->profile.at(k).second),
                   total > 0 ? 100 * sec / total : 0.0);
     os << line;
@@ -1261,7 +1261,7 @@ std::string PlanExecutor::profileReport() const {
   if (!ks.empty())
     os << "slowest kernels, GEMMs and attention (by operand shapes):\n";
   for (size_t k = 0; k < std::min<size_t>(ks.size(), 12); ++k) {
-    std::snprintf(line, sizeof line, "  %-48s %10.3f %6.1f%%\n", ks[k].second.c_str(), ks[k].first,
+    std::snprintf(line, sizeof line, "  %-48s %10.4f %6.1f%%\n", ks[k].second.c_str(), ks[k].first,
                   total > 0 ? 100 * ks[k].first / total : 0.0);
     os << line;
   }

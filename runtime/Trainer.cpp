@@ -174,8 +174,12 @@ int stretto::runTraining(const Graph &graph, DataSource &data, const TrainerOpti
 
   try {
     std::unique_ptr<Executor> exPtr;
+    PlanExecutor *plan = nullptr;
     if (opt.compiled) {
-      exPtr = std::make_unique<PlanExecutor>(graph, opt.kernels);
+      auto p = std::make_unique<PlanExecutor>(graph, opt.kernels);
+      plan = p.get();
+      plan->setProfiling(opt.profile);
+      exPtr = std::move(p);
     } else {
       auto ref = std::make_unique<RefExecutor>(graph, opt.precision);
       ref->setKernels(opt.kernels);
@@ -323,6 +327,9 @@ int stretto::runTraining(const Graph &graph, DataSource &data, const TrainerOpti
         std::printf("wrote %s/{metrics.jsonl,metrics.csv,loss.svg,checkpoint.bin,model.safetensors}\n",
                     opt.outDir.c_str());
     }
+    if (plan && opt.profile)
+      std::printf("\ntime by op kind (training steps and evaluations):\n%s",
+                  plan->profileReport().c_str());
     if (summary)
       *summary = sum;
     return exitCode;

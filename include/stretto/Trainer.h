@@ -60,6 +60,9 @@ struct TrainerOptions {
   bool quiet = false;
   // The compiled runtime (PlanExecutor) instead of the reference executor.
   bool compiled = false;
+  // Compiled runtime: print the time per op kind and the slowest kernels at
+  // the end of training.
+  bool profile = false;
   // Compiled fused kernels for Kernel nodes (empty: the graph has none).
   std::map<std::string, RefExecutor::KernelFn> kernels;
 };

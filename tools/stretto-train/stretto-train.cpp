@@ -61,6 +61,10 @@ static cl::list<std::string> killReplica(
                              "round K (1-based), as R@K; repeatable"),
     cl::value_desc("R@K"), cl::cat(cat));
 static cl::opt<bool> quiet("quiet", cl::desc("Only print errors and the final summary"), cl::cat(cat));
+static cl::opt<bool> profile("profile",
+                             cl::desc("Print where the compiled runtime spent its time (per op "
+                                      "kind, slowest kernels and GEMM shapes) at the end"),
+                             cl::cat(cat));
 static cl::opt<std::string> executor(
     "executor",
     cl::desc("compiled (default: fused C++ kernels + OpenBLAS GEMMs over a planned arena; "
@@ -342,6 +346,10 @@ int main(int argc, char **argv) {
   opt.resume = resume;
   opt.precision = precision == "f64" ? Precision::F64 : Precision::F32;
   opt.quiet = quiet;
+  opt.profile = profile;
+  if (profile && exec != "compiled")
+    llvm::errs() << "stretto-train: --profile reports on the compiled runtime only; this run "
+                    "uses the reference executor\n";
   opt.kernels = kernels;
   opt.compiled = exec == "compiled";
 
