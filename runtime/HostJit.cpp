@@ -1,5 +1,6 @@
 //===- HostJit.cpp - host compiler JIT with a persistent cache ------------===//
 #include "stretto/HostJit.h"
+#include "JitCache.h"
 
 #include <dlfcn.h>
 #include <unistd.h>
@@ -21,7 +22,7 @@ uint64_t stretto::fnv1a64(const void *data, size_t size, uint64_t h) {
   return h;
 }
 
-namespace {
+namespace stretto::jitcache {
 
 // Runs `cmd` through the shell; returns its exit status, output in `out`.
 int run(const std::string &cmd, std::string &out) {
@@ -69,7 +70,20 @@ std::string hex(uint64_t v) {
   return buf;
 }
 
-} // namespace
+// The kernel whose generated text holds line `line` of `source`: the last
+// "// <name>: (" header comment at or before it.
+std::string kernelAtLine(const std::string &source, int line) {
+  std::istringstream in(source);
+  std::string text, name;
+  for (int n = 1; std::getline(in, text) && n <= line; ++n)
+    if (text.rfind("// ", 0) == 0 && text.find(": (") != std::string::npos)
+      name = text.substr(3, text.find(": (") - 3);
+  return name;
+}
+
+} // namespace stretto::jitcache
+
+using namespace stretto::jitcache;
 
 std::vector<std::string> HostKernelCache::defaultFlags() {
   // No FP contraction: the kernels must round like the reference executor.
@@ -115,19 +129,6 @@ HostKernelFn HostKernelCache::load(const std::string &source, const std::string 
   std::vector<HostKernelFn> fns = loadAll(source, {symbol}, error);
   return fns.empty() ? nullptr : fns[0];
 }
-
-namespace {
-// The kernel whose generated text holds line `line` of `source`: the last
-// "// <name>: (" header comment at or before it.
-std::string kernelAtLine(const std::string &source, int line) {
-  std::istringstream in(source);
-  std::string text, name;
-  for (int n = 1; std::getline(in, text) && n <= line; ++n)
-    if (text.rfind("// ", 0) == 0 && text.find(": (") != std::string::npos)
-      name = text.substr(3, text.find(": (") - 3);
-  return name;
-}
-} // namespace
 
 std::vector<HostKernelFn> HostKernelCache::loadAll(const std::string &source,
                                                    const std::vector<std::string> &symbols,

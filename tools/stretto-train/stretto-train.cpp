@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "stretto/Compiler/Lowering.h"
+#include "stretto/CudaJit.h"
 #include "stretto/Device.h"
 #include "stretto/Frontend/Load.h"
 #include "stretto/Kernel/Compile.h"
@@ -61,6 +62,10 @@ static cl::list<std::string> killReplica(
                              "round K (1-based), as R@K; repeatable"),
     cl::value_desc("R@K"), cl::cat(cat));
 static cl::opt<bool> quiet("quiet", cl::desc("Only print errors and the final summary"), cl::cat(cat));
+static cl::opt<std::string> cudaArch("cuda-arch",
+                                     cl::desc("GPU architecture of the CUDA kernels --dump "
+                                              "compiles with NVRTC (PTX, cubin, ptxas report)"),
+                                     cl::init("sm_90"), cl::cat(cat));
 static cl::opt<bool> profile("profile",
                              cl::desc("Print where the compiled runtime spent its time (per op "
                                       "kind, slowest kernels and GEMM shapes) at the end"),
@@ -91,6 +96,14 @@ namespace {
 int fail(const std::string &msg) {
   llvm::errs() << "stretto-train: " << msg << "\n";
   return 1;
+}
+
+// Where compiled kernels are cached: $STRETTO_CACHE_DIR, else
+// ~/.cache/stretto/kernels.
+std::string cacheDirectory() {
+  const char *env = std::getenv("STRETTO_CACHE_DIR");
+  const char *home = std::getenv("HOME");
+  return env ? env : std::string(home ? home : "/tmp") + "/.cache/stretto/kernels";
 }
 
 } // namespace
@@ -248,9 +261,7 @@ int main(int argc, char **argv) {
     PassManager pm(&ctx);
     dumpPasses(pm, dumpDir + "/kernel"); // the kernel passes, on the trained model
     buildKernelPipeline(pm);
-    const char *env = std::getenv("STRETTO_CACHE_DIR");
-    const char *home = std::getenv("HOME");
-    std::string dir = env ? env : std::string(home ? home : "/tmp") + "/.cache/stretto/kernels";
+    std::string dir = cacheDirectory();
     std::string error;
     auto t0 = std::chrono::steady_clock::now();
     FailureOr<CompiledKernels> ck = failure();
@@ -327,6 +338,21 @@ int main(int argc, char **argv) {
         extra = ", kernel/ (kernel passes), kernels.cpp, kernels.cu, plan.txt";
       } catch (const std::exception &e) {
         return fail(e.what());
+      }
+      // The CUDA kernels as NVRTC compiles them (no GPU needed): PTX kept
+      // for inspection, the cubin, and ptxas's register/spill report.
+      CudaKernelCache cuda(cacheDirectory());
+      std::string why, error;
+      CudaBinary bin;
+      if (!cuda.available(why)) {
+        llvm::outs() << "note: no PTX/cubin in the dump: " << why << "\n";
+      } else if (!cuda.compile(compiledKernels->cudaSource, cudaArch, bin, error)) {
+        return fail(error);
+      } else {
+        std::ofstream(dumpDir + "/kernels." + cudaArch + ".ptx") << bin.ptx;
+        std::ofstream(dumpDir + "/kernels." + cudaArch + ".cubin", std::ios::binary) << bin.cubin;
+        std::ofstream(dumpDir + "/kernels." + cudaArch + ".ptxas.txt") << bin.log;
+        extra += ", kernels." + cudaArch + ".{ptx,cubin,ptxas.txt}";
       }
     }
     llvm::outs() << "wrote the IR after each pass, graph.txt" << extra << " to " << dumpDir
