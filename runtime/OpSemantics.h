@@ -136,6 +136,15 @@ inline Window windowOf(const Node &n, const Shape &operand) {
                 n.ints[1]};
 }
 
+// Attention's operands q [B.., Tq, D], k [B.., Tk, D], v [B.., Tk, Dv].
+struct AttentionDims {
+  int64_t batch, tq, tk, d, dv;
+};
+inline AttentionDims attentionDims(const Shape &q, const Shape &k, const Shape &v) {
+  return AttentionDims{numElements(Shape(q.begin(), q.end() - 2)), q[q.size() - 2],
+                       k[k.size() - 2], q.back(), v.back()};
+}
+
 // Throws the message both executors give for a missing or mis-shaped input.
 inline void checkInput(const Node &n, const TensorMap &inputs) {
   auto it = inputs.find(n.name);

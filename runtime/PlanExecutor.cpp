@@ -890,10 +890,8 @@ void PlanExecutor::Impl::exec(const PhasePlan &p, int i, const TensorMap &inputs
   case OpKind::Attention: {
     // Per batch block: S = scale Q K^T (BLAS), masked softmax over rows,
     // O = P V (BLAS); S for all blocks lives in the scratch buffer.
-    const Shape &qs = inShape(0), &ks = inShape(1), &vs = inShape(2);
-    int64_t tq = qs[qs.size() - 2], d = qs.back();
-    int64_t tk = ks[ks.size() - 2], dv = vs.back();
-    int64_t batch = numElements(Shape(qs.begin(), qs.end() - 2));
+    AttentionDims a = attentionDims(inShape(0), inShape(1), inShape(2));
+    const int64_t batch = a.batch, tq = a.tq, tk = a.tk, d = a.d, dv = a.dv;
     float scale = static_cast<float>(n.floats[0]);
     float *S = scratchFloats(batch * tq * tk);
     const float *q = in(0), *k = in(1), *v = in(2);

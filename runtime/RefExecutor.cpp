@@ -576,11 +576,8 @@ RefExecutor::Impl::run(const std::map<std::string, HostTensor> &inputs,
                        n.shape.back(), static_cast<T>(n.floats[0]));
         break;
       case OpKind::Attention: {
-        const Shape &qs = inShape(0), &ks = inShape(1), &vs = inShape(2);
-        int64_t tq = qs[qs.size() - 2], d = qs.back();
-        int64_t tk = ks[ks.size() - 2], dv = vs.back();
-        int64_t batch = numElements(Shape(qs.begin(), qs.end() - 2));
-        out = attention(in(0), in(1), in(2), batch, tq, tk, d, dv,
+        AttentionDims a = attentionDims(inShape(0), inShape(1), inShape(2));
+        out = attention(in(0), in(1), in(2), a.batch, a.tq, a.tk, a.d, a.dv,
                         static_cast<T>(n.floats[0]), n.flag);
         break;
       }

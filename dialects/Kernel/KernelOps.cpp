@@ -27,15 +27,21 @@ void KernelDialect::initialize() {
 
 using stretto::broadcastsTo;
 
-void ElementwiseOp::build(OpBuilder &b, OperationState &st, TypeRange resultTypes,
-                          ValueRange inputs) {
+// A fused kernel's operands and its body block: one scalar argument per
+// operand, of the operand's element type.
+static void addOperandsAndBody(OperationState &st, ValueRange inputs) {
   st.addOperands(inputs);
-  st.addTypes(resultTypes);
   Region *body = st.addRegion();
   Block *block = new Block();
   body->push_back(block);
   for (Value v : inputs)
     block->addArgument(cast<ShapedType>(v.getType()).getElementType(), st.location);
+}
+
+void ElementwiseOp::build(OpBuilder &b, OperationState &st, TypeRange resultTypes,
+                          ValueRange inputs) {
+  st.addTypes(resultTypes);
+  addOperandsAndBody(st, inputs);
 }
 
 LogicalResult ElementwiseOp::verify() {
@@ -94,15 +100,10 @@ LogicalResult ElementwiseOp::verifyRegions() {
 
 void ReduceOp::build(OpBuilder &b, OperationState &st, Type resultType, ValueRange inputs,
                      ArrayRef<int64_t> dims, ArrayRef<int64_t> space) {
-  st.addOperands(inputs);
   st.addTypes(resultType);
   st.addAttribute("dims", b.getDenseI64ArrayAttr(dims));
   st.addAttribute("space", b.getDenseI64ArrayAttr(space));
-  Region *body = st.addRegion();
-  Block *block = new Block();
-  body->push_back(block);
-  for (Value v : inputs)
-    block->addArgument(cast<ShapedType>(v.getType()).getElementType(), st.location);
+  addOperandsAndBody(st, inputs);
 }
 
 bool ReduceOp::reducesTrailing() {
