@@ -361,15 +361,16 @@ struct PlanExecutor::Impl {
         break;
       }
     }
-    // A Write whose value is another state that this phase also writes
-    // must see that state's old value whatever the commit order: such a
-    // Read gets its own copy.
-    std::set<int> written;
+    // A Write whose value is a state's old value, of a state this phase
+    // writes (another one, or the same one more than once), must see that
+    // old value whatever the commit order: such a Read gets its own copy.
+    std::map<int, int> writesOf;
     for (auto [st, node] : p.writes)
-      written.insert(st);
+      ++writesOf[st];
     for (auto [st, node] : p.writes) {
       Slot &src = p.slots[root(node)];
-      if (src.where == Where::State && src.ref != st && written.count(src.ref)) {
+      if (src.where == Where::State && writesOf.count(src.ref) &&
+          !(src.ref == st && writesOf[st] == 1)) {
         src.where = Where::Arena;
         src.size = std::max<int64_t>(numElements(nodes[root(node)].shape), 1);
         p.unplannedFloats += alignUp(src.size);

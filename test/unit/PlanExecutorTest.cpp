@@ -354,6 +354,167 @@ TEST(PlanExecutor, PlanReusesBuffers) {
   expectSame(b, v, {{"x", random({64, 64}, 30)}}, 2e-6, "chain");
 }
 
+// Two "compiled kernels" for random graphs: elementwise on 24 floats.
+extern "C" void testMix(const void *const *in, void *const *out) {
+  const float *a = static_cast<const float *>(in[0]), *b = static_cast<const float *>(in[1]);
+  float *o = static_cast<float *>(out[0]);
+  for (int i = 0; i < 24; ++i)
+    o[i] = 0.5f * a[i] + b[i] + 0.25f;
+}
+extern "C" void testScale(const void *const *in, void *const *out) {
+  const float *a = static_cast<const float *>(in[0]);
+  float *o = static_cast<float *>(out[0]);
+  for (int i = 0; i < 24; ++i)
+    o[i] = 0.9f * a[i] - 0.125f;
+}
+
+// Random update phases against the oracle: reads of a state before and
+// after kernels that write it, several writes of one state, a state written
+// with another's old value, reshapes of reads, values used many times. The
+// planner's aliasing, in-place writes and commit order must keep the
+// reference's semantics (a write takes effect at once), bit for bit.
+TEST(PlanExecutor, RandomUpdatePhasesMatchTheReference) {
+  const Shape shape = {4, 6};
+  std::map<std::string, PlanExecutor::KernelFn> fns = {{"mix", testMix}, {"scale", testScale}};
+  int inPlaceSeen = 0;
+  for (uint64_t seed = 1; seed <= 2000; ++seed) {
+    std::mt19937_64 rng(seed);
+    auto pick = [&](size_t n) { return static_cast<size_t>(rng() % n); };
+    Builder b;
+    const int S = 4;
+    for (int k = 0; k < S; ++k)
+      b.g.states.push_back(StateDecl{"s" + std::to_string(k), shape, DType::F32, InitKind::Normal,
+                                     0.5, k == 0});
+    // Step: a gradient for s0 and a loss.
+    int x = b.input("x", shape);
+    int r0 = b.node(OpKind::Read, {}, shape);
+    b.g.nodes[r0].name = "s0";
+    int g = b.node(OpKind::Kernel, {x, r0}, shape);
+    b.g.nodes[g].name = "mix";
+    b.node(OpKind::Grad, {g}, {});
+    b.g.nodes.back().name = "s0";
+    b.yieldSum(g);
+    // Update: a random program over the states.
+    b.phase = Phase::Update;
+    std::vector<int> values;
+    int acc = b.node(OpKind::AccumulatedGrad, {}, shape);
+    b.g.update[acc].name = "s0";
+    values.push_back(acc);
+    int ops = 6 + static_cast<int>(pick(14));
+    for (int k = 0; k < ops; ++k) {
+      size_t what = pick(10);
+      if (what < 3 || values.size() < 2) { // read, sometimes through a reshape
+        int r = b.node(OpKind::Read, {}, shape);
+        b.g.update[r].name = "s" + std::to_string(pick(S));
+        if (pick(3) == 0) {
+          int flat = b.node(OpKind::Reshape, {r}, {24});
+          r = b.node(OpKind::Reshape, {flat}, shape);
+        }
+        values.push_back(r);
+      } else if (what < 7) { // a kernel of earlier values
+        bool mix = pick(2) == 0;
+        int v = mix ? b.node(OpKind::Kernel, {values[pick(values.size())], values[pick(values.size())]},
+                             shape)
+                    : b.node(OpKind::Kernel, {values[pick(values.size())]}, shape);
+        b.g.update[v].name = mix ? "mix" : "scale";
+        values.push_back(v);
+      } else { // a write of some earlier value
+        b.node(OpKind::Write, {values[pick(values.size())]}, {});
+        b.g.update.back().name = "s" + std::to_string(pick(S));
+      }
+    }
+    RefExecutor ref(b.g, Precision::F32);
+    ref.setKernels(fns);
+    PlanExecutor plan(b.g, fns);
+    ref.initialize(seed);
+    plan.initialize(seed);
+    for (int step = 0; step < 3; ++step) {
+      TensorMap in = {{"x", random(shape, seed * 10 + step)}};
+      ASSERT_EQ(ref.microStep(in).outputs, plan.microStep(in).outputs) << "seed " << seed << " step " << step << "\n" << plan.describe();
+      ref.update();
+      plan.update();
+    }
+    for (int k = 0; k < S; ++k) {
+      std::string name = "s" + std::to_string(k);
+      ASSERT_EQ(ref.getState(name).data, plan.getState(name).data)
+          << "seed " << seed << ", state " << name << "\n"
+          << plan.describe();
+    }
+    inPlaceSeen += plan.describe().find("kernel \"mix\"") != std::string::npos &&
+                   plan.describe().find("-> state 's") != std::string::npos;
+  }
+  EXPECT_GT(inPlaceSeen, 20) << "too few random programs exercised in-place writes";
+}
+
+// Random step phases: DAGs of [4, 6] values with many uses, aliases
+// (reshape chains), transposes, broadcasts, row reductions, softmax and
+// kernels. Buffer reuse must never hand out a buffer that is still to be
+// read: every value (probed) and the loss match the oracle bit for bit.
+TEST(PlanExecutor, RandomStepGraphsMatchTheReference) {
+  const Shape shape = {4, 6};
+  std::map<std::string, PlanExecutor::KernelFn> fns = {{"mix", testMix}, {"scale", testScale}};
+  for (uint64_t seed = 1; seed <= 500; ++seed) {
+    std::mt19937_64 rng(seed);
+    auto pick = [&](size_t n) { return static_cast<size_t>(rng() % n); };
+    Builder b;
+    std::vector<int> values = {b.input("x", shape), b.input("y", shape)};
+    int bias = b.input("bias", {6});
+    int ops = 5 + static_cast<int>(pick(25));
+    for (int k = 0; k < ops; ++k) {
+      auto any = [&] { return values[pick(values.size())]; };
+      int v = -1;
+      switch (pick(8)) {
+      case 0: v = b.node(OpKind::Tanh, {any()}, shape); break;
+      case 1: v = b.node(OpKind::Mul, {any(), any()}, shape); break;
+      case 2: v = b.node(OpKind::Add, {any(), bias}, shape); break;
+      case 3: {
+        int t = b.node(OpKind::Transpose, {any()}, {6, 4}, {1, 0});
+        v = b.node(OpKind::Transpose, {t}, shape, {1, 0});
+        break;
+      }
+      case 4: {
+        int flat = b.node(OpKind::Reshape, {any()}, {24});
+        v = b.node(OpKind::Reshape, {flat}, shape);
+        break;
+      }
+      case 5: {
+        int src = any();
+        int r = b.node(OpKind::ReduceSum, {src}, {4}, {1});
+        int col = b.node(OpKind::Reshape, {r}, {4, 1});
+        v = b.node(OpKind::Sub, {src, col}, shape);
+        break;
+      }
+      case 6: v = b.node(OpKind::Softmax, {any()}, shape); break;
+      default:
+        v = b.node(OpKind::Kernel, {any(), any()}, shape);
+        b.g.nodes[v].name = "mix";
+        break;
+      }
+      values.push_back(v);
+    }
+    int loss = b.node(OpKind::ReduceSum, {values.back()}, {}, {0, 1});
+    b.node(OpKind::Yield, {loss}, {});
+    std::vector<int> probes;
+    for (size_t k = 0; k < 4; ++k)
+      probes.push_back(values[pick(values.size())]);
+    std::sort(probes.begin(), probes.end());
+    probes.erase(std::unique(probes.begin(), probes.end()), probes.end());
+    RefExecutor ref(b.g, Precision::F32);
+    ref.setKernels(fns);
+    PlanExecutor plan(b.g, fns);
+    TensorMap in = {{"x", random(shape, seed)},
+                    {"y", random(shape, seed + 1)},
+                    {"bias", random({6}, seed + 2)}};
+    StepResult r = ref.evaluate(in, probes), p = plan.evaluate(in, probes);
+    ASSERT_EQ(r.outputs, p.outputs) << "seed " << seed << "\n" << plan.describe();
+    for (int k : probes)
+      ASSERT_EQ(r.probes.at(k).data, p.probes.at(k).data)
+          << "seed " << seed << ", node " << k << "\n" << plan.describe();
+    // The training step (all nodes, planned without probes) gives the same loss.
+    ASSERT_EQ(ref.microStep(in).outputs, plan.microStep(in).outputs) << "seed " << seed;
+  }
+}
+
 TEST(PlanExecutor, RejectsWhatItCannotRun) {
   Graph g = statefulGraph();
   g.states[1].dtype = DType::F64;
