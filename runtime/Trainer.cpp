@@ -2,6 +2,7 @@
 #include "stretto/Trainer.h"
 #include "stretto/PlanExecutor.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -179,6 +180,14 @@ int stretto::runTraining(const Graph &graph, DataSource &data, const TrainerOpti
       auto p = std::make_unique<PlanExecutor>(graph, opt.kernels);
       plan = p.get();
       plan->setProfiling(opt.profile);
+      if (!opt.quiet) {
+        const PlanStats &ps = plan->stats();
+        std::printf("buffer plan: %.1f MB peak (states, gradient sums and constants %.1f MB, "
+                    "largest arena %.1f MB; %.1f MB of intermediates without reuse)\n",
+                    ps.peakBytes() / 1e6, ps.persistentBytes / 1e6,
+                    std::max(ps.stepArenaBytes, ps.updateArenaBytes) / 1e6,
+                    ps.unplannedBytes / 1e6);
+      }
       exPtr = std::move(p);
     } else {
       auto ref = std::make_unique<RefExecutor>(graph, opt.precision);
