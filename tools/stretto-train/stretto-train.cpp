@@ -50,10 +50,15 @@ static cl::opt<int64_t> logInterval("log-interval", cl::desc("Steps between prog
                                     cl::init(-1), cl::cat(cat));
 static cl::opt<std::string> outDir("out", cl::desc("Output directory for metrics, plot, checkpoint"),
                                    cl::init(""), cl::cat(cat));
-static cl::opt<std::string> dumpDir("dump", cl::desc("Write the IR after every pass and the lowered graph here"),
+static cl::opt<std::string> dumpDir("dump", cl::desc("Write the IR after every pass, the lowered graph, "
+                                                     "the kernel sources, PTX/cubin and the buffer "
+                                                     "plan here"),
                                     cl::init(""), cl::cat(cat));
 static cl::opt<bool> resume("resume", cl::desc("Continue from <out>/checkpoint.bin"), cl::cat(cat));
-static cl::opt<std::string> device("device", cl::desc("cpu | cuda | auto"), cl::init("auto"),
+static cl::opt<std::string> device("device",
+                                   cl::desc("cpu | cuda | auto (no CUDA runtime yet: cuda and "
+                                            "auto report the GPU they find and use the CPU)"),
+                                   cl::init("auto"),
                                    cl::cat(cat));
 static cl::opt<std::string> precision("precision", cl::desc("Reference executor precision: f32 | f64"),
                                       cl::init("f32"), cl::cat(cat));
@@ -73,8 +78,7 @@ static cl::opt<bool> profile("profile",
 static cl::opt<std::string> executor(
     "executor",
     cl::desc("compiled (default: fused C++ kernels + OpenBLAS GEMMs over a planned arena; "
-             "single-stage f32 runs, others use the reference) | reference (plain loops, the "
-             "oracle)"),
+             "f32 runs, f64 ones use the reference) | reference (plain loops, the oracle)"),
     cl::init("compiled"), cl::cat(cat));
 
 static const char *kOverview = R"(stretto-train: compile a model description into a trainer and run it
