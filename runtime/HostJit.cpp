@@ -173,6 +173,8 @@ std::vector<HostKernelFn> HostKernelCache::loadAll(const std::string &source,
   }
   std::string tmp = so + ".tmp." + std::to_string(getpid());
   std::string out;
+  if (onCompile_)
+    onCompile_(symbols.size());
   int rc = run(compiler_ + flagText_ + " -o " + tmp + " " + cpp, out);
   ++stats_.compiles;
   std::error_code ec;

@@ -13,6 +13,7 @@
 #define STRETTO_HOSTJIT_H
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -55,7 +56,12 @@ public:
   };
   const Stats &stats() const { return stats_; }
 
+  /// Called just before the compiler runs (a cache miss), with the number
+  /// of symbols asked for: a progress line for the user.
+  void setOnCompile(std::function<void(size_t symbols)> fn) { onCompile_ = std::move(fn); }
+
 private:
+  std::function<void(size_t)> onCompile_;
   std::string dir_, compiler_, flagText_, compilerVersion_;
   std::vector<void *> handles_;
   Stats stats_;

@@ -273,6 +273,12 @@ int main(int argc, char **argv) {
       error = "kernel passes failed";
     } else {
       cache = std::make_unique<HostKernelCache>(dir);
+      if (!quiet)
+        cache->setOnCompile([&](size_t n) {
+          llvm::outs() << "compiling " << n << " fused kernels with the host compiler (first run "
+                       << "of this model; later runs take them from " << dir << ")...\n";
+          llvm::outs().flush();
+        });
       ck = compileKernels(kmodel, *cache, error);
     }
     if (failed(ck)) {
