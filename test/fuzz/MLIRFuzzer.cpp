@@ -1,17 +1,23 @@
 //===- MLIRFuzzer.cpp - libFuzzer harness: parse + verify `train` IR -----===//
 //
 // Feeds arbitrary text to mlir::parseSourceString<ModuleOp> with the `train`
-// dialect loaded, then runs mlir::verify. Neither may crash, hang or trip
-// ASan on any input. A module that verifies is also printed (custom
-// printers must not crash on verified IR) and parsed back: the printed form
-// of a verified module must parse and verify again, or we abort (a
-// round-trip bug of a custom parser/printer).
+// and `kernel` dialects loaded, then runs mlir::verify. Neither may crash,
+// hang or trip ASan on any input. A module that verifies is also printed
+// (custom printers must not crash on verified IR) and parsed back: the
+// printed form of a verified module must parse and verify again, or we abort
+// (a round-trip bug of a custom parser/printer). Then the kernel passes run
+// on it and every kernel is emitted as C++ and CUDA C: they may reject IR
+// with a diagnostic, never crash.
 //
 // Build: test/fuzz/build.sh BUILD_DIR OUT_DIR; seeds in test/fuzz/corpus/mlir.
 //
 //===----------------------------------------------------------------------===//
 #include "stretto/Dialect/Train/TrainDialect.h"
 #include "stretto/Dialect/Train/TrainOps.h"
+#include "stretto/Kernel/Emitter.h"
+#include "stretto/Kernel/Passes.h"
+
+#include "mlir/Pass/PassManager.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Diagnostics.h"
@@ -38,6 +44,7 @@ mlir::MLIRContext &context() {
   static mlir::MLIRContext *ctx = [] {
     auto *c = new mlir::MLIRContext(mlir::MLIRContext::Threading::DISABLED);
     c->getOrLoadDialect<stretto::train::TrainDialect>();
+    c->getOrLoadDialect<stretto::kernel::KernelDialect>();
     // Diagnostics are expected on bad input; printing them would only slow
     // the fuzzer down.
     c->getDiagEngine().registerHandler([](mlir::Diagnostic &) { return mlir::success(); });
@@ -90,5 +97,17 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                                : "the custom form of a verified module does not parse or verify",
                        printed);
   }
+
+  // The kernel passes and the emitter on verified IR.
+  mlir::PassManager pm(&ctx);
+  mlir::OpPassManager &model = pm.nest<stretto::train::ModelOp>();
+  model.addPass(stretto::kernel::createKernelLowerMatmul());
+  model.addPass(stretto::kernel::createKernelLowerRows());
+  model.addPass(stretto::kernel::createKernelFuseElementwise());
+  model.addPass(stretto::kernel::createKernelFuseReductions());
+  if (mlir::failed(pm.run(*module)))
+    return 0;
+  std::vector<stretto::KernelSource> sources;
+  (void)stretto::kernel::emitAllKernels(*module, sources);
   return 0;
 }

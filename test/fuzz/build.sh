@@ -36,11 +36,13 @@ if ! command -v "$CXX" >/dev/null 2>&1; then
   echo "$0: error: $CXX not found (set STRETTO_FUZZ_CXX)" >&2
   exit 1
 fi
-if [ ! -f "$BUILD_DIR/dialects/Train/TrainOps.h.inc" ]; then
-  echo "$0: error: $BUILD_DIR/dialects/Train/TrainOps.h.inc is missing;" \
-       "run: ninja -C $BUILD_DIR StrettoTrainIncGen" >&2
-  exit 1
-fi
+for inc in dialects/Train/TrainOps.h.inc dialects/Kernel/KernelOps.h.inc \
+           dialects/Kernel/KernelPasses.h.inc include/stretto/Support/KernelMathText.h; do
+  if [ ! -f "$BUILD_DIR/$inc" ]; then
+    echo "$0: error: $BUILD_DIR/$inc is missing; build the project first" >&2
+    exit 1
+  fi
+done
 
 COMMON=(-std=c++17 -O1 -g -fno-omit-frame-pointer
         -I"$ROOT/include" -I"$BUILD_DIR/include" -I"$BUILD_DIR/dialects"
@@ -96,11 +98,15 @@ compile() {
 }
 
 LIB_SRCS=(dialects/Train/TrainDialect.cpp dialects/Train/TrainOps.cpp
-          dialects/Train/TrainVJP.cpp lib/Frontend/Import.cpp)
+          dialects/Train/TrainVJP.cpp lib/Frontend/Import.cpp
+          dialects/Kernel/KernelOps.cpp lib/Kernel/Emitter.cpp lib/Kernel/FuseElementwise.cpp
+          lib/Kernel/FuseReductions.cpp lib/Kernel/LowerRows.cpp lib/Kernel/LowerMatmul.cpp)
 for s in "${LIB_SRCS[@]}"; do
   compile "$ROOT/$s" "$OUT_DIR/obj/$(basename "${s%.cpp}").o" "${LIB_FLAGS[@]}" "${TOML_FLAGS[@]}"
 done
 DIALECT_OBJS=("$OUT_DIR/obj/TrainDialect.o" "$OUT_DIR/obj/TrainOps.o" "$OUT_DIR/obj/TrainVJP.o")
+KERNEL_OBJS=("$OUT_DIR/obj/KernelOps.o" "$OUT_DIR/obj/Emitter.o" "$OUT_DIR/obj/FuseElementwise.o"
+             "$OUT_DIR/obj/FuseReductions.o" "$OUT_DIR/obj/LowerRows.o" "$OUT_DIR/obj/LowerMatmul.o")
 
 # link NAME OBJ...: relink when an input is newer than the binary.
 link() {
@@ -120,5 +126,5 @@ link() {
 compile "$HERE/ConfigFuzzer.cpp" "$OUT_DIR/obj/ConfigFuzzer.o" -fsanitize=fuzzer,$SAN "${NO_SAN[@]}"
 compile "$HERE/MLIRFuzzer.cpp" "$OUT_DIR/obj/MLIRFuzzer.o" -fsanitize=fuzzer,$SAN "${NO_SAN[@]}"
 link config-fuzzer "$OUT_DIR/obj/ConfigFuzzer.o" "$OUT_DIR/obj/Import.o" "${DIALECT_OBJS[@]}"
-link mlir-fuzzer "$OUT_DIR/obj/MLIRFuzzer.o" "${DIALECT_OBJS[@]}"
+link mlir-fuzzer "$OUT_DIR/obj/MLIRFuzzer.o" "${DIALECT_OBJS[@]}" "${KERNEL_OBJS[@]}"
 echo "[fuzz] fuzzers in $OUT_DIR: config-fuzzer mlir-fuzzer"
