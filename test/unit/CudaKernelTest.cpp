@@ -1,0 +1,153 @@
+//===- CudaKernelTest.cpp - generated CUDA kernels on a GPU vs their C++ --===//
+//
+// Every kind of generated kernel (elementwise with broadcasts, row sums,
+// column sums, row normalisations incl. a causal softmax) is compiled twice
+// from one body: C++ through HostKernelCache and CUDA C through NVRTC
+// (CudaKernelCache), run on the same random inputs on the CPU and on GPU 0
+// (CudaDevice: driver API), and the results compared (1e-5 relative: the
+// GPU's expf and the row sums' order differ). Without NVRTC it is skipped;
+// without a GPU it builds both forms of every kernel and is skipped before
+// the launches.
+//
+//===----------------------------------------------------------------------===//
+#include "stretto/Compiler/Lowering.h"
+#include "stretto/CudaDriver.h"
+#include "stretto/CudaJit.h"
+#include "stretto/Frontend/Load.h"
+#include "stretto/HostJit.h"
+#include "stretto/Kernel/Compile.h"
+#include "stretto/Kernel/Emitter.h"
+
+#include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
+#include "mlir/Pass/PassManager.h"
+
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cmath>
+#include <filesystem>
+#include <random>
+#include <set>
+
+using namespace stretto;
+
+namespace {
+
+const char *kModel = R"(
+train.model @g {
+  train.step {
+    %x = train.input "x" : tensor<64x96xf32>
+    %row = train.input "row" : tensor<96xf32>
+    %col = train.input "col" : tensor<64x1xf32>
+    %s = train.input "s" : tensor<f32>
+    %a = train.input "a" : tensor<2x32x32xf32>
+    %0 = train.mul %x, %row : tensor<64x96xf32>, tensor<96xf32> -> tensor<64x96xf32>
+    %1 = train.sub %0, %s : tensor<64x96xf32>, tensor<f32> -> tensor<64x96xf32>
+    %2 = train.tanh %1 : tensor<64x96xf32>
+    %3 = train.add %2, %col : tensor<64x96xf32>, tensor<64x1xf32> -> tensor<64x96xf32>
+    %rs0 = train.mul %3, %row : tensor<64x96xf32>, tensor<96xf32> -> tensor<64x96xf32>
+    %rs = train.reduce_sum %rs0 [1] : tensor<64x96xf32> -> tensor<64xf32>
+    %cs0 = train.exp %2 : tensor<64x96xf32>
+    %cs = train.reduce_sum %cs0 [0] : tensor<64x96xf32> -> tensor<96xf32>
+    %ln = train.layer_norm %3, %row, %row : tensor<64x96xf32>, tensor<96xf32>, tensor<96xf32>
+    %sm = train.softmax %a causal : tensor<2x32x32xf32>
+    %l0 = train.reduce_sum %rs [0] : tensor<64xf32> -> tensor<f32>
+    %l1 = train.reduce_sum %cs [0] : tensor<96xf32> -> tensor<f32>
+    %l2 = train.reduce_sum %ln [0, 1] : tensor<64x96xf32> -> tensor<f32>
+    %l3 = train.reduce_sum %sm [0, 1, 2] : tensor<2x32x32xf32> -> tensor<f32>
+    %l = train.add %l0, %l1 : tensor<f32>
+    %m = train.add %l2, %l3 : tensor<f32>
+    %n = train.add %l, %m : tensor<f32>
+    train.yield %n : tensor<f32>
+  }
+}
+)";
+
+TEST(CudaKernels, GeneratedKernelsMatchTheirCppTwinsOnTheGpu) {
+  std::string why, gpuWhy;
+  std::unique_ptr<CudaDevice> gpu = CudaDevice::open(gpuWhy);
+  std::string dir = (std::filesystem::temp_directory_path() /
+                     ("stretto-cuda-kernels-" + std::to_string(::getpid())))
+                        .string();
+  CudaKernelCache nvrtc(dir);
+  if (!nvrtc.available(why))
+    GTEST_SKIP() << why;
+
+  mlir::MLIRContext ctx;
+  ctx.loadDialect<train::TrainDialect, kernel::KernelDialect>();
+  auto diag = printDiagnostics(ctx);
+  auto module = mlir::parseSourceString<mlir::ModuleOp>(kModel, &ctx);
+  ASSERT_TRUE(module);
+  mlir::PassManager pm(&ctx);
+  buildKernelPipeline(pm);
+  ASSERT_TRUE(mlir::succeeded(pm.run(*module)));
+  std::vector<KernelSource> kernels;
+  ASSERT_TRUE(mlir::succeeded(kernel::emitAllKernels(*module, kernels)));
+  std::set<std::string> kinds;
+  std::string cppUnit, cudaUnit;
+  std::vector<std::string> symbols;
+  for (const KernelSource &k : kernels) {
+    kinds.insert(k.kind);
+    cppUnit += k.cpp + "\n";
+    cudaUnit += k.cuda + "\n";
+    symbols.push_back(k.name);
+  }
+  EXPECT_EQ(kinds, (std::set<std::string>{"elementwise", "row-sum", "column-sum", "rows"}));
+
+  HostKernelCache host(dir);
+  std::string error;
+  std::vector<HostKernelFn> fns = host.loadAll(cppUnit, symbols, error);
+  ASSERT_EQ(fns.size(), symbols.size()) << error;
+  // Everything but the launches runs without a GPU (sm_90 then).
+  CudaBinary bin;
+  ASSERT_TRUE(nvrtc.compile(cudaUnit, gpu ? gpu->arch() : "sm_90", bin, error)) << error;
+  if (!gpu)
+    GTEST_SKIP() << "no GPU to launch on (" << gpuWhy
+                 << "); the C++ and NVRTC builds of every kernel kind succeeded";
+
+  std::mt19937 rng(11);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  for (size_t k = 0; k < kernels.size(); ++k) {
+    const KernelSource &ks = kernels[k];
+    SCOPED_TRACE(ks.name + " (" + ks.kind + ")");
+    std::vector<std::vector<float>> ins;
+    std::vector<CudaDevice::Ptr> args;
+    for (const auto &shape : ks.inputShapes) {
+      int64_t n = 1;
+      for (int64_t d : shape)
+        n *= d;
+      ins.emplace_back(n);
+      for (float &v : ins.back())
+        v = u(rng);
+      args.push_back(gpu->alloc(n * sizeof(float)));
+      gpu->upload(args.back(), ins.back().data(), n * sizeof(float));
+    }
+    std::vector<float> want(ks.numElements), got(ks.numElements);
+    std::vector<const void *> inPtrs;
+    for (auto &v : ins)
+      inPtrs.push_back(v.data());
+    void *outs[1] = {want.data()};
+    fns[k](inPtrs.data(), outs);
+    CudaDevice::Ptr out = gpu->alloc(ks.numElements * sizeof(float));
+    args.push_back(out);
+    // Launch shapes of KernelSource's contract.
+    int64_t rowLen = ks.iterationShape.empty() ? 1 : ks.iterationShape.back();
+    unsigned grid = 0, block = 128;
+    if (ks.kind == "row-sum")
+      grid = static_cast<unsigned>(std::min<int64_t>(ks.numElements, 65535));
+    else if (ks.kind == "rows")
+      grid = static_cast<unsigned>((ks.numElements / rowLen + block - 1) / block);
+    else
+      grid = static_cast<unsigned>((ks.numElements + block - 1) / block);
+    gpu->launch(bin.cubin, ks.name, args, std::max(grid, 1u), block);
+    gpu->download(got.data(), out, got.size() * sizeof(float));
+    for (size_t e = 0; e < want.size(); ++e)
+      ASSERT_NEAR(got[e], want[e], 1e-5 * (1 + std::fabs(want[e]))) << "element " << e;
+    for (CudaDevice::Ptr p : args)
+      gpu->free(p);
+  }
+  std::filesystem::remove_all(dir);
+}
+
+} // namespace
