@@ -68,6 +68,43 @@ template <typename T> T unaryOp(OpKind k, T x) {
   throw std::logic_error("not a unary op");
 }
 
+// Softmax of one row of `len` whose causal position is `pos` (entries past
+// it are 0 when causal). Written once: the reference executor, the compiled
+// runtime and the generated kernel.rows (lib/Kernel/Emitter.cpp, same
+// statements) follow this order of operations.
+template <typename T>
+void softmaxRow(const T *xr, T *yr, int64_t len, bool causal, int64_t pos) {
+  int64_t end = causal ? pos + 1 : len;
+  T mx = xr[0];
+  for (int64_t j = 1; j < end; ++j)
+    mx = std::max(mx, xr[j]);
+  T sum = 0;
+  for (int64_t j = 0; j < end; ++j)
+    sum += (yr[j] = std::exp(xr[j] - mx));
+  for (int64_t j = 0; j < end; ++j)
+    yr[j] /= sum;
+  for (int64_t j = end; j < len; ++j)
+    yr[j] = T(0);
+}
+
+// LayerNorm (beta != nullptr: biased variance) or RmsNorm of one row of d.
+template <typename T>
+void normRow(const T *xr, const T *gamma, const T *beta, T *yr, int64_t d, T eps) {
+  T mean = 0;
+  if (beta) {
+    for (int64_t j = 0; j < d; ++j)
+      mean += xr[j];
+    mean /= T(d);
+  }
+  T ms = 0; // biased variance (LayerNorm) or mean square (RmsNorm)
+  for (int64_t j = 0; j < d; ++j)
+    ms += (xr[j] - mean) * (xr[j] - mean);
+  ms /= T(d);
+  T inv = T(1) / std::sqrt(ms + eps);
+  for (int64_t j = 0; j < d; ++j)
+    yr[j] = (xr[j] - mean) * inv * gamma[j] + (beta ? beta[j] : T(0));
+}
+
 // Row-major strides of `shape`.
 inline std::vector<int64_t> stridesOf(const Shape &shape) {
   std::vector<int64_t> st(shape.size(), 1);

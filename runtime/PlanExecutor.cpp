@@ -130,22 +130,6 @@ float blockedSum(const float *x, int64_t n) {
   return s;
 }
 
-// Softmax of one row of `len` whose causal position is `pos` (entries past
-// it are 0 when causal), in the reference executor's operation order.
-inline void softmaxRow(const float *xr, float *yr, int64_t len, bool causal, int64_t pos) {
-  int64_t end = causal ? pos + 1 : len;
-  float mx = xr[0];
-  for (int64_t j = 1; j < end; ++j)
-    mx = std::max(mx, xr[j]);
-  float sum = 0;
-  for (int64_t j = 0; j < end; ++j)
-    sum += (yr[j] = std::exp(xr[j] - mx));
-  for (int64_t j = 0; j < end; ++j)
-    yr[j] /= sum;
-  for (int64_t j = end; j < len; ++j)
-    yr[j] = 0.0f;
-}
-
 // Rows of `len`; row r's causal position is r % causalPeriod.
 void softmaxRowsSerial(const float *x, float *y, int64_t rows, int64_t len, bool causal,
                        int64_t causalPeriod) {
@@ -869,23 +853,8 @@ void PlanExecutor::Impl::exec(const PhasePlan &p, int i, const TensorMap &inputs
     int64_t d = n.shape.back(), rows = count / std::max<int64_t>(d, 1);
     float eps = static_cast<float>(n.floats[0]);
 #pragma omp parallel for schedule(static) if (count > 32768)
-    for (int64_t r = 0; r < rows; ++r) {
-      const float *xr = x + r * d;
-      float *yr = out + r * d;
-      float mean = 0;
-      if (beta) {
-        for (int64_t j = 0; j < d; ++j)
-          mean += xr[j];
-        mean /= static_cast<float>(d);
-      }
-      float ms = 0;
-      for (int64_t j = 0; j < d; ++j)
-        ms += (xr[j] - mean) * (xr[j] - mean);
-      ms /= static_cast<float>(d);
-      float inv = 1.0f / std::sqrt(ms + eps);
-      for (int64_t j = 0; j < d; ++j)
-        yr[j] = (xr[j] - mean) * inv * gamma[j] + (beta ? beta[j] : 0.0f);
-    }
+    for (int64_t r = 0; r < rows; ++r)
+      normRow(x + r * d, gamma, beta, out + r * d, d, eps);
     return;
   }
   case OpKind::Attention: {

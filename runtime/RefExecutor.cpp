@@ -146,19 +146,8 @@ Buf<T> softmax(const Buf<T> &x, int64_t len, bool causal) {
   Buf<T> y(x.size(), T(0));
   int64_t rows = len ? static_cast<int64_t>(x.size()) / len : 0;
 #pragma omp parallel for schedule(static) if (x.size() > 32768)
-  for (int64_t r = 0; r < rows; ++r) {
-    const T *xr = x.data() + r * len;
-    T *yr = y.data() + r * len;
-    int64_t end = causal ? (r % len) + 1 : len;
-    T mx = xr[0];
-    for (int64_t j = 1; j < end; ++j)
-      mx = std::max(mx, xr[j]);
-    T sum = 0;
-    for (int64_t j = 0; j < end; ++j)
-      sum += (yr[j] = std::exp(xr[j] - mx));
-    for (int64_t j = 0; j < end; ++j)
-      yr[j] /= sum;
-  }
+  for (int64_t r = 0; r < rows; ++r)
+    softmaxRow(x.data() + r * len, y.data() + r * len, len, causal, r % len);
   return y;
 }
 
@@ -168,23 +157,9 @@ Buf<T> normRows(const Buf<T> &x, const Buf<T> &gamma, const Buf<T> *beta,
                 int64_t d, T eps) {
   Buf<T> y(x.size());
   int64_t rows = d ? static_cast<int64_t>(x.size()) / d : 0;
-  for (int64_t r = 0; r < rows; ++r) {
-    const T *xr = x.data() + r * d;
-    T *yr = y.data() + r * d;
-    T mean = 0;
-    if (beta) {
-      for (int64_t j = 0; j < d; ++j)
-        mean += xr[j];
-      mean /= T(d);
-    }
-    T ms = 0; // biased variance (LayerNorm) or mean square (RmsNorm)
-    for (int64_t j = 0; j < d; ++j)
-      ms += (xr[j] - mean) * (xr[j] - mean);
-    ms /= T(d);
-    T inv = T(1) / std::sqrt(ms + eps);
-    for (int64_t j = 0; j < d; ++j)
-      yr[j] = (xr[j] - mean) * inv * gamma[j] + (beta ? (*beta)[j] : T(0));
-  }
+  for (int64_t r = 0; r < rows; ++r)
+    normRow(x.data() + r * d, gamma.data(), beta ? beta->data() : nullptr, y.data() + r * d, d,
+            eps);
   return y;
 }
 
