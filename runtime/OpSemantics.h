@@ -182,6 +182,25 @@ inline AttentionDims attentionDims(const Shape &q, const Shape &k, const Shape &
                        k[k.size() - 2], q.back(), v.back()};
 }
 
+// A Gemm node's problem: `batch` products op(a) [m, k] x op(b) [k, n]; b is
+// shared by the batch unless `rhsBatched`.
+struct GemmDims {
+  int64_t batch, m, n, k;
+  bool ta, tb, rhsBatched;
+  double alpha;
+};
+inline GemmDims gemmDims(const Node &node, const Shape &a, const Shape &b) {
+  bool ta = node.ints[0] != 0, tb = node.ints[1] != 0;
+  return GemmDims{numElements(Shape(a.begin(), a.end() - 2)),
+                  node.shape[node.shape.size() - 2],
+                  node.shape.back(),
+                  ta ? a[a.size() - 2] : a.back(),
+                  ta,
+                  tb,
+                  b.size() > 2,
+                  node.floats.empty() ? 1.0 : node.floats[0]};
+}
+
 // Throws the message both executors give for a missing or mis-shaped input.
 inline void checkInput(const Node &n, const TensorMap &inputs) {
   auto it = inputs.find(n.name);

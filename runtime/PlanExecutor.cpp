@@ -727,13 +727,9 @@ void PlanExecutor::Impl::exec(const PhasePlan &p, int i, const TensorMap &inputs
     return;
   }
   case OpKind::Gemm: {
-    const Shape &as = inShape(0), &bs = inShape(1);
-    bool ta = n.ints[0] != 0, tb = n.ints[1] != 0;
-    int64_t m = n.shape[n.shape.size() - 2], nn = n.shape.back();
-    int64_t k = ta ? as[as.size() - 2] : as.back();
-    int64_t batch = numElements(Shape(as.begin(), as.end() - 2));
-    batchedGemm(in(0), in(1), out, batch, m, nn, k, ta, tb, bs.size() > 2,
-                static_cast<float>(n.floats.empty() ? 1.0 : n.floats[0]));
+    GemmDims g = gemmDims(n, inShape(0), inShape(1));
+    batchedGemm(in(0), in(1), out, g.batch, g.m, g.n, g.k, g.ta, g.tb, g.rhsBatched,
+                static_cast<float>(g.alpha));
     return;
   }
   case OpKind::Matmul: {
