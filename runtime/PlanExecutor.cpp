@@ -170,8 +170,6 @@ struct PhasePlan {
   int64_t unplannedFloats = 0;   // without reuse
   std::vector<std::pair<int, int>> writes; // (state index, node written), in order
   std::vector<std::pair<int, int>> grads;  // (grad index, node), in order
-  std::vector<int> copiedReads;            // Reads held in the arena (see plan)
-  int inPlaceWrites = 0;                   // writes done by their kernel (writeInPlace)
 };
 
 // First-fit allocator over an arena of floats with coalescing free list.
@@ -231,7 +229,6 @@ struct PlanExecutor::Impl {
   std::vector<std::vector<float>> gradSums;
   int64_t gradCount = 0;
   std::vector<std::vector<float>> constants;
-  std::vector<int> constantOf; // Step-phase node -> constant index (by phase below)
   int64_t counter = 0;
   PlanStats stats;
 
@@ -358,7 +355,6 @@ struct PlanExecutor::Impl {
         src.where = Where::Arena;
         src.size = std::max<int64_t>(numElements(nodes[root(node)].shape), 1);
         p.unplannedFloats += alignUp(src.size);
-        p.copiedReads.push_back(root(node));
       }
     }
     // Last reader of each root buffer.
@@ -435,7 +431,6 @@ struct PlanExecutor::Impl {
       slot.where = Where::State;
       slot.ref = st;
       p.unplannedFloats -= alignUp(slot.size);
-      ++p.inPlaceWrites;
     }
     p.writes = kept;
   }

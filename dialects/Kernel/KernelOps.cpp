@@ -44,6 +44,29 @@ void ElementwiseOp::build(OpBuilder &b, OperationState &st, TypeRange resultType
   addOperandsAndBody(st, inputs);
 }
 
+// Every operand has the element type `elem` and broadcasts to `shape`: the
+// result type `result` (elementwise) or, when null, an iteration shape.
+static LogicalResult verifyOperands(Operation *op, ValueRange inputs, Type elem,
+                                    ArrayRef<int64_t> shape, Type result) {
+  for (auto [i, v] : llvm::enumerate(inputs)) {
+    auto t = cast<RankedTensorType>(v.getType());
+    if (t.getElementType() != elem)
+      return op->emitOpError() << "operand #" << i << " of type " << t
+                               << " has element type " << t.getElementType()
+                               << ", the result's is " << elem;
+    if (broadcastsTo(t.getShape(), shape))
+      continue;
+    InFlightDiagnostic d = op->emitOpError() << "operand #" << i << " of type " << t
+                                             << " does not broadcast to ";
+    if (result)
+      d << "the result type " << result;
+    else
+      d << "the iteration shape [" << shape << "]";
+    return d;
+  }
+  return success();
+}
+
 LogicalResult ElementwiseOp::verify() {
   if (getResults().empty())
     return emitOpError("needs at least one result");
@@ -54,16 +77,8 @@ LogicalResult ElementwiseOp::verify() {
       return emitOpError() << "results must share one type, got " << out
                            << " (result #0) and " << r.getType() << " (result #" << i << ")";
   }
-  for (auto [i, v] : llvm::enumerate(getInputs())) {
-    auto t = cast<RankedTensorType>(v.getType());
-    if (t.getElementType() != elem)
-      return emitOpError() << "operand #" << i << " of type " << t
-                           << " has element type " << t.getElementType()
-                           << ", the result's is " << elem;
-    if (!broadcastsTo(t.getShape(), out.getShape()))
-      return emitOpError() << "operand #" << i << " of type " << t
-                           << " does not broadcast to the result type " << out;
-  }
+  if (failed(verifyOperands(*this, getInputs(), elem, out.getShape(), out)))
+    return failure();
   return success();
 }
 
@@ -106,13 +121,25 @@ void ReduceOp::build(OpBuilder &b, OperationState &st, Type resultType, ValueRan
   addOperandsAndBody(st, inputs);
 }
 
+bool stretto::kernel::isReducedRun(ArrayRef<int64_t> space, ArrayRef<int64_t> dims,
+                                   bool &trailing) {
+  trailing = false;
+  if (dims.empty())
+    return false;
+  auto kept = [&](int64_t d) { return space[d] != 1 && !llvm::is_contained(dims, d); };
+  bool leading = true;
+  trailing = true;
+  for (int64_t d = 0; d <= dims.back(); ++d)
+    leading = leading && !kept(d);
+  for (int64_t d = dims.front(); d < (int64_t)space.size(); ++d)
+    trailing = trailing && !kept(d);
+  return leading || trailing;
+}
+
 bool ReduceOp::reducesTrailing() {
-  ArrayRef<int64_t> dims = getDims(), space = getSpace();
-  // Trailing when every non-unit dim after the first reduced one is reduced.
-  for (int64_t d = dims.empty() ? 0 : dims.front(); d < (int64_t)space.size(); ++d)
-    if (space[d] != 1 && !llvm::is_contained(dims, d))
-      return false;
-  return true;
+  bool trailing = false;
+  isReducedRun(getSpace(), getDims(), trailing);
+  return trailing;
 }
 
 LogicalResult ReduceOp::verify() {
@@ -130,34 +157,19 @@ LogicalResult ReduceOp::verify() {
   }
   if (dims.empty())
     return emitOpError() << "needs at least one reduced dim (use kernel.elementwise)";
-  // A leading or a trailing run of the non-unit dims.
-  bool leading = true;
-  for (int64_t d = 0; d <= dims.back(); ++d)
-    if (space[d] != 1 && !llvm::is_contained(dims, d))
-      leading = false;
-  if (!leading && !reducesTrailing())
+  bool trailing = false;
+  if (!isReducedRun(space, dims, trailing))
     return emitOpError() << "reduced dims [" << dims << "] are neither a leading nor a "
                             "trailing run of the iteration shape ["
                          << space << "]";
   SmallVector<int64_t> kept;
   for (int64_t d = 0; d < (int64_t)space.size(); ++d)
     if (!llvm::is_contained(dims, d))
-      kept.push_back(d < 0 ? 0 : space[d]);
+      kept.push_back(space[d]);
   if (out.getShape() != ArrayRef<int64_t>(kept))
     return emitOpError() << "result type " << out << " is not the iteration shape ["
                          << space << "] without dims [" << dims << "]";
-  Type elem = out.getElementType();
-  for (auto [i, v] : llvm::enumerate(getInputs())) {
-    auto t = cast<RankedTensorType>(v.getType());
-    if (t.getElementType() != elem)
-      return emitOpError() << "operand #" << i << " of type " << t
-                           << " has element type " << t.getElementType()
-                           << ", the result's is " << elem;
-    if (!broadcastsTo(t.getShape(), space))
-      return emitOpError() << "operand #" << i << " of type " << t
-                           << " does not broadcast to the iteration shape [" << space << "]";
-  }
-  return success();
+  return verifyOperands(*this, getInputs(), out.getElementType(), space, Type());
 }
 
 LogicalResult ReduceOp::verifyRegions() {

@@ -205,9 +205,8 @@ struct Prepared {
   std::vector<std::string> yielded;
 };
 
-FailureOr<Prepared> prepare(Operation *op, Block &block, ValueRange inputs, Type elem,
-                            StringRef name, KernelSource &ks) {
-  Prepared p;
+// A kernel's symbol and C element type (f32 and f64 only).
+LogicalResult nameAndType(Operation *op, Type elem, StringRef name, KernelSource &ks) {
   ks.name = name.str();
   if (elem.isF32())
     ks.dtype = "float";
@@ -216,6 +215,14 @@ FailureOr<Prepared> prepare(Operation *op, Block &block, ValueRange inputs, Type
   else
     return op->emitOpError() << "codegen supports f32 and f64 kernels, not " << elem
                              << " (kernel " << name << ")";
+  return success();
+}
+
+FailureOr<Prepared> prepare(Operation *op, Block &block, ValueRange inputs, Type elem,
+                            StringRef name, KernelSource &ks) {
+  Prepared p;
+  if (failed(nameAndType(op, elem, name, ks)))
+    return failure();
   p.T = ks.dtype;
   for (Value v : inputs) {
     auto sh = cast<RankedTensorType>(v.getType()).getShape();
@@ -514,16 +521,9 @@ FailureOr<KernelSource> stretto::kernel::emitReduce(ReduceOp op, StringRef name)
 FailureOr<KernelSource> stretto::kernel::emitRows(RowsOp op, StringRef name) {
   auto type = cast<RankedTensorType>(op.getInput().getType());
   KernelSource ks;
-  ks.name = name.str();
   ks.kind = "rows";
-  Type elem = type.getElementType();
-  if (elem.isF32())
-    ks.dtype = "float";
-  else if (elem.isF64())
-    ks.dtype = "double";
-  else
-    return op.emitOpError() << "codegen supports f32 and f64 kernels, not " << elem
-                            << " (kernel " << name << ")";
+  if (failed(nameAndType(op, type.getElementType(), name, ks)))
+    return failure();
   const std::string &T = ks.dtype;
   ks.resultShape.assign(type.getShape().begin(), type.getShape().end());
   ks.iterationShape = ks.resultShape;

@@ -21,23 +21,6 @@ using namespace stretto;
 
 namespace {
 
-// Whether `dims` of `space` is a leading or a trailing run of its non-unit
-// dims (the two loop nests kernel.reduce has); sets `trailing`.
-bool isRun(ArrayRef<int64_t> space, ArrayRef<int64_t> dims, bool &trailing) {
-  if (dims.empty())
-    return false;
-  auto reduced = [&](int64_t d) { return llvm::is_contained(dims, d); };
-  bool leading = true, trail = true;
-  for (int64_t d = 0; d <= dims.back(); ++d)
-    if (space[d] != 1 && !reduced(d))
-      leading = false;
-  for (int64_t d = dims.front(); d < (int64_t)space.size(); ++d)
-    if (space[d] != 1 && !reduced(d))
-      trail = false;
-  trailing = trail;
-  return leading || trail;
-}
-
 struct FuseReductionsPass
     : stretto::kernel::impl::KernelFuseReductionsBase<FuseReductionsPass> {
   void runOnOperation() override {
@@ -56,7 +39,7 @@ struct FuseReductionsPass
     ArrayRef<int64_t> space = producer.getResultType().getShape();
     ArrayRef<int64_t> dims = sum.getDims();
     bool trailing = false;
-    if (!isRun(space, dims, trailing))
+    if (!kernel::isReducedRun(space, dims, trailing))
       return;
     std::vector<std::vector<int64_t>> shapes;
     for (Value v : producer.getInputs()) {

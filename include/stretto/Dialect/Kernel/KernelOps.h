@@ -15,4 +15,11 @@
 #define GET_OP_CLASSES
 #include "Kernel/KernelOps.h.inc"
 
+namespace stretto::kernel {
+/// Whether sorted `dims` are a leading or a trailing run of the non-unit
+/// dims of `space` (the two loop nests kernel.reduce has); `trailing` says
+/// which (trailing when both, e.g. every dim reduced).
+bool isReducedRun(llvm::ArrayRef<int64_t> space, llvm::ArrayRef<int64_t> dims, bool &trailing);
+} // namespace stretto::kernel
+
 #endif
