@@ -29,6 +29,15 @@ struct CudaDevice::Api {
   int (*moduleGetFunction)(void **, void *, const char *) = nullptr;
   int (*launchKernel)(void *, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                       unsigned, void *, void **, void **) = nullptr;
+  int (*streamCreate)(void **, unsigned) = nullptr;
+  int (*streamDestroy)(void *) = nullptr;
+  int (*streamSynchronize)(void *) = nullptr;
+  int (*htodAsync)(Ptr, const void *, size_t, void *) = nullptr;
+  int (*dtodAsync)(Ptr, Ptr, size_t, void *) = nullptr;
+  int (*memsetD32Async)(Ptr, unsigned, size_t, void *) = nullptr;
+  int (*memGetInfo)(size_t *, size_t *) = nullptr;
+  int (*errorName)(int, const char **) = nullptr;
+  int (*errorString)(int, const char **) = nullptr;
   std::string missing;
 
   bool load() {
@@ -57,6 +66,15 @@ struct CudaDevice::Api {
     sym(moduleUnload, "cuModuleUnload");
     sym(moduleGetFunction, "cuModuleGetFunction");
     sym(launchKernel, "cuLaunchKernel");
+    sym(streamCreate, "cuStreamCreate");
+    sym(streamDestroy, "cuStreamDestroy_v2");
+    sym(streamSynchronize, "cuStreamSynchronize");
+    sym(htodAsync, "cuMemcpyHtoDAsync_v2");
+    sym(dtodAsync, "cuMemcpyDtoDAsync_v2");
+    sym(memsetD32Async, "cuMemsetD32Async");
+    sym(memGetInfo, "cuMemGetInfo_v2");
+    sym(errorName, "cuGetErrorName");
+    sym(errorString, "cuGetErrorString");
     return missing.empty();
   }
 };
@@ -86,11 +104,22 @@ std::unique_ptr<CudaDevice> CudaDevice::open(std::string &why) {
     why = "cannot open CUDA device 0";
     return nullptr;
   }
+  if (a.streamCreate(&d->stream_, 1 /* CU_STREAM_NON_BLOCKING */) != 0) {
+    why = "cannot create a CUDA stream on device 0";
+    return nullptr;
+  }
   d->name_ = name;
   return d;
 }
 
 CudaDevice::~CudaDevice() {
+  if (api_ && stream_) {
+    api_->streamSynchronize(stream_);
+    api_->streamDestroy(stream_);
+  }
+  if (api_)
+    for (void *m : modules_)
+      api_->moduleUnload(m);
   if (api_ && context_)
     api_->primaryRelease(device_);
   // libcuda stays loaded: unloading the driver after cuInit is not supported.
@@ -101,8 +130,63 @@ std::string CudaDevice::arch() const {
 }
 
 void CudaDevice::check(int rc, const char *what) const {
+  if (rc == 0)
+    return;
+  const char *name = nullptr, *text = nullptr;
+  std::string msg = std::string(what) + " failed with CUDA error " + std::to_string(rc);
+  if (api_->errorName && api_->errorName(rc, &name) == 0 && name)
+    msg += std::string(" (") + name;
+  if (name && api_->errorString && api_->errorString(rc, &text) == 0 && text)
+    msg += std::string(": ") + text;
+  if (name)
+    msg += ")";
+  throw std::runtime_error(msg);
+}
+
+void *CudaDevice::loadModule(const std::string &cubin) {
+  void *module = nullptr;
+  check(api_->moduleLoadData(&module, cubin.data()), "cuModuleLoadData");
+  modules_.push_back(module);
+  return module;
+}
+
+void *CudaDevice::function(void *module, const std::string &name) {
+  void *fn = nullptr;
+  return api_->moduleGetFunction(&fn, module, name.c_str()) == 0 ? fn : nullptr;
+}
+
+void CudaDevice::launchAsync(void *fn, unsigned grid, unsigned block, void **params,
+                             unsigned shared, const char *what) {
+  int rc = api_->launchKernel(fn, grid, 1, 1, block, 1, 1, shared, stream_, params, nullptr);
   if (rc != 0)
-    throw std::runtime_error(std::string(what) + " failed with CUDA error " + std::to_string(rc));
+    check(rc, (std::string("launch of ") + what).c_str());
+}
+
+void CudaDevice::uploadAsync(Ptr dst, const void *src, size_t bytes) {
+  if (bytes)
+    check(api_->htodAsync(dst, src, bytes, stream_), "cuMemcpyHtoDAsync");
+}
+
+void CudaDevice::copyAsync(Ptr dst, Ptr src, size_t bytes) {
+  if (bytes && dst != src)
+    check(api_->dtodAsync(dst, src, bytes, stream_), "cuMemcpyDtoDAsync");
+}
+
+void CudaDevice::memsetAsync(Ptr dst, unsigned value, size_t words) {
+  if (words)
+    check(api_->memsetD32Async(dst, value, words, stream_), "cuMemsetD32Async");
+}
+
+void CudaDevice::downloadSync(void *dst, Ptr src, size_t bytes) {
+  synchronize();
+  if (bytes)
+    check(api_->dtoh(dst, src, bytes), "cuMemcpyDtoH");
+}
+
+void CudaDevice::synchronize() { check(api_->streamSynchronize(stream_), "cuStreamSynchronize"); }
+
+void CudaDevice::memoryInfo(size_t &free, size_t &total) {
+  check(api_->memGetInfo(&free, &total), "cuMemGetInfo");
 }
 
 CudaDevice::Ptr CudaDevice::alloc(size_t bytes) {

@@ -213,7 +213,7 @@ double allReduceTime(const NetworkModel &net, const std::vector<int> &members, d
 // when the options ask for it, else the reference executor.
 std::unique_ptr<Executor> makeExecutor(const Graph &g, const GossipOptions &opt) {
   if (opt.compiled)
-    return std::make_unique<PlanExecutor>(g, opt.kernels);
+    return std::make_unique<PlanExecutor>(g, opt.kernels, opt.gemmPrecision);
   auto ref = std::make_unique<RefExecutor>(g, opt.precision);
   ref->setKernels(opt.kernels);
   return ref;

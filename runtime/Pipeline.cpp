@@ -206,7 +206,7 @@ PipelineResult stretto::runPipeline(const Graph &graph, DataSource &data,
     try {
       std::unique_ptr<Executor> exPtr;
       if (opt.compiled) {
-        exPtr = std::make_unique<PlanExecutor>(plan.graph, opt.kernels);
+        exPtr = std::make_unique<PlanExecutor>(plan.graph, opt.kernels, opt.gemmPrecision);
       } else {
         auto ref = std::make_unique<RefExecutor>(plan.graph, opt.precision);
         ref->setKernels(opt.kernels);

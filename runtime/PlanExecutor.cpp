@@ -10,7 +10,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "stretto/PlanExecutor.h"
-#include "OpSemantics.h"
+#include "PlanImpl.h"
 
 #include <cblas.h>
 #include <omp.h>
@@ -27,18 +27,9 @@
 namespace stretto {
 
 using namespace ops;
+using namespace planning;
 
 namespace {
-
-// Arena offsets are multiples of 16 floats (64 bytes: a cache line, an
-// AVX-512 vector).
-constexpr int64_t kAlign = 16;
-
-int64_t alignUp(int64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
-
-bool isSink(OpKind k) {
-  return k == OpKind::Write || k == OpKind::Grad || k == OpKind::Yield;
-}
 
 // Offset of the first element of output row `row` (all dims but the last)
 // through strides `st`.
@@ -145,446 +136,90 @@ void softmaxRows(const float *x, float *y, int64_t rows, int64_t len, bool causa
 }
 
 } // namespace
-
 //===----------------------------------------------------------------------===//
-// The plan
+// The host device
 //===----------------------------------------------------------------------===//
 
 namespace {
 
-enum class Where { None, Arena, State, GradSum, Constant, Alias };
-
-struct Slot {
-  Where where = Where::None;
-  int64_t offset = 0; // Arena: in floats
-  int64_t size = 0;   // floats
-  int ref = -1;       // Alias: node; State/GradSum/Constant: index
-  int dies = -1;      // the last node of the plan reading this buffer
-};
-
-struct PhasePlan {
-  Phase phase = Phase::Step;
-  std::vector<int> order;        // nodes to run, ascending
-  std::vector<Slot> slots;       // by node index
-  int64_t arenaFloats = 0;       // peak
-  int64_t unplannedFloats = 0;   // without reuse
-  std::vector<std::pair<int, int>> writes; // (state index, node written), in order
-  std::vector<std::pair<int, int>> grads;  // (grad index, node), in order
-};
-
-// First-fit allocator over an arena of floats with coalescing free list.
-class ArenaAllocator {
+class HostDevice final : public PlanDevice {
 public:
-  int64_t allocate(int64_t size) {
-    size = alignUp(std::max<int64_t>(size, 1));
-    for (auto it = free_.begin(); it != free_.end(); ++it)
-      if (it->second >= size) {
-        int64_t off = it->first;
-        if (it->second == size)
-          free_.erase(it);
-        else
-          *it = {off + size, it->second - size};
-        return off;
-      }
-    // Grow: a free block at the top extends instead of being skipped.
-    if (!free_.empty() && free_.back().first + free_.back().second == top_) {
-      int64_t off = free_.back().first;
-      free_.pop_back();
-      top_ = off + size;
-      return off;
-    }
-    int64_t off = top_;
-    top_ += size;
-    return off;
+  explicit HostDevice(std::map<std::string, PlanExecutor::KernelFn> k) : kernels(std::move(k)) {}
+  const char *name() const override { return "cpu"; }
+  bool hasKernel(const std::string &name) const override { return kernels.count(name) != 0; }
+  float *alloc(int64_t n) override {
+    // 64-byte aligned (kAlign floats), zeroed.
+    size_t bytes = static_cast<size_t>(alignUp(n)) * sizeof(float);
+    void *p = std::aligned_alloc(kAlign * sizeof(float), bytes);
+    if (!p)
+      throw std::bad_alloc();
+    std::memset(p, 0, bytes);
+    return static_cast<float *>(p);
   }
-  void release(int64_t off, int64_t size) {
-    size = alignUp(std::max<int64_t>(size, 1));
-    auto it = std::lower_bound(free_.begin(), free_.end(), std::make_pair(off, int64_t(0)));
-    it = free_.insert(it, {off, size});
-    // Merge with the next, then with the previous block.
-    if (it + 1 != free_.end() && it->first + it->second == (it + 1)->first) {
-      it->second += (it + 1)->second;
-      free_.erase(it + 1);
-    }
-    if (it != free_.begin() && (it - 1)->first + (it - 1)->second == it->first) {
-      (it - 1)->second += it->second;
-      free_.erase(it);
-    }
+  void release(float *p) override { std::free(p); }
+  void upload(float *dst, const float *host, int64_t n) override {
+    std::memcpy(dst, host, sizeof(float) * n);
   }
-  int64_t peak() const { return top_; }
+  void download(float *host, const float *src, int64_t n) override {
+    std::memcpy(host, src, sizeof(float) * n);
+  }
+  void copy(float *dst, const float *src, int64_t n) override {
+    std::memmove(dst, src, sizeof(float) * n);
+  }
+  void accumulate(float *dst, const float *src, int64_t n) override {
+    for (int64_t e = 0; e < n; ++e)
+      dst[e] += src[e];
+  }
+  void divide(float *dst, int64_t n, float d) override {
+    for (int64_t e = 0; e < n; ++e)
+      dst[e] /= d;
+  }
+  void exec(PlanExecutor::Impl &rt, const PhasePlan &p, int i, const TensorMap &inputs,
+            int64_t t, StepResult &result) override;
 
 private:
-  std::vector<std::pair<int64_t, int64_t>> free_; // (offset, size), sorted
-  int64_t top_ = 0;
+  std::map<std::string, PlanExecutor::KernelFn> kernels;
+  std::vector<float> rounded; // bf16 GEMM operands
+
+  // bf16 GEMMs: each operand is replaced by a copy rounded to bf16 (round
+  // to nearest even); BLAS then sums the exact products in f32, which is
+  // what a bf16 x bf16 -> f32 tensor-core GEMM computes.
+  void roundOperands(std::initializer_list<const float **> ptrs,
+                     std::initializer_list<int64_t> counts) {
+    int64_t total = 0;
+    for (int64_t c : counts)
+      total += alignUp(c);
+    if (static_cast<int64_t>(rounded.size()) < total)
+      rounded.resize(total);
+    float *dst = rounded.data();
+    auto c = counts.begin();
+    for (const float **pp : ptrs) {
+      const float *src = *pp;
+      int64_t n = *c++;
+#pragma omp parallel for schedule(static) if (n > 65536)
+      for (int64_t e = 0; e < n; ++e)
+        dst[e] = roundToBF16(src[e]);
+      *pp = dst;
+      dst += alignUp(n);
+    }
+  }
 };
 
 } // namespace
 
-struct PlanExecutor::Impl {
-  Graph graph;
-  std::map<std::string, KernelFn> kernels;
-  std::map<std::string, int> stateIndex;
-  std::vector<std::vector<float>> states;
-  std::map<std::string, int> gradIndex;
-  std::vector<std::vector<float>> gradSums;
-  int64_t gradCount = 0;
-  std::vector<std::vector<float>> constants;
-  int64_t counter = 0;
-  PlanStats stats;
-
-  PhasePlan stepPlan, updatePlan, outerPlan;
-  Collective collective; // GossipMix exchange; empty: identity
-  std::map<std::vector<int>, PhasePlan> evalPlans; // by probe list
-  std::vector<float> arena, scratch;
-  std::vector<float *> val; // per node of the running phase
-
-  bool profiling = false;
-  std::map<OpKind, std::pair<double, int64_t>> profile; // seconds, calls
-  std::map<std::string, std::pair<double, int64_t>> kernelProfile;
-
-  Phase cur = Phase::Step;
-
-  [[noreturn]] void fail(int i, const std::string &msg) const {
-    const Node &n = graph.phase(cur)[i];
-    std::ostringstream os;
-    os << opKindName(n.kind) << " (node " << i << ") at "
-       << (n.loc.empty() ? std::string("<unknown>") : n.loc) << ": " << msg;
-    throw std::runtime_error(os.str());
-  }
-
-  //===--- planning -------------------------------------------------------===//
-
-  // Constants of both phases, one persistent buffer each.
-  std::map<std::pair<int, int>, int> constIndex; // (phase, node) -> index
-
-  void collectConstants() {
-    for (Phase ph : {Phase::Step, Phase::Update, Phase::Outer}) {
-      const std::vector<Node> &nodes = graph.phase(ph);
-      for (size_t i = 0; i < nodes.size(); ++i) {
-        const Node &n = nodes[i];
-        if (n.kind != OpKind::Constant)
-          continue;
-        int64_t cnt = numElements(n.shape);
-        std::vector<float> v(cnt);
-        for (int64_t e = 0; e < cnt; ++e)
-          v[e] = static_cast<float>(n.data.size() == 1 ? n.data[0] : n.data[e]);
-        constIndex[{static_cast<int>(ph), static_cast<int>(i)}] = static_cast<int>(constants.size());
-        constants.push_back(std::move(v));
-      }
-    }
-  }
-
-  // Plans `order` (ascending nodes of `phase`); values of `keep` live to the
-  // end (probes). Writes and Grad values live to the end too: they commit
-  // only once the whole phase succeeded.
-  PhasePlan plan(Phase phase, std::vector<int> order, const std::vector<int> &keep,
-                 bool snapshotReads = false) {
-    const std::vector<Node> &nodes = graph.phase(phase);
-    PhasePlan p;
-    p.phase = phase;
-    p.order = std::move(order);
-    p.slots.assign(nodes.size(), Slot{});
-    // Liveness is by position in `order` (partial runs concatenate lists).
-    std::vector<int> pos(nodes.size(), -1);
-    for (size_t k = 0; k < p.order.size(); ++k)
-      pos[p.order[k]] = static_cast<int>(k);
-    std::map<std::string, int> writtenBy; // state -> node holding its new value
-    auto root = [&](int i) {
-      while (p.slots[i].where == Where::Alias)
-        i = p.slots[i].ref;
-      return i;
-    };
-    // Where each value lives.
-    for (int i : p.order) {
-      const Node &n = nodes[i];
-      Slot &s = p.slots[i];
-      switch (n.kind) {
-      case OpKind::Reshape:
-      case OpKind::Transfer:
-        s.where = Where::Alias, s.ref = n.operands[0];
-        break;
-      case OpKind::Read:
-        if (auto w = writtenBy.find(n.name); w != writtenBy.end()) {
-          s.where = Where::Alias, s.ref = w->second;
-        } else if (snapshotReads) {
-          // Partial runs: the state may change between a micro-batch's
-          // forward and backward parts; the value read is copied.
-          s.where = Where::Arena, s.size = std::max<int64_t>(numElements(n.shape), 1);
-          p.unplannedFloats += alignUp(s.size);
-        } else {
-          s.where = Where::State, s.ref = stateIndex.at(n.name);
-        }
-        break;
-      case OpKind::AccumulatedGrad: {
-        auto g = gradIndex.find(n.name);
-        if (g == gradIndex.end()) {
-          cur = phase;
-          fail(i, "no Grad node of the step phase produces '" + n.name + "'");
-        }
-        s.where = Where::GradSum, s.ref = g->second;
-        break;
-      }
-      case OpKind::Constant:
-        s.where = Where::Constant, s.ref = constIndex.at({static_cast<int>(phase), i});
-        break;
-      case OpKind::Write:
-        writtenBy[n.name] = n.operands[0];
-        p.writes.push_back({stateIndex.at(n.name), n.operands[0]});
-        break;
-      case OpKind::Grad:
-        p.grads.push_back({gradIndex.at(n.name), n.operands[0]});
-        break;
-      case OpKind::Yield:
-        break;
-      default:
-        s.where = Where::Arena, s.size = std::max<int64_t>(numElements(n.shape), 1);
-        p.unplannedFloats += alignUp(s.size);
-        break;
-      }
-    }
-    // A Write whose value is a state's old value, of a state this phase
-    // writes (another one, or the same one more than once), must see that
-    // old value whatever the commit order: such a Read gets its own copy.
-    std::map<int, int> writesOf;
-    for (auto [st, node] : p.writes)
-      ++writesOf[st];
-    for (auto [st, node] : p.writes) {
-      Slot &src = p.slots[root(node)];
-      if (src.where == Where::State && writesOf.count(src.ref) &&
-          !(src.ref == st && writesOf[st] == 1)) {
-        src.where = Where::Arena;
-        src.size = std::max<int64_t>(numElements(nodes[root(node)].shape), 1);
-        p.unplannedFloats += alignUp(src.size);
-      }
-    }
-    // Last reader of each root buffer.
-    const int end = std::numeric_limits<int>::max();
-    for (int i : p.order) {
-      int r = root(i);
-      p.slots[r].dies = std::max(p.slots[r].dies, pos[i]);
-      const Node &n = nodes[i];
-      bool toEnd = n.kind == OpKind::Write || n.kind == OpKind::Grad;
-      for (int o : n.operands) {
-        int ro = root(o);
-        p.slots[ro].dies = std::max(p.slots[ro].dies, toEnd ? end : pos[i]);
-      }
-    }
-    for (int k : keep)
-      p.slots[root(k)].dies = end;
-    if (phase == Phase::Update)
-      writeInPlace(p, nodes, root, pos);
-    // Offsets: allocate each result before its operands die, so that no
-    // kernel writes over its own input.
-    ArenaAllocator alloc;
-    std::vector<std::vector<int>> dyingAt(p.order.size());
-    for (size_t k = 0; k < p.order.size(); ++k) {
-      Slot &s = p.slots[p.order[k]];
-      if (s.where == Where::Arena) {
-        s.offset = alloc.allocate(s.size);
-        if (s.dies != end)
-          dyingAt[s.dies].push_back(p.order[k]);
-      }
-      for (int d : dyingAt[k])
-        alloc.release(p.slots[d].offset, p.slots[d].size);
-    }
-    p.arenaFloats = alloc.peak();
-    return p;
-  }
-
-  // Update-phase writes of a fused kernel's value go straight into the state
-  // (no arena buffer, no copy at the end) when that is invisible: the kernel
-  // reads the state's old value, if at all, only at each element's own index
-  // (same shape), and nothing reads the old value after the kernel ran. The
-  // Update phase has no failure mode after its first kernel, so committing
-  // early loses no atomicity.
-  template <typename Root>
-  void writeInPlace(PhasePlan &p, const std::vector<Node> &nodes, Root root,
-                    const std::vector<int> &pos) {
-    std::map<int, int> writesOf; // state -> number of writes
-    for (auto [st, node] : p.writes)
-      ++writesOf[st];
-    std::vector<std::pair<int, int>> kept;
-    for (auto [st, node] : p.writes) {
-      const Node &k = nodes[node];
-      Slot &slot = p.slots[node];
-      bool elementwise = k.kind == OpKind::Kernel && (k.ints.empty() || k.ints[0] == 0);
-      bool ok = elementwise && slot.where == Where::Arena && writesOf[st] == 1 &&
-                root(node) == node;
-      // Every Read of st that sees the old value (not an alias of a Write)
-      // runs no later than the kernel and its value dies there.
-      for (int i : p.order) {
-        const Slot &r = p.slots[i];
-        bool oldValue = nodes[i].kind == OpKind::Read && r.where != Where::Alias &&
-                        stateIndex.at(nodes[i].name) == st;
-        if (ok && oldValue &&
-            (pos[i] > pos[node] || (r.where == Where::State && r.dies > pos[node])))
-          ok = false;
-      }
-      for (int o : k.operands) // old values read elementwise only
-        if (ok && p.slots[root(o)].where == Where::State && p.slots[root(o)].ref == st &&
-            nodes[o].shape != k.shape)
-          ok = false;
-      if (!ok) {
-        kept.push_back({st, node});
-        continue;
-      }
-      slot.where = Where::State;
-      slot.ref = st;
-      p.unplannedFloats -= alignUp(slot.size);
-    }
-    p.writes = kept;
-  }
-
-  std::vector<int> allNodes(Phase ph) const {
-    std::vector<int> v(graph.phase(ph).size());
-    for (size_t i = 0; i < v.size(); ++i)
-      v[i] = static_cast<int>(i);
-    return v;
-  }
-
-  // Evaluation: the nodes the Yield operands and the probes need.
-  const PhasePlan &evalPlan(const std::vector<int> &probes) {
-    auto it = evalPlans.find(probes);
-    if (it != evalPlans.end())
-      return it->second;
-    const std::vector<Node> &nodes = graph.nodes;
-    std::vector<char> need(nodes.size(), 0);
-    for (int p : probes) {
-      if (p < 0 || p >= static_cast<int>(nodes.size()))
-        throw std::runtime_error("evaluate: probe " + std::to_string(p) + " is not a node");
-      need[p] = 1;
-    }
-    for (size_t i = 0; i < nodes.size(); ++i)
-      if (nodes[i].kind == OpKind::Yield)
-        need[i] = 1;
-    for (int i = static_cast<int>(nodes.size()) - 1; i >= 0; --i)
-      if (need[i])
-        for (int o : nodes[i].operands)
-          need[o] = 1;
-    std::vector<int> order;
-    for (size_t i = 0; i < nodes.size(); ++i)
-      if (need[i])
-        order.push_back(static_cast<int>(i));
-    return evalPlans.emplace(probes, plan(Phase::Step, order, probes)).first->second;
-  }
-
-  Impl(const Graph &g, std::map<std::string, KernelFn> k) : graph(g), kernels(std::move(k)) {
-    graph.validate();
-    std::string why;
-    if (!PlanExecutor::supports(graph, why))
-      throw std::runtime_error("the compiled runtime cannot run this graph: " + why);
-    for (size_t i = 0; i < graph.states.size(); ++i)
-      stateIndex[graph.states[i].name] = static_cast<int>(i);
-    states.resize(graph.states.size());
-    for (const Node &n : graph.nodes)
-      if (n.kind == OpKind::Grad && !gradIndex.count(n.name)) {
-        gradIndex[n.name] = static_cast<int>(gradSums.size());
-        gradSums.emplace_back(numElements(graph.nodes[n.operands[0]].shape));
-      }
-    for (Phase ph : {Phase::Step, Phase::Update, Phase::Outer}) {
-      const std::vector<Node> &nodes = graph.phase(ph);
-      for (size_t i = 0; i < nodes.size(); ++i) {
-        const Node &n = nodes[i];
-        cur = ph;
-        if (n.kind == OpKind::Kernel && !kernels.count(n.name))
-          fail(static_cast<int>(i), "compiled kernel '" + n.name + "' was not provided");
-        if ((n.kind == OpKind::Read || n.kind == OpKind::Write) && !stateIndex.count(n.name))
-          fail(static_cast<int>(i), "no state named '" + n.name + "'");
-      }
-    }
-    collectConstants();
-    stepPlan = plan(Phase::Step, allNodes(Phase::Step), {});
-    updatePlan = plan(Phase::Update, allNodes(Phase::Update), {});
-    outerPlan = plan(Phase::Outer, allNodes(Phase::Outer), {});
-    stats.stepArenaBytes = stepPlan.arenaFloats * 4;
-    stats.updateArenaBytes = std::max(updatePlan.arenaFloats, outerPlan.arenaFloats) * 4;
-    stats.unplannedBytes =
-        (stepPlan.unplannedFloats + updatePlan.unplannedFloats + outerPlan.unplannedFloats) * 4;
-    for (const StateDecl &s : graph.states)
-      stats.persistentBytes += numElements(s.shape) * 4;
-    for (auto &gs : gradSums)
-      stats.persistentBytes += static_cast<int64_t>(gs.size()) * 4;
-    for (auto &c : constants)
-      stats.persistentBytes += static_cast<int64_t>(c.size()) * 4;
-    initialize(0);
-  }
-
-  void initialize(uint64_t seed) {
-    for (size_t k = 0; k < graph.states.size(); ++k) {
-      const StateDecl &s = graph.states[k];
-      std::vector<float> &v = states[k];
-      v.resize(numElements(s.shape));
-      for (int64_t i = 0; i < static_cast<int64_t>(v.size()); ++i)
-        v[i] = static_cast<float>(initialValue(s, seed, i));
-    }
-    for (size_t k = 0; k < graph.states.size(); ++k)
-      if (!graph.states[k].copyOf.empty())
-        states[k] = states[stateIndex.at(graph.states[k].copyOf)];
-    counter = 0;
-    gradCount = 0;
-  }
-
-  //===--- running --------------------------------------------------------===//
-
-  void checkInputs(const std::vector<int> &order, const TensorMap &inputs) {
-    for (int i : order) {
-      const Node &n = graph.nodes[i];
-      if (n.kind != OpKind::Input)
-        continue;
-      checkInput(n, inputs);
-    }
-  }
-
-  int64_t rowId(int i, float v, int64_t limit, const char *what) const {
-    std::string bad = badId(static_cast<double>(v), limit, what);
-    if (!bad.empty())
-      fail(i, bad);
-    return static_cast<int64_t>(v);
-  }
-
-  // Checks a whole id tensor before an op uses it (serially: the message
-  // names the first bad id).
-  void checkIds(int i, const float *ids, int64_t count, int64_t limit, const char *what) const {
-    for (int64_t r = 0; r < count; ++r)
-      rowId(i, ids[r], limit, what);
-  }
-
-  float *scratchFloats(int64_t n) {
-    if (static_cast<int64_t>(scratch.size()) < n)
-      scratch.resize(n);
-    return scratch.data();
-  }
-
-  StepResult run(const PhasePlan &p, const TensorMap &inputs, int64_t t, bool probesOut,
-                 const std::vector<int> &probes);
-  // Runs positions [begin, end) of p's order over `arenaBase`, with value
-  // pointers in `val` (kept by the caller for partial runs).
-  StepResult runRange(const PhasePlan &p, size_t begin, size_t end, float *arenaBase,
-                      const TensorMap &inputs, int64_t t);
-
-  // Partial runs (pipeline stages): one plan over the concatenated parts.
-  PhasePlan partPlan;
-  std::vector<std::vector<int>> parts;
-  std::vector<size_t> partStart; // position of each part's first node
-  const std::map<std::string, std::string> *redirect = nullptr;
-  void exec(const PhasePlan &p, int i, const TensorMap &inputs, int64_t t, StepResult &result);
-};
 
 StepResult PlanExecutor::Impl::run(const PhasePlan &p, const TensorMap &inputs, int64_t t,
                                    bool probesOut, const std::vector<int> &probes) {
   cur = p.phase;
   if (p.phase == Phase::Step)
     checkInputs(p.order, inputs);
-  if (static_cast<int64_t>(arena.size()) < p.arenaFloats)
-    arena.resize(p.arenaFloats);
+  ensure(arena, p.arenaFloats);
   const std::vector<Node> &nodes = graph.phase(p.phase);
   val.assign(nodes.size(), nullptr);
-  StepResult result = runRange(p, 0, p.order.size(), arena.data(), inputs, t);
+  StepResult result = runRange(p, 0, p.order.size(), arena.data, inputs, t);
   if (probesOut)
-    for (int k : probes) {
-      int64_t cnt = numElements(nodes[k].shape);
-      result.probes[k] = HostTensor{nodes[k].shape, std::vector<double>(val[k], val[k] + cnt)};
-    }
+    for (int k : probes)
+      result.probes[k] = hostTensor(nodes[k].shape, val[k]);
   return result;
 }
 
@@ -598,18 +233,19 @@ StepResult PlanExecutor::Impl::runRange(const PhasePlan &p, size_t begin, size_t
     const Slot &s = p.slots[i];
     switch (s.where) {
     case Where::Arena: val[i] = arenaBase + s.offset; break;
-    case Where::State: val[i] = states[s.ref].data(); break;
-    case Where::GradSum: val[i] = gradSums[s.ref].data(); break;
-    case Where::Constant: val[i] = constants[s.ref].data(); break;
+    case Where::State: val[i] = states[s.ref].data; break;
+    case Where::GradSum: val[i] = gradSums[s.ref].data; break;
+    case Where::Constant: val[i] = constants[s.ref].data; break;
     case Where::Alias: val[i] = val[s.ref]; break;
     case Where::None: break;
     }
     if (!profiling) {
-      exec(p, i, inputs, t, result);
+      dev->exec(*this, p, i, inputs, t, result);
       continue;
     }
     auto t0 = std::chrono::steady_clock::now();
-    exec(p, i, inputs, t, result);
+    dev->exec(*this, p, i, inputs, t, result);
+    dev->finish();
     double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     auto &e = profile[nodes[i].kind];
     e.first += sec;
@@ -631,12 +267,14 @@ StepResult PlanExecutor::Impl::runRange(const PhasePlan &p, size_t begin, size_t
   return result;
 }
 
-void PlanExecutor::Impl::exec(const PhasePlan &p, int i, const TensorMap &inputs, int64_t t,
-                              StepResult &result) {
-  const std::vector<Node> &nodes = graph.phase(p.phase);
+
+void HostDevice::exec(PlanExecutor::Impl &rt, const PhasePlan &p, int i, const TensorMap &inputs,
+                      int64_t t, StepResult &result) {
+  const std::vector<Node> &nodes = rt.graph.phase(p.phase);
   const Node &n = nodes[i];
-  float *out = val[i];
-  auto in = [&](int k) -> const float * { return val[n.operands[k]]; };
+  float *out = rt.val[i];
+  auto in = [&](int k) -> const float * { return rt.val[n.operands[k]]; };
+  const bool bf16 = rt.gemmPrecision == GemmPrecision::BF16;
   auto inShape = [&](int k) -> const Shape & { return nodes[n.operands[k]].shape; };
   const int64_t count = numElements(n.shape);
 
@@ -683,13 +321,8 @@ void PlanExecutor::Impl::exec(const PhasePlan &p, int i, const TensorMap &inputs
     return;
   }
   case OpKind::Read:
-    if (p.slots[i].where == Where::Arena) { // a copy (see plan)
-      const std::string *name = &n.name;
-      if (redirect)
-        if (auto r = redirect->find(n.name); r != redirect->end())
-          name = &r->second;
-      std::memcpy(out, states[stateIndex.at(*name)].data(), sizeof(float) * count);
-    }
+    if (p.slots[i].where == Where::Arena) // a copy (see plan)
+      std::memcpy(out, rt.readSource(n).data, sizeof(float) * count);
     return;
   case OpKind::Reshape:
   case OpKind::Transfer:
@@ -723,7 +356,10 @@ void PlanExecutor::Impl::exec(const PhasePlan &p, int i, const TensorMap &inputs
   }
   case OpKind::Gemm: {
     GemmDims g = gemmDims(n, inShape(0), inShape(1));
-    batchedGemm(in(0), in(1), out, g.batch, g.m, g.n, g.k, g.ta, g.tb, g.rhsBatched,
+    const float *a = in(0), *b = in(1);
+    if (bf16)
+      roundOperands({&a, &b}, {numElements(inShape(0)), numElements(inShape(1))});
+    batchedGemm(a, b, out, g.batch, g.m, g.n, g.k, g.ta, g.tb, g.rhsBatched,
                 static_cast<float>(g.alpha));
     return;
   }
@@ -731,7 +367,10 @@ void PlanExecutor::Impl::exec(const PhasePlan &p, int i, const TensorMap &inputs
     const Shape &as = inShape(0), &bs = inShape(1);
     int64_t m = as[as.size() - 2], k = as.back(), nn = bs.back();
     int64_t batch = numElements(Shape(as.begin(), as.end() - 2));
-    batchedGemm(in(0), in(1), out, batch, m, nn, k, false, false, bs.size() > 2, 1.0f);
+    const float *a = in(0), *b = in(1);
+    if (bf16)
+      roundOperands({&a, &b}, {numElements(as), numElements(bs)});
+    batchedGemm(a, b, out, batch, m, nn, k, false, false, bs.size() > 2, 1.0f);
     return;
   }
   case OpKind::Transpose: {
@@ -779,7 +418,7 @@ void PlanExecutor::Impl::exec(const PhasePlan &p, int i, const TensorMap &inputs
         // One long sum (the gradient norm's): fixed blocks in parallel, then
         // the block sums in order, so any thread count gives the same bits.
         const int64_t blocks = (nred + kSumBlock - 1) / kSumBlock;
-        float *part = scratchFloats(blocks);
+        float *part = rt.scratchFloats(blocks);
 #pragma omp parallel for schedule(static)
         for (int64_t bl = 0; bl < blocks; ++bl)
           part[bl] = sumFloats(x + bl * kSumBlock, std::min(kSumBlock, nred - bl * kSumBlock));
@@ -854,8 +493,11 @@ void PlanExecutor::Impl::exec(const PhasePlan &p, int i, const TensorMap &inputs
     AttentionDims a = attentionDims(inShape(0), inShape(1), inShape(2));
     const int64_t batch = a.batch, tq = a.tq, tk = a.tk, d = a.d, dv = a.dv;
     float scale = static_cast<float>(n.floats[0]);
-    float *S = scratchFloats(batch * tq * tk);
     const float *q = in(0), *k = in(1), *v = in(2);
+    if (bf16)
+      roundOperands({&q, &k, &v},
+                    {numElements(inShape(0)), numElements(inShape(1)), numElements(inShape(2))});
+    float *S = rt.scratchFloats(batch * tq * tk);
     // One (batch, head) block per thread; OpenBLAS runs single-threaded
     // inside the region (OpenMP build). Causal: query row i sees keys 0..i
     // (tq == tk, checked by the verifier).
@@ -877,7 +519,7 @@ void PlanExecutor::Impl::exec(const PhasePlan &p, int i, const TensorMap &inputs
   case OpKind::Embedding: {
     const float *table = in(0), *ids = in(1);
     int64_t vocab = inShape(0)[0], d = inShape(0)[1], rows = numElements(inShape(1));
-    checkIds(i, ids, rows, vocab, "id");
+    rt.checkIds(i, ids, rows, vocab, "id");
 #pragma omp parallel for schedule(static) if (rows * d > 65536)
     for (int64_t r = 0; r < rows; ++r)
       std::memcpy(out + r * d, table + static_cast<int64_t>(ids[r]) * d, sizeof(float) * d);
@@ -886,7 +528,7 @@ void PlanExecutor::Impl::exec(const PhasePlan &p, int i, const TensorMap &inputs
   case OpKind::ScatterRows: {
     const float *ids = in(0), *g = in(1);
     int64_t vocab = n.shape[0], d = n.shape[1], rows = numElements(inShape(0));
-    checkIds(i, ids, rows, vocab, "id");
+    rt.checkIds(i, ids, rows, vocab, "id");
     std::fill(out, out + count, 0.0f);
     // Rows in order (the reference's summation order); columns in parallel.
     int64_t blocks = (d + 63) / 64;
@@ -905,7 +547,7 @@ void PlanExecutor::Impl::exec(const PhasePlan &p, int i, const TensorMap &inputs
   case OpKind::OneHot: {
     const float *ids = in(0);
     int64_t c = n.shape.back(), rows = numElements(inShape(0));
-    checkIds(i, ids, rows, c, "class id");
+    rt.checkIds(i, ids, rows, c, "class id");
     std::fill(out, out + count, 0.0f);
     for (int64_t r = 0; r < rows; ++r)
       out[r * c + static_cast<int64_t>(ids[r])] = 1.0f;
@@ -914,8 +556,8 @@ void PlanExecutor::Impl::exec(const PhasePlan &p, int i, const TensorMap &inputs
   case OpKind::CrossEntropy: {
     const float *logits = in(0), *tgt = in(1);
     int64_t c = inShape(0).back(), rows = numElements(inShape(1));
-    checkIds(i, tgt, rows, c, "target");
-    float *loss = scratchFloats(rows);
+    rt.checkIds(i, tgt, rows, c, "target");
+    float *loss = rt.scratchFloats(rows);
 #pragma omp parallel for schedule(static) if (rows * c > 32768)
     for (int64_t r = 0; r < rows; ++r) {
       const float *x = logits + r * c;
@@ -933,14 +575,14 @@ void PlanExecutor::Impl::exec(const PhasePlan &p, int i, const TensorMap &inputs
   }
   case OpKind::GossipMix: {
     // The replica's exchange with this round's peers (setCollective).
-    if (!collective) {
+    if (!rt.collective) {
       std::memcpy(out, in(0), sizeof(float) * count);
       return;
     }
     HostTensor z{n.shape, std::vector<double>(in(0), in(0) + count)};
-    HostTensor mixed = collective(n, z);
+    HostTensor mixed = rt.collective(n, z);
     if (static_cast<int64_t>(mixed.data.size()) != count)
-      fail(i, "the collective returned " + std::to_string(mixed.data.size()) +
+      rt.fail(i, "the collective returned " + std::to_string(mixed.data.size()) +
                   " values for shape " + shapeToString(n.shape));
     for (int64_t e = 0; e < count; ++e)
       out[e] = static_cast<float>(mixed.data[e]);
@@ -967,7 +609,7 @@ void PlanExecutor::Impl::exec(const PhasePlan &p, int i, const TensorMap &inputs
     // X [r, s] with r <= s; scratch holds X, A, AA (=B) and BX.
     bool tr = m > nn;
     int64_t r = tr ? nn : m, s = tr ? m : nn;
-    float *X = scratchFloats(2 * r * s + 2 * r * r);
+    float *X = rt.scratchFloats(2 * r * s + 2 * r * r);
     float *A = X + r * s, *B = A + r * r, *BX = B + r * r;
     if (tr) {
       for (int64_t i2 = 0; i2 < m; ++i2)
@@ -1001,7 +643,7 @@ void PlanExecutor::Impl::exec(const PhasePlan &p, int i, const TensorMap &inputs
     return;
   }
   default:
-    fail(i, "the compiled runtime has no implementation of this op");
+    rt.fail(i, "the compiled runtime has no implementation of this op");
   }
 }
 
@@ -1009,8 +651,13 @@ void PlanExecutor::Impl::exec(const PhasePlan &p, int i, const TensorMap &inputs
 // PlanExecutor
 //===----------------------------------------------------------------------===//
 
-PlanExecutor::PlanExecutor(const Graph &graph, std::map<std::string, KernelFn> kernels)
-    : impl(std::make_unique<Impl>(graph, std::move(kernels))) {}
+PlanExecutor::PlanExecutor(const Graph &graph, std::map<std::string, KernelFn> kernels,
+                           GemmPrecision gemm)
+    : impl(std::make_unique<Impl>(graph, std::make_unique<HostDevice>(std::move(kernels)), gemm)) {}
+
+PlanExecutor::PlanExecutor(std::unique_ptr<Impl> i) : impl(std::move(i)) {}
+
+std::string PlanExecutor::deviceName() const { return impl->dev->name(); }
 
 PlanExecutor::~PlanExecutor() = default;
 
@@ -1037,16 +684,9 @@ StepResult PlanExecutor::microStep(const TensorMap &inputs) {
   StepResult r = impl->run(p, inputs, impl->counter + 1, false, {});
   // The phase succeeded: commit its writes and gradients.
   for (auto [s, node] : p.writes)
-    std::memmove(impl->states[s].data(), impl->val[node], impl->states[s].size() * sizeof(float));
-  for (auto [g, node] : p.grads) {
-    std::vector<float> &sum = impl->gradSums[g];
-    const float *v = impl->val[node];
-    if (impl->gradCount == 0)
-      std::memcpy(sum.data(), v, sum.size() * sizeof(float));
-    else
-      for (size_t e = 0; e < sum.size(); ++e)
-        sum[e] += v[e];
-  }
+    impl->commit(s, impl->val[node]);
+  for (auto [g, node] : p.grads)
+    impl->addGrad(g, impl->val[node]);
   ++impl->gradCount;
   return r;
 }
@@ -1055,13 +695,12 @@ void PlanExecutor::update() {
   if (impl->gradCount == 0 && !impl->gradSums.empty())
     throw std::runtime_error("update: no gradient was computed since the last update");
   if (impl->gradCount > 1)
-    for (std::vector<float> &sum : impl->gradSums)
-      for (float &v : sum)
-        v /= static_cast<float>(impl->gradCount);
+    for (planning::DeviceBuffer &sum : impl->gradSums)
+      impl->dev->divide(sum.data, sum.size, static_cast<float>(impl->gradCount));
   const PhasePlan &p = impl->updatePlan;
   impl->run(p, {}, impl->counter + 1, false, {});
   for (auto [s, node] : p.writes)
-    std::memmove(impl->states[s].data(), impl->val[node], impl->states[s].size() * sizeof(float));
+    impl->commit(s, impl->val[node]);
   impl->gradCount = 0;
   ++impl->counter;
 }
@@ -1071,7 +710,7 @@ void PlanExecutor::outerStep() {
   const PhasePlan &p = impl->outerPlan;
   impl->run(p, {}, impl->counter, false, {});
   for (auto [s, node] : p.writes)
-    std::memmove(impl->states[s].data(), impl->val[node], impl->states[s].size() * sizeof(float));
+    impl->commit(s, impl->val[node]);
 }
 
 void PlanExecutor::setCollective(Collective fn) { impl->collective = std::move(fn); }
@@ -1106,15 +745,19 @@ StepResult PlanExecutor::runNodes(const std::vector<int> &nodes, ValueEnv &env,
   const PhasePlan &p = impl->partPlan;
   impl->cur = Phase::Step;
   impl->checkInputs(nodes, inputs);
-  if (static_cast<int64_t>(env.arena.size()) < p.arenaFloats)
-    env.arena.resize(p.arenaFloats);
+  if (!env.arena || env.arenaFloats < p.arenaFloats) {
+    PlanDevice *dev = impl->dev.get();
+    env.arena = std::shared_ptr<float>(dev->alloc(std::max<int64_t>(p.arenaFloats, 1)),
+                                       [dev](float *f) { dev->release(f); });
+    env.arenaFloats = p.arenaFloats;
+  }
   env.pointers.resize(impl->graph.nodes.size(), nullptr);
   // This micro-batch's value pointers live in its env between the parts.
   std::swap(impl->val, env.pointers);
   impl->redirect = &redirect;
   StepResult r;
   try {
-    r = impl->runRange(p, impl->partStart[part], impl->partStart[part + 1], env.arena.data(),
+    r = impl->runRange(p, impl->partStart[part], impl->partStart[part + 1], env.arena.get(),
                        inputs, impl->counter + 1);
   } catch (...) {
     impl->redirect = nullptr;
@@ -1129,14 +772,11 @@ StepResult PlanExecutor::runNodes(const std::vector<int> &nodes, ValueEnv &env,
     inPart[i] = 1;
   for (int i : nodes) {
     const Node &n = impl->graph.nodes[i];
-    if (n.kind == OpKind::Write) {
-      std::vector<float> &st = impl->states[impl->stateIndex.at(n.name)];
-      std::memmove(st.data(), env.pointers[n.operands[0]], st.size() * sizeof(float));
-    } else if (n.kind == OpKind::Grad) {
-      const float *g = env.pointers[n.operands[0]];
-      const Shape &shape = impl->graph.nodes[n.operands[0]].shape;
-      r.grads[n.name] = HostTensor{shape, std::vector<double>(g, g + numElements(shape))};
-    }
+    if (n.kind == OpKind::Write)
+      impl->commit(impl->stateIndex.at(n.name), env.pointers[n.operands[0]]);
+    else if (n.kind == OpKind::Grad)
+      r.grads[n.name] = impl->hostTensor(impl->graph.nodes[n.operands[0]].shape,
+                                         env.pointers[n.operands[0]]);
   }
   return r;
 }
@@ -1145,8 +785,7 @@ HostTensor PlanExecutor::envValue(ValueEnv &env, int node) const {
   const Node &n = impl->graph.nodes.at(node);
   if (static_cast<size_t>(node) >= env.pointers.size() || !env.pointers[node])
     throw std::runtime_error("envValue: node " + std::to_string(node) + " has no value yet");
-  const float *v = env.pointers[node];
-  return HostTensor{n.shape, std::vector<double>(v, v + numElements(n.shape))};
+  return impl->hostTensor(n.shape, env.pointers[node]);
 }
 
 void PlanExecutor::accumulateGrads(const StepResult &r) {
@@ -1154,10 +793,20 @@ void PlanExecutor::accumulateGrads(const StepResult &r) {
     auto it = impl->gradIndex.find(name);
     if (it == impl->gradIndex.end())
       throw std::runtime_error("accumulateGrads: no parameter '" + name + "' has a gradient");
-    std::vector<float> &sum = impl->gradSums[it->second];
-    for (size_t e = 0; e < sum.size(); ++e)
-      sum[e] = impl->gradCount == 0 ? static_cast<float>(g.data[e])
-                                    : sum[e] + static_cast<float>(g.data[e]);
+    std::vector<float> v(g.data.begin(), g.data.end());
+    planning::DeviceBuffer &sum = impl->gradSums[it->second];
+    if (static_cast<int64_t>(v.size()) != sum.size)
+      throw std::runtime_error("accumulateGrads: '" + name + "' has " + std::to_string(v.size()) +
+                               " values, its gradient " + std::to_string(sum.size));
+    if (impl->gradCount == 0) {
+      impl->dev->upload(sum.data, v.data(), sum.size);
+    } else {
+      planning::DeviceBuffer tmp = impl->allocate(sum.size);
+      impl->dev->upload(tmp.data, v.data(), sum.size);
+      impl->dev->accumulate(sum.data, tmp.data, sum.size);
+      impl->dev->finish();
+      impl->release(tmp);
+    }
   }
   ++impl->gradCount;
 }
@@ -1171,8 +820,7 @@ HostTensor PlanExecutor::getState(const std::string &name) const {
   auto it = impl->stateIndex.find(name);
   if (it == impl->stateIndex.end())
     throw std::runtime_error("getState: no state named '" + name + "'");
-  const std::vector<float> &v = impl->states[it->second];
-  return HostTensor{impl->graph.states[it->second].shape, std::vector<double>(v.begin(), v.end())};
+  return impl->hostTensor(impl->graph.states[it->second].shape, impl->states[it->second].data);
 }
 
 void PlanExecutor::setState(const std::string &name, const HostTensor &value) {
@@ -1180,9 +828,8 @@ void PlanExecutor::setState(const std::string &name, const HostTensor &value) {
   if (it == impl->stateIndex.end())
     throw std::runtime_error("setState: no state named '" + name + "'");
   ops::checkStateValue(name, impl->graph.states[it->second].shape, value);
-  std::vector<float> &v = impl->states[it->second];
-  for (size_t e = 0; e < v.size(); ++e)
-    v[e] = static_cast<float>(value.data[e]);
+  std::vector<float> v(value.data.begin(), value.data.end());
+  impl->dev->upload(impl->states[it->second].data, v.data(), impl->states[it->second].size);
 }
 
 int64_t PlanExecutor::stepCount() const { return impl->counter; }

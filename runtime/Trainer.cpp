@@ -177,7 +177,19 @@ int stretto::runTraining(const Graph &graph, DataSource &data, const TrainerOpti
     std::unique_ptr<Executor> exPtr;
     PlanExecutor *plan = nullptr;
     if (opt.compiled) {
-      auto p = std::make_unique<PlanExecutor>(graph, opt.kernels);
+      std::unique_ptr<PlanExecutor> p;
+      if (opt.cuda) {
+        std::string why;
+        p = PlanExecutor::onCuda(graph, opt.cudaKernels, opt.gemmPrecision, why);
+        if (!p)
+          std::cerr << "cuda: " << why << "; training on the CPU\n";
+        else if (!opt.quiet)
+          std::cout << "device: " << p->deviceName() << " (CUDA, "
+                    << (opt.gemmPrecision == GemmPrecision::BF16 ? "bf16" : "f32")
+                    << " GEMMs through cuBLASLt)\n";
+      }
+      if (!p)
+        p = std::make_unique<PlanExecutor>(graph, opt.kernels, opt.gemmPrecision);
       plan = p.get();
       plan->setProfiling(opt.profile);
       if (!opt.quiet) {

@@ -1,14 +1,12 @@
 //===- CudaDriver.h - a thin CUDA driver-API device (dlopen) ----*- C++ -*-===//
 //
-// The smallest slice of the driver API the CUDA runtime will build on: the
-// primary context of device 0, loading cubins (from CudaKernelCache),
-// device memory, copies, launches and synchronisation. libcuda.so.1 is
-// loaded at run time, so nothing links CUDA; without a driver or device,
-// open() returns null and says why. No MLIR here.
-//
-// Not yet the CUDA runtime of issue 4 (no plan executor on the device, no
-// streams, no cuBLASLt): CudaKernelTest uses it to run generated kernels on
-// a GPU against their C++ twins, and reports itself skipped without one.
+// The slice of the driver API the CUDA runtime builds on: the primary
+// context of device 0, a stream, modules loaded from cubins (from
+// CudaKernelCache), device memory, copies and launches queued on the
+// stream. libcuda.so.1 is loaded at run time, so nothing links CUDA; without
+// a driver or device, open() returns null and says why. Every failing call
+// throws std::runtime_error naming the call and the driver's error. No MLIR
+// here.
 //
 //===----------------------------------------------------------------------===//
 #ifndef STRETTO_CUDADRIVER_H
@@ -46,6 +44,29 @@ public:
   void launch(const std::string &cubin, const std::string &kernel, const std::vector<Ptr> &args,
               unsigned grid, unsigned block);
 
+  // --- the runtime's interface: everything below is queued on stream() ---
+  /// The device's stream (a CUstream), for libraries such as cuBLASLt.
+  void *stream() const { return stream_; }
+  /// A module loaded from `cubin`, unloaded with the device.
+  void *loadModule(const std::string &cubin);
+  /// `name` in `module`, or null when it has no such function.
+  void *function(void *module, const std::string &name);
+  /// Queues fn<<<grid, block, shared>>>(params...) (params: pointers to each
+  /// argument's value, as cuLaunchKernel takes them).
+  void launchAsync(void *fn, unsigned grid, unsigned block, void **params, unsigned shared = 0,
+                   const char *what = "kernel");
+  /// Queued copies; uploadAsync's host buffer may be reused once it returns
+  /// (pageable memory is staged by the driver).
+  void uploadAsync(Ptr dst, const void *src, size_t bytes);
+  void copyAsync(Ptr dst, Ptr src, size_t bytes);
+  void memsetAsync(Ptr dst, unsigned value, size_t words); // 32-bit words
+  /// Waits for the stream, then copies to the host.
+  void downloadSync(void *dst, Ptr src, size_t bytes);
+  /// Waits for everything queued on the stream.
+  void synchronize();
+  /// Total and free device memory in bytes.
+  void memoryInfo(size_t &free, size_t &total);
+
 private:
   CudaDevice() = default;
   struct Api;
@@ -53,6 +74,8 @@ private:
   std::string name_;
   int major_ = 0, minor_ = 0, device_ = 0;
   void *context_ = nullptr;
+  void *stream_ = nullptr;
+  std::vector<void *> modules_;
   void check(int rc, const char *what) const;
 };
 

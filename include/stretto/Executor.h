@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -39,8 +40,10 @@ class ValueEnv {
 public:
   template <typename T> std::vector<std::vector<T>> &values();
 
-  // The compiled runtime's: this micro-batch's arena and value pointers.
-  std::vector<float> arena;
+  // The compiled runtime's: this micro-batch's arena (on the executor's
+  // device; the env must not outlive the executor) and value pointers.
+  std::shared_ptr<float> arena;
+  int64_t arenaFloats = 0;
   std::vector<float *> pointers;
 
 private:

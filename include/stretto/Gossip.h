@@ -19,6 +19,7 @@
 #define STRETTO_GOSSIP_H
 
 #include "stretto/Graph.h"
+#include "stretto/PlanExecutor.h"
 #include "stretto/RefExecutor.h"
 #include "stretto/Trainer.h"
 
@@ -79,6 +80,7 @@ struct GossipOptions {
   /// fused kernels instead of the reference executor.
   bool compiled = false;
   std::map<std::string, RefExecutor::KernelFn> kernels;
+  GemmPrecision gemmPrecision = GemmPrecision::F32; // compiled runtime's GEMMs
   int64_t microBatches = 1;    // micro-batches per local step
   int64_t evalInterval = 0;    // rounds between validation of the mean model; 0: never
   int64_t evalBatches = 4;

@@ -70,9 +70,10 @@ enum class OpKind {
   GossipMix,  // operands {z}; floats {alpha}: z_i - alpha * sum_j lambda_ij (z_i - z_j)
               // over this round's peers, through the executor's collective hook
   // --- compiled kernels (kernel dialect) -----------------------------------
-  Kernel,     // name: a compiled fused kernel; operands are its inputs; ints {1}
-              // when it sums its values over dims (kernel.reduce), {2} for a
-              // row kernel (kernel.rows), else elementwise
+  Kernel,     // name: a compiled fused kernel; operands are its inputs; ints
+              // {1, trailing} when it sums its values over dims (kernel.reduce;
+              // trailing=1: row sums, 0: column sums), {2} for a row kernel
+              // (kernel.rows), else elementwise
   Gemm,       // operands {a, b}; ints {transpose_a, transpose_b}; floats {alpha}
 };
 

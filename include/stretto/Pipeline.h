@@ -10,6 +10,7 @@
 #define STRETTO_PIPELINE_H
 
 #include "stretto/Graph.h"
+#include "stretto/PlanExecutor.h"
 #include "stretto/RefExecutor.h"
 #include "stretto/Trainer.h"
 
@@ -55,6 +56,7 @@ struct PipelineOptions {
   /// fused kernels instead of the reference executor.
   bool compiled = false;
   std::map<std::string, RefExecutor::KernelFn> kernels;
+  GemmPrecision gemmPrecision = GemmPrecision::F32; // compiled runtime's GEMMs
   uint64_t seed = 1337;
   /// Called by the last stage when a step's loss is known (progress lines).
   std::function<void(int64_t step, double loss)> onStep;

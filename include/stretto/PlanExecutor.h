@@ -1,19 +1,25 @@
-//===- PlanExecutor.h - the compiled CPU runtime ---------------*- C++ -*-===//
+//===- PlanExecutor.h - the compiled runtime -------------------*- C++ -*-===//
 //
 // Runs a Graph whose elementwise chains were fused into compiled kernels
 // (Kernel nodes) and whose matmuls became GEMMs (Gemm nodes), in f32 over
-// planned buffers:
+// planned buffers, on the host or on a CUDA GPU:
 //   * every intermediate lives in one arena per phase at an offset chosen by
 //     liveness (a value's bytes are reused once its last reader ran); the
 //     plan reports its peak;
 //   * states, gradient sums and constants are persistent f32 buffers; Reads
 //     alias the state, Reshape/Transfer alias their operand (no copies);
-//   * GEMMs go to BLAS (OpenBLAS), row ops (softmax, norms, attention,
+//   * host: GEMMs go to BLAS (OpenBLAS), row ops (softmax, norms, attention,
 //     cross-entropy, embedding, layout ops) are the runtime's own OpenMP
 //     loops, fused kernels are called through their C ABI;
+//   * CUDA (onCuda): the same plan in device memory, the generated kernels'
+//     CUDA C and the runtime's own ops compiled by NVRTC, GEMMs through
+//     cuBLASLt, everything queued on one stream;
+//   * GEMMs in f32, or in bf16 (operands rounded to bf16, products summed in
+//     f32, results f32) while weights, optimizer states and every other op
+//     stay f32 (f32 master weights);
 //   * evaluation runs only the nodes its outputs need (no backward pass).
-// The reference executor is its oracle (CompiledPathTest, PlanExecutorTest).
-// No MLIR here.
+// The reference executor is its oracle (CompiledPathTest, PlanExecutorTest,
+// CudaPlanTest on a GPU). No MLIR here.
 //
 //===----------------------------------------------------------------------===//
 #ifndef STRETTO_PLANEXECUTOR_H
@@ -41,15 +47,39 @@ struct PlanStats {
   }
 };
 
+/// The element type GEMMs read their operands in (results are f32).
+enum class GemmPrecision { F32, BF16 };
+
+/// The generated kernels for a CUDA device: the CUDA C translation unit of
+/// the model's fused kernels (CompiledKernels::cudaSource) and where NVRTC's
+/// results are cached.
+struct CudaKernelSet {
+  std::string source;
+  std::string cacheDir;
+};
+
+/// The CUDA runtime's own kernels (runtime/cuda/RuntimeOps.cu after the
+/// shared math), as NVRTC compiles them: for --dump and the NVRTC tests.
+std::string cudaRuntimeSource();
+
 class PlanExecutor final : public Executor {
 public:
   using KernelFn = void (*)(const void *const *inputs, void *const *outputs);
 
-  /// Throws std::runtime_error (naming the node) for what this runtime does
-  /// not run: f64/bf16 values, a Kernel node without a function in
-  /// `kernels`.
-  PlanExecutor(const Graph &graph, std::map<std::string, KernelFn> kernels);
+  /// The host device. Throws std::runtime_error (naming the node) for what
+  /// this runtime does not run: f64/bf16 values, a Kernel node without a
+  /// function in `kernels`.
+  PlanExecutor(const Graph &graph, std::map<std::string, KernelFn> kernels,
+               GemmPrecision gemm = GemmPrecision::F32);
+  /// CUDA device 0: null with `why` set when there is no usable driver,
+  /// device, NVRTC or cuBLASLt; throws like the host constructor, and when
+  /// a kernel does not compile.
+  static std::unique_ptr<PlanExecutor> onCuda(const Graph &graph, const CudaKernelSet &kernels,
+                                              GemmPrecision gemm, std::string &why);
   ~PlanExecutor() override;
+
+  /// "cpu" or the GPU's name.
+  std::string deviceName() const;
 
   /// Whether this runtime runs `graph`; if not, `why` says what it lacks.
   static bool supports(const Graph &graph, std::string &why);
@@ -86,8 +116,10 @@ public:
   void setProfiling(bool on);
   std::string profileReport() const;
 
+  struct Impl; // runtime/PlanImpl.h
+
 private:
-  struct Impl;
+  explicit PlanExecutor(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl;
 };
 

@@ -9,6 +9,7 @@
 #define STRETTO_TRAINER_H
 
 #include "stretto/Graph.h"
+#include "stretto/PlanExecutor.h"
 #include "stretto/RefExecutor.h"
 
 #include <cstdint>
@@ -65,6 +66,13 @@ struct TrainerOptions {
   bool profile = false;
   // Compiled fused kernels for Kernel nodes (empty: the graph has none).
   std::map<std::string, RefExecutor::KernelFn> kernels;
+  // Compiled runtime: GEMM operands in f32 or bf16 (f32 master weights).
+  GemmPrecision gemmPrecision = GemmPrecision::F32;
+  // Compiled runtime on CUDA device 0 when `cuda` is set and a device, its
+  // driver, NVRTC and cuBLASLt are there (else one line says why and the
+  // CPU trains): the same kernels as CUDA C, and NVRTC's cache folder.
+  bool cuda = false;
+  CudaKernelSet cudaKernels;
 };
 
 struct TrainSummary {

@@ -159,8 +159,8 @@ static LogicalResult lowerPhase(Block &block, Phase phase, Graph &g) {
         .Case([&](TransferOp o) { n.ints = {o.getFrom(), o.getTo()}; })
         .Case<kernel::ElementwiseOp, kernel::ReduceOp, kernel::RowsOp>([&](Operation *o) {
           n.name = o->getAttrOfType<StringAttr>("symbol").getValue().str();
-          if (isa<kernel::ReduceOp>(o))
-            n.ints = {1};
+          if (auto r = dyn_cast<kernel::ReduceOp>(o))
+            n.ints = {1, r.reducesTrailing() ? 1 : 0};
           if (isa<kernel::RowsOp>(o))
             n.ints = {2};
         })

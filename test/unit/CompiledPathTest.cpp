@@ -10,6 +10,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "stretto/Compiler/Lowering.h"
+#include "stretto/Device.h"
 #include "stretto/Frontend/Import.h"
 #include "stretto/Kernel/Compile.h"
 #include "stretto/PlanExecutor.h"
@@ -25,6 +26,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <random>
 
 using namespace stretto;
@@ -34,6 +36,7 @@ namespace {
 struct Compiled {
   Graph graph;
   std::map<std::string, RefExecutor::KernelFn> kernels;
+  std::string cudaSource;
 };
 
 Compiled compile(const std::string &toml, bool kernels, HostKernelCache &cache) {
@@ -53,6 +56,7 @@ Compiled compile(const std::string &toml, bool kernels, HostKernelCache &cache) 
     auto k = compileKernels(model, cache, error);
     EXPECT_TRUE(mlir::succeeded(k)) << error;
     c.kernels = k->functions;
+    c.cudaSource = k->cudaSource;
   }
   auto g = lowerToGraph(model);
   EXPECT_TRUE(mlir::succeeded(g));
@@ -215,6 +219,100 @@ train.model @r {
 
 const char *const kCaseNames[] = {"MlpSgd", "GptAdamW", "GptMuon", "GptSgd2BWDelayEF",
                                   "GptTwoMicroBatches"};
+
+// Five steps of `toml` on the reference executor and on `other` (built by
+// `make` from the compiled graph); the losses must agree within lossTol
+// (relative). Returns the losses of `other`.
+std::vector<double>
+trainBeside(const std::string &toml,
+            const std::function<std::unique_ptr<Executor>(Compiled &)> &make, double lossTol,
+            const char *name, bool *skipped = nullptr) {
+  std::string cacheDir = (std::filesystem::temp_directory_path() /
+                          ("stretto-kcache-" + std::to_string(::getpid())))
+                             .string();
+  HostKernelCache cache(cacheDir);
+  Compiled ref = compile(toml, false, cache), fast = compile(toml, true, cache);
+  std::unique_ptr<Executor> other = make(fast);
+  std::vector<double> losses;
+  if (!other) {
+    if (skipped)
+      *skipped = true;
+    std::filesystem::remove_all(cacheDir);
+    return losses;
+  }
+  DataConfig dc;
+  dc.format = toml.find("kjv") != std::string::npos ? "text" : "synthetic";
+  dc.path = STRETTO_SOURCE_DIR "/data/kjv.txt";
+  auto data = makeDataSource(ref.graph, dc, toml.find("kjv") != std::string::npos ? 128 : 4);
+  int64_t micro = toml.find("micro_batches = 2") != std::string::npos ? 2 : 1;
+  RefExecutor a(ref.graph, Precision::F32);
+  a.initialize(7);
+  other->initialize(7);
+  for (int step = 0; step < 5; ++step) {
+    double la = 0, lb = 0;
+    for (int64_t k = 0; k < micro; ++k) {
+      auto batch = data->batch(Split::Train, uint64_t(step * micro + k));
+      la += a.microStep(batch).outputs.at(0);
+      lb += other->microStep(batch).outputs.at(0);
+    }
+    a.update();
+    other->update();
+    EXPECT_NEAR(la, lb, lossTol * (1 + std::fabs(la))) << name << ", step " << step;
+    losses.push_back(lb);
+  }
+  auto val = data->batch(Split::Val, 0);
+  double va = a.evaluate(val).outputs.at(0);
+  EXPECT_NEAR(va, other->evaluate(val).outputs.at(0), lossTol * (1 + std::fabs(va))) << name;
+  std::filesystem::remove_all(cacheDir);
+  return losses;
+}
+
+// bf16 GEMMs with f32 master weights on the host: operands rounded to bf16,
+// products summed in f32. Training stays within 2% of the f32 reference's
+// losses, and differs from the f32 compiled run (the mode is not a no-op).
+TEST_P(CompiledPath, Bf16GemmsTrainCloseToF32) {
+  std::vector<double> f32 = trainBeside(
+      GetParam(),
+      [](Compiled &c) { return std::make_unique<PlanExecutor>(c.graph, c.kernels); }, 1e-4,
+      "compiled f32");
+  std::vector<double> bf16 = trainBeside(
+      GetParam(),
+      [](Compiled &c) {
+        return std::make_unique<PlanExecutor>(c.graph, c.kernels, GemmPrecision::BF16);
+      },
+      2e-2, "compiled bf16 GEMMs");
+  ASSERT_EQ(f32.size(), bf16.size());
+  double diff = 0;
+  for (size_t k = 0; k < f32.size(); ++k)
+    diff = std::max(diff, std::fabs(f32[k] - bf16[k]));
+  EXPECT_GT(diff, 1e-7) << "bf16 GEMMs gave the f32 losses bit for bit";
+}
+
+// The compiled runtime on a CUDA GPU (CudaPlan.cpp: NVRTC kernels, cuBLASLt
+// GEMMs) trains like the reference, in f32 and with bf16 GEMMs. Skipped
+// where there is no GPU, driver, NVRTC or cuBLASLt.
+TEST_P(CompiledPath, CudaDeviceTrainsLikeTheReference) {
+  CudaProbe probe = probeCuda();
+  if (!probe.available)
+    GTEST_SKIP() << "no CUDA device for the compiled runtime: " << probe.reason;
+  std::string why;
+  std::string cacheDir = (std::filesystem::temp_directory_path() /
+                          ("stretto-ccache-" + std::to_string(::getpid())))
+                             .string();
+  for (GemmPrecision gp : {GemmPrecision::F32, GemmPrecision::BF16}) {
+    bool skipped = false;
+    trainBeside(
+        GetParam(),
+        [&](Compiled &c) -> std::unique_ptr<Executor> {
+          return PlanExecutor::onCuda(c.graph, CudaKernelSet{c.cudaSource, cacheDir}, gp, why);
+        },
+        gp == GemmPrecision::F32 ? 1e-4 : 2e-2,
+        gp == GemmPrecision::F32 ? "CUDA f32" : "CUDA bf16 GEMMs", &skipped);
+    if (skipped)
+      GTEST_SKIP() << "no CUDA device for the compiled runtime: " << why;
+  }
+  std::filesystem::remove_all(cacheDir);
+}
 
 INSTANTIATE_TEST_SUITE_P(
     Models, CompiledPath,

@@ -12,6 +12,7 @@
 #include "stretto/Kernel/Compile.h"
 #include "stretto/Kernel/Emitter.h"
 #include "stretto/Kernel/Passes.h"
+#include "stretto/PlanExecutor.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
@@ -123,6 +124,38 @@ TEST(NvrtcTest, GptTinyKernelsCompileForSm90AndSm80) {
     std::printf("[nvrtc] %s: %zu kernels (%d update, %d row sums, %d column sums), max %d "
                 "registers, %d with spills\n",
                 arch, kernels.size(), update, rowSums, columnSums, maxRegs, spills);
+  }
+#endif
+}
+
+// The CUDA runtime's own kernels (runtime/cuda/RuntimeOps.cu: layout ops,
+// sums, rows, embedding, cross-entropy, Newton-Schulz steps, bf16 rounding)
+// compile for both archs without spills.
+TEST(NvrtcTest, RuntimeKernelsCompileForSm90AndSm80) {
+#ifndef STRETTO_HAVE_NVRTC
+  GTEST_SKIP() << "CUDA toolkit not found at configure time (STRETTO_HAVE_CUDA=OFF)";
+#else
+  KernelSource ops;
+  ops.name = "runtime-ops";
+  ops.cuda = cudaRuntimeSource();
+  std::regex fn(R"(Function properties for (\w+))"), spill(R"((\d+) bytes spill stores, (\d+) bytes spill loads)");
+  for (const char *arch : {"sm_90", "sm_80"}) {
+    NvrtcResult r = compile(ops, arch);
+    ASSERT_TRUE(r.ok) << arch << ":\n" << r.log;
+    int functions = 0;
+    for (auto it = std::sregex_iterator(r.log.begin(), r.log.end(), fn);
+         it != std::sregex_iterator(); ++it)
+      ++functions;
+    // Every extern "C" __global__ of RuntimeOps.cu is in the cubin.
+    size_t declared = 0;
+    for (size_t at = ops.cuda.find("__global__"); at != std::string::npos;
+         at = ops.cuda.find("__global__", at + 1))
+      ++declared;
+    EXPECT_GE(functions, static_cast<int>(declared)) << r.log;
+    for (auto it = std::sregex_iterator(r.log.begin(), r.log.end(), spill);
+         it != std::sregex_iterator(); ++it)
+      EXPECT_TRUE(std::stoi((*it)[1]) == 0 && std::stoi((*it)[2]) == 0) << arch << ":\n" << r.log;
+    std::printf("[nvrtc] %s: %zu runtime kernels compiled\n", arch, declared);
   }
 #endif
 }

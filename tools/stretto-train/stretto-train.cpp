@@ -56,11 +56,15 @@ static cl::opt<std::string> dumpDir("dump", cl::desc("Write the IR after every p
                                     cl::init(""), cl::cat(cat));
 static cl::opt<bool> resume("resume", cl::desc("Continue from <out>/checkpoint.bin"), cl::cat(cat));
 static cl::opt<std::string> device("device",
-                                   cl::desc("cpu | cuda | auto (no CUDA runtime yet: cuda and "
-                                            "auto report the GPU they find and use the CPU)"),
+                                   cl::desc("cpu | cuda | auto (auto: CUDA device 0 when a GPU, "
+                                            "its driver, NVRTC and cuBLASLt are found, else "
+                                            "the CPU; cuda: says why when it falls back)"),
                                    cl::init("auto"),
                                    cl::cat(cat));
-static cl::opt<std::string> precision("precision", cl::desc("Reference executor precision: f32 | f64"),
+static cl::opt<std::string> precision("precision",
+                                      cl::desc("f32 | bf16 (compiled runtime: GEMM operands in "
+                                               "bf16, f32 master weights and everything else) "
+                                               "| f64 (reference executor)"),
                                       cl::init("f32"), cl::cat(cat));
 static cl::list<std::string> killReplica(
     "kill-replica", cl::desc("Gossip/DiLoCo fault injection: replica R dies at the start of "
@@ -124,6 +128,7 @@ static int runPipelined(const Graph &graph, DataSource &data, const TrainerOptio
   po.precision = opt.precision;
   po.compiled = opt.compiled;
   po.kernels = opt.kernels;
+  po.gemmPrecision = opt.gemmPrecision;
   po.seed = opt.seed;
   auto t0 = std::chrono::steady_clock::now();
   std::ofstream metrics;
@@ -183,18 +188,25 @@ int main(int argc, char **argv) {
 
   if (device != "cpu" && device != "auto" && device != "cuda")
     return fail("--device must be cpu, cuda or auto, got '" + device + "'");
-  // Stretto has no CUDA runtime yet (issue 4): whatever the probe finds,
-  // training runs on the CPU, and --device=cuda says why in one line.
+  // The compiled runtime runs on CUDA device 0 when one is found (auto,
+  // cuda); without one, training runs on the CPU and --device=cuda says why
+  // in one line.
   std::string deviceNote;
+  bool useCuda = false;
   if (device != "cpu") {
     CudaProbe cuda = probeCuda();
-    deviceNote = cuda.available ? "found " + cuda.name + ", but Stretto's CUDA runtime is not built yet"
-                                : cuda.reason;
-    if (device == "cuda")
+    useCuda = cuda.available;
+    deviceNote = cuda.available ? "found " + cuda.name : cuda.reason;
+    if (device == "cuda" && !cuda.available)
       llvm::errs() << "stretto-train: --device=cuda: " << deviceNote << "; training on the CPU\n";
   }
-  if (precision != "f32" && precision != "f64")
-    return fail("--precision must be f32 or f64, got '" + precision + "'");
+  auto cpuOnly = [&](const std::string &why) {
+    if (useCuda && device == "cuda")
+      llvm::errs() << "stretto-train: --device=cuda: " << why << "; training on the CPU\n";
+    useCuda = false;
+  };
+  if (precision != "f32" && precision != "f64" && precision != "bf16")
+    return fail("--precision must be f32, bf16 or f64, got '" + precision + "'");
 
   if (executor != "compiled" && executor != "reference")
     return fail("--executor must be reference or compiled, got '" + executor + "'");
@@ -222,9 +234,12 @@ int main(int argc, char **argv) {
     return 1;
   train::ModelOp model = loaded->model;
   OwningOpRef<ModuleOp> &module = loaded->module;
-  if (exec == "compiled" && precision != "f32" && !useReference("computes in f32 only"))
-    return fail("--executor=compiled: the compiled runtime computes in f32 only; use "
-                "--executor=reference");
+  if (exec == "compiled" && precision == "f64" && !useReference("computes in f32 (and bf16) only"))
+    return fail("--executor=compiled: the compiled runtime computes in f32 (and bf16 GEMMs) "
+                "only; use --executor=reference");
+  if (exec == "reference" && precision == "bf16")
+    return fail("--precision=bf16 is a mode of the compiled runtime; the reference executor "
+                "computes in f32 or f64");
 
   // Passes: the full pipeline on a model-level description; a step that was
   // already compiled (it writes state) is run as it is.
@@ -342,10 +357,11 @@ int main(int argc, char **argv) {
       // Every kernel's C++ and CUDA C source, and the runtime's buffer plan.
       std::ofstream(dumpDir + "/kernels.cpp") << compiledKernels->cppSource;
       std::ofstream(dumpDir + "/kernels.cu") << compiledKernels->cudaSource;
+      std::ofstream(dumpDir + "/runtime-ops.cu") << cudaRuntimeSource();
       try {
         PlanExecutor plan(*graph, kernels);
         std::ofstream(dumpDir + "/plan.txt") << plan.describe();
-        extra = ", kernel/ (kernel passes), kernels.cpp, kernels.cu, plan.txt";
+        extra = ", kernel/ (kernel passes), kernels.cpp, kernels.cu, runtime-ops.cu, plan.txt";
       } catch (const std::exception &e) {
         return fail(e.what());
       }
@@ -388,6 +404,15 @@ int main(int argc, char **argv) {
                     "uses the reference executor\n";
   opt.kernels = kernels;
   opt.compiled = exec == "compiled";
+  opt.gemmPrecision = precision == "bf16" ? GemmPrecision::BF16 : GemmPrecision::F32;
+  if (!opt.compiled)
+    cpuOnly("the reference executor runs on the CPU");
+  else if (!graph->outer.empty() || model.getTrainerInt("stages", 1) > 1)
+    cpuOnly("pipelined and gossip runs use the CPU runtime so far");
+  if (useCuda && compiledKernels) {
+    opt.cuda = true;
+    opt.cudaKernels = CudaKernelSet{compiledKernels->cudaSource, cacheDirectory()};
+  }
 
   int64_t vocab = 256;
   DataConfig data = dataConfigOf(model, modelPath, vocab);
@@ -407,8 +432,8 @@ int main(int argc, char **argv) {
                  << graph->nodes.size() << " ops per step; optimizer "
                  << model.getTrainerString("optimizer", "adamw") << "\n"
                  << "data: " << source->describe() << "\n"
-                 << "device: cpu (" << exec << " executor, " << precision << ")"
-                 << (deviceNote.empty() ? "" : "; " + deviceNote) << "\n";
+                 << "device: " << (opt.cuda ? "cuda" : "cpu") << " (" << exec << " executor, "
+                 << precision << ")" << (deviceNote.empty() ? "" : "; " + deviceNote) << "\n";
     llvm::outs().flush();
   }
   // --- decentralized data parallelism (issue 6) ------------------------------
@@ -424,6 +449,7 @@ int main(int argc, char **argv) {
     g.precision = opt.precision;
     g.compiled = opt.compiled;
     g.kernels = opt.kernels;
+    g.gemmPrecision = opt.gemmPrecision;
     g.microBatches = model.getTrainerInt("micro_batches", 1);
     g.evalInterval = std::max<int64_t>(1, opt.evalInterval / maxH);
     g.evalBatches = opt.evalBatches;

@@ -1,0 +1,180 @@
+//===- CublasLt.cpp - cuBLASLt GEMMs through dlopen -----------------------===//
+#include "CublasLt.h"
+
+#include "stretto/CudaDriver.h"
+
+#include <dlfcn.h>
+
+#include <stdexcept>
+#include <vector>
+
+namespace stretto {
+
+using namespace cublaslt;
+
+struct CublasLt::Api {
+  void *lib = nullptr;
+  int (*create)(void **) = nullptr;
+  int (*destroy)(void *) = nullptr;
+  int (*descCreate)(void **, int, int) = nullptr;
+  int (*descDestroy)(void *) = nullptr;
+  int (*descSet)(void *, int, const void *, size_t) = nullptr;
+  int (*layoutCreate)(void **, int, uint64_t, uint64_t, int64_t) = nullptr;
+  int (*layoutDestroy)(void *) = nullptr;
+  int (*layoutSet)(void *, int, const void *, size_t) = nullptr;
+  int (*prefCreate)(void **) = nullptr;
+  int (*prefDestroy)(void *) = nullptr;
+  int (*prefSet)(void *, int, const void *, size_t) = nullptr;
+  int (*heuristic)(void *, void *, void *, void *, void *, void *, void *, int, HeuristicResult *,
+                   int *) = nullptr;
+  int (*matmul)(void *, void *, const void *, const void *, void *, const void *, void *,
+                const void *, const void *, void *, void *, void *, const Algo *, void *, size_t,
+                void *) = nullptr;
+  const char *(*statusName)(int) = nullptr;
+  std::string missing;
+
+  bool load() {
+    for (const char *name : {"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so"})
+      if ((lib = dlopen(name, RTLD_NOW | RTLD_LOCAL)))
+        break;
+    if (!lib)
+      return false;
+    auto sym = [&](auto &fn, const char *name) {
+      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(lib, name));
+      if (!fn && missing.empty())
+        missing = name;
+    };
+    sym(create, "cublasLtCreate");
+    sym(destroy, "cublasLtDestroy");
+    sym(descCreate, "cublasLtMatmulDescCreate");
+    sym(descDestroy, "cublasLtMatmulDescDestroy");
+    sym(descSet, "cublasLtMatmulDescSetAttribute");
+    sym(layoutCreate, "cublasLtMatrixLayoutCreate");
+    sym(layoutDestroy, "cublasLtMatrixLayoutDestroy");
+    sym(layoutSet, "cublasLtMatrixLayoutSetAttribute");
+    sym(prefCreate, "cublasLtMatmulPreferenceCreate");
+    sym(prefDestroy, "cublasLtMatmulPreferenceDestroy");
+    sym(prefSet, "cublasLtMatmulPreferenceSetAttribute");
+    sym(heuristic, "cublasLtMatmulAlgoGetHeuristic");
+    sym(matmul, "cublasLtMatmul");
+    sym(statusName, "cublasLtGetStatusName");
+    return missing.empty();
+  }
+};
+
+// One GEMM shape's descriptors and chosen algorithm.
+struct CublasLt::Plan {
+  Api *api = nullptr;
+  void *desc = nullptr, *a = nullptr, *b = nullptr, *c = nullptr;
+  Algo algo{};
+  ~Plan() {
+    for (void *l : {a, b, c})
+      if (l)
+        api->layoutDestroy(l);
+    if (desc)
+      api->descDestroy(desc);
+  }
+};
+
+namespace {
+std::string shapeText(const GemmCall &g) {
+  return std::to_string(g.batch) + "x[" + std::to_string(g.m) + "x" + std::to_string(g.k) +
+         (g.ta ? "^T" : "") + "]x[" + std::to_string(g.k) + "x" + std::to_string(g.n) +
+         (g.tb ? "^T" : "") + "] " + (g.bf16 ? "bf16" : "f32") + " strides " +
+         std::to_string(g.strideA) + "/" + std::to_string(g.strideB) + "/" +
+         std::to_string(g.strideC);
+}
+} // namespace
+
+std::unique_ptr<CublasLt> CublasLt::open(CudaDevice &device, std::string &why) {
+  std::unique_ptr<CublasLt> lt(new CublasLt);
+  lt->device_ = &device;
+  lt->api_ = std::make_unique<Api>();
+  if (!lt->api_->load()) {
+    why = lt->api_->lib ? "libcublasLt lacks " + lt->api_->missing
+                        : "cuBLASLt not found (libcublasLt.so.13)";
+    return nullptr;
+  }
+  if (int rc = lt->api_->create(&lt->handle_); rc != 0) {
+    why = "cublasLtCreate failed with status " + std::to_string(rc);
+    return nullptr;
+  }
+  lt->workspaceBytes_ = size_t(32) << 20;
+  lt->workspace_ = device.alloc(lt->workspaceBytes_);
+  return lt;
+}
+
+CublasLt::~CublasLt() {
+  plans_.clear();
+  if (handle_)
+    api_->destroy(handle_);
+  if (workspace_) {
+    try {
+      device_->synchronize();
+      device_->free(workspace_);
+    } catch (...) {
+    }
+  }
+}
+
+// Row-major C [m, n] = op(A) op(B) is column-major C^T = op(B)^T op(A)^T:
+// cuBLASLt multiplies B' = our B (n x k, column-major view) by A' = our A.
+CublasLt::Plan &CublasLt::planFor(const GemmCall &g) {
+  std::string key = shapeText(g) + " a" + std::to_string(g.alpha);
+  auto it = plans_.find(key);
+  if (it != plans_.end())
+    return *it->second;
+  auto p = std::make_unique<Plan>();
+  p->api = api_.get();
+  Api &a = *api_;
+  auto ok = [&](int rc, const char *what) {
+    if (rc != 0)
+      throw std::runtime_error(std::string("cuBLASLt ") + what + " failed (" +
+                               (a.statusName ? a.statusName(rc) : std::to_string(rc).c_str()) +
+                               ") for GEMM " + shapeText(g));
+  };
+  ok(a.descCreate(&p->desc, kComputeF32, kR32F), "matmul descriptor");
+  int opA = g.tb ? kOpT : kOpN, opB = g.ta ? kOpT : kOpN; // cuBLASLt's A is our B
+  ok(a.descSet(p->desc, kDescTransA, &opA, sizeof opA), "transa");
+  ok(a.descSet(p->desc, kDescTransB, &opB, sizeof opB), "transb");
+  int inType = g.bf16 ? kR16BF : kR32F;
+  // Stored (column-major) shapes: our B is [k, n] row-major = n x k col-major
+  // (or k x n when transposed); our A likewise; C is n x m.
+  auto layout = [&](void **l, int type, int64_t rows, int64_t cols, int64_t stride) {
+    ok(a.layoutCreate(l, type, rows, cols, rows), "matrix layout");
+    if (g.batch > 1) {
+      int32_t count = static_cast<int32_t>(g.batch);
+      ok(a.layoutSet(*l, kLayoutBatchCount, &count, sizeof count), "batch count");
+      ok(a.layoutSet(*l, kLayoutBatchStride, &stride, sizeof stride), "batch stride");
+    }
+  };
+  layout(&p->a, inType, g.tb ? g.k : g.n, g.tb ? g.n : g.k, g.strideB);
+  layout(&p->b, inType, g.ta ? g.m : g.k, g.ta ? g.k : g.m, g.strideA);
+  layout(&p->c, kR32F, g.n, g.m, g.strideC);
+  void *pref = nullptr;
+  ok(a.prefCreate(&pref), "preference");
+  uint64_t ws = workspaceBytes_;
+  a.prefSet(pref, kPrefMaxWorkspace, &ws, sizeof ws);
+  HeuristicResult result{};
+  int found = 0;
+  int rc = a.heuristic(handle_, p->desc, p->a, p->b, p->c, p->c, pref, 1, &result, &found);
+  a.prefDestroy(pref);
+  ok(rc, "algorithm heuristic");
+  if (found == 0)
+    throw std::runtime_error("cuBLASLt has no algorithm for GEMM " + shapeText(g));
+  p->algo = result.algo;
+  return *plans_.emplace(key, std::move(p)).first->second;
+}
+
+void CublasLt::gemm(const GemmCall &g, const void *a, const void *b, float *c) {
+  Plan &p = planFor(g);
+  const float beta = 0.0f;
+  int rc = api_->matmul(handle_, p.desc, &g.alpha, b, p.a, a, p.b, &beta, c, p.c, c, p.c, &p.algo,
+                        reinterpret_cast<void *>(workspace_), workspaceBytes_, device_->stream());
+  if (rc != 0)
+    throw std::runtime_error(std::string("cublasLtMatmul failed (") +
+                             (api_->statusName ? api_->statusName(rc) : "?") + ") for GEMM " +
+                             shapeText(g));
+}
+
+} // namespace stretto

@@ -1,0 +1,81 @@
+//===- CublasLt.h - cuBLASLt GEMMs through dlopen (internal) ----*- C++ -*-===//
+//
+// Row-major, strided-batched GEMMs C[b] = alpha op(A[b]) op(B[b]) on a
+// CUDA stream, in f32 (CUBLAS_COMPUTE_32F: no TF32) or with bf16 operands
+// (CUDA_R_16BF A and B, f32 accumulation, f32 C). libcublasLt.so is loaded
+// at run time like the driver; the few enum values and signatures used are
+// declared in CublasLt.cpp and checked against <cublasLt.h> by
+// CublasLtAbiTest wherever the toolkit's headers are installed. No MLIR.
+//
+//===----------------------------------------------------------------------===//
+#ifndef STRETTO_RUNTIME_CUBLASLT_H
+#define STRETTO_RUNTIME_CUBLASLT_H
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <tuple>
+
+namespace stretto {
+
+class CudaDevice;
+
+namespace cublaslt {
+// Values from cublasLt.h / cublas_api.h / library_types.h (CUDA 12 and 13);
+// CublasLtAbiTest compares them with the headers.
+constexpr int kComputeF32 = 68;        // CUBLAS_COMPUTE_32F
+constexpr int kR32F = 0;               // CUDA_R_32F
+constexpr int kR16BF = 14;             // CUDA_R_16BF
+constexpr int kOpN = 0, kOpT = 1;      // CUBLAS_OP_N, CUBLAS_OP_T
+constexpr int kDescTransA = 3;         // CUBLASLT_MATMUL_DESC_TRANSA
+constexpr int kDescTransB = 4;         // CUBLASLT_MATMUL_DESC_TRANSB
+constexpr int kLayoutBatchCount = 5;   // CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT
+constexpr int kLayoutBatchStride = 6;  // CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET
+constexpr int kPrefMaxWorkspace = 1;   // CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES
+struct Algo {
+  uint64_t data[8];
+};
+struct HeuristicResult { // cublasLtMatmulHeuristicResult_t
+  Algo algo;
+  size_t workspaceSize;
+  int state;
+  float wavesCount;
+  int reserved[4];
+};
+} // namespace cublaslt
+
+struct GemmCall {
+  int64_t batch = 1, m = 0, n = 0, k = 0;
+  bool ta = false, tb = false;
+  int64_t strideA = 0, strideB = 0, strideC = 0; // elements between batch items (0: shared)
+  bool bf16 = false; // A and B hold bf16 (uint16) values
+  float alpha = 1.0f;
+};
+
+class CublasLt {
+public:
+  /// Null (and `why`) without libcublasLt or when it cannot start.
+  static std::unique_ptr<CublasLt> open(CudaDevice &device, std::string &why);
+  ~CublasLt();
+  /// Queues the GEMM on the device's stream. Throws std::runtime_error
+  /// naming the shape when cuBLASLt has no algorithm or fails.
+  void gemm(const GemmCall &g, const void *a, const void *b, float *c);
+
+  struct Api;
+  struct Plan;
+
+private:
+  CublasLt() = default;
+  CudaDevice *device_ = nullptr;
+  std::unique_ptr<Api> api_;
+  void *handle_ = nullptr;
+  unsigned long long workspace_ = 0;
+  size_t workspaceBytes_ = 0;
+  std::map<std::string, std::unique_ptr<Plan>> plans_; // by shape
+  Plan &planFor(const GemmCall &g);
+};
+
+} // namespace stretto
+
+#endif

@@ -1,0 +1,557 @@
+//===- CudaPlan.cpp - the compiled runtime on a CUDA GPU ------------------===//
+//
+// The plan executor's CUDA device: every buffer of the plan (states,
+// gradient sums, constants, the arenas) in device memory, every node queued
+// on one stream:
+//   * Kernel nodes: the generated CUDA C of the model's fused kernels (the
+//     bodies the CPU runs), compiled by NVRTC for this GPU's arch through
+//     CudaKernelCache, launched with KernelSource's contract;
+//   * Gemm / Matmul / Attention's products / Newton-Schulz: cuBLASLt, f32
+//     or with bf16 operands (rounded by st_to_bf16, summed in f32);
+//   * everything else: runtime/cuda/RuntimeOps.cu, compiled the same way.
+// The host waits for the stream only where it needs a value: the step's
+// results (Yield), ids it checks, a gossip exchange, gradients and states
+// it reads. No MLIR here.
+//
+//===----------------------------------------------------------------------===//
+
+#include "CublasLt.h"
+#include "PlanImpl.h"
+#include "stretto/CudaDriver.h"
+#include "stretto/CudaJit.h"
+
+#include "RuntimeOpsText.h"
+#include "stretto/Support/KernelMathText.h"
+
+#include <cstring>
+#include <set>
+
+namespace stretto {
+
+using namespace ops;
+using namespace planning;
+
+namespace {
+
+using Ptr = CudaDevice::Ptr;
+
+inline Ptr dptr(const void *p) { return reinterpret_cast<Ptr>(p); }
+
+// Op codes of RuntimeOps.cu's st_unary / st_binary.
+int unaryCode(OpKind k) {
+  switch (k) {
+  case OpKind::Neg: return 0;
+  case OpKind::Exp: return 1;
+  case OpKind::Log: return 2;
+  case OpKind::Sqrt: return 3;
+  case OpKind::Rsqrt: return 4;
+  case OpKind::Tanh: return 5;
+  case OpKind::Cos: return 6;
+  case OpKind::Gelu: return 7;
+  default: return 8; // Relu
+  }
+}
+int binaryCode(OpKind k) {
+  switch (k) {
+  case OpKind::Add: return 0;
+  case OpKind::Sub: return 1;
+  case OpKind::Mul: return 2;
+  case OpKind::Div: return 3;
+  case OpKind::Max: return 4;
+  case OpKind::Min: return 5;
+  case OpKind::Pow: return 6;
+  default: return 7; // Gt
+  }
+}
+
+// RuntimeOps.cu's StSpace: an index space and two operands' strides in it.
+struct StSpace {
+  int rank = 0;
+  int64_t dims[8] = {0};
+  int64_t a[8] = {0};
+  int64_t b[8] = {0};
+};
+
+StSpace spaceOf(const Shape &out, const std::vector<int64_t> &sa,
+                const std::vector<int64_t> &sb = {}) {
+  if (out.size() > 8)
+    throw std::runtime_error("the CUDA runtime handles layouts of up to 8 dims, not " +
+                             std::to_string(out.size()));
+  StSpace s;
+  s.rank = static_cast<int>(out.size());
+  for (size_t d = 0; d < out.size(); ++d) {
+    s.dims[d] = out[d];
+    s.a[d] = sa[d];
+    s.b[d] = sb.empty() ? 0 : sb[d];
+  }
+  return s;
+}
+
+} // namespace
+
+std::string cudaRuntimeSource() {
+  return std::string("#define ST_FN static __device__ __forceinline__\n"
+                     "ST_FN float st_float_bits(int b) { return __int_as_float(b); }\n") +
+         kKernelMathText + kRuntimeOpsText;
+}
+
+namespace {
+
+class CudaPlanDevice final : public PlanDevice {
+public:
+  std::unique_ptr<CudaDevice> gpu;
+  std::unique_ptr<CublasLt> blas;
+  void *opsModule = nullptr, *modelModule = nullptr;
+  std::map<std::string, void *> fns;       // runtime ops, by name
+  std::map<std::string, void *> kernelFns; // generated kernels, by name
+  std::string deviceName;
+  std::vector<float> staging; // host values on their way up
+  // Device scratch: bf16 GEMM operands, attention scores, Newton-Schulz.
+  DeviceBuffer scratch;
+
+  ~CudaPlanDevice() override {
+    if (!gpu)
+      return;
+    try {
+      gpu->synchronize();
+      if (scratch.data)
+        gpu->free(dptr(scratch.data));
+    } catch (...) {
+    }
+    blas.reset();
+  }
+
+  const char *name() const override { return deviceName.c_str(); }
+  bool hasKernel(const std::string &name) const override { return kernelFns.count(name) != 0; }
+  float *alloc(int64_t n) override {
+    Ptr p = gpu->alloc(static_cast<size_t>(alignUp(n)) * sizeof(float));
+    gpu->memsetAsync(p, 0, static_cast<size_t>(alignUp(n)));
+    return reinterpret_cast<float *>(p);
+  }
+  void release(float *p) override {
+    gpu->synchronize();
+    gpu->free(dptr(p));
+  }
+  void upload(float *dst, const float *host, int64_t n) override {
+    gpu->uploadAsync(dptr(dst), host, sizeof(float) * n);
+  }
+  void download(float *host, const float *src, int64_t n) override {
+    gpu->downloadSync(host, dptr(src), sizeof(float) * n);
+  }
+  void copy(float *dst, const float *src, int64_t n) override {
+    gpu->copyAsync(dptr(dst), dptr(src), sizeof(float) * n);
+  }
+  void accumulate(float *dst, const float *src, int64_t n) override {
+    launch("st_accumulate", n, n, dst, src);
+  }
+  void divide(float *dst, int64_t n, float d) override { launch("st_divide", n, n, dst, d); }
+  void finish() override { gpu->synchronize(); }
+  void exec(PlanExecutor::Impl &rt, const PhasePlan &p, int i, const TensorMap &inputs, int64_t t,
+            StepResult &result) override;
+
+  // Queues runtime op `name` over `items` work items (grid-stride loops)
+  // with the given arguments (by value, in the kernel's order).
+  template <typename... Args> void launch(const char *name, int64_t items, Args... args) {
+    launchShaped(name, gridFor(items, 256), 256, args...);
+  }
+  template <typename... Args>
+  void launchShaped(const char *name, unsigned grid, unsigned block, Args... args) {
+    void *params[] = {static_cast<void *>(&args)...};
+    gpu->launchAsync(fn(name), grid, block, params, 0, name);
+  }
+  static unsigned gridFor(int64_t items, unsigned block) {
+    int64_t g = (std::max<int64_t>(items, 1) + block - 1) / block;
+    return static_cast<unsigned>(std::min<int64_t>(g, 65535));
+  }
+  void *fn(const char *name) {
+    auto it = fns.find(name);
+    if (it != fns.end())
+      return it->second;
+    void *f = gpu->function(opsModule, name);
+    if (!f)
+      throw std::runtime_error(std::string("the CUDA runtime's kernels lack ") + name);
+    return fns[name] = f;
+  }
+  // `floats` of device scratch (contents not kept across calls).
+  float *scratchFloats(int64_t floats) {
+    if (scratch.size < floats) {
+      if (scratch.data) { // queued work may still use it (grows only early on)
+        gpu->synchronize();
+        gpu->free(dptr(scratch.data));
+      }
+      scratch.size = alignUp(floats);
+      scratch.data = reinterpret_cast<float *>(gpu->alloc(scratch.size * sizeof(float)));
+    }
+    return scratch.data;
+  }
+  // A GEMM through cuBLASLt; bf16: both operands rounded into `bf16At`
+  // (device scratch, after any floats the caller keeps there).
+  void gemm(GemmCall g, const float *a, int64_t aCount, const float *b, int64_t bCount, float *c,
+            bool bf16, int64_t scratchUsed = 0) {
+    if (!bf16) {
+      blas->gemm(g, a, b, c);
+      return;
+    }
+    // Two bf16 values per float of scratch.
+    int64_t aF = alignUp((aCount + 1) / 2), bF = alignUp((bCount + 1) / 2);
+    float *base = scratchFloats(scratchUsed + aF + bF) + scratchUsed;
+    void *a16 = base, *b16 = base + aF;
+    launch("st_to_bf16", aCount, aCount, a, a16);
+    launch("st_to_bf16", bCount, bCount, b, b16);
+    g.bf16 = true;
+    blas->gemm(g, a16, b16, c);
+  }
+  std::vector<float> fetch(const float *src, int64_t n) {
+    std::vector<float> v(n);
+    download(v.data(), src, n);
+    return v;
+  }
+};
+
+void CudaPlanDevice::exec(PlanExecutor::Impl &rt, const PhasePlan &p, int i,
+                          const TensorMap &inputs, int64_t t, StepResult &result) {
+  const std::vector<Node> &nodes = rt.graph.phase(p.phase);
+  const Node &n = nodes[i];
+  float *out = rt.val[i];
+  auto in = [&](int k) -> const float * { return rt.val[n.operands[k]]; };
+  auto inShape = [&](int k) -> const Shape & { return nodes[n.operands[k]].shape; };
+  const int64_t count = numElements(n.shape);
+  const bool bf16 = rt.gemmPrecision == GemmPrecision::BF16;
+  // Ids are checked on the host (a wait for the stream; they are small).
+  auto checkIds = [&](int operand, int64_t limit, const char *what) {
+    int64_t rows = numElements(inShape(operand));
+    std::vector<float> ids = fetch(in(operand), rows);
+    rt.checkIds(i, ids.data(), rows, limit, what);
+  };
+
+  if (isBinary(n.kind)) {
+    StSpace s = spaceOf(n.shape, broadcastStrides(inShape(0), n.shape),
+                        broadcastStrides(inShape(1), n.shape));
+    launch("st_binary_op", count, binaryCode(n.kind), count, in(0), in(1), out, s);
+    return;
+  }
+  if (isUnary(n.kind)) {
+    StSpace s;
+    if (inShape(0) != n.shape)
+      s = spaceOf(n.shape, broadcastStrides(inShape(0), n.shape));
+    launch("st_unary_op", count, unaryCode(n.kind), count, in(0), out, s);
+    return;
+  }
+
+  switch (n.kind) {
+  case OpKind::Input: {
+    const std::vector<double> &src = inputs.at(n.name).data;
+    staging.assign(src.begin(), src.begin() + count);
+    upload(out, staging.data(), count);
+    return;
+  }
+  case OpKind::Read:
+    if (p.slots[i].where == Where::Arena) // a copy (see plan)
+      copy(out, rt.readSource(n).data, count);
+    return;
+  case OpKind::Reshape:
+  case OpKind::Transfer:
+  case OpKind::Constant:
+  case OpKind::AccumulatedGrad:
+  case OpKind::Write:
+  case OpKind::Grad:
+    return;
+  case OpKind::StepCount: {
+    staging.assign(1, static_cast<float>(t));
+    upload(out, staging.data(), 1);
+    return;
+  }
+  case OpKind::Yield:
+    for (size_t k = 0; k < n.operands.size(); ++k) {
+      float v = 0;
+      download(&v, in(static_cast<int>(k)), 1);
+      result.outputs.push_back(static_cast<double>(v));
+    }
+    return;
+  case OpKind::Kernel: {
+    // KernelSource's launch contract (include/stretto/KernelSource.h).
+    std::vector<const void *> args;
+    for (size_t k = 0; k < n.operands.size(); ++k)
+      args.push_back(in(static_cast<int>(k)));
+    args.push_back(out);
+    std::vector<void *> params;
+    for (const void *&a : args)
+      params.push_back(&a);
+    int kind = n.ints.empty() ? 0 : static_cast<int>(n.ints[0]);
+    bool rowSums = kind == 1 && n.ints.size() > 1 && n.ints[1] == 1;
+    int64_t rowLen = n.shape.empty() ? 1 : n.shape.back();
+    unsigned block = 128, grid;
+    if (rowSums) // a block per row
+      grid = static_cast<unsigned>(std::min<int64_t>(std::max<int64_t>(count, 1), 65535));
+    else if (kind == 2) // a thread per row
+      grid = gridFor(count / std::max<int64_t>(rowLen, 1), block);
+    else // a thread per element or column
+      grid = gridFor(count, block);
+    gpu->launchAsync(kernelFns.at(n.name), grid, block, params.data(), 0, n.name.c_str());
+    return;
+  }
+  case OpKind::Gemm: {
+    GemmDims g = gemmDims(n, inShape(0), inShape(1));
+    GemmCall c;
+    c.ta = g.ta, c.tb = g.tb, c.alpha = static_cast<float>(g.alpha);
+    c.m = g.m, c.n = g.n, c.k = g.k, c.batch = g.batch;
+    if (!g.rhsBatched && !g.ta) { // a shared rhs: the batch folds into the rows
+      c.m = g.batch * g.m;
+      c.batch = 1;
+    } else {
+      c.strideA = g.m * g.k, c.strideB = g.rhsBatched ? g.k * g.n : 0, c.strideC = g.m * g.n;
+    }
+    gemm(c, in(0), numElements(inShape(0)), in(1), numElements(inShape(1)), out, bf16);
+    return;
+  }
+  case OpKind::Matmul: {
+    const Shape &as = inShape(0), &bs = inShape(1);
+    GemmCall c;
+    c.m = as[as.size() - 2], c.k = as.back(), c.n = bs.back();
+    int64_t batch = numElements(Shape(as.begin(), as.end() - 2));
+    if (bs.size() > 2) {
+      c.batch = batch, c.strideA = c.m * c.k, c.strideB = c.k * c.n, c.strideC = c.m * c.n;
+    } else {
+      c.m *= batch;
+    }
+    gemm(c, in(0), numElements(as), in(1), numElements(bs), out, bf16);
+    return;
+  }
+  case OpKind::Transpose: {
+    std::vector<int64_t> inSt = stridesOf(inShape(0)), st(n.ints.size());
+    for (size_t d = 0; d < n.ints.size(); ++d)
+      st[d] = inSt[n.ints[d]];
+    launch("st_gather", count, count, in(0), int64_t(0), out, spaceOf(n.shape, st));
+    return;
+  }
+  case OpKind::Broadcast:
+    launch("st_gather", count, count, in(0), int64_t(0), out,
+           spaceOf(n.shape, broadcastStrides(inShape(0), n.shape)));
+    return;
+  case OpKind::ReduceSum: {
+    const Shape &s = inShape(0);
+    std::vector<char> red(s.size(), 0);
+    for (int64_t d : n.ints)
+      red[d] = 1;
+    // Kept dims first, summed dims last: [outer, nred] row sums, unless the
+    // summed dims are one leading block (column sums, no copy).
+    int lo = -1, hi = -1;
+    bool contiguous = true;
+    for (int d = 0; d < static_cast<int>(s.size()); ++d) {
+      if (!red[d] || s[d] == 1)
+        continue;
+      if (lo < 0)
+        lo = d;
+      else if (hi != d)
+        contiguous = false;
+      hi = d + 1;
+    }
+    if (lo < 0) {
+      copy(out, in(0), count);
+      return;
+    }
+    auto prod = [&](int a, int b) {
+      int64_t v = 1;
+      for (int d = a; d < b; ++d)
+        v *= s[d];
+      return v;
+    };
+    const int rank = static_cast<int>(s.size());
+    const float *x = in(0);
+    int64_t nred = numElements(s) / std::max<int64_t>(count, 1);
+    if (contiguous && prod(hi, rank) > 1) {
+      launch("st_column_sums", count, prod(0, lo), nred, prod(hi, rank), x, out);
+      return;
+    }
+    if (!contiguous) { // the summed dims permuted to the end
+      Shape perm;
+      std::vector<int64_t> st, inSt = stridesOf(s);
+      for (int pass = 0; pass < 2; ++pass)
+        for (int d = 0; d < rank; ++d)
+          if ((red[d] != 0) == (pass == 1)) {
+            perm.push_back(s[d]);
+            st.push_back(inSt[d]);
+          }
+      float *tmp = scratchFloats(numElements(s));
+      launch("st_gather", numElements(s), numElements(s), x, int64_t(0), tmp, spaceOf(perm, st));
+      x = tmp;
+    }
+    int64_t rows = std::max<int64_t>(count, 1);
+    launchShaped("st_row_sums", gridFor(rows, 1), 256, rows, nred, x, out);
+    return;
+  }
+  case OpKind::Slice:
+  case OpKind::Pad: {
+    bool isSlice = n.kind == OpKind::Slice;
+    const Shape &big = isSlice ? inShape(0) : n.shape, &small = isSlice ? n.shape : inShape(0);
+    int64_t axis = n.ints[0];
+    std::vector<int64_t> st = stridesOf(big);
+    int64_t base = n.ints[1] * st[axis];
+    if (isSlice) {
+      launch("st_gather", count, count, in(0), base, out, spaceOf(small, st));
+    } else {
+      gpu->memsetAsync(dptr(out), 0, static_cast<size_t>(count));
+      int64_t c = numElements(small);
+      launch("st_scatter", c, c, in(0), base, out, spaceOf(small, st));
+    }
+    return;
+  }
+  case OpKind::Softmax: {
+    int64_t len = n.shape.back(), rows = count / std::max<int64_t>(len, 1);
+    launch("st_softmax_rows", rows, rows, len, n.flag ? 1 : 0, len, in(0), out);
+    return;
+  }
+  case OpKind::LayerNorm:
+  case OpKind::RmsNorm: {
+    int64_t d = n.shape.back(), rows = count / std::max<int64_t>(d, 1);
+    const float *beta = n.kind == OpKind::LayerNorm ? in(2) : nullptr;
+    launch("st_norm_rows", rows, rows, d, static_cast<float>(n.floats[0]), in(0), in(1), beta,
+           out);
+    return;
+  }
+  case OpKind::Attention: {
+    // S = scale Q K^T, masked softmax rows, O = P V: two batched GEMMs.
+    AttentionDims a = attentionDims(inShape(0), inShape(1), inShape(2));
+    int64_t sCount = a.batch * a.tq * a.tk;
+    // S, then room for either product's bf16 operands (see gemm).
+    int64_t operands = numElements(inShape(0)) + numElements(inShape(1)) +
+                       numElements(inShape(2)) + sCount + 4 * kAlign;
+    float *S = scratchFloats(alignUp(sCount) + (bf16 ? operands : 0));
+    GemmCall qk;
+    qk.batch = a.batch, qk.m = a.tq, qk.n = a.tk, qk.k = a.d, qk.tb = true;
+    qk.alpha = static_cast<float>(n.floats[0]);
+    qk.strideA = a.tq * a.d, qk.strideB = a.tk * a.d, qk.strideC = a.tq * a.tk;
+    gemm(qk, in(0), numElements(inShape(0)), in(1), numElements(inShape(1)), S, bf16,
+         alignUp(sCount));
+    launch("st_softmax_rows", a.batch * a.tq, a.batch * a.tq, a.tk, n.flag ? 1 : 0, a.tq, S, S);
+    GemmCall pv;
+    pv.batch = a.batch, pv.m = a.tq, pv.n = a.dv, pv.k = a.tk;
+    pv.strideA = a.tq * a.tk, pv.strideB = a.tk * a.dv, pv.strideC = a.tq * a.dv;
+    gemm(pv, S, sCount, in(2), numElements(inShape(2)), out, bf16, alignUp(sCount));
+    return;
+  }
+  case OpKind::Embedding: {
+    int64_t vocab = inShape(0)[0], d = inShape(0)[1], rows = numElements(inShape(1));
+    checkIds(1, vocab, "id");
+    launch("st_embedding", rows * d, rows, d, in(0), in(1), out);
+    return;
+  }
+  case OpKind::ScatterRows: {
+    int64_t vocab = n.shape[0], d = n.shape[1], rows = numElements(inShape(0));
+    checkIds(0, vocab, "id");
+    gpu->memsetAsync(dptr(out), 0, static_cast<size_t>(count));
+    launch("st_scatter_rows", d, rows, d, in(0), in(1), out);
+    return;
+  }
+  case OpKind::OneHot: {
+    int64_t c = n.shape.back(), rows = numElements(inShape(0));
+    checkIds(0, c, "class id");
+    gpu->memsetAsync(dptr(out), 0, static_cast<size_t>(count));
+    launch("st_one_hot", rows, rows, c, in(0), out);
+    return;
+  }
+  case OpKind::CrossEntropy: {
+    int64_t c = inShape(0).back(), rows = numElements(inShape(1));
+    checkIds(1, c, "target");
+    float *loss = scratchFloats(rows);
+    launch("st_cross_entropy_rows", rows, rows, c, in(0), in(1), loss);
+    launchShaped("st_mean", 1, 32, rows, static_cast<const float *>(loss), out);
+    return;
+  }
+  case OpKind::GossipMix: {
+    if (!rt.collective) {
+      copy(out, in(0), count);
+      return;
+    }
+    std::vector<float> z = fetch(in(0), count);
+    HostTensor mixed = rt.collective(n, HostTensor{n.shape, std::vector<double>(z.begin(), z.end())});
+    if (static_cast<int64_t>(mixed.data.size()) != count)
+      rt.fail(i, "the collective returned " + std::to_string(mixed.data.size()) +
+                     " values for shape " + shapeToString(n.shape));
+    staging.assign(mixed.data.begin(), mixed.data.end());
+    upload(out, staging.data(), count);
+    gpu->synchronize(); // staging is reused
+    return;
+  }
+  case OpKind::Descend:
+    launch("st_descend", count, count, in(0), in(1), in(2), out);
+    return;
+  case OpKind::NewtonSchulz: {
+    int64_t m = n.shape[0], nn = n.shape[1], steps = n.ints[0];
+    float a = static_cast<float>(n.floats[0]), b = static_cast<float>(n.floats[1]),
+          c = static_cast<float>(n.floats[2]);
+    bool tr = m > nn;
+    int64_t r = tr ? nn : m, s = tr ? m : nn;
+    // Scratch: norm, X [r, s], A [r, r], B [r, r], BX [r, s] (f32 always:
+    // optimizer math is not a model GEMM).
+    int64_t off = kAlign;
+    float *base = scratchFloats(off + alignUp(r * s) * 2 + alignUp(r * r) * 2);
+    float *norm = base, *X = base + off, *A = X + alignUp(r * s), *B = A + alignUp(r * r),
+          *BX = B + alignUp(r * r);
+    launchShaped("st_norm_plus_eps", 1, 256, count, in(0), norm);
+    launch("st_ns_start", count, m, nn, tr ? 1 : 0, in(0), static_cast<const float *>(norm), X);
+    GemmCall xxt, bb, bx;
+    xxt.m = r, xxt.n = r, xxt.k = s, xxt.tb = true;
+    bb.m = r, bb.n = r, bb.k = r, bb.alpha = c;
+    bx.m = r, bx.n = s, bx.k = r;
+    for (int64_t st = 0; st < steps; ++st) {
+      blas->gemm(xxt, X, X, A);                       // A = X X^T
+      blas->gemm(bb, A, A, B);                        // B = c A A
+      launch("st_axpy", r * r, r * r, b, static_cast<const float *>(A), B); // B += b A
+      blas->gemm(bx, B, X, BX);                       // BX = B X
+      launch("st_scale_add", r * s, r * s, a, X, static_cast<const float *>(BX)); // X = a X + BX
+    }
+    if (tr) { // out [m, n] = X^T
+      std::vector<int64_t> st = {1, m};
+      launch("st_gather", count, count, static_cast<const float *>(X), int64_t(0), out,
+             spaceOf(n.shape, st));
+    } else {
+      copy(out, X, count);
+    }
+    return;
+  }
+  default:
+    rt.fail(i, "the CUDA runtime has no implementation of this op");
+  }
+}
+
+} // namespace
+
+std::unique_ptr<PlanExecutor> PlanExecutor::onCuda(const Graph &graph, const CudaKernelSet &kernels,
+                                                   GemmPrecision gemm, std::string &why) {
+  auto dev = std::make_unique<CudaPlanDevice>();
+  dev->gpu = CudaDevice::open(why);
+  if (!dev->gpu)
+    return nullptr;
+  dev->blas = CublasLt::open(*dev->gpu, why);
+  if (!dev->blas)
+    return nullptr;
+  CudaKernelCache nvrtc(kernels.cacheDir);
+  if (!nvrtc.available(why))
+    return nullptr;
+  std::string arch = dev->gpu->arch(), error;
+  CudaBinary ops, model;
+  if (!nvrtc.compile(cudaRuntimeSource(), arch, ops, error))
+    throw std::runtime_error("the CUDA runtime's own kernels do not compile for " + arch + ": " +
+                             error);
+  dev->opsModule = dev->gpu->loadModule(ops.cubin);
+  // The model's fused kernels: every Kernel node's function by name.
+  std::set<std::string> names;
+  for (Phase ph : {Phase::Step, Phase::Update, Phase::Outer})
+    for (const Node &n : graph.phase(ph))
+      if (n.kind == OpKind::Kernel)
+        names.insert(n.name);
+  if (!names.empty()) {
+    if (!nvrtc.compile(kernels.source, arch, model, error))
+      throw std::runtime_error("the model's CUDA kernels do not compile for " + arch + ": " + error);
+    dev->modelModule = dev->gpu->loadModule(model.cubin);
+    for (const std::string &name : names)
+      if (void *f = dev->gpu->function(dev->modelModule, name))
+        dev->kernelFns[name] = f;
+  }
+  dev->deviceName = dev->gpu->name();
+  return std::unique_ptr<PlanExecutor>(
+      new PlanExecutor(std::make_unique<Impl>(graph, std::move(dev), gemm)));
+}
+
+} // namespace stretto

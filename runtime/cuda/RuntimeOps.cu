@@ -1,0 +1,269 @@
+/*===- RuntimeOps.cu - the CUDA runtime's own kernels ---------------------===//
+ *
+ * The ops the CUDA plan device (runtime/CudaPlan.cpp) runs itself, beside
+ * the generated fused kernels and cuBLASLt's GEMMs: unfused elementwise ops,
+ * layout ops (strided gather/scatter), sums, softmax and norm rows,
+ * embedding and its gradient, one-hot, cross-entropy, Newton-Schulz's
+ * elementwise steps, bf16 rounding of GEMM operands, and the gradient-sum
+ * updates. The text is compiled by NVRTC at run time (cached like the
+ * generated kernels), after KernelMath.inc, so tanh and GELU are the fused
+ * kernels' own. Each follows the reference executor's formula
+ * (runtime/OpSemantics.h); sums are in a fixed order for a given launch, so
+ * runs repeat bit for bit. Launch contracts: grid-stride loops everywhere;
+ * st_row_sums and st_sum_squares need blockDim.x == 256.
+ *===----------------------------------------------------------------------===*/
+
+typedef long long i64;
+
+#define ST_LOOP(i, n)                                                          \
+  for (i64 i = blockIdx.x * (i64)blockDim.x + threadIdx.x; i < (n);            \
+       i += (i64)gridDim.x * blockDim.x)
+
+/* An index space of up to 8 dims and two operands' strides in it. */
+struct StSpace {
+  int rank;
+  i64 dims[8];
+  i64 a[8];
+  i64 b[8];
+};
+
+ST_FN i64 st_at(const StSpace &s, i64 e, const i64 *st) {
+  i64 off = 0;
+  for (int d = s.rank - 1; d >= 0; --d) {
+    off += (e % s.dims[d]) * st[d];
+    e /= s.dims[d];
+  }
+  return off;
+}
+
+/* Op codes: CudaPlan.cpp's unaryCode / binaryCode. */
+ST_FN float st_unary(int op, float x) {
+  switch (op) {
+  case 0: return -x;
+  case 1: return expf(x);
+  case 2: return logf(x);
+  case 3: return sqrtf(x);
+  case 4: return 1.0f / sqrtf(x);
+  case 5: return st_tanh_f(x);
+  case 6: return cosf(x);
+  case 7: return st_gelu_f(x);
+  default: return x > 0.0f ? x : 0.0f; /* relu */
+  }
+}
+
+ST_FN float st_binary(int op, float a, float b) {
+  switch (op) {
+  case 0: return a + b;
+  case 1: return a - b;
+  case 2: return a * b;
+  case 3: return a / b;
+  case 4: return a < b ? b : a;
+  case 5: return b < a ? b : a;
+  case 6: return powf(a, b);
+  default: return a > b ? 1.0f : 0.0f; /* gt */
+  }
+}
+
+extern "C" __global__ void st_unary_op(int op, i64 n, const float *x, float *y, StSpace s) {
+  ST_LOOP(e, n) y[e] = st_unary(op, x[s.rank ? st_at(s, e, s.a) : e]);
+}
+
+extern "C" __global__ void st_binary_op(int op, i64 n, const float *a, const float *b, float *y,
+                                        StSpace s) {
+  ST_LOOP(e, n) y[e] = st_binary(op, a[st_at(s, e, s.a)], b[st_at(s, e, s.b)]);
+}
+
+/* y[e] = x[base + at(e)]: transpose, broadcast, slice. */
+extern "C" __global__ void st_gather(i64 n, const float *x, i64 base, float *y, StSpace s) {
+  ST_LOOP(e, n) y[e] = x[base + st_at(s, e, s.a)];
+}
+
+/* y[base + at(e)] = x[e]: pad (after a zero fill). */
+extern "C" __global__ void st_scatter(i64 n, const float *x, i64 base, float *y, StSpace s) {
+  ST_LOOP(e, n) y[base + st_at(s, e, s.a)] = x[e];
+}
+
+extern "C" __global__ void st_accumulate(i64 n, float *y, const float *x) {
+  ST_LOOP(e, n) y[e] += x[e];
+}
+
+extern "C" __global__ void st_divide(i64 n, float *y, float d) { ST_LOOP(e, n) y[e] /= d; }
+
+/* Block reduction of one float per thread (blockDim.x == 256); thread 0
+ * gets the sum. Fixed order for a given blockDim. */
+ST_FN float st_block_sum(float v) {
+  __shared__ float warpSums[8];
+  for (int o = 16; o > 0; o >>= 1)
+    v += __shfl_down_sync(0xffffffffu, v, o);
+  if ((threadIdx.x & 31) == 0)
+    warpSums[threadIdx.x >> 5] = v;
+  __syncthreads();
+  float s = 0.0f;
+  if (threadIdx.x == 0)
+    for (int w = 0; w < 8; ++w)
+      s += warpSums[w];
+  __syncthreads();
+  return s;
+}
+
+/* y[r] = sum_j x[r, j]: a block per row. */
+extern "C" __global__ void st_row_sums(i64 rows, i64 len, const float *x, float *y) {
+  for (i64 r = blockIdx.x; r < rows; r += gridDim.x) {
+    float v = 0.0f;
+    for (i64 j = threadIdx.x; j < len; j += blockDim.x)
+      v += x[r * len + j];
+    v = st_block_sum(v);
+    if (threadIdx.x == 0)
+      y[r] = v;
+  }
+}
+
+/* y[o, j] = sum_r x[o, r, j], rows in order: a thread per (o, j). */
+extern "C" __global__ void st_column_sums(i64 outer, i64 nred, i64 inner, const float *x,
+                                          float *y) {
+  ST_LOOP(e, outer * inner) {
+    i64 o = e / inner, j = e % inner;
+    const float *src = x + o * nred * inner + j;
+    float s = 0.0f;
+    for (i64 r = 0; r < nred; ++r)
+      s += src[r * inner];
+    y[e] = s;
+  }
+}
+
+/* Softmax of each row (OpSemantics softmaxRow); row r's causal position is
+ * r % period. A thread per row. */
+extern "C" __global__ void st_softmax_rows(i64 rows, i64 len, int causal, i64 period,
+                                           const float *x, float *y) {
+  ST_LOOP(r, rows) {
+    const float *xr = x + r * len;
+    float *yr = y + r * len;
+    i64 end = causal ? r % period + 1 : len;
+    float mx = xr[0];
+    for (i64 j = 1; j < end; ++j)
+      mx = mx < xr[j] ? xr[j] : mx;
+    float sum = 0.0f;
+    for (i64 j = 0; j < end; ++j)
+      sum += (yr[j] = expf(xr[j] - mx));
+    for (i64 j = 0; j < end; ++j)
+      yr[j] /= sum;
+    for (i64 j = end; j < len; ++j)
+      yr[j] = 0.0f;
+  }
+}
+
+/* LayerNorm (beta != 0) or RmsNorm of each row (OpSemantics normRow). */
+extern "C" __global__ void st_norm_rows(i64 rows, i64 d, float eps, const float *x,
+                                        const float *gamma, const float *beta, float *y) {
+  ST_LOOP(r, rows) {
+    const float *xr = x + r * d;
+    float *yr = y + r * d;
+    float mean = 0.0f;
+    if (beta) {
+      for (i64 j = 0; j < d; ++j)
+        mean += xr[j];
+      mean /= (float)d;
+    }
+    float ms = 0.0f;
+    for (i64 j = 0; j < d; ++j)
+      ms += (xr[j] - mean) * (xr[j] - mean);
+    ms /= (float)d;
+    float inv = 1.0f / sqrtf(ms + eps);
+    for (i64 j = 0; j < d; ++j)
+      yr[j] = (xr[j] - mean) * inv * gamma[j] + (beta ? beta[j] : 0.0f);
+  }
+}
+
+/* y[r, :] = table[ids[r], :] (ids checked on the host). */
+extern "C" __global__ void st_embedding(i64 rows, i64 d, const float *table, const float *ids,
+                                        float *y) {
+  ST_LOOP(e, rows * d) {
+    i64 r = e / d, j = e % d;
+    y[e] = table[(i64)ids[r] * d + j];
+  }
+}
+
+/* y (zeroed, [V, d]) [ids[r], :] += g[r, :], rows in order: a thread per
+ * column, so no atomics and a fixed order. */
+extern "C" __global__ void st_scatter_rows(i64 rows, i64 d, const float *ids, const float *g,
+                                           float *y) {
+  ST_LOOP(j, d) {
+    for (i64 r = 0; r < rows; ++r)
+      y[(i64)ids[r] * d + j] += g[r * d + j];
+  }
+}
+
+extern "C" __global__ void st_one_hot(i64 rows, i64 c, const float *ids, float *y) {
+  ST_LOOP(r, rows) y[r * c + (i64)ids[r]] = 1.0f;
+}
+
+/* loss[r] = log sum_j exp(x[r, j] - max) + max - x[r, t[r]]. */
+extern "C" __global__ void st_cross_entropy_rows(i64 rows, i64 c, const float *logits,
+                                                 const float *tgt, float *loss) {
+  ST_LOOP(r, rows) {
+    const float *x = logits + r * c;
+    float mx = x[0];
+    for (i64 j = 1; j < c; ++j)
+      mx = mx < x[j] ? x[j] : mx;
+    float sum = 0.0f;
+    for (i64 j = 0; j < c; ++j)
+      sum += expf(x[j] - mx);
+    loss[r] = logf(sum) + mx - x[(i64)tgt[r]];
+  }
+}
+
+/* y[0] = (sum of x in order) / n: one thread (the reference's order). */
+extern "C" __global__ void st_mean(i64 n, const float *x, float *y) {
+  if (blockIdx.x == 0 && threadIdx.x == 0) {
+    float s = 0.0f;
+    for (i64 e = 0; e < n; ++e)
+      s += x[e];
+    y[0] = n ? s / (float)n : 0.0f;
+  }
+}
+
+extern "C" __global__ void st_descend(i64 n, const float *p, const float *dir, const float *lr,
+                                      float *y) {
+  ST_LOOP(e, n) y[e] = p[e] - lr[0] * dir[e];
+}
+
+/* Newton-Schulz: norm[0] = sqrt(sum x^2) + 1e-7 (one block of 256). */
+extern "C" __global__ void st_norm_plus_eps(i64 n, const float *x, float *norm) {
+  float v = 0.0f;
+  for (i64 e = threadIdx.x; e < n; e += blockDim.x)
+    v += x[e] * x[e];
+  v = st_block_sum(v);
+  if (threadIdx.x == 0)
+    norm[0] = sqrtf(v) + 1e-7f;
+}
+
+/* X = G / norm, as [r, s] with r <= s: G [m, n] transposed when m > n. */
+extern "C" __global__ void st_ns_start(i64 m, i64 n, int transpose, const float *g,
+                                       const float *norm, float *X) {
+  ST_LOOP(e, m * n) {
+    i64 i = e / n, j = e % n;
+    X[transpose ? j * m + i : e] = g[e] / norm[0];
+  }
+}
+
+/* y = a x + y (a scalar). */
+extern "C" __global__ void st_axpy(i64 n, float a, const float *x, float *y) {
+  ST_LOOP(e, n) y[e] += a * x[e];
+}
+
+/* x = a x + y. */
+extern "C" __global__ void st_scale_add(i64 n, float a, float *x, const float *y) {
+  ST_LOOP(e, n) x[e] = a * x[e] + y[e];
+}
+
+/* bf16 bits of x rounded to nearest even (Graph.cpp roundToBF16). */
+extern "C" __global__ void st_to_bf16(i64 n, const float *x, unsigned short *y) {
+  ST_LOOP(e, n) {
+    unsigned int bits = __float_as_uint(x[e]);
+    if ((bits & 0x7FFFFFFFu) > 0x7F800000u)
+      bits = (bits & 0xFFFF0000u) | 0x00400000u;
+    else
+      bits += 0x7FFFu + ((bits >> 16) & 1u);
+    y[e] = (unsigned short)(bits >> 16);
+  }
+}

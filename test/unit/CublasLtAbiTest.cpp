@@ -1,0 +1,39 @@
+//===- CublasLtAbiTest.cpp - our cuBLASLt declarations match the headers --===//
+//
+// runtime/CublasLt.cpp loads libcublasLt with dlopen and declares the enum
+// values and structs it uses itself (no CUDA headers in the build); here
+// they are compared with the toolkit's <cublasLt.h>. Built only where the
+// toolkit is installed.
+//
+//===----------------------------------------------------------------------===//
+#include "../../runtime/CublasLt.h"
+
+#include <cublasLt.h>
+#include <gtest/gtest.h>
+
+#include <cstddef>
+
+using namespace stretto::cublaslt;
+
+TEST(CublasLtAbi, EnumValuesMatchTheHeaders) {
+  EXPECT_EQ(kComputeF32, static_cast<int>(CUBLAS_COMPUTE_32F));
+  EXPECT_EQ(kR32F, static_cast<int>(CUDA_R_32F));
+  EXPECT_EQ(kR16BF, static_cast<int>(CUDA_R_16BF));
+  EXPECT_EQ(kOpN, static_cast<int>(CUBLAS_OP_N));
+  EXPECT_EQ(kOpT, static_cast<int>(CUBLAS_OP_T));
+  EXPECT_EQ(kDescTransA, static_cast<int>(CUBLASLT_MATMUL_DESC_TRANSA));
+  EXPECT_EQ(kDescTransB, static_cast<int>(CUBLASLT_MATMUL_DESC_TRANSB));
+  EXPECT_EQ(kLayoutBatchCount, static_cast<int>(CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT));
+  EXPECT_EQ(kLayoutBatchStride, static_cast<int>(CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET));
+  EXPECT_EQ(kPrefMaxWorkspace, static_cast<int>(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES));
+}
+
+TEST(CublasLtAbi, HeuristicResultLayoutMatchesTheHeaders) {
+  EXPECT_EQ(sizeof(Algo), sizeof(cublasLtMatmulAlgo_t));
+  EXPECT_EQ(sizeof(HeuristicResult), sizeof(cublasLtMatmulHeuristicResult_t));
+  EXPECT_EQ(offsetof(HeuristicResult, workspaceSize),
+            offsetof(cublasLtMatmulHeuristicResult_t, workspaceSize));
+  EXPECT_EQ(offsetof(HeuristicResult, state), offsetof(cublasLtMatmulHeuristicResult_t, state));
+  EXPECT_EQ(offsetof(HeuristicResult, wavesCount),
+            offsetof(cublasLtMatmulHeuristicResult_t, wavesCount));
+}
