@@ -117,8 +117,19 @@ CublasLt::~CublasLt() {
   }
 }
 
-// Row-major C [m, n] = op(A) op(B) is column-major C^T = op(B)^T op(A)^T:
-// cuBLASLt multiplies B' = our B (n x k, column-major view) by A' = our A.
+LtProblem columnMajorProblem(const GemmCall &g) {
+  LtProblem p;
+  p.opA = g.tb ? kOpT : kOpN;
+  p.opB = g.ta ? kOpT : kOpN;
+  // Our B is [k, n] row-major (n x k column-major), or [n, k] when
+  // transposed; our A likewise; C [m, n] row-major is n x m column-major.
+  p.a = LtMatrix{g.tb ? g.k : g.n, g.tb ? g.n : g.k, g.tb ? g.k : g.n, g.strideB};
+  p.b = LtMatrix{g.ta ? g.m : g.k, g.ta ? g.k : g.m, g.ta ? g.m : g.k, g.strideA};
+  p.c = LtMatrix{g.n, g.m, g.n, g.strideC};
+  p.batch = g.batch;
+  return p;
+}
+
 CublasLt::Plan &CublasLt::planFor(const GemmCall &g) {
   std::string key = shapeText(g) + " a" + std::to_string(g.alpha);
   auto it = plans_.find(key);
@@ -134,23 +145,22 @@ CublasLt::Plan &CublasLt::planFor(const GemmCall &g) {
                                ") for GEMM " + shapeText(g));
   };
   ok(a.descCreate(&p->desc, kComputeF32, kR32F), "matmul descriptor");
-  int opA = g.tb ? kOpT : kOpN, opB = g.ta ? kOpT : kOpN; // cuBLASLt's A is our B
-  ok(a.descSet(p->desc, kDescTransA, &opA, sizeof opA), "transa");
-  ok(a.descSet(p->desc, kDescTransB, &opB, sizeof opB), "transb");
+  LtProblem lp = columnMajorProblem(g);
+  ok(a.descSet(p->desc, kDescTransA, &lp.opA, sizeof lp.opA), "transa");
+  ok(a.descSet(p->desc, kDescTransB, &lp.opB, sizeof lp.opB), "transb");
   int inType = g.bf16 ? kR16BF : kR32F;
-  // Stored (column-major) shapes: our B is [k, n] row-major = n x k col-major
-  // (or k x n when transposed); our A likewise; C is n x m.
-  auto layout = [&](void **l, int type, int64_t rows, int64_t cols, int64_t stride) {
-    ok(a.layoutCreate(l, type, rows, cols, rows), "matrix layout");
-    if (g.batch > 1) {
-      int32_t count = static_cast<int32_t>(g.batch);
+  auto layout = [&](void **l, int type, const LtMatrix &m) {
+    ok(a.layoutCreate(l, type, m.rows, m.cols, m.ld), "matrix layout");
+    if (lp.batch > 1) {
+      int32_t count = static_cast<int32_t>(lp.batch);
+      int64_t stride = m.stride;
       ok(a.layoutSet(*l, kLayoutBatchCount, &count, sizeof count), "batch count");
       ok(a.layoutSet(*l, kLayoutBatchStride, &stride, sizeof stride), "batch stride");
     }
   };
-  layout(&p->a, inType, g.tb ? g.k : g.n, g.tb ? g.n : g.k, g.strideB);
-  layout(&p->b, inType, g.ta ? g.m : g.k, g.ta ? g.k : g.m, g.strideA);
-  layout(&p->c, kR32F, g.n, g.m, g.strideC);
+  layout(&p->a, inType, lp.a);
+  layout(&p->b, inType, lp.b);
+  layout(&p->c, kR32F, lp.c);
   void *pref = nullptr;
   ok(a.prefCreate(&pref), "preference");
   uint64_t ws = workspaceBytes_;

@@ -53,6 +53,21 @@ struct GemmCall {
   float alpha = 1.0f;
 };
 
+// cuBLASLt's column-major form of a row-major GemmCall: row-major
+// C = op(A) op(B) is column-major C^T = op(B)^T op(A)^T, so cuBLASLt's
+// first operand is our B and its second our A. Each matrix is described as
+// stored (before its op): rows x cols with leading dimension ld, `stride`
+// elements between batch items.
+struct LtMatrix {
+  int64_t rows = 0, cols = 0, ld = 0, stride = 0;
+};
+struct LtProblem {
+  int opA = 0, opB = 0; // cublaslt::kOpN / kOpT, of cuBLASLt's A (our B) and B (our A)
+  LtMatrix a, b, c;     // cuBLASLt's A (our B), B (our A), C = D
+  int64_t batch = 1;
+};
+LtProblem columnMajorProblem(const GemmCall &g);
+
 class CublasLt {
 public:
   /// Null (and `why`) without libcublasLt or when it cannot start.

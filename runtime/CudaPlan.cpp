@@ -15,7 +15,7 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "CublasLt.h"
+#include "GpuBackend.h"
 #include "PlanImpl.h"
 #include "stretto/CudaDriver.h"
 #include "stretto/CudaJit.h"
@@ -24,7 +24,6 @@
 #include "stretto/Support/KernelMathText.h"
 
 #include <cstring>
-#include <set>
 
 namespace stretto {
 
@@ -33,7 +32,7 @@ using namespace planning;
 
 namespace {
 
-using Ptr = CudaDevice::Ptr;
+using Ptr = GpuBackend::Ptr;
 
 inline Ptr dptr(const void *p) { return reinterpret_cast<Ptr>(p); }
 
@@ -99,39 +98,37 @@ namespace {
 
 class CudaPlanDevice final : public PlanDevice {
 public:
-  std::unique_ptr<CudaDevice> gpu;
-  std::unique_ptr<CublasLt> blas;
-  void *opsModule = nullptr, *modelModule = nullptr;
-  std::map<std::string, void *> fns;       // runtime ops, by name
-  std::map<std::string, void *> kernelFns; // generated kernels, by name
+  explicit CudaPlanDevice(std::unique_ptr<GpuBackend> g)
+      : gpu(std::move(g)), deviceName(gpu->name()) {}
+  std::unique_ptr<GpuBackend> gpu;
+  std::map<std::string, void *> fns;               // runtime ops, by name
+  mutable std::map<std::string, void *> kernelFns; // generated kernels, by name
   std::string deviceName;
   std::vector<float> staging; // host values on their way up
   // Device scratch: bf16 GEMM operands, attention scores, Newton-Schulz.
   DeviceBuffer scratch;
 
   ~CudaPlanDevice() override {
-    if (!gpu)
-      return;
     try {
-      gpu->synchronize();
       if (scratch.data)
         gpu->free(dptr(scratch.data));
     } catch (...) {
     }
-    blas.reset();
   }
 
   const char *name() const override { return deviceName.c_str(); }
-  bool hasKernel(const std::string &name) const override { return kernelFns.count(name) != 0; }
+  bool hasKernel(const std::string &name) const override {
+    if (!kernelFns.count(name))
+      if (void *f = gpu->modelFunction(name))
+        kernelFns[name] = f;
+    return kernelFns.count(name) != 0;
+  }
   float *alloc(int64_t n) override {
     Ptr p = gpu->alloc(static_cast<size_t>(alignUp(n)) * sizeof(float));
     gpu->memsetAsync(p, 0, static_cast<size_t>(alignUp(n)));
     return reinterpret_cast<float *>(p);
   }
-  void release(float *p) override {
-    gpu->synchronize();
-    gpu->free(dptr(p));
-  }
+  void release(float *p) override { gpu->free(dptr(p)); }
   void upload(float *dst, const float *host, int64_t n) override {
     gpu->uploadAsync(dptr(dst), host, sizeof(float) * n);
   }
@@ -157,7 +154,7 @@ public:
   template <typename... Args>
   void launchShaped(const char *name, unsigned grid, unsigned block, Args... args) {
     void *params[] = {static_cast<void *>(&args)...};
-    gpu->launchAsync(fn(name), grid, block, params, 0, name);
+    gpu->launch(fn(name), grid, block, params, static_cast<int>(sizeof...(Args)), name);
   }
   static unsigned gridFor(int64_t items, unsigned block) {
     int64_t g = (std::max<int64_t>(items, 1) + block - 1) / block;
@@ -167,7 +164,7 @@ public:
     auto it = fns.find(name);
     if (it != fns.end())
       return it->second;
-    void *f = gpu->function(opsModule, name);
+    void *f = gpu->opsFunction(name);
     if (!f)
       throw std::runtime_error(std::string("the CUDA runtime's kernels lack ") + name);
     return fns[name] = f;
@@ -175,10 +172,8 @@ public:
   // `floats` of device scratch (contents not kept across calls).
   float *scratchFloats(int64_t floats) {
     if (scratch.size < floats) {
-      if (scratch.data) { // queued work may still use it (grows only early on)
-        gpu->synchronize();
+      if (scratch.data) // after the queued work that uses it (grows only early on)
         gpu->free(dptr(scratch.data));
-      }
       scratch.size = alignUp(floats);
       scratch.data = reinterpret_cast<float *>(gpu->alloc(scratch.size * sizeof(float)));
     }
@@ -189,7 +184,7 @@ public:
   void gemm(GemmCall g, const float *a, int64_t aCount, const float *b, int64_t bCount, float *c,
             bool bf16, int64_t scratchUsed = 0) {
     if (!bf16) {
-      blas->gemm(g, a, b, c);
+      gpu->gemm(g, a, b, c);
       return;
     }
     // Two bf16 values per float of scratch.
@@ -199,7 +194,7 @@ public:
     launch("st_to_bf16", aCount, aCount, a, a16);
     launch("st_to_bf16", bCount, bCount, b, b16);
     g.bf16 = true;
-    blas->gemm(g, a16, b16, c);
+    gpu->gemm(g, a16, b16, c);
   }
   std::vector<float> fetch(const float *src, int64_t n) {
     std::vector<float> v(n);
@@ -287,7 +282,8 @@ void CudaPlanDevice::exec(PlanExecutor::Impl &rt, const PhasePlan &p, int i,
       grid = gridFor(count / std::max<int64_t>(rowLen, 1), block);
     else // a thread per element or column
       grid = gridFor(count, block);
-    gpu->launchAsync(kernelFns.at(n.name), grid, block, params.data(), 0, n.name.c_str());
+    gpu->launch(kernelFns.at(n.name), grid, block, params.data(), static_cast<int>(params.size()),
+                n.name.c_str());
     return;
   }
   case OpKind::Gemm: {
@@ -495,10 +491,10 @@ void CudaPlanDevice::exec(PlanExecutor::Impl &rt, const PhasePlan &p, int i,
     bb.m = r, bb.n = r, bb.k = r, bb.alpha = c;
     bx.m = r, bx.n = s, bx.k = r;
     for (int64_t st = 0; st < steps; ++st) {
-      blas->gemm(xxt, X, X, A);                       // A = X X^T
-      blas->gemm(bb, A, A, B);                        // B = c A A
+      gpu->gemm(xxt, X, X, A);                       // A = X X^T
+      gpu->gemm(bb, A, A, B);                        // B = c A A
       launch("st_axpy", r * r, r * r, b, static_cast<const float *>(A), B); // B += b A
-      blas->gemm(bx, B, X, BX);                       // BX = B X
+      gpu->gemm(bx, B, X, BX);                       // BX = B X
       launch("st_scale_add", r * s, r * s, a, X, static_cast<const float *>(BX)); // X = a X + BX
     }
     if (tr) { // out [m, n] = X^T
@@ -517,41 +513,85 @@ void CudaPlanDevice::exec(PlanExecutor::Impl &rt, const PhasePlan &p, int i,
 
 } // namespace
 
+namespace {
+
+// The real GPU: device 0 through the driver API, the runtime's and the
+// model's kernels as NVRTC-compiled modules, GEMMs through cuBLASLt.
+class CudaBackend final : public GpuBackend {
+public:
+  std::unique_ptr<CudaDevice> dev;
+  std::unique_ptr<CublasLt> blas;
+  void *opsModule = nullptr, *modelModule = nullptr;
+
+  ~CudaBackend() override { blas.reset(); }
+  std::string name() const override { return dev->name(); }
+  Ptr alloc(size_t bytes) override { return dev->alloc(bytes); }
+  void free(Ptr p) override {
+    dev->synchronize();
+    dev->free(p);
+  }
+  void uploadAsync(Ptr dst, const void *src, size_t bytes) override {
+    dev->uploadAsync(dst, src, bytes);
+  }
+  void copyAsync(Ptr dst, Ptr src, size_t bytes) override { dev->copyAsync(dst, src, bytes); }
+  void memsetAsync(Ptr dst, unsigned value, size_t words) override {
+    dev->memsetAsync(dst, value, words);
+  }
+  void downloadSync(void *dst, Ptr src, size_t bytes) override {
+    dev->downloadSync(dst, src, bytes);
+  }
+  void synchronize() override { dev->synchronize(); }
+  void *opsFunction(const std::string &name) override { return dev->function(opsModule, name); }
+  void *modelFunction(const std::string &name) override {
+    return modelModule ? dev->function(modelModule, name) : nullptr;
+  }
+  void launch(void *fn, unsigned grid, unsigned block, void **params, int,
+              const char *what) override {
+    dev->launchAsync(fn, grid, block, params, 0, what);
+  }
+  void gemm(const GemmCall &g, const void *a, const void *b, float *c) override {
+    blas->gemm(g, a, b, c);
+  }
+};
+
+} // namespace
+
+std::unique_ptr<PlanExecutor> makeGpuPlanExecutor(const Graph &graph,
+                                                  std::unique_ptr<GpuBackend> gpu,
+                                                  GemmPrecision gemm) {
+  auto dev = std::make_unique<CudaPlanDevice>(std::move(gpu));
+  return std::make_unique<PlanExecutor>(
+      std::make_unique<PlanExecutor::Impl>(graph, std::move(dev), gemm));
+}
+
 std::unique_ptr<PlanExecutor> PlanExecutor::onCuda(const Graph &graph, const CudaKernelSet &kernels,
                                                    GemmPrecision gemm, std::string &why) {
-  auto dev = std::make_unique<CudaPlanDevice>();
-  dev->gpu = CudaDevice::open(why);
-  if (!dev->gpu)
+  auto gpu = std::make_unique<CudaBackend>();
+  gpu->dev = CudaDevice::open(why);
+  if (!gpu->dev)
     return nullptr;
-  dev->blas = CublasLt::open(*dev->gpu, why);
-  if (!dev->blas)
+  gpu->blas = CublasLt::open(*gpu->dev, why);
+  if (!gpu->blas)
     return nullptr;
   CudaKernelCache nvrtc(kernels.cacheDir);
   if (!nvrtc.available(why))
     return nullptr;
-  std::string arch = dev->gpu->arch(), error;
+  std::string arch = gpu->dev->arch(), error;
   CudaBinary ops, model;
   if (!nvrtc.compile(cudaRuntimeSource(), arch, ops, error))
     throw std::runtime_error("the CUDA runtime's own kernels do not compile for " + arch + ": " +
                              error);
-  dev->opsModule = dev->gpu->loadModule(ops.cubin);
-  // The model's fused kernels: every Kernel node's function by name.
-  std::set<std::string> names;
+  gpu->opsModule = gpu->dev->loadModule(ops.cubin);
+  bool anyKernel = false;
   for (Phase ph : {Phase::Step, Phase::Update, Phase::Outer})
     for (const Node &n : graph.phase(ph))
-      if (n.kind == OpKind::Kernel)
-        names.insert(n.name);
-  if (!names.empty()) {
+      anyKernel |= n.kind == OpKind::Kernel;
+  if (anyKernel) {
     if (!nvrtc.compile(kernels.source, arch, model, error))
       throw std::runtime_error("the model's CUDA kernels do not compile for " + arch + ": " + error);
-    dev->modelModule = dev->gpu->loadModule(model.cubin);
-    for (const std::string &name : names)
-      if (void *f = dev->gpu->function(dev->modelModule, name))
-        dev->kernelFns[name] = f;
+    gpu->modelModule = gpu->dev->loadModule(model.cubin);
   }
-  dev->deviceName = dev->gpu->name();
-  return std::unique_ptr<PlanExecutor>(
-      new PlanExecutor(std::make_unique<Impl>(graph, std::move(dev), gemm)));
+  return makeGpuPlanExecutor(graph, std::move(gpu), gemm);
 }
 
 } // namespace stretto

@@ -117,9 +117,10 @@ public:
   std::string profileReport() const;
 
   struct Impl; // runtime/PlanImpl.h
+  /// For the runtime's devices (PlanImpl.h builds an Impl).
+  explicit PlanExecutor(std::unique_ptr<Impl> impl);
 
 private:
-  explicit PlanExecutor(std::unique_ptr<Impl> impl);
   std::unique_ptr<Impl> impl;
 };
 

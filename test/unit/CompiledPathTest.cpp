@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 #include "stretto/Compiler/Lowering.h"
 #include "stretto/Device.h"
+#include "GpuEmulator.h"
 #include "stretto/Frontend/Import.h"
 #include "stretto/Kernel/Compile.h"
 #include "stretto/PlanExecutor.h"
@@ -286,6 +287,22 @@ TEST_P(CompiledPath, Bf16GemmsTrainCloseToF32) {
   for (size_t k = 0; k < f32.size(); ++k)
     diff = std::max(diff, std::fabs(f32[k] - bf16[k]));
   EXPECT_GT(diff, 1e-7) << "bf16 GEMMs gave the f32 losses bit for bit";
+}
+
+// The CUDA device's code (CudaPlan.cpp) on the emulated GPU
+// (GpuEmulator.h): trains like the reference in f32 and with bf16 GEMMs,
+// and frees every device buffer.
+TEST_P(CompiledPath, CudaDeviceOnAnEmulatedGpuTrainsLikeTheReference) {
+  long long before = emulatedGpuLiveAllocations();
+  for (GemmPrecision gp : {GemmPrecision::F32, GemmPrecision::BF16})
+    trainBeside(
+        GetParam(),
+        [&](Compiled &c) -> std::unique_ptr<Executor> {
+          return emulatedGpuExecutor(c.graph, c.kernels, gp);
+        },
+        gp == GemmPrecision::F32 ? 1e-4 : 2e-2,
+        gp == GemmPrecision::F32 ? "emulated GPU f32" : "emulated GPU bf16 GEMMs");
+  EXPECT_EQ(emulatedGpuLiveAllocations(), before) << "device buffers leaked";
 }
 
 // The compiled runtime on a CUDA GPU (CudaPlan.cpp: NVRTC kernels, cuBLASLt

@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 #include "stretto/PlanExecutor.h"
 #include "stretto/RefExecutor.h"
+#include "GpuEmulator.h"
 
 #include <gtest/gtest.h>
 
@@ -74,15 +75,21 @@ HostTensor ids(const Shape &shape, int64_t limit, uint64_t seed) {
 void expectSame(Builder &b, int probe, const TensorMap &inputs, double rel = 2e-6,
                 const std::string &what = "") {
   RefExecutor ref(b.g, Precision::F32);
-  PlanExecutor plan(b.g, {});
-  StepResult r = ref.evaluate(inputs, {probe}), p = plan.evaluate(inputs, {probe});
-  const HostTensor &x = r.probes.at(probe), &y = p.probes.at(probe);
-  ASSERT_EQ(x.shape, y.shape) << what;
-  ASSERT_EQ(x.data.size(), y.data.size()) << what;
-  for (size_t i = 0; i < x.data.size(); ++i)
-    ASSERT_NEAR(x.data[i], y.data[i], rel * std::fabs(x.data[i]) + 1e-6)
-        << what << ": element " << i << " of " << opKindName(b.g.nodes[probe].kind);
-  EXPECT_NEAR(r.outputs.at(0), p.outputs.at(0), 1e-5 * (1 + std::fabs(r.outputs.at(0)))) << what;
+  StepResult r = ref.evaluate(inputs, {probe});
+  // The host device, and the CUDA device's code on the emulated GPU.
+  PlanExecutor host(b.g, {});
+  std::unique_ptr<PlanExecutor> gpu = emulatedGpuExecutor(b.g, {});
+  for (PlanExecutor *plan : {&host, gpu.get()}) {
+    StepResult p = plan->evaluate(inputs, {probe});
+    std::string on = what + " on " + plan->deviceName();
+    const HostTensor &x = r.probes.at(probe), &y = p.probes.at(probe);
+    ASSERT_EQ(x.shape, y.shape) << on;
+    ASSERT_EQ(x.data.size(), y.data.size()) << on;
+    for (size_t i = 0; i < x.data.size(); ++i)
+      ASSERT_NEAR(x.data[i], y.data[i], rel * std::fabs(x.data[i]) + 1e-6)
+          << on << ": element " << i << " of " << opKindName(b.g.nodes[probe].kind);
+    EXPECT_NEAR(r.outputs.at(0), p.outputs.at(0), 1e-5 * (1 + std::fabs(r.outputs.at(0)))) << on;
+  }
 }
 
 TEST(PlanExecutor, BinaryOpsBroadcast) {
