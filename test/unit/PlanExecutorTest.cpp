@@ -231,14 +231,17 @@ TEST(PlanExecutor, IdOps) {
 
   // An id out of range fails naming the op and its location.
   in["tok"].data[7] = 10;
-  PlanExecutor plan(b.g, {});
-  try {
-    plan.evaluate(in);
-    FAIL() << "an out-of-range id was accepted";
-  } catch (const std::runtime_error &err) {
-    EXPECT_NE(std::string(err.what()).find("embedding (node 4) at test.mlir:5:1: id 10 out of range [0, 10)"),
-              std::string::npos)
-        << err.what();
+  PlanExecutor host(b.g, {});
+  std::unique_ptr<PlanExecutor> gpu = emulatedGpuExecutor(b.g, {});
+  for (PlanExecutor *plan : {&host, gpu.get()}) {
+    try {
+      plan->evaluate(in);
+      ADD_FAILURE() << "an out-of-range id was accepted on " << plan->deviceName();
+    } catch (const std::runtime_error &err) {
+      EXPECT_NE(std::string(err.what()).find("embedding (node 4) at test.mlir:5:1: id 10 out of range [0, 10)"),
+                std::string::npos)
+          << err.what();
+    }
   }
 }
 
@@ -306,10 +309,11 @@ Graph statefulGraph() {
   return b.g;
 }
 
-TEST(PlanExecutor, StatesWritesAndMicroBatches) {
+// On the host and on the emulated GPU.
+void statesWritesAndMicroBatches(PlanExecutor &plan) {
   Graph g = statefulGraph();
   RefExecutor ref(g, Precision::F32);
-  PlanExecutor plan(g, {});
+  SCOPED_TRACE(plan.deviceName());
   ref.initialize(3);
   plan.initialize(3);
   for (int step = 0; step < 4; ++step) {
@@ -343,6 +347,12 @@ TEST(PlanExecutor, StatesWritesAndMicroBatches) {
   EXPECT_EQ(plan.getState("w").data, w.data);
   EXPECT_THROW(plan.setState("w", random({4, 3}, 9)), std::runtime_error);
   EXPECT_THROW(plan.getState("nope"), std::runtime_error);
+}
+
+TEST(PlanExecutor, StatesWritesAndMicroBatches) {
+  PlanExecutor host(statefulGraph(), {});
+  statesWritesAndMicroBatches(host);
+  statesWritesAndMicroBatches(*emulatedGpuExecutor(statefulGraph(), {}));
 }
 
 TEST(PlanExecutor, PlanReusesBuffers) {
@@ -433,19 +443,31 @@ TEST(PlanExecutor, RandomUpdatePhasesMatchTheReference) {
     RefExecutor ref(b.g, Precision::F32);
     ref.setKernels(fns);
     PlanExecutor plan(b.g, fns);
+    // Every 10th program also on the CUDA device's code (emulated GPU).
+    std::unique_ptr<PlanExecutor> gpu = seed % 10 ? nullptr : emulatedGpuExecutor(b.g, fns);
     ref.initialize(seed);
     plan.initialize(seed);
+    if (gpu)
+      gpu->initialize(seed);
     for (int step = 0; step < 3; ++step) {
       TensorMap in = {{"x", random(shape, seed * 10 + step)}};
-      ASSERT_EQ(ref.microStep(in).outputs, plan.microStep(in).outputs) << "seed " << seed << " step " << step << "\n" << plan.describe();
+      std::vector<double> want = ref.microStep(in).outputs;
+      ASSERT_EQ(want, plan.microStep(in).outputs) << "seed " << seed << " step " << step << "\n" << plan.describe();
+      if (gpu)
+        ASSERT_EQ(want, gpu->microStep(in).outputs) << "GPU, seed " << seed << " step " << step;
       ref.update();
       plan.update();
+      if (gpu)
+        gpu->update();
     }
     for (int k = 0; k < S; ++k) {
       std::string name = "s" + std::to_string(k);
       ASSERT_EQ(ref.getState(name).data, plan.getState(name).data)
           << "seed " << seed << ", state " << name << "\n"
           << plan.describe();
+      if (gpu)
+        ASSERT_EQ(ref.getState(name).data, gpu->getState(name).data)
+            << "GPU, seed " << seed << ", state " << name;
     }
     inPlaceSeen += plan.describe().find("kernel \"mix\"") != std::string::npos &&
                    plan.describe().find("-> state 's") != std::string::npos;
@@ -513,6 +535,11 @@ TEST(PlanExecutor, RandomStepGraphsMatchTheReference) {
                     {"y", random(shape, seed + 1)},
                     {"bias", random({6}, seed + 2)}};
     StepResult r = ref.evaluate(in, probes), p = plan.evaluate(in, probes);
+    if (seed % 10 == 0) { // also the CUDA device's code (emulated GPU)
+      StepResult q = emulatedGpuExecutor(b.g, fns)->evaluate(in, probes);
+      for (int k : probes)
+        ASSERT_EQ(r.probes.at(k).data, q.probes.at(k).data) << "GPU, seed " << seed << ", node " << k;
+    }
     ASSERT_EQ(r.outputs, p.outputs) << "seed " << seed << "\n" << plan.describe();
     for (int k : probes)
       ASSERT_EQ(r.probes.at(k).data, p.probes.at(k).data)
