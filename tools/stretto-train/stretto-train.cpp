@@ -14,6 +14,7 @@
 #include "stretto/Transforms/Passes.h"
 #include "stretto/Pipeline.h"
 #include "stretto/PlanExecutor.h"
+#include "stretto/PlanFile.h"
 #include "stretto/Trainer.h"
 
 #include "mlir/IR/MLIRContext.h"
@@ -23,6 +24,7 @@
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/Format.h"
+#include "llvm/Support/FormatVariadic.h"
 #include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/SourceMgr.h"
@@ -54,6 +56,10 @@ static cl::opt<std::string> dumpDir("dump", cl::desc("Write the IR after every p
                                                      "the kernel sources, PTX/cubin and the buffer "
                                                      "plan here"),
                                     cl::init(""), cl::cat(cat));
+static cl::opt<std::string> savePlan(
+    "save-plan", cl::desc("Compile, write the trainer plan (lowered step, kernel sources, "
+                          "settings) to this file for stretto-run, and stop"),
+    cl::init(""), cl::cat(cat));
 static cl::opt<bool> resume("resume", cl::desc("Continue from <out>/checkpoint.bin"), cl::cat(cat));
 static cl::opt<std::string> device("device",
                                    cl::desc("cpu | cuda | auto (auto: CUDA device 0 when a GPU, "
@@ -422,6 +428,42 @@ int main(int argc, char **argv) {
     source = makeDataSource(*graph, data, vocab);
   } catch (const std::exception &e) {
     return fail(e.what());
+  }
+  // --save-plan: the trainer as a file for stretto-run (no MLIR there).
+  if (!savePlan.empty()) {
+    if (exec != "compiled")
+      return fail("--save-plan saves the compiled runtime's plan; it cannot be combined with "
+                  "the reference executor");
+    PlanFile pf;
+    pf.graph = *graph;
+    pf.cppSource = compiledKernels->cppSource;
+    pf.cudaSource = compiledKernels->cudaSource;
+    llvm::SmallString<256> dataPath(data.path);
+    if (!dataPath.empty())
+      llvm::sys::fs::make_absolute(dataPath);
+    pf.meta = {{"model.name", model.getSymName().str()},
+               {"model.vocab", std::to_string(vocab)},
+               {"data.format", data.format},
+               {"data.path", std::string(dataPath)},
+               {"data.val_fraction", llvm::formatv("{0}", data.valFraction).str()},
+               {"train.optimizer", model.getTrainerString("optimizer", "adamw").str()},
+               {"train.steps", std::to_string(opt.steps)},
+               {"train.micro_batches", std::to_string(opt.microBatches)},
+               {"train.seed", std::to_string(opt.seed)},
+               {"train.log_interval", std::to_string(opt.logInterval)},
+               {"train.eval_interval", std::to_string(opt.evalInterval)},
+               {"train.eval_batches", std::to_string(opt.evalBatches)},
+               {"train.checkpoint_interval", std::to_string(opt.checkpointInterval)},
+               {"train.stages", std::to_string(model.getTrainerInt("stages", 1))}};
+    try {
+      savePlanFile(savePlan, pf);
+    } catch (const std::exception &e) {
+      return fail(e.what());
+    }
+    if (!quiet)
+      llvm::outs() << "wrote the trainer plan to " << savePlan << " (run it with stretto-run "
+                   << savePlan << ")\n";
+    return 0;
   }
   if (!quiet) {
     int64_t params = 0;

@@ -1,0 +1,288 @@
+//===- stretto-run.cpp - train from a saved plan, with no MLIR ------------===//
+//
+//   stretto-run PLAN [--steps N] [--seed S] [--out DIR] [--resume]
+//               [--device cpu|cuda|auto] [--precision f32|bf16]
+//               [--executor compiled|reference] [--check N] [--profile]
+//               [--log-interval N] [--quiet]
+//
+// PLAN is what `stretto-train MODEL --save-plan PLAN` wrote: the lowered
+// training step, the fused kernels' sources and the run's settings. This
+// tool links the runtime only (no MLIR, no LLVM): the kernels come from the
+// host compiler or NVRTC through their caches, and training runs on the
+// compiled runtime (CPU, or CUDA device 0) or the reference executor.
+// --check N trains N steps on the chosen runtime beside the reference
+// executor on the same batches and reports how far the losses and states
+// drift (exit status 1 beyond f32 rounding, or 2% with bf16 GEMMs): a
+// self-test of a device against the oracle.
+//
+//===----------------------------------------------------------------------===//
+#include "stretto/Device.h"
+#include "stretto/HostJit.h"
+#include "stretto/PlanExecutor.h"
+#include "stretto/PlanFile.h"
+#include "stretto/Trainer.h"
+
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <set>
+#include <string>
+
+using namespace stretto;
+
+namespace {
+
+const char *kUsage =
+    "usage: stretto-run PLAN [--steps N] [--seed S] [--out DIR] [--resume]\n"
+    "                   [--device cpu|cuda|auto] [--precision f32|bf16]\n"
+    "                   [--executor compiled|reference] [--check N] [--profile]\n"
+    "                   [--log-interval N] [--quiet]\n"
+    "Trains from a plan written by `stretto-train MODEL --save-plan PLAN` (no MLIR here).\n"
+    "--steps defaults to the plan's; the learning-rate schedule was fixed when the plan\n"
+    "was compiled (recompile with train.steps=N to change it).\n";
+
+int fail(const std::string &msg) {
+  std::cerr << "stretto-run: " << msg << "\n";
+  return 1;
+}
+
+std::string cacheDirectory() {
+  const char *env = std::getenv("STRETTO_CACHE_DIR");
+  const char *home = std::getenv("HOME");
+  return env ? env : std::string(home ? home : "/tmp") + "/.cache/stretto/kernels";
+}
+
+int64_t metaInt(const PlanFile &p, const std::string &key, int64_t fallback) {
+  auto it = p.meta.find(key);
+  return it == p.meta.end() ? fallback : std::atoll(it->second.c_str());
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  std::string planPath, outDir, device = "auto", precision = "f32", executor = "compiled";
+  int64_t steps = -1, seed = -1, check = 0, logInterval = -1;
+  bool resume = false, profile = false, quiet = false;
+  for (int i = 1; i < argc; ++i) {
+    std::string a = argv[i];
+    // --key=value is --key value.
+    std::string inlineValue;
+    bool hasInline = false;
+    if (a.rfind("--", 0) == 0 && a.find('=') != std::string::npos) {
+      inlineValue = a.substr(a.find('=') + 1);
+      a = a.substr(0, a.find('='));
+      hasInline = true;
+    }
+    auto value = [&]() -> std::string {
+      if (hasInline)
+        return inlineValue;
+      if (i + 1 >= argc) {
+        std::cerr << "stretto-run: " << a << " needs a value\n" << kUsage;
+        std::exit(2);
+      }
+      return argv[++i];
+    };
+    auto number = [&]() -> int64_t {
+      std::string v = value();
+      char *end = nullptr;
+      long long n = std::strtoll(v.c_str(), &end, 10);
+      if (v.empty() || *end) {
+        std::cerr << "stretto-run: " << a << " expects an integer, got '" << v << "'\n";
+        std::exit(2);
+      }
+      return n;
+    };
+    if (a == "--steps")
+      steps = number();
+    else if (a == "--seed")
+      seed = number();
+    else if (a == "--out")
+      outDir = value();
+    else if (a == "--resume")
+      resume = true;
+    else if (a == "--device")
+      device = value();
+    else if (a == "--precision")
+      precision = value();
+    else if (a == "--executor")
+      executor = value();
+    else if (a == "--check")
+      check = number();
+    else if (a == "--profile")
+      profile = true;
+    else if (a == "--log-interval")
+      logInterval = number();
+    else if (a == "--quiet")
+      quiet = true;
+    else if (a == "--help" || a == "-h") {
+      std::cout << kUsage;
+      return 0;
+    } else if (planPath.empty() && !a.empty() && a[0] != '-')
+      planPath = a;
+    else {
+      std::cerr << "stretto-run: unknown argument '" << a << "'\n" << kUsage;
+      return 2;
+    }
+  }
+  if (planPath.empty()) {
+    std::cerr << kUsage;
+    return 2;
+  }
+  if (device != "cpu" && device != "cuda" && device != "auto")
+    return fail("--device must be cpu, cuda or auto, got '" + device + "'");
+  if (precision != "f32" && precision != "bf16")
+    return fail("--precision must be f32 or bf16, got '" + precision + "'");
+  if (executor != "compiled" && executor != "reference")
+    return fail("--executor must be compiled or reference, got '" + executor + "'");
+  if (executor == "reference" && precision == "bf16")
+    return fail("--precision=bf16 is a mode of the compiled runtime");
+
+  PlanFile plan;
+  try {
+    plan = loadPlanFile(planPath);
+  } catch (const std::exception &e) {
+    return fail(e.what());
+  }
+  const Graph &graph = plan.graph;
+  if (!graph.outer.empty() || metaInt(plan, "train.stages", 1) > 1)
+    return fail(planPath + ": pipelined and gossip plans are not run by stretto-run yet; "
+                           "train them with stretto-train");
+
+  TrainerOptions opt;
+  opt.steps = steps > 0 ? steps : metaInt(plan, "train.steps", 100);
+  opt.microBatches = metaInt(plan, "train.micro_batches", 1);
+  opt.seed = seed >= 0 ? uint64_t(seed) : uint64_t(metaInt(plan, "train.seed", 1337));
+  opt.logInterval = logInterval > 0 ? logInterval : metaInt(plan, "train.log_interval", 10);
+  opt.evalInterval = metaInt(plan, "train.eval_interval", 100);
+  opt.evalBatches = metaInt(plan, "train.eval_batches", 8);
+  opt.checkpointInterval = metaInt(plan, "train.checkpoint_interval", 0);
+  opt.outDir = outDir;
+  opt.resume = resume;
+  opt.quiet = quiet;
+  opt.profile = profile;
+  opt.compiled = executor == "compiled";
+  opt.gemmPrecision = precision == "bf16" ? GemmPrecision::BF16 : GemmPrecision::F32;
+
+  // The fused kernels: from the host compiler's cache (compiled on a miss).
+  std::set<std::string> names;
+  for (Phase ph : {Phase::Step, Phase::Update, Phase::Outer})
+    for (const Node &n : graph.phase(ph))
+      if (n.kind == OpKind::Kernel)
+        names.insert(n.name);
+  std::unique_ptr<HostKernelCache> cache;
+  if (!names.empty()) {
+    if (plan.cppSource.empty())
+      return fail(planPath + ": the plan has kernel nodes but no kernel source");
+    cache = std::make_unique<HostKernelCache>(cacheDirectory());
+    if (!quiet)
+      cache->setOnCompile([&](size_t n) {
+        std::cout << "compiling " << n << " fused kernels with the host compiler...\n" << std::flush;
+      });
+    std::vector<std::string> symbols(names.begin(), names.end());
+    std::string error;
+    std::vector<HostKernelFn> fns = cache->loadAll(plan.cppSource, symbols, error);
+    if (fns.size() != symbols.size())
+      return fail(error);
+    for (size_t k = 0; k < symbols.size(); ++k)
+      opt.kernels[symbols[k]] = fns[k];
+  }
+  // The device.
+  if (opt.compiled && device != "cpu") {
+    CudaProbe probe = probeCuda();
+    if (probe.available) {
+      opt.cuda = true;
+      opt.cudaKernels = CudaKernelSet{plan.cudaSource, cacheDirectory()};
+    } else if (device == "cuda") {
+      std::cerr << "stretto-run: --device=cuda: " << probe.reason << "; training on the CPU\n";
+    }
+  }
+
+  DataConfig data;
+  auto meta = [&](const char *k, const std::string &fallback) {
+    auto it = plan.meta.find(k);
+    return it == plan.meta.end() ? fallback : it->second;
+  };
+  data.format = meta("data.format", "synthetic");
+  data.path = meta("data.path", "");
+  data.valFraction = std::atof(meta("data.val_fraction", "0.1").c_str());
+  data.seed = opt.seed;
+  std::unique_ptr<DataSource> source;
+  try {
+    source = makeDataSource(graph, data, metaInt(plan, "model.vocab", 256));
+  } catch (const std::exception &e) {
+    return fail(e.what());
+  }
+  if (!quiet)
+    std::cout << "plan " << planPath << ": model @" << meta("model.name", "?") << ", "
+              << graph.nodes.size() << " ops per step, " << names.size() << " fused kernels\n"
+              << "data: " << source->describe() << "\n";
+
+  if (check <= 0) {
+    TrainSummary summary;
+    return runTraining(graph, *source, opt, &summary);
+  }
+
+  // --check N: the chosen runtime beside the reference executor.
+  std::unique_ptr<Executor> ex;
+  try {
+    std::string why;
+    if (opt.compiled && opt.cuda)
+      ex = PlanExecutor::onCuda(graph, opt.cudaKernels, opt.gemmPrecision, why);
+    if (!ex && opt.compiled)
+      ex = std::make_unique<PlanExecutor>(graph, opt.kernels, opt.gemmPrecision);
+    if (!ex) {
+      auto r = std::make_unique<RefExecutor>(graph, Precision::F32);
+      r->setKernels(opt.kernels);
+      ex = std::move(r);
+    }
+  } catch (const std::exception &e) {
+    return fail(e.what());
+  }
+  std::string on = "reference executor";
+  if (auto *p = dynamic_cast<PlanExecutor *>(ex.get()))
+    on = "compiled runtime on " + p->deviceName() + (precision == "bf16" ? " (bf16 GEMMs)" : "");
+  // The oracle runs the plan's fused kernels through their C++ build (the
+  // plan holds no unfused form of them).
+  RefExecutor ref(graph, Precision::F32);
+  ref.setKernels(opt.kernels);
+  ref.initialize(opt.seed);
+  ex->initialize(opt.seed);
+  double tol = precision == "bf16" ? 2e-2 : 1e-4, worstLoss = 0;
+  std::printf("check: %s against the reference executor, %lld steps\n", on.c_str(),
+              (long long)check);
+  try {
+    for (int64_t step = 0; step < check; ++step) {
+      double la = 0, lb = 0;
+      for (int64_t k = 0; k < opt.microBatches; ++k) {
+        auto batch = source->batch(Split::Train, uint64_t(step * opt.microBatches + k));
+        la += ref.microStep(batch).outputs.at(0);
+        lb += ex->microStep(batch).outputs.at(0);
+      }
+      ref.update();
+      ex->update();
+      double rel = std::fabs(la - lb) / (1 + std::fabs(la));
+      worstLoss = std::max(worstLoss, rel);
+      std::printf("  step %3lld  loss %.7f  vs %.7f  (relative %.2e)\n", (long long)step + 1,
+                  la / double(opt.microBatches), lb / double(opt.microBatches), rel);
+    }
+  } catch (const std::exception &e) {
+    return fail(e.what());
+  }
+  double worstState = 0;
+  std::string where;
+  for (const StateDecl &s : graph.states) {
+    HostTensor x = ref.getState(s.name), y = ex->getState(s.name);
+    for (size_t i = 0; i < x.data.size(); ++i) {
+      double d = std::fabs(x.data[i] - y.data[i]) / (1e-3 + std::fabs(x.data[i]));
+      if (d > worstState)
+        worstState = d, where = s.name + "[" + std::to_string(i) + "]";
+    }
+  }
+  bool ok = worstLoss <= tol;
+  std::printf("check: largest loss difference %.2e (tolerance %.0e), largest state difference "
+              "%.2e at %s: %s\n",
+              worstLoss, tol, worstState, where.empty() ? "-" : where.c_str(),
+              ok ? "ok" : "MISMATCH");
+  return ok ? 0 : 1;
+}
