@@ -1,6 +1,6 @@
 //===- stretto-run.cpp - train from a saved plan, with no MLIR ------------===//
 //
-//   stretto-run PLAN [--steps N] [--seed S] [--out DIR] [--resume]
+//   stretto-run PLAN [--steps N] [--seed S] [--out DIR] [--resume] [--data FILE]
 //               [--device cpu|cuda|auto] [--precision f32|bf16]
 //               [--executor compiled|reference] [--check N] [--profile]
 //               [--log-interval N] [--quiet]
@@ -34,7 +34,7 @@ using namespace stretto;
 namespace {
 
 const char *kUsage =
-    "usage: stretto-run PLAN [--steps N] [--seed S] [--out DIR] [--resume]\n"
+    "usage: stretto-run PLAN [--steps N] [--seed S] [--out DIR] [--resume] [--data FILE]\n"
     "                   [--device cpu|cuda|auto] [--precision f32|bf16]\n"
     "                   [--executor compiled|reference] [--check N] [--profile]\n"
     "                   [--log-interval N] [--quiet]\n"
@@ -61,7 +61,7 @@ int64_t metaInt(const PlanFile &p, const std::string &key, int64_t fallback) {
 } // namespace
 
 int main(int argc, char **argv) {
-  std::string planPath, outDir, device = "auto", precision = "f32", executor = "compiled";
+  std::string planPath, outDir, dataPath, device = "auto", precision = "f32", executor = "compiled";
   int64_t steps = -1, seed = -1, check = 0, logInterval = -1;
   bool resume = false, profile = false, quiet = false;
   for (int i = 1; i < argc; ++i) {
@@ -99,6 +99,8 @@ int main(int argc, char **argv) {
       seed = number();
     else if (a == "--out")
       outDir = value();
+    else if (a == "--data")
+      dataPath = value();
     else if (a == "--resume")
       resume = true;
     else if (a == "--device")
@@ -204,7 +206,7 @@ int main(int argc, char **argv) {
     return it == plan.meta.end() ? fallback : it->second;
   };
   data.format = meta("data.format", "synthetic");
-  data.path = meta("data.path", "");
+  data.path = dataPath.empty() ? meta("data.path", "") : dataPath;
   data.valFraction = std::atof(meta("data.val_fraction", "0.1").c_str());
   data.seed = opt.seed;
   std::unique_ptr<DataSource> source;
@@ -227,8 +229,11 @@ int main(int argc, char **argv) {
   std::unique_ptr<Executor> ex;
   try {
     std::string why;
-    if (opt.compiled && opt.cuda)
+    if (opt.compiled && opt.cuda) {
       ex = PlanExecutor::onCuda(graph, opt.cudaKernels, opt.gemmPrecision, why);
+      if (!ex)
+        std::cerr << "stretto-run: cuda: " << why << "; checking the CPU runtime\n";
+    }
     if (!ex && opt.compiled)
       ex = std::make_unique<PlanExecutor>(graph, opt.kernels, opt.gemmPrecision);
     if (!ex) {

@@ -1,0 +1,33 @@
+#!/bin/bash
+# Packs what a GPU machine needs to check and time the CUDA runtime, into
+# gpu-bundle/ (git-ignored): stretto-run (the runtime alone, no MLIR), the
+# shared libraries it needs beyond glibc, trainer plans of the examples, and
+# the corpus. Run here after `make build`; then, on a machine with a GPU
+# (the device tool: carry gpu-bundle, run bench/gpu/device-check.sh).
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+BUILD=${BUILD:-build}
+B=gpu-bundle
+rm -rf $B && mkdir -p $B/bin $B/lib $B/plans $B/data
+cp $BUILD/bin/stretto-run $B/bin/
+for lib in $(ldd $BUILD/bin/stretto-run | awk '/=>/ {print $3}'); do
+  case $(basename "$lib") in
+    libc.so*|libm.so*) ;; # the machine's own glibc
+    *) cp -L "$lib" $B/lib/ ;;
+  esac
+done
+cp data/kjv.txt $B/data/
+export STRETTO_CACHE_DIR=${STRETTO_CACHE_DIR:-/tmp/stretto-bundle-cache}
+plan() { # name config overrides...
+  local name=$1 config=$2
+  shift 2
+  $BUILD/bin/stretto-train "$config" "$@" --save-plan $B/plans/$name.plan --quiet
+}
+plan mlp-sgd examples/mlp.toml
+plan gpt-tiny examples/gpt-tiny.toml
+plan gpt-tiny-muon examples/gpt-tiny.toml train.optimizer=muon
+plan gpt-tiny-2bw-ef examples/gpt-tiny.toml train.sync=2bw train.ef_lambda=0.5 train.optimizer=sgd train.lr=0.1
+plan gpt-tiny-micro2 examples/gpt-tiny.toml train.micro_batches=2
+plan gpt-mini examples/gpt-mini.toml
+cp bench/gpu/device-check.sh $B/
+du -sh $B

@@ -1,0 +1,37 @@
+#!/bin/bash
+# On a machine with an NVIDIA GPU, from the repository root with
+# gpu-bundle/ (bench/gpu/bundle.sh) next to it: checks the CUDA runtime
+# against the reference executor on every bundled plan, in f32 and with
+# bf16 GEMMs, then times gpt-tiny and gpt-mini on the GPU and on the CPU.
+# Writes everything to ${OUT:-gpu-results}/device-check.txt. Prints figures;
+# the checks' exit codes are reported, never hidden.
+set -u
+B=gpu-bundle
+OUT=${OUT:-gpu-results}
+mkdir -p "$OUT"
+LOG=$OUT/device-check.txt
+# NVRTC and cuBLASLt: the toolkit's, else PyTorch's wheels.
+EXTRA=$(ls -d /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib 2>/dev/null | tr '\n' ':')
+EXTRA=$EXTRA$(python3 -c 'import nvidia, os; print(":".join(os.path.join(p, d, "lib") for p in nvidia.__path__ for d in os.listdir(p)))' 2>/dev/null)
+export LD_LIBRARY_PATH=$PWD/$B/lib:$EXTRA:${LD_LIBRARY_PATH:-}
+export STRETTO_CACHE_DIR=/tmp/stretto-cache
+run() {
+  echo "\$ $*" | tee -a "$LOG"
+  timeout 300 "$@" 2>&1 | tee -a "$LOG"
+  echo "exit status ${PIPESTATUS[0]}" | tee -a "$LOG"
+}
+: > "$LOG"
+nvidia-smi -L 2>&1 | tee -a "$LOG"
+for p in $B/plans/*.plan; do
+  run $B/bin/stretto-run "$p" --data $B/data/kjv.txt --device=cuda --check 5
+  run $B/bin/stretto-run "$p" --data $B/data/kjv.txt --device=cuda --precision=bf16 --check 5
+done
+for p in gpt-tiny gpt-mini; do
+  for dev in cuda cpu; do
+    run $B/bin/stretto-run $B/plans/$p.plan --data $B/data/kjv.txt --device=$dev --steps 100 --log-interval 50
+  done
+  run $B/bin/stretto-run $B/plans/$p.plan --data $B/data/kjv.txt --device=cuda --precision=bf16 --steps 100 --log-interval 50
+  run $B/bin/stretto-run $B/plans/$p.plan --data $B/data/kjv.txt --device=cuda --steps 20 --profile --quiet
+done
+grep -E "^check:|^done:|exit status [^0]" "$LOG" > "$OUT/summary.txt"
+cat "$OUT/summary.txt"
