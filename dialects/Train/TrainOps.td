@@ -59,7 +59,7 @@ def Train_ModelOp : Train_Op<"model", [Symbol, SymbolTable, IsolatedFromAbove,
   }];
 }
 
-class Train_VarOp<string mnemonic, string what> : Train_Op<mnemonic,
+class Train_VarOp<string mnemonic> : Train_Op<mnemonic,
     [Symbol, HasParent<"ModelOp">]> {
   let arguments = (ins SymbolNameAttr:$sym_name,
                        TypeAttrOf<Train_FloatTensor>:$type,
@@ -74,7 +74,7 @@ class Train_VarOp<string mnemonic, string what> : Train_Op<mnemonic,
   }];
 }
 
-def Train_ParamOp : Train_VarOp<"param", "parameter"> {
+def Train_ParamOp : Train_VarOp<"param"> {
   let summary = "a trainable parameter with its initializer";
   let description = [{
     Declares a parameter by a stable name, its type and initializer:
@@ -89,7 +89,7 @@ def Train_ParamOp : Train_VarOp<"param", "parameter"> {
   }];
 }
 
-def Train_StateOp : Train_VarOp<"state", "state"> {
+def Train_StateOp : Train_VarOp<"state"> {
   let summary = "persistent non-trainable state (optimizer moments, versions)";
   let description = [{
     Declares state that passes add: optimizer moments, weight versions,

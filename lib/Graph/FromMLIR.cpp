@@ -156,7 +156,9 @@ static LogicalResult lowerPhase(Block &block, Phase phase, Graph &g) {
         .Case([&](InputOp o) { n.name = o.getName().str(); })
         .Case([&](ReadOp o) { n.name = o.getVar().str(); })
         .Case([&](AccumulatedGradOp o) { n.name = o.getVar().str(); })
-        .Case([&](TransferOp o) { n.ints = {o.getFrom(), o.getTo()}; })
+        .Case([&](TransferOp o) {
+          n.ints = {static_cast<int64_t>(o.getFrom()), static_cast<int64_t>(o.getTo())};
+        })
         .Case<kernel::ElementwiseOp, kernel::ReduceOp, kernel::RowsOp>([&](Operation *o) {
           n.name = o->getAttrOfType<StringAttr>("symbol").getValue().str();
           if (auto r = dyn_cast<kernel::ReduceOp>(o))
