@@ -190,8 +190,12 @@ static LogicalResult lowerPhase(Block &block, Phase phase, Graph &g) {
         })
         .Case([&](TransposeOp o) { n.ints.assign(o.getPerm().begin(), o.getPerm().end()); })
         .Case([&](ReduceSumOp o) { n.ints.assign(o.getDims().begin(), o.getDims().end()); })
-        .Case([&](SliceOp o) { n.ints = {o.getAxis(), o.getOffset()}; })
-        .Case([&](PadOp o) { n.ints = {o.getAxis(), o.getOffset()}; })
+        .Case([&](SliceOp o) {
+          n.ints = {static_cast<int64_t>(o.getAxis()), static_cast<int64_t>(o.getOffset())};
+        })
+        .Case([&](PadOp o) {
+          n.ints = {static_cast<int64_t>(o.getAxis()), static_cast<int64_t>(o.getOffset())};
+        })
         .Case([&](SoftmaxOp o) { n.flag = o.getCausal(); })
         .Case([&](LayerNormOp o) { n.floats = {o.getEps().convertToDouble()}; })
         .Case([&](RmsNormOp o) { n.floats = {o.getEps().convertToDouble()}; })
