@@ -3,7 +3,7 @@
 
 #include "stretto/CudaDriver.h"
 
-#include <dlfcn.h>
+#include "DynamicLibrary.h"
 
 #include <stdexcept>
 #include <vector>
@@ -13,7 +13,7 @@ namespace stretto {
 using namespace cublaslt;
 
 struct CublasLt::Api {
-  void *lib = nullptr;
+  DynamicLibrary lib;
   int (*create)(void **) = nullptr;
   int (*destroy)(void *) = nullptr;
   int (*descCreate)(void **, int, int) = nullptr;
@@ -31,19 +31,11 @@ struct CublasLt::Api {
                 const void *, const void *, void *, void *, void *, const Algo *, void *, size_t,
                 void *) = nullptr;
   const char *(*statusName)(int) = nullptr;
-  std::string missing;
 
   bool load() {
-    for (const char *name : {"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so"})
-      if ((lib = dlopen(name, RTLD_NOW | RTLD_LOCAL)))
-        break;
-    if (!lib)
+    if (!lib.open({"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so"}))
       return false;
-    auto sym = [&](auto &fn, const char *name) {
-      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(lib, name));
-      if (!fn && missing.empty())
-        missing = name;
-    };
+    auto sym = [&](auto &fn, const char *name) { lib.bind(fn, name); };
     sym(create, "cublasLtCreate");
     sym(destroy, "cublasLtDestroy");
     sym(descCreate, "cublasLtMatmulDescCreate");
@@ -58,7 +50,7 @@ struct CublasLt::Api {
     sym(heuristic, "cublasLtMatmulAlgoGetHeuristic");
     sym(matmul, "cublasLtMatmul");
     sym(statusName, "cublasLtGetStatusName");
-    return missing.empty();
+    return lib.missing().empty();
   }
 };
 
@@ -91,7 +83,7 @@ std::unique_ptr<CublasLt> CublasLt::open(CudaDevice &device, std::string &why) {
   lt->device_ = &device;
   lt->api_ = std::make_unique<Api>();
   if (!lt->api_->load()) {
-    why = lt->api_->lib ? "libcublasLt lacks " + lt->api_->missing
+    why = lt->api_->lib.isOpen() ? "libcublasLt lacks " + lt->api_->lib.missing()
                         : "cuBLASLt not found (libcublasLt.so.13)";
     return nullptr;
   }

@@ -1,7 +1,7 @@
 //===- CudaDriver.cpp - driver API through dlopen -------------------------===//
 #include "stretto/CudaDriver.h"
 
-#include <dlfcn.h>
+#include "DynamicLibrary.h"
 
 #include <stdexcept>
 
@@ -10,7 +10,7 @@ using namespace stretto;
 // Driver API entry points by their ABI names (the _v2 names the headers'
 // macros select); CUresult is an int enum, handles are opaque pointers.
 struct CudaDevice::Api {
-  void *lib = nullptr;
+  DynamicLibrary lib;
   int (*init)(unsigned) = nullptr;
   int (*deviceGet)(int *, int) = nullptr;
   int (*deviceCount)(int *) = nullptr;
@@ -38,17 +38,11 @@ struct CudaDevice::Api {
   int (*memGetInfo)(size_t *, size_t *) = nullptr;
   int (*errorName)(int, const char **) = nullptr;
   int (*errorString)(int, const char **) = nullptr;
-  std::string missing;
 
   bool load() {
-    lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
-    if (!lib)
+    if (!lib.open({"libcuda.so.1"}))
       return false;
-    auto sym = [&](auto &fn, const char *name) {
-      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(lib, name));
-      if (!fn && missing.empty())
-        missing = name;
-    };
+    auto sym = [&](auto &fn, const char *name) { lib.bind(fn, name); };
     sym(init, "cuInit");
     sym(deviceGet, "cuDeviceGet");
     sym(deviceCount, "cuDeviceGetCount");
@@ -75,7 +69,7 @@ struct CudaDevice::Api {
     sym(memGetInfo, "cuMemGetInfo_v2");
     sym(errorName, "cuGetErrorName");
     sym(errorString, "cuGetErrorString");
-    return missing.empty();
+    return lib.missing().empty();
   }
 };
 
@@ -84,7 +78,7 @@ std::unique_ptr<CudaDevice> CudaDevice::open(std::string &why) {
   d->api_ = std::make_unique<Api>();
   Api &a = *d->api_;
   if (!a.load()) {
-    why = a.lib ? "libcuda.so.1 lacks " + a.missing : "no CUDA driver (libcuda.so.1 not found)";
+    why = a.lib.isOpen() ? "libcuda.so.1 lacks " + a.lib.missing() : "no CUDA driver (libcuda.so.1 not found)";
     return nullptr;
   }
   int count = 0;

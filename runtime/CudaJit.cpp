@@ -3,7 +3,7 @@
 #include "stretto/HostJit.h"
 #include "JitCache.h"
 
-#include <dlfcn.h>
+#include "DynamicLibrary.h"
 
 #include <filesystem>
 #include <regex>
@@ -15,7 +15,7 @@ using namespace stretto::jitcache;
 // NVRTC's C API, loaded at run time (nvrtcResult is an int enum, a program
 // an opaque pointer).
 struct CudaKernelCache::Nvrtc {
-  void *lib = nullptr;
+  DynamicLibrary lib;
   using Prog = void *;
   int (*version)(int *, int *) = nullptr;
   int (*create)(Prog *, const char *, const char *, int, const char *const *,
@@ -31,19 +31,12 @@ struct CudaKernelCache::Nvrtc {
   std::string why, versionText;
 
   Nvrtc() {
-    for (const char *name : {"libnvrtc.so", "libnvrtc.so.13", "libnvrtc.so.12",
-                             "/usr/local/cuda/lib64/libnvrtc.so"})
-      if ((lib = dlopen(name, RTLD_NOW | RTLD_LOCAL)))
-        break;
-    if (!lib) {
+    if (!lib.open({"libnvrtc.so", "libnvrtc.so.13", "libnvrtc.so.12",
+                   "/usr/local/cuda/lib64/libnvrtc.so"})) {
       why = "NVRTC not found (libnvrtc.so; is the CUDA toolkit installed?)";
       return;
     }
-    auto sym = [&](auto &fn, const char *name) {
-      fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(dlsym(lib, name));
-      if (!fn && why.empty())
-        why = std::string("libnvrtc lacks ") + name;
-    };
+    auto sym = [&](auto &fn, const char *name) { lib.bind(fn, name); };
     sym(version, "nvrtcVersion");
     sym(create, "nvrtcCreateProgram");
     sym(compile, "nvrtcCompileProgram");
@@ -54,15 +47,13 @@ struct CudaKernelCache::Nvrtc {
     sym(cubinSize, "nvrtcGetCUBINSize");
     sym(cubin, "nvrtcGetCUBIN");
     sym(destroy, "nvrtcDestroyProgram");
+    if (!lib.missing().empty())
+      why = "libnvrtc lacks " + lib.missing();
     int major = 0, minor = 0;
     if (why.empty() && version(&major, &minor) == 0)
       versionText = std::to_string(major) + "." + std::to_string(minor);
   }
-  ~Nvrtc() {
-    if (lib)
-      dlclose(lib);
-  }
-  bool ok() const { return lib && why.empty(); }
+  bool ok() const { return lib.isOpen() && why.empty(); }
 
   // One compile of `source` for `target` ("sm_90" or "compute_90"); the
   // binary is the cubin for sm_, the PTX for compute_.

@@ -325,45 +325,29 @@ void CudaPlanDevice::exec(PlanExecutor::Impl &rt, const PhasePlan &p, int i,
            spaceOf(n.shape, broadcastStrides(inShape(0), n.shape)));
     return;
   case OpKind::ReduceSum: {
+    // [outer, nred, inner] column sums when the summed dims are one block
+    // with kept dims after it, else row sums of [count, nred] (the summed
+    // dims permuted to the end first unless they already are).
     const Shape &s = inShape(0);
-    std::vector<char> red(s.size(), 0);
-    for (int64_t d : n.ints)
-      red[d] = 1;
-    // Kept dims first, summed dims last: [outer, nred] row sums, unless the
-    // summed dims are one leading block (column sums, no copy).
-    int lo = -1, hi = -1;
-    bool contiguous = true;
-    for (int d = 0; d < static_cast<int>(s.size()); ++d) {
-      if (!red[d] || s[d] == 1)
-        continue;
-      if (lo < 0)
-        lo = d;
-      else if (hi != d)
-        contiguous = false;
-      hi = d + 1;
-    }
-    if (lo < 0) {
+    ReducedBlock rb = reducedBlock(s, n.ints);
+    if (!rb.any) {
       copy(out, in(0), count);
       return;
     }
-    auto prod = [&](int a, int b) {
-      int64_t v = 1;
-      for (int d = a; d < b; ++d)
-        v *= s[d];
-      return v;
-    };
-    const int rank = static_cast<int>(s.size());
     const float *x = in(0);
     int64_t nred = numElements(s) / std::max<int64_t>(count, 1);
-    if (contiguous && prod(hi, rank) > 1) {
-      launch("st_column_sums", count, prod(0, lo), nred, prod(hi, rank), x, out);
+    if (rb.contiguous && rb.inner > 1) {
+      launch("st_column_sums", count, rb.outer, nred, rb.inner, x, out);
       return;
     }
-    if (!contiguous) { // the summed dims permuted to the end
+    if (!rb.contiguous) {
+      std::vector<char> red(s.size(), 0);
+      for (int64_t d : n.ints)
+        red[d] = 1;
       Shape perm;
       std::vector<int64_t> st, inSt = stridesOf(s);
       for (int pass = 0; pass < 2; ++pass)
-        for (int d = 0; d < rank; ++d)
+        for (size_t d = 0; d < s.size(); ++d)
           if ((red[d] != 0) == (pass == 1)) {
             perm.push_back(s[d]);
             st.push_back(inSt[d]);

@@ -124,6 +124,35 @@ inline std::vector<int64_t> broadcastStrides(const Shape &in, const Shape &out) 
   return st;
 }
 
+// How a ReduceSum's summed dims lie in its operand (size-1 dims ignored):
+// none (a copy), one contiguous block [lo, hi) — the operand is then
+// [outer, nred, inner] and out[o, j] = sum_r x[o, r, j] — or scattered.
+struct ReducedBlock {
+  bool any = false, contiguous = true;
+  int lo = -1, hi = -1;
+  int64_t outer = 1, nred = 1, inner = 1; // when contiguous
+};
+inline ReducedBlock reducedBlock(const Shape &s, const std::vector<int64_t> &dims) {
+  ReducedBlock b;
+  std::vector<char> red(s.size(), 0);
+  for (int64_t d : dims)
+    red[d] = 1;
+  for (int d = 0; d < static_cast<int>(s.size()); ++d) {
+    if (!red[d] || s[d] == 1)
+      continue;
+    if (b.lo < 0)
+      b.lo = d;
+    else if (b.hi != d)
+      b.contiguous = false;
+    b.hi = d + 1;
+  }
+  b.any = b.lo >= 0;
+  if (b.any && b.contiguous)
+    for (int d = 0; d < static_cast<int>(s.size()); ++d)
+      (d < b.lo ? b.outer : d < b.hi ? b.nred : b.inner) *= s[d];
+  return b;
+}
+
 // out (zeroed, shape `in` without `dims`) += x, walking x in order: the
 // reference's summation order for any set of reduced dims.
 template <typename T>

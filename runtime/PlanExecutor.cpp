@@ -386,34 +386,15 @@ void HostDevice::exec(PlanExecutor::Impl &rt, const PhasePlan &p, int i, const T
   case OpKind::ReduceSum: {
     const Shape &s = inShape(0);
     const float *x = in(0);
-    // Contiguous reduced block [lo, hi) (size-1 dims ignored): out[o, j] =
-    // sum_r x[o, r, j], summed in increasing r like the reference.
-    std::vector<char> red(s.size(), 0);
-    for (int64_t d : n.ints)
-      red[d] = 1;
-    int lo = -1, hi = -1;
-    bool contiguous = true;
-    for (int d = 0; d < static_cast<int>(s.size()); ++d) {
-      if (!red[d] || s[d] == 1)
-        continue;
-      if (lo < 0)
-        lo = d;
-      else if (hi != d)
-        contiguous = false;
-      hi = d + 1;
-    }
-    if (lo < 0) { // only size-1 dims summed: a copy
+    // Contiguous reduced block: out[o, j] = sum_r x[o, r, j], summed in
+    // increasing r like the reference.
+    ReducedBlock rb = reducedBlock(s, n.ints);
+    if (!rb.any) { // only size-1 dims summed: a copy
       std::memcpy(out, x, sizeof(float) * count);
       return;
     }
-    if (contiguous) {
-      auto prod = [&](int a, int b) {
-        int64_t v = 1;
-        for (int d = a; d < b; ++d)
-          v *= s[d];
-        return v;
-      };
-      int64_t outer = prod(0, lo), nred = prod(lo, hi), inner = prod(hi, static_cast<int>(s.size()));
+    if (rb.contiguous) {
+      const int64_t outer = rb.outer, nred = rb.nred, inner = rb.inner;
       if (inner == 1 && outer == 1 && nred > kSumBlock) {
         // One long sum (the gradient norm's): fixed blocks in parallel, then
         // the block sums in order, so any thread count gives the same bits.
