@@ -74,7 +74,7 @@ std::string shapeText(const GemmCall &g) {
          (g.ta ? "^T" : "") + "]x[" + std::to_string(g.k) + "x" + std::to_string(g.n) +
          (g.tb ? "^T" : "") + "] " + (g.bf16 ? "bf16" : "f32") + " strides " +
          std::to_string(g.strideA) + "/" + std::to_string(g.strideB) + "/" +
-         std::to_string(g.strideC);
+         std::to_string(g.strideC) + " align " + std::to_string(g.align);
 }
 } // namespace
 
@@ -107,6 +107,14 @@ CublasLt::~CublasLt() {
     } catch (...) {
     }
   }
+}
+
+uint32_t LtMatrix::alignment(int64_t batch, int elementBytes, uint32_t base) const {
+  uint32_t a = base;
+  if (batch > 1 && stride != 0)
+    while (a > 1 && (stride * elementBytes) % a != 0)
+      a /= 2;
+  return a;
 }
 
 LtProblem columnMajorProblem(const GemmCall &g) {
@@ -157,6 +165,15 @@ CublasLt::Plan &CublasLt::planFor(const GemmCall &g) {
   ok(a.prefCreate(&pref), "preference");
   uint64_t ws = workspaceBytes_;
   a.prefSet(pref, kPrefMaxWorkspace, &ws, sizeof ws);
+  // cuBLASLt assumes 256-byte aligned matrices unless told otherwise; ours
+  // are g.align-byte aligned (64: arena offsets), batch items as their
+  // strides allow.
+  int inBytes = g.bf16 ? 2 : 4;
+  uint32_t align[4] = {lp.a.alignment(lp.batch, inBytes, g.align),
+                       lp.b.alignment(lp.batch, inBytes, g.align),
+                       lp.c.alignment(lp.batch, 4, g.align), lp.c.alignment(lp.batch, 4, g.align)};
+  for (int m = 0; m < 4; ++m)
+    ok(a.prefSet(pref, kPrefMinAlignA + m, &align[m], sizeof align[m]), "alignment preference");
   HeuristicResult result{};
   int found = 0;
   int rc = a.heuristic(handle_, p->desc, p->a, p->b, p->c, p->c, pref, 1, &result, &found);
@@ -169,6 +186,7 @@ CublasLt::Plan &CublasLt::planFor(const GemmCall &g) {
 }
 
 void CublasLt::gemm(const GemmCall &g, const void *a, const void *b, float *c) {
+  device_->makeCurrent();
   Plan &p = planFor(g);
   const float beta = 0.0f;
   int rc = api_->matmul(handle_, p.desc, &g.alpha, b, p.a, a, p.b, &beta, c, p.c, c, p.c, &p.algo,

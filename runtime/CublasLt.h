@@ -33,6 +33,7 @@ constexpr int kDescTransB = 4;         // CUBLASLT_MATMUL_DESC_TRANSB
 constexpr int kLayoutBatchCount = 5;   // CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT
 constexpr int kLayoutBatchStride = 6;  // CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET
 constexpr int kPrefMaxWorkspace = 1;   // CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES
+constexpr int kPrefMinAlignA = 5;      // CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES (B, C, D: +1..3)
 struct Algo {
   uint64_t data[8];
 };
@@ -51,6 +52,7 @@ struct GemmCall {
   int64_t strideA = 0, strideB = 0, strideC = 0; // elements between batch items (0: shared)
   bool bf16 = false; // A and B hold bf16 (uint16) values
   float alpha = 1.0f;
+  uint32_t align = 64; // bytes every base pointer is aligned to (the arena's 64)
 };
 
 // cuBLASLt's column-major form of a row-major GemmCall: row-major
@@ -60,6 +62,9 @@ struct GemmCall {
 // elements between batch items.
 struct LtMatrix {
   int64_t rows = 0, cols = 0, ld = 0, stride = 0;
+  // The alignment (bytes) every batch item's pointer has, given base
+  // pointers aligned to `base`.
+  uint32_t alignment(int64_t batch, int elementBytes, uint32_t base) const;
 };
 struct LtProblem {
   int opA = 0, opB = 0; // cublaslt::kOpN / kOpT, of cuBLASLt's A (our B) and B (our A)

@@ -138,6 +138,7 @@ void CudaDevice::check(int rc, const char *what) const {
 }
 
 void *CudaDevice::loadModule(const std::string &cubin) {
+  makeCurrent();
   void *module = nullptr;
   check(api_->moduleLoadData(&module, cubin.data()), "cuModuleLoadData");
   modules_.push_back(module);
@@ -151,51 +152,72 @@ void *CudaDevice::function(void *module, const std::string &name) {
 
 void CudaDevice::launchAsync(void *fn, unsigned grid, unsigned block, void **params,
                              unsigned shared, const char *what) {
+  makeCurrent();
   int rc = api_->launchKernel(fn, grid, 1, 1, block, 1, 1, shared, stream_, params, nullptr);
   if (rc != 0)
     check(rc, (std::string("launch of ") + what).c_str());
 }
 
 void CudaDevice::uploadAsync(Ptr dst, const void *src, size_t bytes) {
+  makeCurrent();
   if (bytes)
     check(api_->htodAsync(dst, src, bytes, stream_), "cuMemcpyHtoDAsync");
 }
 
 void CudaDevice::copyAsync(Ptr dst, Ptr src, size_t bytes) {
+  makeCurrent();
   if (bytes && dst != src)
     check(api_->dtodAsync(dst, src, bytes, stream_), "cuMemcpyDtoDAsync");
 }
 
 void CudaDevice::memsetAsync(Ptr dst, unsigned value, size_t words) {
+  makeCurrent();
   if (words)
     check(api_->memsetD32Async(dst, value, words, stream_), "cuMemsetD32Async");
 }
 
 void CudaDevice::downloadSync(void *dst, Ptr src, size_t bytes) {
+  makeCurrent();
   synchronize();
   if (bytes)
     check(api_->dtoh(dst, src, bytes), "cuMemcpyDtoH");
 }
 
-void CudaDevice::synchronize() { check(api_->streamSynchronize(stream_), "cuStreamSynchronize"); }
+void CudaDevice::synchronize() {
+  makeCurrent();
+  check(api_->streamSynchronize(stream_), "cuStreamSynchronize");
+}
+
+void CudaDevice::makeCurrent() {
+  thread_local void *current = nullptr;
+  if (current == context_)
+    return;
+  check(api_->setCurrent(context_), "cuCtxSetCurrent");
+  current = context_;
+}
 
 void CudaDevice::memoryInfo(size_t &free, size_t &total) {
+  makeCurrent();
   check(api_->memGetInfo(&free, &total), "cuMemGetInfo");
 }
 
 CudaDevice::Ptr CudaDevice::alloc(size_t bytes) {
+  makeCurrent();
   Ptr p = 0;
   check(api_->memAlloc(&p, bytes ? bytes : 1), "cuMemAlloc");
   return p;
 }
 
-void CudaDevice::free(Ptr p) { check(api_->memFree(p), "cuMemFree"); }
+void CudaDevice::free(Ptr p) {
+  makeCurrent(); check(api_->memFree(p), "cuMemFree"); }
 
 void CudaDevice::upload(Ptr dst, const void *src, size_t bytes) {
+  makeCurrent();
   check(api_->htod(dst, src, bytes), "cuMemcpyHtoD");
 }
 
 void CudaDevice::download(void *dst, Ptr src, size_t bytes) {
+  makeCurrent();
   check(api_->dtoh(dst, src, bytes), "cuMemcpyDtoH");
 }
 

@@ -184,7 +184,7 @@ public:
   void gemm(GemmCall g, const float *a, int64_t aCount, const float *b, int64_t bCount, float *c,
             bool bf16, int64_t scratchUsed = 0) {
     if (!bf16) {
-      gpu->gemm(g, a, b, c);
+      batched(g, a, b, c, 1);
       return;
     }
     // Two bf16 values per float of scratch.
@@ -194,7 +194,24 @@ public:
     launch("st_to_bf16", aCount, aCount, a, a16);
     launch("st_to_bf16", bCount, bCount, b, b16);
     g.bf16 = true;
-    gpu->gemm(g, a16, b16, c);
+    batched(g, a16, b16, c, 2);
+  }
+  // A batch with a shared operand (stride 0) as one GEMM per item: not
+  // every cuBLASLt algorithm takes a zero batch stride.
+  void batched(GemmCall g, const void *a, const void *b, float *c, int bytes) {
+    if (g.batch == 1 || (g.strideA != 0 && g.strideB != 0)) {
+      gpu->gemm(g, a, b, c);
+      return;
+    }
+    GemmCall one = g;
+    one.batch = 1;
+    for (int64_t stride : {g.strideA * bytes, g.strideB * bytes, g.strideC * 4})
+      while (one.align > 1 && stride % one.align != 0)
+        one.align /= 2; // item i's pointers are base + i * stride
+    one.strideA = one.strideB = one.strideC = 0;
+    for (int64_t i = 0; i < g.batch; ++i)
+      gpu->gemm(one, static_cast<const char *>(a) + i * g.strideA * bytes,
+                static_cast<const char *>(b) + i * g.strideB * bytes, c + i * g.strideC);
   }
   std::vector<float> fetch(const float *src, int64_t n) {
     std::vector<float> v(n);

@@ -212,6 +212,8 @@ double allReduceTime(const NetworkModel &net, const std::vector<int> &members, d
 // The executor of one replica (or of the evaluation): the compiled runtime
 // when the options ask for it, else the reference executor.
 std::unique_ptr<Executor> makeExecutor(const Graph &g, const GossipOptions &opt) {
+  if (opt.executorFactory)
+    return opt.executorFactory(g);
   if (opt.compiled)
     return std::make_unique<PlanExecutor>(g, opt.kernels, opt.gemmPrecision);
   auto ref = std::make_unique<RefExecutor>(g, opt.precision);

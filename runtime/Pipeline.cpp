@@ -205,7 +205,9 @@ PipelineResult stretto::runPipeline(const Graph &graph, DataSource &data,
     double busy = 0;
     try {
       std::unique_ptr<Executor> exPtr;
-      if (opt.compiled) {
+      if (opt.executorFactory) {
+        exPtr = opt.executorFactory(plan.graph);
+      } else if (opt.compiled) {
         exPtr = std::make_unique<PlanExecutor>(plan.graph, opt.kernels, opt.gemmPrecision);
       } else {
         auto ref = std::make_unique<RefExecutor>(plan.graph, opt.precision);

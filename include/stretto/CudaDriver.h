@@ -66,6 +66,11 @@ public:
   void synchronize();
   /// Total and free device memory in bytes.
   void memoryInfo(size_t &free, size_t &total);
+  /// Makes the device's context current on the calling thread (pipeline
+  /// stages and replicas use one device from several threads). Every
+  /// method above does so itself; libraries called on the device's stream
+  /// (cuBLASLt) call it first.
+  void makeCurrent();
 
 private:
   CudaDevice() = default;

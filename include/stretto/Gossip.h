@@ -25,6 +25,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -81,6 +82,10 @@ struct GossipOptions {
   bool compiled = false;
   std::map<std::string, RefExecutor::KernelFn> kernels;
   GemmPrecision gemmPrecision = GemmPrecision::F32; // compiled runtime's GEMMs
+  /// When set, builds each replica (and the evaluation)'s executor (e.g. the compiled runtime on
+  /// a GPU); called from the thread that will use it. Else `compiled`,
+  /// `kernels` and `precision` decide.
+  std::function<std::unique_ptr<Executor>(const Graph &)> executorFactory;
   int64_t microBatches = 1;    // micro-batches per local step
   int64_t evalInterval = 0;    // rounds between validation of the mean model; 0: never
   int64_t evalBatches = 4;

@@ -16,6 +16,7 @@
 
 #include <functional>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -57,6 +58,10 @@ struct PipelineOptions {
   bool compiled = false;
   std::map<std::string, RefExecutor::KernelFn> kernels;
   GemmPrecision gemmPrecision = GemmPrecision::F32; // compiled runtime's GEMMs
+  /// When set, builds each stage's executor (e.g. the compiled runtime on
+  /// a GPU); called from the thread that will use it. Else `compiled`,
+  /// `kernels` and `precision` decide.
+  std::function<std::unique_ptr<Executor>(const Graph &)> executorFactory;
   uint64_t seed = 1337;
   /// Called by the last stage when a step's loss is known (progress lines).
   std::function<void(int64_t step, double loss)> onStep;

@@ -26,6 +26,10 @@ TEST(CublasLtAbi, EnumValuesMatchTheHeaders) {
   EXPECT_EQ(kLayoutBatchCount, static_cast<int>(CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT));
   EXPECT_EQ(kLayoutBatchStride, static_cast<int>(CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET));
   EXPECT_EQ(kPrefMaxWorkspace, static_cast<int>(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES));
+  EXPECT_EQ(kPrefMinAlignA, static_cast<int>(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES));
+  EXPECT_EQ(kPrefMinAlignA + 1, static_cast<int>(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES));
+  EXPECT_EQ(kPrefMinAlignA + 2, static_cast<int>(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES));
+  EXPECT_EQ(kPrefMinAlignA + 3, static_cast<int>(CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES));
 }
 
 TEST(CublasLtAbi, HeuristicResultLayoutMatchesTheHeaders) {

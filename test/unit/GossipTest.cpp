@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 #include "TestSupport.h"
 
+#include "GpuEmulator.h"
 #include "stretto/Compiler/Lowering.h"
 #include "stretto/Gossip.h"
 #include "stretto/Transforms/Passes.h"
@@ -229,26 +230,35 @@ TEST(Gossip, CompiledRuntimeMatchesTheReference) {
   Graph g = compileOrDie(mlp("f32", trainer), withGossip());
   std::string why;
   ASSERT_TRUE(PlanExecutor::supports(g, why)) << why;
-  GossipResult res[2];
-  for (int compiled = 0; compiled < 2; ++compiled) {
+  // 0: reference, 1: compiled on the host, 2: the CUDA device's code on an
+  // emulated GPU (the exchanges go through the host).
+  GossipResult res[3];
+  for (int mode = 0; mode < 3; ++mode) {
     auto src = data(g);
     GossipOptions opt;
     opt.rounds = 4;
     opt.evalInterval = 2;
-    opt.compiled = compiled == 1;
-    res[compiled] = withDeadline(60, [&] { return runGossip(g, *src, opt); });
+    opt.compiled = mode == 1;
+    if (mode == 2)
+      opt.executorFactory = [](const Graph &gr) -> std::unique_ptr<Executor> {
+        return emulatedGpuExecutor(gr, {});
+      };
+    res[mode] = withDeadline(60, [&] { return runGossip(g, *src, opt); });
   }
-  ASSERT_EQ(res[0].rounds.size(), 4u);
-  ASSERT_EQ(res[1].rounds.size(), 4u);
-  EXPECT_GE(res[1].rounds[1].valLoss, 0.0);
-  for (size_t t = 0; t < res[0].rounds.size(); ++t) {
-    EXPECT_NEAR(res[0].rounds[t].loss, res[1].rounds[t].loss, 1e-5) << "round " << t;
-    EXPECT_NEAR(res[0].rounds[t].valLoss, res[1].rounds[t].valLoss, 1e-5) << "round " << t;
+  for (int mode = 1; mode < 3; ++mode) {
+    SCOPED_TRACE(mode == 1 ? "compiled" : "emulated GPU");
+    ASSERT_EQ(res[0].rounds.size(), 4u);
+    ASSERT_EQ(res[mode].rounds.size(), 4u);
+    EXPECT_GE(res[mode].rounds[1].valLoss, 0.0);
+    for (size_t t = 0; t < res[0].rounds.size(); ++t) {
+      EXPECT_NEAR(res[0].rounds[t].loss, res[mode].rounds[t].loss, 1e-5) << "round " << t;
+      EXPECT_NEAR(res[0].rounds[t].valLoss, res[mode].rounds[t].valLoss, 1e-5) << "round " << t;
+    }
+    for (const char *p : kParams)
+      for (size_t e = 0; e < res[0].meanParams.at(p).data.size(); ++e)
+        ASSERT_NEAR(res[0].meanParams.at(p).data[e], res[mode].meanParams.at(p).data[e], 1e-5)
+            << p << "[" << e << "]";
   }
-  for (const char *p : kParams)
-    for (size_t e = 0; e < res[0].meanParams.at(p).data.size(); ++e)
-      ASSERT_NEAR(res[0].meanParams.at(p).data[e], res[1].meanParams.at(p).data[e], 1e-5)
-          << p << "[" << e << "]";
 }
 
 // Symmetric mixing preserves the mean of the z_i: for every exchange of

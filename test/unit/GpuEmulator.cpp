@@ -216,6 +216,21 @@ public:
       int64_t r = op == cublaslt::kOpN ? i : j, col = op == cublaslt::kOpN ? j : i;
       return load(base, batch * m.stride + r + col * m.ld);
     };
+    // The alignment cuBLASLt is promised (CublasLt.cpp's preferences) must
+    // hold for every batch item's pointer.
+    int inBytes = g.bf16 ? 2 : 4;
+    auto checkAligned = [&](const void *base, const LtMatrix &m, int bytes, const char *which) {
+      uint32_t align = m.alignment(p.batch, bytes, g.align);
+      for (int64_t bt = 0; bt < p.batch; ++bt) {
+        auto addr = reinterpret_cast<uintptr_t>(base) + uintptr_t(bt * m.stride * bytes);
+        if (addr % align != 0)
+          throw std::runtime_error(std::string("emulated GPU: GEMM operand ") + which +
+                                   " is not " + std::to_string(align) + "-byte aligned");
+      }
+    };
+    checkAligned(b, p.a, inBytes, "B");
+    checkAligned(a, p.b, inBytes, "A");
+    checkAligned(c, p.c, 4, "C");
     int64_t kk = p.opA == cublaslt::kOpN ? p.a.cols : p.a.rows;
     for (int64_t bt = 0; bt < p.batch; ++bt)
       for (int64_t i = 0; i < p.c.rows; ++i)

@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "TestSupport.h"
+#include "GpuEmulator.h"
 #include "stretto/Pipeline.h"
 #include "stretto/PlanExecutor.h"
 
@@ -211,25 +212,34 @@ TEST(Pipeline, CompiledStagesMatchReferenceStages) {
     Graph piped = compile(config(c.stages, c.micro, "sgd", c.extra), c.passes);
     std::string why;
     ASSERT_TRUE(PlanExecutor::supports(piped, why)) << why;
-    PipelineResult r[2];
-    for (int compiled = 0; compiled < 2; ++compiled) {
+    // 0: reference, 1: compiled on the host, 2: the CUDA device's code on
+    // an emulated GPU (one per stage, each built on its stage's thread).
+    PipelineResult r[3];
+    for (int mode = 0; mode < 3; ++mode) {
       auto src = data(piped);
       PipelineOptions o;
       o.steps = 8;
       o.microBatches = c.micro;
       o.schedule = c.schedule;
-      o.compiled = compiled == 1;
-      r[compiled] = runPipeline(piped, *src, o);
+      o.compiled = mode == 1;
+      if (mode == 2)
+        o.executorFactory = [](const Graph &g) -> std::unique_ptr<Executor> {
+          return emulatedGpuExecutor(g, {});
+        };
+      r[mode] = runPipeline(piped, *src, o);
     }
-    ASSERT_EQ(r[0].losses.size(), 8u);
-    ASSERT_EQ(r[1].losses.size(), 8u);
-    for (size_t i = 0; i < 8; ++i)
-      EXPECT_NEAR(r[0].losses[i], r[1].losses[i], 1e-5 * (1 + std::fabs(r[0].losses[i])))
-          << "step " << i;
     std::vector<std::string> names;
     for (auto &[name, t] : r[0].states)
       names.push_back(name); // every state: parameters, versions, EF memories
-    EXPECT_LT(maxRelDiff(r[1].states, r[0].states, names), 1e-5);
+    for (int mode = 1; mode < 3; ++mode) {
+      SCOPED_TRACE(mode == 1 ? "compiled" : "emulated GPU");
+      ASSERT_EQ(r[0].losses.size(), 8u);
+      ASSERT_EQ(r[mode].losses.size(), 8u);
+      for (size_t i = 0; i < 8; ++i)
+        EXPECT_NEAR(r[0].losses[i], r[mode].losses[i], 1e-5 * (1 + std::fabs(r[0].losses[i])))
+            << "step " << i;
+      EXPECT_LT(maxRelDiff(r[mode].states, r[0].states, names), 1e-5);
+    }
   }
 }
 

@@ -31,6 +31,7 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <chrono>
+#include <mutex>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -120,6 +121,22 @@ std::string cacheDirectory() {
   return env ? env : std::string(home ? home : "/tmp") + "/.cache/stretto/kernels";
 }
 
+// Pipeline stages and gossip replicas on CUDA device 0 (an executor and a
+// stream each); one that cannot start there trains on the CPU, said once.
+std::function<std::unique_ptr<Executor>(const Graph &)> cudaExecutors(const TrainerOptions &opt) {
+  auto warned = std::make_shared<std::once_flag>();
+  return [opt, warned](const Graph &g) -> std::unique_ptr<Executor> {
+    std::string why;
+    if (std::unique_ptr<PlanExecutor> p =
+            PlanExecutor::onCuda(g, opt.cudaKernels, opt.gemmPrecision, why))
+      return p;
+    std::call_once(*warned, [&] {
+      llvm::errs() << "stretto-train: cuda: " << why << "; training on the CPU\n";
+    });
+    return std::make_unique<PlanExecutor>(g, opt.kernels, opt.gemmPrecision);
+  };
+}
+
 } // namespace
 
 /// Trains on the pipeline runtime: one worker per stage, 1F1B. Progress,
@@ -135,6 +152,8 @@ static int runPipelined(const Graph &graph, DataSource &data, const TrainerOptio
   po.compiled = opt.compiled;
   po.kernels = opt.kernels;
   po.gemmPrecision = opt.gemmPrecision;
+  if (opt.cuda)
+    po.executorFactory = cudaExecutors(opt);
   po.seed = opt.seed;
   auto t0 = std::chrono::steady_clock::now();
   std::ofstream metrics;
@@ -413,8 +432,6 @@ int main(int argc, char **argv) {
   opt.gemmPrecision = precision == "bf16" ? GemmPrecision::BF16 : GemmPrecision::F32;
   if (!opt.compiled)
     cpuOnly("the reference executor runs on the CPU");
-  else if (!graph->outer.empty() || model.getTrainerInt("stages", 1) > 1)
-    cpuOnly("pipelined and gossip runs use the CPU runtime so far");
   if (useCuda && compiledKernels) {
     opt.cuda = true;
     opt.cudaKernels = CudaKernelSet{compiledKernels->cudaSource, cacheDirectory()};
@@ -492,6 +509,8 @@ int main(int argc, char **argv) {
     g.compiled = opt.compiled;
     g.kernels = opt.kernels;
     g.gemmPrecision = opt.gemmPrecision;
+    if (opt.cuda)
+      g.executorFactory = cudaExecutors(opt);
     g.microBatches = model.getTrainerInt("micro_batches", 1);
     g.evalInterval = std::max<int64_t>(1, opt.evalInterval / maxH);
     g.evalBatches = opt.evalBatches;
