@@ -23,6 +23,7 @@
 #include "RuntimeOpsText.h"
 #include "stretto/Support/KernelMathText.h"
 
+#include <cstdio>
 #include <cstring>
 
 namespace stretto {
@@ -526,7 +527,21 @@ public:
 
   ~CudaBackend() override { blas.reset(); }
   std::string name() const override { return dev->name(); }
-  Ptr alloc(size_t bytes) override { return dev->alloc(bytes); }
+  Ptr alloc(size_t bytes) override {
+    try {
+      return dev->alloc(bytes);
+    } catch (const std::runtime_error &e) {
+      size_t free = 0, total = 0;
+      try {
+        dev->memoryInfo(free, total);
+      } catch (...) {
+      }
+      char msg[160];
+      std::snprintf(msg, sizeof msg, " (allocating %.1f MB on %s; %.1f MB of %.1f MB free)",
+                    bytes / 1e6, dev->name().c_str(), free / 1e6, total / 1e6);
+      throw std::runtime_error(e.what() + std::string(msg));
+    }
+  }
   void free(Ptr p) override {
     dev->synchronize();
     dev->free(p);

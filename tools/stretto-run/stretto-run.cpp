@@ -61,7 +61,7 @@ int64_t metaInt(const PlanFile &p, const std::string &key, int64_t fallback) {
 } // namespace
 
 int main(int argc, char **argv) {
-  std::string planPath, outDir, dataPath, device = "auto", precision = "f32", executor = "compiled";
+  std::string planPath, outDir, dataPath, device = "cpu", precision = "f32", executor = "compiled";
   int64_t steps = -1, seed = -1, check = 0, logInterval = -1;
   bool resume = false, profile = false, quiet = false;
   for (int i = 1; i < argc; ++i) {

@@ -63,10 +63,11 @@ static cl::opt<std::string> savePlan(
     cl::init(""), cl::cat(cat));
 static cl::opt<bool> resume("resume", cl::desc("Continue from <out>/checkpoint.bin"), cl::cat(cat));
 static cl::opt<std::string> device("device",
-                                   cl::desc("cpu | cuda | auto (auto: CUDA device 0 when a GPU, "
-                                            "its driver, NVRTC and cuBLASLt are found, else "
-                                            "the CPU; cuda: says why when it falls back)"),
-                                   cl::init("auto"),
+                                   cl::desc("cpu (default) | cuda | auto (CUDA device 0 when a "
+                                            "GPU, its driver, NVRTC and cuBLASLt are found, "
+                                            "else the CPU; cuda says why when it falls back). "
+                                            "CUDA is opt-in until it has run on a GPU"),
+                                   cl::init("cpu"),
                                    cl::cat(cat));
 static cl::opt<std::string> precision("precision",
                                       cl::desc("f32 | bf16 (compiled runtime: GEMM operands in "
