@@ -13,6 +13,9 @@
 #include "stretto/PlanExecutor.h"
 
 #include <algorithm>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <chrono>
 #include <condition_variable>
 #include <cstdio>
@@ -358,3 +361,75 @@ std::string stretto::formatStageReport(const std::vector<StageReport> &stages) {
   }
   return os.str();
 }
+
+namespace stretto {
+
+/// Trains on the pipeline runtime: one worker per stage, 1F1B. Progress,
+/// the per-stage allocation and idle report, metrics.jsonl and a checkpoint
+/// at the end (resumable); no validation or periodic checkpoints yet.
+int runPipelineTraining(const Graph &graph, DataSource &data, const TrainerOptions &opt,
+                        bool twoBW) {
+  PipelineOptions po;
+  po.steps = opt.steps;
+  po.microBatches = opt.microBatches;
+  po.schedule = twoBW ? Schedule::TwoBW : Schedule::Flush;
+  po.precision = opt.precision;
+  po.compiled = opt.compiled;
+  po.kernels = opt.kernels;
+  po.gemmPrecision = opt.gemmPrecision;
+  if (opt.cuda)
+    po.executorFactory = cudaExecutorFactory(opt);
+  po.seed = opt.seed;
+  auto t0 = std::chrono::steady_clock::now();
+  std::ofstream metrics;
+  po.onStep = [&](int64_t step, double loss) {
+    if (metrics.is_open())
+      metrics << "{\"step\": " << step << ", \"loss\": " << loss << "}\n";
+    if (opt.quiet || (step % opt.logInterval != 0 && step != opt.steps))
+      return;
+    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    std::printf("step %6lld/%lld | loss %.4f | %8.0f tok/s\n", (long long)step,
+                (long long)opt.steps, loss,
+                s > 0 ? (step - po.startStep) * opt.microBatches * data.tokensPerBatch() / s : 0.0);
+    std::fflush(stdout);
+  };
+  try {
+    if (!opt.outDir.empty()) {
+      std::filesystem::create_directories(opt.outDir);
+      if (std::optional<Checkpoint> c = openRun(opt.outDir, opt.resume, graph)) {
+        po.startStep = c->step;
+        po.resumeStates = std::move(c->states);
+        std::printf("resuming from %s/checkpoint.bin at step %lld\n", opt.outDir.c_str(),
+                    (long long)po.startStep);
+      }
+      metrics.open(opt.outDir + "/metrics.jsonl", opt.resume ? std::ios::app : std::ios::trunc);
+      if (!metrics)
+        throw std::runtime_error("output directory '" + opt.outDir + "' is not writable");
+    } else if (opt.resume) {
+      throw std::runtime_error("--resume needs --out");
+    }
+    PipelineResult r = runPipeline(graph, data, po);
+    for (double l : r.losses)
+      if (!std::isfinite(l))
+        throw std::runtime_error("the loss became " + std::to_string(l) +
+                                 "; no checkpoint written (the last good one is kept)");
+    if (!opt.outDir.empty())
+      saveRun(opt.outDir, graph, opt.steps, opt.seed, r.states, opt.precision);
+    std::printf("%s", formatStageReport(r.stages).c_str());
+    int64_t ran = opt.steps - po.startStep;
+    std::printf("done: %lld steps in %.1f s (%s, %zu stages, %lld micro-batches), %.0f tok/s; "
+                "train loss %.4f -> %.4f\n",
+                (long long)ran, r.seconds, twoBW ? "PipeDream-2BW" : "flush", r.stages.size(),
+                (long long)opt.microBatches,
+                ran * opt.microBatches * data.tokensPerBatch() / r.seconds,
+                r.losses.empty() ? 0.0 : r.losses.front(), r.losses.empty() ? 0.0 : r.losses.back());
+    if (!opt.outDir.empty())
+      std::printf("wrote %s/{metrics.jsonl,checkpoint.bin,model.safetensors}\n", opt.outDir.c_str());
+    return 0;
+  } catch (const std::exception &e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+}
+
+} // namespace stretto

@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <fstream>
 #include <iomanip>
+#include <mutex>
 #include <optional>
 #include <iostream>
 #include <sstream>
@@ -359,3 +360,23 @@ int stretto::runTraining(const Graph &graph, DataSource &data, const TrainerOpti
     return 1;
   }
 }
+
+namespace stretto {
+
+// Pipeline stages and gossip replicas on CUDA device 0 (an executor and a
+// stream each); one that cannot start there trains on the CPU, said once.
+std::function<std::unique_ptr<Executor>(const Graph &)> cudaExecutorFactory(const TrainerOptions &opt) {
+  auto warned = std::make_shared<std::once_flag>();
+  return [opt, warned](const Graph &g) -> std::unique_ptr<Executor> {
+    std::string why;
+    if (std::unique_ptr<PlanExecutor> p =
+            PlanExecutor::onCuda(g, opt.cudaKernels, opt.gemmPrecision, why))
+      return p;
+    std::call_once(*warned, [&] {
+      std::cerr << "cuda: " << why << "; training on the CPU\n";
+    });
+    return std::make_unique<PlanExecutor>(g, opt.kernels, opt.gemmPrecision);
+  };
+}
+
+} // namespace stretto

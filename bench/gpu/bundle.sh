@@ -29,5 +29,7 @@ plan gpt-tiny-muon examples/gpt-tiny.toml train.optimizer=muon
 plan gpt-tiny-2bw-ef examples/gpt-tiny.toml train.sync=2bw train.ef_lambda=0.5 train.optimizer=sgd train.lr=0.1
 plan gpt-tiny-micro2 examples/gpt-tiny.toml train.micro_batches=2
 plan gpt-mini examples/gpt-mini.toml
+plan pipe2-gpt-tiny-2bw examples/gpt-tiny.toml train.stages=2 train.micro_batches=4 \
+  train.sync=2bw train.ef_lambda=0.5 train.grad_clip=0
 cp bench/gpu/device-check.sh $B/
 du -sh $B

@@ -100,6 +100,14 @@ PipelineResult runPipeline(const Graph &graph, DataSource &data, const PipelineO
 /// A table of the per-stage allocation report, for people.
 std::string formatStageReport(const std::vector<StageReport> &stages);
 
+/// The pipeline trainer behind stretto-train and stretto-run: one worker
+/// per stage, 1F1B (flush or PipeDream-2BW). Progress lines, the per-stage
+/// allocation and idle report, metrics.jsonl and a checkpoint at the end
+/// (resumable); no validation or periodic checkpoints yet. Returns 0, or 1
+/// after printing the error.
+int runPipelineTraining(const Graph &graph, DataSource &data, const TrainerOptions &options,
+                        bool twoBW);
+
 } // namespace stretto
 
 #endif

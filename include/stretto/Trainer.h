@@ -13,6 +13,7 @@
 #include "stretto/RefExecutor.h"
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -82,6 +83,12 @@ struct TrainSummary {
   bool interrupted = false;
   std::vector<double> losses; // every step's training loss
 };
+
+/// Executors on CUDA device 0 for pipeline stages and gossip replicas (an
+/// executor and a stream each, built on the thread that uses it); one that
+/// cannot start there runs on the CPU, said once on stderr.
+std::function<std::unique_ptr<Executor>(const Graph &)>
+cudaExecutorFactory(const TrainerOptions &options);
 
 /// Trains; returns 0 on success, 130 when interrupted (after a final
 /// checkpoint), 1 on an error (message already printed to stderr).

@@ -18,6 +18,7 @@
 //===----------------------------------------------------------------------===//
 #include "stretto/Device.h"
 #include "stretto/HostJit.h"
+#include "stretto/Pipeline.h"
 #include "stretto/PlanExecutor.h"
 #include "stretto/PlanFile.h"
 #include "stretto/Trainer.h"
@@ -147,9 +148,13 @@ int main(int argc, char **argv) {
     return fail(e.what());
   }
   const Graph &graph = plan.graph;
-  if (!graph.outer.empty() || metaInt(plan, "train.stages", 1) > 1)
-    return fail(planPath + ": pipelined and gossip plans are not run by stretto-run yet; "
-                           "train them with stretto-train");
+  if (!graph.outer.empty())
+    return fail(planPath + ": gossip and DiLoCo plans are not run by stretto-run yet; train "
+                           "them with stretto-train");
+  const bool pipelined = metaInt(plan, "train.stages", 1) > 1;
+  if (pipelined && check > 0)
+    return fail("--check compares single-stage plans; this one has " +
+                std::to_string(metaInt(plan, "train.stages", 1)) + " pipeline stages");
 
   TrainerOptions opt;
   opt.steps = steps > 0 ? steps : metaInt(plan, "train.steps", 100);
@@ -220,6 +225,8 @@ int main(int argc, char **argv) {
               << graph.nodes.size() << " ops per step, " << names.size() << " fused kernels\n"
               << "data: " << source->describe() << "\n";
 
+  if (pipelined)
+    return runPipelineTraining(graph, *source, opt, meta("train.schedule", "flush") == "2bw");
   if (check <= 0) {
     TrainSummary summary;
     return runTraining(graph, *source, opt, &summary);

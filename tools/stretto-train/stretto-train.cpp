@@ -31,7 +31,6 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <chrono>
-#include <mutex>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -122,91 +121,7 @@ std::string cacheDirectory() {
   return env ? env : std::string(home ? home : "/tmp") + "/.cache/stretto/kernels";
 }
 
-// Pipeline stages and gossip replicas on CUDA device 0 (an executor and a
-// stream each); one that cannot start there trains on the CPU, said once.
-std::function<std::unique_ptr<Executor>(const Graph &)> cudaExecutors(const TrainerOptions &opt) {
-  auto warned = std::make_shared<std::once_flag>();
-  return [opt, warned](const Graph &g) -> std::unique_ptr<Executor> {
-    std::string why;
-    if (std::unique_ptr<PlanExecutor> p =
-            PlanExecutor::onCuda(g, opt.cudaKernels, opt.gemmPrecision, why))
-      return p;
-    std::call_once(*warned, [&] {
-      llvm::errs() << "stretto-train: cuda: " << why << "; training on the CPU\n";
-    });
-    return std::make_unique<PlanExecutor>(g, opt.kernels, opt.gemmPrecision);
-  };
-}
-
 } // namespace
-
-/// Trains on the pipeline runtime: one worker per stage, 1F1B. Progress,
-/// the per-stage allocation and idle report, metrics.jsonl and a checkpoint
-/// at the end (resumable); no validation or periodic checkpoints yet.
-static int runPipelined(const Graph &graph, DataSource &data, const TrainerOptions &opt,
-                        bool twoBW) {
-  PipelineOptions po;
-  po.steps = opt.steps;
-  po.microBatches = opt.microBatches;
-  po.schedule = twoBW ? Schedule::TwoBW : Schedule::Flush;
-  po.precision = opt.precision;
-  po.compiled = opt.compiled;
-  po.kernels = opt.kernels;
-  po.gemmPrecision = opt.gemmPrecision;
-  if (opt.cuda)
-    po.executorFactory = cudaExecutors(opt);
-  po.seed = opt.seed;
-  auto t0 = std::chrono::steady_clock::now();
-  std::ofstream metrics;
-  po.onStep = [&](int64_t step, double loss) {
-    if (metrics.is_open())
-      metrics << "{\"step\": " << step << ", \"loss\": " << loss << "}\n";
-    if (opt.quiet || (step % opt.logInterval != 0 && step != opt.steps))
-      return;
-    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    std::printf("step %6lld/%lld | loss %.4f | %8.0f tok/s\n", (long long)step,
-                (long long)opt.steps, loss,
-                s > 0 ? (step - po.startStep) * opt.microBatches * data.tokensPerBatch() / s : 0.0);
-    std::fflush(stdout);
-  };
-  try {
-    if (!opt.outDir.empty()) {
-      llvm::sys::fs::create_directories(opt.outDir);
-      if (std::optional<Checkpoint> c = openRun(opt.outDir, opt.resume, graph)) {
-        po.startStep = c->step;
-        po.resumeStates = std::move(c->states);
-        std::printf("resuming from %s/checkpoint.bin at step %lld\n", opt.outDir.c_str(),
-                    (long long)po.startStep);
-      }
-      metrics.open(opt.outDir + "/metrics.jsonl", opt.resume ? std::ios::app : std::ios::trunc);
-      if (!metrics)
-        throw std::runtime_error("output directory '" + opt.outDir + "' is not writable");
-    } else if (opt.resume) {
-      throw std::runtime_error("--resume needs --out");
-    }
-    PipelineResult r = runPipeline(graph, data, po);
-    for (double l : r.losses)
-      if (!std::isfinite(l))
-        throw std::runtime_error("the loss became " + std::to_string(l) +
-                                 "; no checkpoint written (the last good one is kept)");
-    if (!opt.outDir.empty())
-      saveRun(opt.outDir, graph, opt.steps, opt.seed, r.states, opt.precision);
-    std::printf("%s", formatStageReport(r.stages).c_str());
-    int64_t ran = opt.steps - po.startStep;
-    std::printf("done: %lld steps in %.1f s (%s, %zu stages, %lld micro-batches), %.0f tok/s; "
-                "train loss %.4f -> %.4f\n",
-                (long long)ran, r.seconds, twoBW ? "PipeDream-2BW" : "flush", r.stages.size(),
-                (long long)opt.microBatches,
-                ran * opt.microBatches * data.tokensPerBatch() / r.seconds,
-                r.losses.empty() ? 0.0 : r.losses.front(), r.losses.empty() ? 0.0 : r.losses.back());
-    if (!opt.outDir.empty())
-      std::printf("wrote %s/{metrics.jsonl,checkpoint.bin,model.safetensors}\n", opt.outDir.c_str());
-    return 0;
-  } catch (const std::exception &e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
-    return 1;
-  }
-}
 
 int main(int argc, char **argv) {
   cl::HideUnrelatedOptions(cat);
@@ -472,7 +387,8 @@ int main(int argc, char **argv) {
                {"train.eval_interval", std::to_string(opt.evalInterval)},
                {"train.eval_batches", std::to_string(opt.evalBatches)},
                {"train.checkpoint_interval", std::to_string(opt.checkpointInterval)},
-               {"train.stages", std::to_string(model.getTrainerInt("stages", 1))}};
+               {"train.stages", std::to_string(TrainingPipelineOptions::fromTrainer(model).stages)},
+               {"train.schedule", TrainingPipelineOptions::fromTrainer(model).twoBW ? "2bw" : "flush"}};
     try {
       savePlanFile(savePlan, pf);
     } catch (const std::exception &e) {
@@ -511,7 +427,7 @@ int main(int argc, char **argv) {
     g.kernels = opt.kernels;
     g.gemmPrecision = opt.gemmPrecision;
     if (opt.cuda)
-      g.executorFactory = cudaExecutors(opt);
+      g.executorFactory = cudaExecutorFactory(opt);
     g.microBatches = model.getTrainerInt("micro_batches", 1);
     g.evalInterval = std::max<int64_t>(1, opt.evalInterval / maxH);
     g.evalBatches = opt.evalBatches;
@@ -547,6 +463,6 @@ int main(int argc, char **argv) {
   // update sequentially (the delay is in the IR), with the full trainer.
   TrainingPipelineOptions pipe = TrainingPipelineOptions::fromTrainer(model);
   if (pipe.stages > 1)
-    return runPipelined(*graph, *source, opt, pipe.twoBW);
+    return runPipelineTraining(*graph, *source, opt, pipe.twoBW);
   return runTraining(*graph, *source, opt);
 }
