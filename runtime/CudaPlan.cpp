@@ -230,10 +230,16 @@ void CudaPlanDevice::exec(PlanExecutor::Impl &rt, const PhasePlan &p, int i,
   auto inShape = [&](int k) -> const Shape & { return nodes[n.operands[k]].shape; };
   const int64_t count = numElements(n.shape);
   const bool bf16 = rt.gemmPrecision == GemmPrecision::BF16;
-  // Ids are checked on the host (a wait for the stream; they are small).
+  // Ids are checked on the host: from the step's inputs when they are one
+  // (no wait), else downloaded (a wait for the stream; they are small).
   auto checkIds = [&](int operand, int64_t limit, const char *what) {
     int64_t rows = numElements(inShape(operand));
-    std::vector<float> ids = fetch(in(operand), rows);
+    const Node &src = nodes[n.operands[operand]];
+    auto given = src.kind == OpKind::Input ? inputs.find(src.name) : inputs.end();
+    std::vector<float> ids = given != inputs.end()
+                                 ? std::vector<float>(given->second.data.begin(),
+                                                      given->second.data.begin() + rows)
+                                 : fetch(in(operand), rows);
     rt.checkIds(i, ids.data(), rows, limit, what);
   };
 
