@@ -747,3 +747,80 @@ int runGossipTraining(const Graph &graph, DataSource &data, const GossipOptions 
 }
 
 } // namespace stretto
+
+namespace stretto {
+
+std::map<std::string, std::string> GossipSettings::toMeta() const {
+  auto num = [](double v) {
+    char b[40];
+    std::snprintf(b, sizeof b, "%.17g", v);
+    return std::string(b);
+  };
+  std::map<std::string, std::string> m = {{"gossip.rounds", std::to_string(rounds)},
+                                          {"gossip.net_step_time", num(stepTime)},
+                                          {"gossip.net_bandwidth", num(bandwidth)},
+                                          {"gossip.net_latency", num(latency)}};
+  if (heterogeneous) {
+    m["gossip.net_slow_replicas"] = num(slowReplicas);
+    m["gossip.net_slow_replica_factor"] = num(slowReplicaFactor);
+    m["gossip.net_slow_links"] = num(slowLinks);
+    m["gossip.net_slow_link_factor"] = num(slowLinkFactor);
+  }
+  return m;
+}
+
+GossipSettings GossipSettings::fromMeta(const std::map<std::string, std::string> &meta) {
+  GossipSettings s;
+  auto get = [&](const char *key, double &v) {
+    auto it = meta.find(key);
+    if (it != meta.end())
+      v = std::strtod(it->second.c_str(), nullptr);
+    return it != meta.end();
+  };
+  double rounds = 0;
+  get("gossip.rounds", rounds);
+  s.rounds = static_cast<int64_t>(rounds);
+  get("gossip.net_step_time", s.stepTime);
+  get("gossip.net_bandwidth", s.bandwidth);
+  get("gossip.net_latency", s.latency);
+  s.heterogeneous = get("gossip.net_slow_replicas", s.slowReplicas);
+  s.heterogeneous |= get("gossip.net_slow_links", s.slowLinks);
+  get("gossip.net_slow_replica_factor", s.slowReplicaFactor);
+  get("gossip.net_slow_link_factor", s.slowLinkFactor);
+  return s;
+}
+
+GossipOptions gossipOptionsFor(const Graph &graph, const TrainerOptions &opt,
+                               const GossipSettings &settings) {
+  GossipOptions g;
+  int64_t maxH = 1;
+  for (int64_t h : graph.outerLoop.localSteps)
+    maxH = std::max(maxH, h);
+  g.rounds = settings.rounds > 0 ? settings.rounds : (opt.steps + maxH - 1) / maxH;
+  g.seed = opt.seed;
+  g.precision = opt.precision;
+  g.compiled = opt.compiled;
+  g.kernels = opt.kernels;
+  g.gemmPrecision = opt.gemmPrecision;
+  if (opt.cuda)
+    g.executorFactory = cudaExecutorFactory(opt);
+  g.microBatches = opt.microBatches;
+  g.evalInterval = std::max<int64_t>(1, opt.evalInterval / maxH);
+  g.evalBatches = opt.evalBatches;
+  NetworkModel net;
+  net.stepTime = settings.stepTime;
+  net.bandwidth = settings.bandwidth;
+  net.latency = settings.latency;
+  if (settings.heterogeneous) {
+    NetworkModel h = NetworkModel::heterogeneous(
+        static_cast<int>(graph.outerLoop.replicas), settings.slowReplicas,
+        settings.slowReplicaFactor, settings.slowLinks, settings.slowLinkFactor, opt.seed);
+    net.name = h.name;
+    net.replicaFactor = h.replicaFactor;
+    net.linkFactor = h.linkFactor;
+  }
+  g.networks = {net};
+  return g;
+}
+
+} // namespace stretto

@@ -25,6 +25,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -149,6 +150,23 @@ GossipResult runGossip(const Graph &graph, DataSource &data, const GossipOptions
 /// gradients per step. Reported per step as rounds.
 GossipResult runDataParallel(const Graph &graph, DataSource &data, int replicas, int64_t steps,
                              const GossipOptions &options);
+
+/// A gossip run's settings from the trainer's keys (outer_rounds, net_*),
+/// as stretto-train reads them from the model and stretto-run from a plan.
+struct GossipSettings {
+  int64_t rounds = 0; // 0: ceil(steps / longest local-step count)
+  double stepTime = 1.0, bandwidth = 1e9, latency = 0.0;
+  bool heterogeneous = false; // net_slow_replicas / net_slow_links given
+  double slowReplicas = 0.0, slowReplicaFactor = 2.0, slowLinks = 0.0, slowLinkFactor = 10.0;
+  /// As plan-file meta entries ("gossip.rounds", "gossip.net_bandwidth", ...).
+  std::map<std::string, std::string> toMeta() const;
+  static GossipSettings fromMeta(const std::map<std::string, std::string> &meta);
+};
+
+/// The options of a gossip run of `graph` with the trainer's options
+/// (executors, micro-batches, evaluation) and `settings`.
+GossipOptions gossipOptionsFor(const Graph &graph, const TrainerOptions &trainer,
+                               const GossipSettings &settings);
 
 /// stretto-train's entry for sync = "gossip" | "diloco": per-round progress
 /// lines and a summary (loss, simulated wall-clock, bytes). Returns 0, or 1

@@ -17,6 +17,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "stretto/Device.h"
+#include "stretto/Gossip.h"
 #include "stretto/HostJit.h"
 #include "stretto/Pipeline.h"
 #include "stretto/PlanExecutor.h"
@@ -148,9 +149,9 @@ int main(int argc, char **argv) {
     return fail(e.what());
   }
   const Graph &graph = plan.graph;
-  if (!graph.outer.empty())
-    return fail(planPath + ": gossip and DiLoCo plans are not run by stretto-run yet; train "
-                           "them with stretto-train");
+  if (!graph.outer.empty() && check > 0)
+    return fail("--check compares single-replica plans; this one is a gossip/DiLoCo run of " +
+                std::to_string(graph.outerLoop.replicas) + " replicas");
   const bool pipelined = metaInt(plan, "train.stages", 1) > 1;
   if (pipelined && check > 0)
     return fail("--check compares single-stage plans; this one has " +
@@ -225,6 +226,10 @@ int main(int argc, char **argv) {
               << graph.nodes.size() << " ops per step, " << names.size() << " fused kernels\n"
               << "data: " << source->describe() << "\n";
 
+  if (!graph.outer.empty())
+    return runGossipTraining(graph, *source,
+                             gossipOptionsFor(graph, opt, GossipSettings::fromMeta(plan.meta)),
+                             quiet);
   if (pipelined)
     return runPipelineTraining(graph, *source, opt, meta("train.schedule", "flush") == "2bw");
   if (check <= 0) {

@@ -121,6 +121,22 @@ std::string cacheDirectory() {
   return env ? env : std::string(home ? home : "/tmp") + "/.cache/stretto/kernels";
 }
 
+// A gossip run's settings from the model's trainer keys.
+GossipSettings gossipSettings(train::ModelOp model) {
+  GossipSettings s;
+  s.rounds = model.getTrainerInt("outer_rounds", 0);
+  s.stepTime = model.getTrainerFloat("net_step_time", 1.0);
+  s.bandwidth = model.getTrainerFloat("net_bandwidth", 1e9);
+  s.latency = model.getTrainerFloat("net_latency", 0.0);
+  s.heterogeneous =
+      model.getTrainerOption("net_slow_links") || model.getTrainerOption("net_slow_replicas");
+  s.slowReplicas = model.getTrainerFloat("net_slow_replicas", 0.0);
+  s.slowReplicaFactor = model.getTrainerFloat("net_slow_replica_factor", 2.0);
+  s.slowLinks = model.getTrainerFloat("net_slow_links", 0.0);
+  s.slowLinkFactor = model.getTrainerFloat("net_slow_link_factor", 10.0);
+  return s;
+}
+
 } // namespace
 
 int main(int argc, char **argv) {
@@ -389,6 +405,9 @@ int main(int argc, char **argv) {
                {"train.checkpoint_interval", std::to_string(opt.checkpointInterval)},
                {"train.stages", std::to_string(TrainingPipelineOptions::fromTrainer(model).stages)},
                {"train.schedule", TrainingPipelineOptions::fromTrainer(model).twoBW ? "2bw" : "flush"}};
+    if (!graph->outer.empty())
+      for (auto &[k, v] : gossipSettings(model).toMeta())
+        pf.meta[k] = v;
     try {
       savePlanFile(savePlan, pf);
     } catch (const std::exception &e) {
@@ -416,36 +435,7 @@ int main(int argc, char **argv) {
   // A graph with an outer phase (sync = "gossip" | "diloco") runs as R
   // replicas with a simulated network; see include/stretto/Gossip.h.
   if (!graph->outer.empty()) {
-    GossipOptions g;
-    int64_t maxH = 1;
-    for (int64_t h : graph->outerLoop.localSteps)
-      maxH = std::max(maxH, h);
-    g.rounds = model.getTrainerInt("outer_rounds", (opt.steps + maxH - 1) / maxH);
-    g.seed = opt.seed;
-    g.precision = opt.precision;
-    g.compiled = opt.compiled;
-    g.kernels = opt.kernels;
-    g.gemmPrecision = opt.gemmPrecision;
-    if (opt.cuda)
-      g.executorFactory = cudaExecutorFactory(opt);
-    g.microBatches = model.getTrainerInt("micro_batches", 1);
-    g.evalInterval = std::max<int64_t>(1, opt.evalInterval / maxH);
-    g.evalBatches = opt.evalBatches;
-    NetworkModel net;
-    net.stepTime = model.getTrainerFloat("net_step_time", 1.0);
-    net.bandwidth = model.getTrainerFloat("net_bandwidth", 1e9);
-    net.latency = model.getTrainerFloat("net_latency", 0.0);
-    if (model.getTrainerOption("net_slow_links") || model.getTrainerOption("net_slow_replicas")) {
-      NetworkModel h = NetworkModel::heterogeneous(
-          static_cast<int>(graph->outerLoop.replicas), model.getTrainerFloat("net_slow_replicas", 0.0),
-          model.getTrainerFloat("net_slow_replica_factor", 2.0),
-          model.getTrainerFloat("net_slow_links", 0.0),
-          model.getTrainerFloat("net_slow_link_factor", 10.0), opt.seed);
-      net.name = h.name;
-      net.replicaFactor = h.replicaFactor;
-      net.linkFactor = h.linkFactor;
-    }
-    g.networks = {net};
+    GossipOptions g = gossipOptionsFor(*graph, opt, gossipSettings(model));
     for (const std::string &k : killReplica) {
       int replica = -1;
       long long round = 0;
