@@ -31,5 +31,7 @@ plan gpt-tiny-micro2 examples/gpt-tiny.toml train.micro_batches=2
 plan gpt-mini examples/gpt-mini.toml
 plan pipe2-gpt-tiny-2bw examples/gpt-tiny.toml train.stages=2 train.micro_batches=4 \
   train.sync=2bw train.ef_lambda=0.5 train.grad_clip=0
+plan gossip4-gpt-tiny examples/gpt-tiny.toml train.sync=gossip train.replicas=4 \
+  train.local_steps=5 train.topology=ring
 cp bench/gpu/device-check.sh $B/
 du -sh $B

@@ -24,7 +24,7 @@ run() {
 nvidia-smi -L 2>&1 | tee -a "$LOG"
 for p in $B/plans/*.plan; do
   case $(basename "$p") in
-    pipe*) # pipelined: no --check; the same 20 steps on the GPU and the CPU
+    pipe*|gossip*) # no --check: the same 20 steps on the GPU and the CPU
       for dev in cuda cpu; do
         run $B/bin/stretto-run "$p" --data $B/data/kjv.txt --device=$dev --steps 20
       done ;;
