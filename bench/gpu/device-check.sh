@@ -10,6 +10,8 @@ B=gpu-bundle
 OUT=${OUT:-gpu-results}
 mkdir -p "$OUT"
 LOG=$OUT/device-check.txt
+# bundle.sh compressed the plans, OpenBLAS and the corpus.
+find $B -name '*.gz' -exec gunzip -f {} +
 # NVRTC and cuBLASLt: the toolkit's, else PyTorch's wheels.
 EXTRA=$(ls -d /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib 2>/dev/null | tr '\n' ':')
 EXTRA=$EXTRA$(python3 -c 'import nvidia, os; print(":".join(os.path.join(p, d, "lib") for p in nvidia.__path__ for d in os.listdir(p)))' 2>/dev/null)
