@@ -7,7 +7,7 @@
 // (CudaDevice: driver API), and the results compared (1e-5 relative: the
 // GPU's expf and the row sums' order differ). Without NVRTC it is skipped;
 // without a GPU it builds both forms of every kernel and is skipped before
-// the launches.
+// the launches. The same comparison runs on the emulated GPU everywhere.
 //
 //===----------------------------------------------------------------------===//
 #include "stretto/Compiler/Lowering.h"
@@ -17,6 +17,7 @@
 #include "stretto/HostJit.h"
 #include "stretto/Kernel/Compile.h"
 #include "stretto/Kernel/Emitter.h"
+#include "GpuEmulator.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"
@@ -27,6 +28,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <functional>
 #include <random>
 #include <set>
 
@@ -64,16 +66,15 @@ train.model @g {
 }
 )";
 
-TEST(CudaKernels, GeneratedKernelsMatchTheirCppTwinsOnTheGpu) {
-  std::string why, gpuWhy;
-  std::unique_ptr<CudaDevice> gpu = CudaDevice::open(gpuWhy);
-  std::string dir = (std::filesystem::temp_directory_path() /
-                     ("stretto-cuda-kernels-" + std::to_string(::getpid())))
-                        .string();
-  CudaKernelCache nvrtc(dir);
-  if (!nvrtc.available(why))
-    GTEST_SKIP() << why;
+// Every kernel of kModel: the sources of both targets and the C++ twins.
+struct Built {
+  std::vector<KernelSource> kernels;
+  std::string cudaUnit;
+  std::vector<HostKernelFn> twins;
+  std::unique_ptr<HostKernelCache> host;
+};
 
+void build(const std::string &dir, Built &b) {
   mlir::MLIRContext ctx;
   ctx.loadDialect<train::TrainDialect, kernel::KernelDialect>();
   auto diag = printDiagnostics(ctx);
@@ -82,37 +83,44 @@ TEST(CudaKernels, GeneratedKernelsMatchTheirCppTwinsOnTheGpu) {
   mlir::PassManager pm(&ctx);
   buildKernelPipeline(pm);
   ASSERT_TRUE(mlir::succeeded(pm.run(*module)));
-  std::vector<KernelSource> kernels;
-  ASSERT_TRUE(mlir::succeeded(kernel::emitAllKernels(*module, kernels)));
+  ASSERT_TRUE(mlir::succeeded(kernel::emitAllKernels(*module, b.kernels)));
   std::set<std::string> kinds;
-  std::string cppUnit, cudaUnit;
+  std::string cppUnit;
   std::vector<std::string> symbols;
-  for (const KernelSource &k : kernels) {
+  for (const KernelSource &k : b.kernels) {
     kinds.insert(k.kind);
     cppUnit += k.cpp + "\n";
-    cudaUnit += k.cuda + "\n";
+    b.cudaUnit += k.cuda + "\n";
     symbols.push_back(k.name);
   }
   EXPECT_EQ(kinds, (std::set<std::string>{"elementwise", "row-sum", "column-sum", "rows"}));
-
-  HostKernelCache host(dir);
+  b.host = std::make_unique<HostKernelCache>(dir);
   std::string error;
-  std::vector<HostKernelFn> fns = host.loadAll(cppUnit, symbols, error);
-  ASSERT_EQ(fns.size(), symbols.size()) << error;
-  // Everything but the launches runs without a GPU (sm_90 then).
-  CudaBinary bin;
-  ASSERT_TRUE(nvrtc.compile(cudaUnit, gpu ? gpu->arch() : "sm_90", bin, error)) << error;
-  if (!gpu)
-    GTEST_SKIP() << "no GPU to launch on (" << gpuWhy
-                 << "); the C++ and NVRTC builds of every kernel kind succeeded";
+  b.twins = b.host->loadAll(cppUnit, symbols, error);
+  ASSERT_EQ(b.twins.size(), symbols.size()) << error;
+}
 
+// A device to launch on: memory, and a launch of kernel `name` with
+// pointer arguments and KernelSource's geometry.
+struct Launcher {
+  std::function<uint64_t(size_t)> alloc;
+  std::function<void(uint64_t, const void *, size_t)> upload;
+  std::function<void(void *, uint64_t, size_t)> download;
+  std::function<void(uint64_t)> free;
+  std::function<void(const std::string &, std::vector<uint64_t> &, unsigned, unsigned)> launch;
+};
+
+// Runs every kernel on random inputs on `dev` and on the CPU (its C++ twin)
+// and compares (1e-5 relative: the GPU's expf and the row sums' order
+// differ).
+void compareWithTwins(const Built &b, Launcher &dev) {
   std::mt19937 rng(11);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  for (size_t k = 0; k < kernels.size(); ++k) {
-    const KernelSource &ks = kernels[k];
+  for (size_t k = 0; k < b.kernels.size(); ++k) {
+    const KernelSource &ks = b.kernels[k];
     SCOPED_TRACE(ks.name + " (" + ks.kind + ")");
     std::vector<std::vector<float>> ins;
-    std::vector<CudaDevice::Ptr> args;
+    std::vector<uint64_t> args;
     for (const auto &shape : ks.inputShapes) {
       int64_t n = 1;
       for (int64_t d : shape)
@@ -120,16 +128,16 @@ TEST(CudaKernels, GeneratedKernelsMatchTheirCppTwinsOnTheGpu) {
       ins.emplace_back(n);
       for (float &v : ins.back())
         v = u(rng);
-      args.push_back(gpu->alloc(n * sizeof(float)));
-      gpu->upload(args.back(), ins.back().data(), n * sizeof(float));
+      args.push_back(dev.alloc(n * sizeof(float)));
+      dev.upload(args.back(), ins.back().data(), n * sizeof(float));
     }
     std::vector<float> want(ks.numElements), got(ks.numElements);
     std::vector<const void *> inPtrs;
     for (auto &v : ins)
       inPtrs.push_back(v.data());
     void *outs[1] = {want.data()};
-    fns[k](inPtrs.data(), outs);
-    CudaDevice::Ptr out = gpu->alloc(ks.numElements * sizeof(float));
+    b.twins[k](inPtrs.data(), outs);
+    uint64_t out = dev.alloc(ks.numElements * sizeof(float));
     args.push_back(out);
     // Launch shapes of KernelSource's contract.
     int64_t rowLen = ks.iterationShape.empty() ? 1 : ks.iterationShape.back();
@@ -140,13 +148,81 @@ TEST(CudaKernels, GeneratedKernelsMatchTheirCppTwinsOnTheGpu) {
       grid = static_cast<unsigned>((ks.numElements / rowLen + block - 1) / block);
     else
       grid = static_cast<unsigned>((ks.numElements + block - 1) / block);
-    gpu->launch(bin.cubin, ks.name, args, std::max(grid, 1u), block);
-    gpu->download(got.data(), out, got.size() * sizeof(float));
+    dev.launch(ks.name, args, std::max(grid, 1u), block);
+    dev.download(got.data(), out, got.size() * sizeof(float));
     for (size_t e = 0; e < want.size(); ++e)
       ASSERT_NEAR(got[e], want[e], 1e-5 * (1 + std::fabs(want[e]))) << "element " << e;
-    for (CudaDevice::Ptr p : args)
-      gpu->free(p);
+    for (uint64_t p : args)
+      dev.free(p);
   }
+}
+
+std::string tempDir(const char *what) {
+  return (std::filesystem::temp_directory_path() /
+          (std::string(what) + std::to_string(::getpid())))
+      .string();
+}
+
+TEST(CudaKernels, GeneratedKernelsMatchTheirCppTwinsOnTheGpu) {
+  std::string why, gpuWhy;
+  std::unique_ptr<CudaDevice> gpu = CudaDevice::open(gpuWhy);
+  std::string dir = tempDir("stretto-cuda-kernels-");
+  CudaKernelCache nvrtc(dir);
+  if (!nvrtc.available(why))
+    GTEST_SKIP() << why;
+  Built b;
+  build(dir, b);
+  if (HasFatalFailure())
+    return;
+  // Everything but the launches runs without a GPU (sm_90 then).
+  CudaBinary bin;
+  std::string error;
+  ASSERT_TRUE(nvrtc.compile(b.cudaUnit, gpu ? gpu->arch() : "sm_90", bin, error)) << error;
+  if (!gpu)
+    GTEST_SKIP() << "no GPU to launch on (" << gpuWhy
+                 << "); the C++ and NVRTC builds of every kernel kind succeeded";
+  Launcher dev;
+  dev.alloc = [&](size_t n) { return gpu->alloc(n); };
+  dev.upload = [&](uint64_t d, const void *s, size_t n) { gpu->upload(d, s, n); };
+  dev.download = [&](void *d, uint64_t s, size_t n) { gpu->download(d, s, n); };
+  dev.free = [&](uint64_t p) { gpu->free(p); };
+  dev.launch = [&](const std::string &name, std::vector<uint64_t> &args, unsigned grid,
+                   unsigned block) {
+    std::vector<CudaDevice::Ptr> ptrs(args.begin(), args.end());
+    gpu->launch(bin.cubin, name, ptrs, grid, block);
+  };
+  compareWithTwins(b, dev);
+  std::filesystem::remove_all(dir);
+}
+
+// The same kernels' CUDA C on the emulated GPU (GpuEmulator.h): built as
+// C++, the row sums' blocks on real threads with barriers and emulated warp
+// shuffles; runs everywhere.
+TEST(CudaKernels, GeneratedKernelsMatchTheirCppTwinsOnTheEmulatedGpu) {
+  std::string dir = tempDir("stretto-emulated-kernels-");
+  Built b;
+  build(dir, b);
+  if (HasFatalFailure())
+    return;
+  std::map<std::string, HostKernelFn> twins;
+  for (size_t k = 0; k < b.kernels.size(); ++k)
+    twins[b.kernels[k].name] = b.twins[k];
+  std::unique_ptr<GpuBackend> gpu = emulatedGpu(twins, b.cudaUnit);
+  Launcher dev;
+  dev.alloc = [&](size_t n) { return gpu->alloc(n); };
+  dev.upload = [&](uint64_t d, const void *s, size_t n) { gpu->uploadAsync(d, s, n); };
+  dev.download = [&](void *d, uint64_t s, size_t n) { gpu->downloadSync(d, s, n); };
+  dev.free = [&](uint64_t p) { gpu->free(p); };
+  dev.launch = [&](const std::string &name, std::vector<uint64_t> &args, unsigned grid,
+                   unsigned block) {
+    std::vector<void *> params;
+    for (uint64_t &a : args)
+      params.push_back(&a);
+    void *fn = gpu->modelFunction(name);
+    ASSERT_NE(fn, nullptr) << name;
+    gpu->launch(fn, grid, block, params.data(), static_cast<int>(params.size()), name.c_str());
+  };
+  compareWithTwins(b, dev);
   std::filesystem::remove_all(dir);
 }
 

@@ -1,9 +1,20 @@
 //===- GpuEmulator.cpp - the CUDA plan device on an emulated GPU ----------===//
 #include "GpuEmulator.h"
-#include "../../runtime/GpuBackend.h"
+
+#include "stretto/HostJit.h"
+
+#include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cmath>
+#include <condition_variable>
+#include <cstdio>
+#include <filesystem>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <type_traits>
 #include <cstdlib>
 #include <cstring>
 #include <functional>
@@ -12,14 +23,76 @@
 #include <utility>
 #include <vector>
 
-// --- RuntimeOps.cu as C++: the CUDA built-ins it uses, on one host thread --
+// --- CUDA's built-ins on host threads ---------------------------------------
+// A launch runs block by block. A kernel that synchronises its block
+// (__syncthreads, warp shuffles) runs each block on blockDim real threads
+// with barriers; any other kernel runs its threads one after another.
 namespace stretto_emu {
 struct StDim3 {
   unsigned x = 0, y = 1, z = 1;
 };
-thread_local StDim3 blockIdx, blockDim, gridDim, threadIdx;
-inline void syncthreads() {}
-inline float shflDown(unsigned, float v, int) { return v; } // unused: see st_row_sums below
+thread_local StDim3 blockIdx, threadIdx;
+StDim3 blockDim, gridDim; // the running launch's (set before its threads start)
+
+// A reusable barrier; a wait that never completes aborts (a kernel whose
+// threads do not all reach a __syncthreads would deadlock).
+class Barrier {
+public:
+  explicit Barrier(unsigned n) : n_(n) {}
+  void wait() {
+    std::unique_lock<std::mutex> lock(m_);
+    unsigned gen = gen_;
+    if (++count_ == n_) {
+      count_ = 0;
+      ++gen_;
+      cv_.notify_all();
+      return;
+    }
+    if (!cv_.wait_for(lock, std::chrono::seconds(60), [&] { return gen_ != gen; })) {
+      std::fprintf(stderr, "emulated GPU: a block barrier was not reached by every thread\n");
+      std::abort();
+    }
+  }
+
+private:
+  std::mutex m_;
+  std::condition_variable cv_;
+  unsigned n_, count_ = 0, gen_ = 0;
+};
+
+// The running cooperative launch's barriers and warp exchange slots.
+struct Cooperative {
+  explicit Cooperative(unsigned block) : block(block) {
+    for (unsigned w = 0; w < (block + 31) / 32; ++w)
+      warps.push_back(std::make_unique<Barrier>(std::min(32u, block - 32 * w)));
+    values.assign(block, 0.0f);
+  }
+  Barrier block;
+  std::vector<std::unique_ptr<Barrier>> warps;
+  std::vector<float> values;
+};
+Cooperative *gCoop = nullptr;
+
+void syncthreads() {
+  if (!gCoop) {
+    std::fprintf(stderr, "emulated GPU: __syncthreads in a kernel run thread by thread\n");
+    std::abort();
+  }
+  gCoop->block.wait();
+}
+// __shfl_down_sync over a full warp: lane + offset's value, or one's own.
+float shflDown(unsigned, float v, int offset) {
+  if (!gCoop) {
+    std::fprintf(stderr, "emulated GPU: a warp shuffle in a kernel run thread by thread\n");
+    std::abort();
+  }
+  unsigned t = threadIdx.x, lane = t & 31, warp = t >> 5;
+  gCoop->values[t] = v;
+  gCoop->warps[warp]->wait();
+  float r = lane + offset < 32 && t + offset < blockDim.x ? gCoop->values[t + offset] : v;
+  gCoop->warps[warp]->wait();
+  return r;
+}
 inline unsigned floatAsUint(float f) {
   unsigned u;
   std::memcpy(&u, &f, 4);
@@ -30,14 +103,41 @@ inline float intAsFloat(int b) {
   std::memcpy(&f, &b, 4);
   return f;
 }
+
+// Runs body(block, thread) over the grid.
+void runGrid(unsigned grid, unsigned block, bool cooperative,
+             const std::function<void(unsigned, unsigned)> &body) {
+  gridDim.x = grid;
+  blockDim.x = block;
+  if (!cooperative) {
+    for (unsigned b = 0; b < grid; ++b)
+      for (unsigned t = 0; t < block; ++t)
+        body(b, t);
+    return;
+  }
+  Cooperative coop(block);
+  gCoop = &coop;
+  std::vector<std::thread> threads;
+  for (unsigned t = 0; t < block; ++t)
+    threads.emplace_back([&, t] {
+      for (unsigned b = 0; b < grid; ++b) {
+        body(b, t);
+        coop.block.wait(); // shared memory is the next block's only after this one ends
+      }
+    });
+  for (std::thread &th : threads)
+    th.join();
+  gCoop = nullptr;
+}
 } // namespace stretto_emu
 
+// RuntimeOps.cu compiled as C++ against those built-ins.
 namespace stretto_emu_ops {
 using namespace stretto_emu;
 #define ST_FN static inline
 #define __global__
 #define __forceinline__ inline
-#define __shared__ static thread_local
+#define __shared__ static
 #define __syncthreads syncthreads
 #define __shfl_down_sync shflDown
 #define __float_as_uint floatAsUint
@@ -53,10 +153,10 @@ ST_FN float st_float_bits(int b) { return intAsFloat(b); }
 #undef __float_as_uint
 #undef __int_as_float
 
-// The block reductions, as host loops (the emulator runs one thread at a
-// time, so warp shuffles cannot be emulated): same results up to the order
-// of the sums.
-void emu_row_sums(i64 rows, i64 len, const float *x, float *y) {
+// Host loops for the two block reductions, used unless a test asks for the
+// real ones (cooperative blocks on real threads are slow): the reference's
+// serial order, so executor-level tests stay bit for bit.
+void host_row_sums(i64 rows, i64 len, const float *x, float *y) {
   if (blockIdx.x != 0 || threadIdx.x != 0)
     return;
   for (i64 r = 0; r < rows; ++r) {
@@ -66,7 +166,7 @@ void emu_row_sums(i64 rows, i64 len, const float *x, float *y) {
     y[r] = s;
   }
 }
-void emu_norm_plus_eps(i64 n, const float *x, float *norm) {
+void host_norm_plus_eps(i64 n, const float *x, float *norm) {
   if (blockIdx.x != 0 || threadIdx.x != 0)
     return;
   float s = 0.0f;
@@ -76,18 +176,63 @@ void emu_norm_plus_eps(i64 n, const float *x, float *norm) {
 }
 } // namespace stretto_emu_ops
 
+// The generated kernels' CUDA C, compiled as C++ by the host compiler: the
+// same built-ins, reached through hooks the emulator installs.
+static const char *kModelShim = R"(#include <math.h>
+#include <string.h>
+struct StDim3 { unsigned x, y, z; };
+static thread_local StDim3 blockIdx, threadIdx;
+static StDim3 blockDim, gridDim;
+static void (*st_emu_sync)(void);
+static float (*st_emu_shfl)(unsigned, float, int);
+extern "C" void st_emu_launch(unsigned grid, unsigned block, void (*sync)(void),
+                              float (*shfl)(unsigned, float, int)) {
+  gridDim.x = grid; gridDim.y = gridDim.z = 1;
+  blockDim.x = block; blockDim.y = blockDim.z = 1;
+  st_emu_sync = sync; st_emu_shfl = shfl;
+}
+extern "C" void st_emu_thread(unsigned b, unsigned t) {
+  blockIdx.x = b; blockIdx.y = blockIdx.z = 0;
+  threadIdx.x = t; threadIdx.y = threadIdx.z = 0;
+}
+#define __global__
+#define __device__
+#define __forceinline__ inline
+#define __shared__ static
+#define __syncthreads() st_emu_sync()
+#define __shfl_down_sync(mask, v, off) st_emu_shfl((mask), (v), (off))
+static inline float __int_as_float(int b) { float f; memcpy(&f, &b, 4); return f; }
+static inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return u; }
+)";
+
 namespace stretto {
 namespace {
 
 std::atomic<long long> gLive{0};
 
-// A kernel the emulator can launch: a runtime op (called per block and
-// thread with cuLaunchKernel-style arguments) or a generated kernel's C++
-// twin.
+// A kernel the emulator can launch: a runtime op or a generated kernel's
+// CUDA C built for the host (both called per block and thread with
+// cuLaunchKernel-style arguments), or a generated kernel's C++ twin.
 struct EmuKernel {
-  std::function<void(void **)> op;
-  PlanExecutor::KernelFn model = nullptr;
+  std::function<void(void **)> op;       // runtime op
+  void *cuda = nullptr;                  // generated CUDA C (all pointer arguments)
+  PlanExecutor::KernelFn twin = nullptr; // C++ twin
+  bool cooperative = false;              // synchronises its block
 };
+
+// Calls fn(args[0], ..., args[n-1]) for a function of n pointer arguments.
+using PointerCall = void (*)(void *fn, void *const *args);
+template <size_t... I> void callPointers(void *fn, void *const *args, std::index_sequence<I...>) {
+  using F = void (*)(std::conditional_t<true, void *, std::integral_constant<size_t, I>>...);
+  reinterpret_cast<F>(fn)(args[I]...);
+}
+template <size_t... N> std::vector<PointerCall> pointerCalls(std::index_sequence<N...>) {
+  return {[](void *fn, void *const *args) { callPointers(fn, args, std::make_index_sequence<N>{}); }...};
+}
+const std::vector<PointerCall> &pointerCallers() {
+  static const std::vector<PointerCall> calls = pointerCalls(std::make_index_sequence<65>{});
+  return calls;
+}
 
 template <typename... A, size_t... I>
 void invoke(void (*f)(A...), void **p, std::index_sequence<I...>) {
@@ -97,7 +242,7 @@ template <typename... A> std::function<void(void **)> adapt(void (*f)(A...)) {
   return [f](void **p) { invoke(f, p, std::index_sequence_for<A...>{}); };
 }
 
-std::map<std::string, EmuKernel> runtimeOps() {
+std::map<std::string, EmuKernel> runtimeOps(bool blockReductions) {
   using namespace stretto_emu_ops;
   std::map<std::string, EmuKernel> m;
   auto add = [&](const char *name, std::function<void(void **)> f) { m[name].op = std::move(f); };
@@ -107,7 +252,8 @@ std::map<std::string, EmuKernel> runtimeOps() {
   add("st_scatter", adapt(st_scatter));
   add("st_accumulate", adapt(st_accumulate));
   add("st_divide", adapt(st_divide));
-  add("st_row_sums", adapt(emu_row_sums));
+  add("st_row_sums", blockReductions ? adapt(st_row_sums) : adapt(host_row_sums));
+  m["st_row_sums"].cooperative = blockReductions;
   add("st_column_sums", adapt(st_column_sums));
   add("st_softmax_rows", adapt(st_softmax_rows));
   add("st_norm_rows", adapt(st_norm_rows));
@@ -117,7 +263,8 @@ std::map<std::string, EmuKernel> runtimeOps() {
   add("st_cross_entropy_rows", adapt(st_cross_entropy_rows));
   add("st_mean", adapt(st_mean));
   add("st_descend", adapt(st_descend));
-  add("st_norm_plus_eps", adapt(emu_norm_plus_eps));
+  add("st_norm_plus_eps", blockReductions ? adapt(st_norm_plus_eps) : adapt(host_norm_plus_eps));
+  m["st_norm_plus_eps"].cooperative = blockReductions;
   add("st_ns_start", adapt(st_ns_start));
   add("st_axpy", adapt(st_axpy));
   add("st_scale_add", adapt(st_scale_add));
@@ -127,9 +274,34 @@ std::map<std::string, EmuKernel> runtimeOps() {
 
 class EmulatedGpu final : public GpuBackend {
 public:
-  explicit EmulatedGpu(std::map<std::string, PlanExecutor::KernelFn> k) : ops(runtimeOps()) {
+  // Generated kernels: their CUDA C (`cudaSource`, built by the host
+  // compiler through `cache`) when given, else their C++ twins.
+  EmulatedGpu(std::map<std::string, PlanExecutor::KernelFn> k, const std::string &cudaSource,
+              HostKernelCache *cache, bool blockReductions)
+      : ops(runtimeOps(blockReductions)) {
     for (auto &[name, fn] : k)
-      model[name].model = fn;
+      model[name].twin = fn;
+    if (cudaSource.empty() || k.empty())
+      return;
+    std::vector<std::string> symbols = {"st_emu_launch", "st_emu_thread"};
+    for (auto &[name, fn] : k)
+      symbols.push_back(name);
+    std::string error;
+    std::vector<HostKernelFn> fns = cache->loadAll(kModelShim + cudaSource, symbols, error);
+    if (fns.size() != symbols.size())
+      throw std::runtime_error("emulated GPU: the model's CUDA C does not build as C++: " + error);
+    setLaunch = reinterpret_cast<SetLaunch>(fns[0]);
+    setThread = reinterpret_cast<SetThread>(fns[1]);
+    for (size_t i = 2; i < symbols.size(); ++i) {
+      EmuKernel &e = model[symbols[i]];
+      e.cuda = reinterpret_cast<void *>(fns[i]);
+      // Cooperative: its body (up to the next kernel) synchronises.
+      size_t at = cudaSource.find("void " + symbols[i] + "(");
+      size_t next = cudaSource.find("extern \"C\"", at);
+      std::string body = cudaSource.substr(at, next == std::string::npos ? next : next - at);
+      e.cooperative = body.find("__syncthreads") != std::string::npos ||
+                      body.find("__shfl") != std::string::npos;
+    }
   }
   ~EmulatedGpu() override {
     for (Ptr p : live)
@@ -178,26 +350,41 @@ public:
   }
   void launch(void *fn, unsigned grid, unsigned block, void **params, int count,
               const char *what) override {
+    // One launch at a time on the emulated GPU (pipeline stages and replicas
+    // launch from several threads; the built-ins' state is global).
+    static std::mutex gpuLock;
+    std::lock_guard<std::mutex> lock(gpuLock);
     if (grid == 0 || block == 0 || grid > 65535 || block > 1024)
       throw std::runtime_error(std::string("emulated GPU: bad launch geometry for ") + what);
     EmuKernel &k = *static_cast<EmuKernel *>(fn);
-    if (k.model) { // pointers: the inputs, then the output
+    using namespace stretto_emu;
+    if (k.cuda) { // generated CUDA C: pointer arguments, the output last
+      if (count >= static_cast<int>(pointerCallers().size()))
+        throw std::runtime_error(std::string("emulated GPU: too many arguments for ") + what);
+      std::vector<void *> args;
+      for (int a = 0; a < count; ++a)
+        args.push_back(*static_cast<void *const *>(params[a]));
+      setLaunch(grid, block, &syncthreads, &shflDown);
+      PointerCall call = pointerCallers()[count];
+      runGrid(grid, block, k.cooperative, [&](unsigned b, unsigned t) {
+        blockIdx.x = b, threadIdx.x = t;
+        setThread(b, t);
+        call(k.cuda, args.data());
+      });
+      return;
+    }
+    if (k.twin) { // pointers: the inputs, then the output
       std::vector<const void *> in;
       for (int a = 0; a + 1 < count; ++a)
         in.push_back(*static_cast<const void *const *>(params[a]));
       void *out[1] = {*static_cast<void *const *>(params[count - 1])};
-      k.model(in.data(), out);
+      k.twin(in.data(), out);
       return;
     }
-    using namespace stretto_emu;
-    gridDim.x = grid;
-    blockDim.x = block;
-    for (unsigned b = 0; b < grid; ++b)
-      for (unsigned t = 0; t < block; ++t) {
-        blockIdx.x = b;
-        threadIdx.x = t;
-        k.op(params);
-      }
+    runGrid(grid, block, k.cooperative, [&](unsigned b, unsigned t) {
+      blockIdx.x = b, threadIdx.x = t;
+      k.op(params);
+    });
   }
   // cuBLASLt's column-major problem, computed as it is specified.
   void gemm(const GemmCall &g, const void *a, const void *b, float *c) override {
@@ -243,16 +430,33 @@ public:
   }
 
 private:
+  using SetLaunch = void (*)(unsigned, unsigned, void (*)(), float (*)(unsigned, float, int));
+  using SetThread = void (*)(unsigned, unsigned);
+  SetLaunch setLaunch = nullptr;
+  SetThread setThread = nullptr;
   std::map<std::string, EmuKernel> ops, model;
   std::set<Ptr> live;
 };
 
 } // namespace
 
+HostKernelCache &emulatorCache() {
+  static HostKernelCache cache((std::filesystem::temp_directory_path() /
+                                ("stretto-emulated-gpu-" + std::to_string(::getpid())))
+                                   .string());
+  return cache;
+}
+
+std::unique_ptr<GpuBackend> emulatedGpu(std::map<std::string, PlanExecutor::KernelFn> kernels,
+                                        const std::string &cudaSource, bool blockReductions) {
+  return std::make_unique<EmulatedGpu>(std::move(kernels), cudaSource, &emulatorCache(),
+                                       blockReductions);
+}
+
 std::unique_ptr<PlanExecutor>
 emulatedGpuExecutor(const Graph &graph, std::map<std::string, PlanExecutor::KernelFn> kernels,
-                    GemmPrecision gemm) {
-  return makeGpuPlanExecutor(graph, std::make_unique<EmulatedGpu>(std::move(kernels)), gemm);
+                    GemmPrecision gemm, const std::string &cudaSource) {
+  return makeGpuPlanExecutor(graph, emulatedGpu(std::move(kernels), cudaSource), gemm);
 }
 
 long long emulatedGpuLiveAllocations() { return gLive; }

@@ -3,21 +3,25 @@
 // A GpuBackend (runtime/GpuBackend.h) that runs on the host, so the CUDA
 // plan device's code (CudaPlan.cpp: buffers, argument marshalling, launch
 // choices, scratch, the cuBLASLt problem mapping) is tested where no GPU
-// is. Runtime ops are runtime/cuda/RuntimeOps.cu compiled as C++, launched
-// block by block and thread by thread (their grid-stride loops then do all
-// the work); the two that reduce across a block with warp shuffles
-// (st_row_sums, st_norm_plus_eps) are replaced by host loops. Generated
-// kernels run as their C++ twins (the same bodies). GEMMs are computed from
+// is. Runtime ops are runtime/cuda/RuntimeOps.cu compiled as C++; the
+// generated kernels' CUDA C is compiled as C++ by the host compiler (or
+// their C++ twins run). Launches run block by block: a kernel that
+// synchronises its block (__syncthreads, warp shuffles: the row sums) runs
+// each block on blockDim real threads with barriers, any other runs its
+// threads one after another (grid-stride loops do all the work). The
+// runtime's two block reductions are host loops unless asked for (slow on
+// real threads; their own test runs them). GEMMs are computed from
 // columnMajorProblem() exactly as cuBLASLt is asked (column-major, the
 // operands swapped), with bf16 operands widened from their bits. Not
 // covered here: the driver, NVRTC's build of the ops, cuBLASLt itself and
-// the GPU launch geometry (CompiledPathTest on a GPU covers those).
+// real GPU scheduling (CompiledPathTest on a GPU covers those).
 //
 //===----------------------------------------------------------------------===//
 #ifndef STRETTO_TEST_GPUEMULATOR_H
 #define STRETTO_TEST_GPUEMULATOR_H
 
 #include "stretto/PlanExecutor.h"
+#include "../../runtime/GpuBackend.h"
 
 #include <map>
 #include <memory>
@@ -25,9 +29,18 @@
 
 namespace stretto {
 
+/// `cudaSource`: the generated kernels' CUDA C (CompiledKernels::cudaSource),
+/// run as C++ with CUDA's built-ins emulated; empty: their C++ twins run.
 std::unique_ptr<PlanExecutor>
 emulatedGpuExecutor(const Graph &graph, std::map<std::string, PlanExecutor::KernelFn> kernels,
-                    GemmPrecision gemm = GemmPrecision::F32);
+                    GemmPrecision gemm = GemmPrecision::F32, const std::string &cudaSource = "");
+
+/// The emulated GPU itself (kernel-level tests). `blockReductions`: the
+/// runtime's st_row_sums and st_norm_plus_eps run as written (blocks on
+/// real threads); else as host loops in the reference's order.
+std::unique_ptr<GpuBackend> emulatedGpu(std::map<std::string, PlanExecutor::KernelFn> kernels,
+                                        const std::string &cudaSource,
+                                        bool blockReductions = false);
 
 /// Device allocations of every emulated GPU not yet freed.
 long long emulatedGpuLiveAllocations();

@@ -549,6 +549,58 @@ TEST(PlanExecutor, RandomStepGraphsMatchTheReference) {
   }
 }
 
+// The CUDA runtime's two block reductions (runtime/cuda/RuntimeOps.cu:
+// warp shuffles, shared memory, __syncthreads) as written, on the emulated
+// GPU's block threads, with CudaPlan.cpp's launch shapes (256 threads; a
+// block per row), against f64 sums.
+TEST(PlanExecutor, CudaBlockReductionsOnTheEmulatedGpu) {
+  std::unique_ptr<GpuBackend> gpu = emulatedGpu({}, "", /*blockReductions=*/true);
+  auto upload = [&](const std::vector<float> &v) {
+    GpuBackend::Ptr p = gpu->alloc(v.size() * 4);
+    gpu->uploadAsync(p, v.data(), v.size() * 4);
+    return p;
+  };
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  for (auto [rows, len] : {std::pair<int64_t, int64_t>{5, 1000}, {3, 7}, {2, 256}}) {
+    std::vector<float> x(rows * len), y(rows);
+    for (float &v : x)
+      v = u(rng);
+    GpuBackend::Ptr dx = upload(x), dy = gpu->alloc(rows * 4);
+    const float *xp = reinterpret_cast<const float *>(dx);
+    float *yp = reinterpret_cast<float *>(dy);
+    void *params[] = {&rows, &len, &xp, &yp};
+    gpu->launch(gpu->opsFunction("st_row_sums"), static_cast<unsigned>(rows), 256, params, 4,
+                "st_row_sums");
+    gpu->downloadSync(y.data(), dy, rows * 4);
+    for (int64_t r = 0; r < rows; ++r) {
+      double want = 0;
+      for (int64_t j = 0; j < len; ++j)
+        want += x[r * len + j];
+      EXPECT_NEAR(y[r], want, 1e-5 * (1 + std::fabs(want))) << rows << "x" << len << " row " << r;
+    }
+    gpu->free(dx);
+    gpu->free(dy);
+  }
+  int64_t n = 3000;
+  std::vector<float> g(n);
+  double sq = 0;
+  for (float &v : g) {
+    v = u(rng);
+    sq += double(v) * v;
+  }
+  GpuBackend::Ptr dg = upload(g), dnorm = gpu->alloc(4);
+  const float *gp = reinterpret_cast<const float *>(dg);
+  float *np = reinterpret_cast<float *>(dnorm);
+  void *params[] = {&n, &gp, &np};
+  gpu->launch(gpu->opsFunction("st_norm_plus_eps"), 1, 256, params, 3, "st_norm_plus_eps");
+  float norm = 0;
+  gpu->downloadSync(&norm, dnorm, 4);
+  EXPECT_NEAR(norm, std::sqrt(sq) + 1e-7, 1e-5 * std::sqrt(sq));
+  gpu->free(dg);
+  gpu->free(dnorm);
+}
+
 TEST(PlanExecutor, RejectsWhatItCannotRun) {
   Graph g = statefulGraph();
   g.states[1].dtype = DType::F64;
