@@ -114,7 +114,7 @@ struct Reader {
     if (colon == std::string::npos)
       fail("expected a length-prefixed string");
     int64_t len = integer(text.substr(at, colon - at));
-    if (len < 0 || colon + 1 + static_cast<size_t>(len) > text.size())
+    if (len < 0 || static_cast<size_t>(len) > text.size() - (colon + 1))
       fail("string runs past the end of the file");
     std::string s = text.substr(colon + 1, len);
     if (s.find('\n') != std::string::npos)
@@ -141,7 +141,7 @@ struct Reader {
     return out;
   }
   std::string rawBlock(int64_t len) {
-    if (len < 0 || at + static_cast<size_t>(len) > text.size())
+    if (len < 0 || static_cast<size_t>(len) > text.size() - at)
       fail("source block runs past the end of the file (truncated?)");
     std::string s = text.substr(at, len);
     for (char c : s)
@@ -150,6 +150,22 @@ struct Reader {
     return s;
   }
 };
+
+// Dims of at most 2^31 and 2^40 elements: enough for any model, and no
+// overflow in the element counts computed from them.
+Shape checkedShape(Reader &r, Shape shape) {
+  int64_t total = 1;
+  for (int64_t d : shape) {
+    if (d < 0 || d > (int64_t(1) << 31))
+      r.fail("dimension " + std::to_string(d) + " out of range");
+    total *= std::max<int64_t>(d, 1);
+    if (total > (int64_t(1) << 40))
+      r.fail("shape has more than 2^40 elements");
+  }
+  if (shape.size() > 16)
+    r.fail("more than 16 dimensions");
+  return shape;
+}
 
 DType dtypeOf(Reader &r, const std::string &w) {
   for (DType t : {DType::F32, DType::BF16, DType::F64, DType::I32})
@@ -167,7 +183,7 @@ OpKind kindOf(Reader &r, const std::string &w) {
 
 } // namespace
 
-void savePlanFile(const std::string &path, const PlanFile &plan) {
+std::string planFileText(const PlanFile &plan) {
   std::ostringstream os;
   os << kHeader << "\n";
   for (auto &[k, v] : plan.meta)
@@ -191,16 +207,25 @@ void savePlanFile(const std::string &path, const PlanFile &plan) {
   std::string body = os.str();
   char sum[40];
   std::snprintf(sum, sizeof sum, "%016" PRIx64, fnv1a64(body));
-  writeFileAtomically(path, body + "checksum " + sum + "\n");
+  return body + "checksum " + sum + "\n";
+}
+
+void savePlanFile(const std::string &path, const PlanFile &plan) {
+  writeFileAtomically(path, planFileText(plan));
 }
 
 PlanFile loadPlanFile(const std::string &path) {
   std::ifstream in(path, std::ios::binary);
   if (!in)
     throw std::runtime_error(path + ": cannot open the plan file");
+  return parsePlanFile(
+      std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()), path);
+}
+
+PlanFile parsePlanFile(const std::string &text, const std::string &path, bool checkChecksum) {
   Reader r;
   r.path = path;
-  r.text.assign(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
+  r.text = text;
   if (r.text.compare(0, std::string(kHeader).size() + 1, std::string(kHeader) + "\n") != 0)
     r.fail("not a Stretto plan file (expected the header '" + std::string(kHeader) + "')");
   // The checksum covers every byte before its line.
@@ -209,7 +234,7 @@ PlanFile loadPlanFile(const std::string &path) {
     throw std::runtime_error(path + ": the plan file is truncated (no checksum line)");
   char sum[40];
   std::snprintf(sum, sizeof sum, "%016" PRIx64, fnv1a64(r.text.substr(0, tail)));
-  if (r.text.substr(tail + 9, r.text.size() - tail - 10) != sum)
+  if (checkChecksum && r.text.substr(tail + 9, r.text.size() - tail - 10) != sum)
     throw std::runtime_error(path + ": the plan file is corrupt or truncated (checksum mismatch)");
   r.text.resize(tail);
   r.at = std::string(kHeader).size() + 1;
@@ -245,7 +270,7 @@ PlanFile loadPlanFile(const std::string &path) {
       r.space(), r.keyword("of"), s.of = r.string();
       r.space(), r.keyword("stage"), s.stage = static_cast<int>(r.integer(r.word()));
       r.space();
-      s.shape = r.values<int64_t>("shape");
+      s.shape = checkedShape(r, r.values<int64_t>("shape"));
       g.states.push_back(std::move(s));
     } else if (what == "outer") {
       OuterLoop &o = g.outerLoop;
@@ -279,7 +304,7 @@ PlanFile loadPlanFile(const std::string &path) {
       r.space(), r.keyword("dtype"), n.dtype = dtypeOf(r, r.word());
       r.space(), r.keyword("stage"), n.stage = static_cast<int>(r.integer(r.word()));
       r.space(), r.keyword("flag"), n.flag = r.integer(r.word()) != 0;
-      r.space(), n.shape = r.values<int64_t>("shape");
+      r.space(), n.shape = checkedShape(r, r.values<int64_t>("shape"));
       r.space(), n.operands = r.values<int>("ops");
       r.space(), n.ints = r.values<int64_t>("ints");
       r.space(), n.floats = r.values<double>("floats");

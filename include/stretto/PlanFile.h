@@ -37,6 +37,13 @@ void savePlanFile(const std::string &path, const PlanFile &plan);
 /// truncated, corrupt or not a plan; the graph is validated.
 PlanFile loadPlanFile(const std::string &path);
 
+/// The file's text, and its parser (`name` is used in messages). With
+/// `checkChecksum` false the checksum line is required but not compared
+/// (the plan fuzzer reaches the parser that way).
+std::string planFileText(const PlanFile &plan);
+PlanFile parsePlanFile(const std::string &text, const std::string &name,
+                       bool checkChecksum = true);
+
 } // namespace stretto
 
 #endif

@@ -5,7 +5,8 @@
 #
 # BUILD_DIR is the CMake build folder (its dialects/ holds the generated
 # Train/*.inc headers; run `ninja -C BUILD_DIR StrettoTrainIncGen` first if
-# they are missing). OUT_DIR receives obj/*.o, config-fuzzer and mlir-fuzzer.
+# they are missing). OUT_DIR receives obj/*.o, config-fuzzer, mlir-fuzzer and
+# plan-fuzzer.
 #
 # The project sources the harnesses exercise are compiled with
 # -fsanitize=fuzzer-no-link,address,undefined (coverage, ASan and UBSan in
@@ -127,4 +128,11 @@ compile "$HERE/ConfigFuzzer.cpp" "$OUT_DIR/obj/ConfigFuzzer.o" -fsanitize=fuzzer
 compile "$HERE/MLIRFuzzer.cpp" "$OUT_DIR/obj/MLIRFuzzer.o" -fsanitize=fuzzer,$SAN "${NO_SAN[@]}"
 link config-fuzzer "$OUT_DIR/obj/ConfigFuzzer.o" "$OUT_DIR/obj/Import.o" "${DIALECT_OBJS[@]}"
 link mlir-fuzzer "$OUT_DIR/obj/MLIRFuzzer.o" "${DIALECT_OBJS[@]}" "${KERNEL_OBJS[@]}"
-echo "[fuzz] fuzzers in $OUT_DIR: config-fuzzer mlir-fuzzer"
+# Plan files: the runtime's parser (no MLIR).
+for s in runtime/PlanFile.cpp runtime/Graph.cpp runtime/Checkpoint.cpp; do
+  compile "$ROOT/$s" "$OUT_DIR/obj/rt-$(basename "${s%.cpp}").o" "${LIB_FLAGS[@]}"
+done
+compile "$HERE/PlanFuzzer.cpp" "$OUT_DIR/obj/PlanFuzzer.o" -fsanitize=fuzzer,$SAN "${NO_SAN[@]}"
+link plan-fuzzer "$OUT_DIR/obj/PlanFuzzer.o" "$OUT_DIR/obj/rt-PlanFile.o" "$OUT_DIR/obj/rt-Graph.o" \
+  "$OUT_DIR/obj/rt-Checkpoint.o"
+echo "[fuzz] fuzzers in $OUT_DIR: config-fuzzer mlir-fuzzer plan-fuzzer"

@@ -33,7 +33,7 @@ COMMON=(-max_len=4096 -timeout=10 -rss_limit_mb=2048 -seed=1
         -print_final_stats=1 -artifact_prefix="$WORK/")
 
 status=0
-for kind in config mlir; do
+for kind in config mlir plan; do
   fuzzer="$OUT_DIR/$kind-fuzzer"
   seeds="$HERE/corpus/$kind"
   regressions=()
