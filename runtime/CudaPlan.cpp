@@ -458,7 +458,11 @@ void CudaPlanDevice::exec(PlanExecutor::Impl &rt, const PhasePlan &p, int i,
     int64_t c = inShape(0).back(), rows = numElements(inShape(1));
     checkIds(1, c, "target");
     float *loss = scratchFloats(rows);
-    launch("st_cross_entropy_rows", rows, rows, c, in(0), in(1), loss);
+    if (c >= 256) // a vocabulary: a block per row
+      launchShaped("st_cross_entropy_block_rows", gridFor(rows, 1), 256, rows, c, in(0), in(1),
+                   loss);
+    else
+      launch("st_cross_entropy_rows", rows, rows, c, in(0), in(1), loss);
     launchShaped("st_mean", 1, 32, rows, static_cast<const float *>(loss), out);
     return;
   }

@@ -212,6 +212,50 @@ extern "C" __global__ void st_cross_entropy_rows(i64 rows, i64 c, const float *l
   }
 }
 
+/* A block reduction whose result every thread gets (max, or sum); fixed
+ * order for a given blockDim (== 256). */
+ST_FN float st_block_all(float v, int isMax) {
+  __shared__ float part[8];
+  __shared__ float result;
+  for (int o = 16; o > 0; o >>= 1) {
+    float w = __shfl_down_sync(0xffffffffu, v, o);
+    v = isMax ? fmaxf(v, w) : v + w;
+  }
+  if ((threadIdx.x & 31) == 0)
+    part[threadIdx.x >> 5] = v;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float s = part[0];
+    for (int w = 1; w < 8; ++w)
+      s = isMax ? fmaxf(s, part[w]) : s + part[w];
+    result = s;
+  }
+  __syncthreads();
+  float r = result;
+  __syncthreads(); /* before a next call reuses part and result */
+  return r;
+}
+
+/* The same losses with a block per row (blockDim.x == 256): for wide rows
+ * (a vocabulary), where a thread per row would read thousands of values
+ * alone. */
+extern "C" __global__ void st_cross_entropy_block_rows(i64 rows, i64 c, const float *logits,
+                                                       const float *tgt, float *loss) {
+  for (i64 r = blockIdx.x; r < rows; r += gridDim.x) {
+    const float *x = logits + r * c;
+    float mx = __int_as_float(0xff800000); /* -inf */
+    for (i64 j = threadIdx.x; j < c; j += blockDim.x)
+      mx = fmaxf(mx, x[j]);
+    mx = st_block_all(mx, 1);
+    float sum = 0.0f;
+    for (i64 j = threadIdx.x; j < c; j += blockDim.x)
+      sum += expf(x[j] - mx);
+    sum = st_block_all(sum, 0);
+    if (threadIdx.x == 0)
+      loss[r] = logf(sum) + mx - x[(i64)tgt[r]];
+  }
+}
+
 /* y[0] = (sum of x in order) / n: one thread (the reference's order). */
 extern "C" __global__ void st_mean(i64 n, const float *x, float *y) {
   if (blockIdx.x == 0 && threadIdx.x == 0) {

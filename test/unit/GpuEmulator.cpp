@@ -261,6 +261,11 @@ std::map<std::string, EmuKernel> runtimeOps(bool blockReductions) {
   add("st_scatter_rows", adapt(st_scatter_rows));
   add("st_one_hot", adapt(st_one_hot));
   add("st_cross_entropy_rows", adapt(st_cross_entropy_rows));
+  // The thread-per-row kernel covers every row under the block kernel's
+  // launch too (grid-stride): the reference's order, bit for bit.
+  add("st_cross_entropy_block_rows",
+      blockReductions ? adapt(st_cross_entropy_block_rows) : adapt(st_cross_entropy_rows));
+  m["st_cross_entropy_block_rows"].cooperative = blockReductions;
   add("st_mean", adapt(st_mean));
   add("st_descend", adapt(st_descend));
   add("st_norm_plus_eps", blockReductions ? adapt(st_norm_plus_eps) : adapt(host_norm_plus_eps));

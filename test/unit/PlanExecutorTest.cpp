@@ -549,10 +549,10 @@ TEST(PlanExecutor, RandomStepGraphsMatchTheReference) {
   }
 }
 
-// The CUDA runtime's two block reductions (runtime/cuda/RuntimeOps.cu:
-// warp shuffles, shared memory, __syncthreads) as written, on the emulated
-// GPU's block threads, with CudaPlan.cpp's launch shapes (256 threads; a
-// block per row), against f64 sums.
+// The CUDA runtime's block reductions (runtime/cuda/RuntimeOps.cu: warp
+// shuffles, shared memory, __syncthreads) as written, on the emulated GPU's
+// block threads, with CudaPlan.cpp's launch shapes (256 threads; a block per
+// row): row sums, Newton-Schulz's norm and cross-entropy, against f64.
 TEST(PlanExecutor, CudaBlockReductionsOnTheEmulatedGpu) {
   std::unique_ptr<GpuBackend> gpu = emulatedGpu({}, "", /*blockReductions=*/true);
   auto upload = [&](const std::vector<float> &v) {
@@ -599,6 +599,33 @@ TEST(PlanExecutor, CudaBlockReductionsOnTheEmulatedGpu) {
   EXPECT_NEAR(norm, std::sqrt(sq) + 1e-7, 1e-5 * std::sqrt(sq));
   gpu->free(dg);
   gpu->free(dnorm);
+
+  // Cross-entropy with a block per row (a vocabulary of 300 and of 1000).
+  for (int64_t c : {300, 1000}) {
+    int64_t rows = 3;
+    std::vector<float> logits(rows * c), tgt = {0, float(c - 1), float(c / 2)}, loss(rows);
+    for (float &v : logits)
+      v = 4 * u(rng);
+    GpuBackend::Ptr dl = upload(logits), dt = upload(tgt), dloss = gpu->alloc(rows * 4);
+    const float *lp = reinterpret_cast<const float *>(dl), *tp = reinterpret_cast<const float *>(dt);
+    float *op = reinterpret_cast<float *>(dloss);
+    void *ce[] = {&rows, &c, &lp, &tp, &op};
+    gpu->launch(gpu->opsFunction("st_cross_entropy_block_rows"), static_cast<unsigned>(rows), 256,
+                ce, 5, "st_cross_entropy_block_rows");
+    gpu->downloadSync(loss.data(), dloss, rows * 4);
+    for (int64_t r = 0; r < rows; ++r) {
+      double mx = -1e300, sum = 0;
+      for (int64_t j = 0; j < c; ++j)
+        mx = std::max(mx, double(logits[r * c + j]));
+      for (int64_t j = 0; j < c; ++j)
+        sum += std::exp(logits[r * c + j] - mx);
+      double want = std::log(sum) + mx - logits[r * c + int64_t(tgt[r])];
+      EXPECT_NEAR(loss[r], want, 1e-5 * (1 + std::fabs(want))) << "c=" << c << " row " << r;
+    }
+    gpu->free(dl);
+    gpu->free(dt);
+    gpu->free(dloss);
+  }
 }
 
 TEST(PlanExecutor, RejectsWhatItCannotRun) {
