@@ -798,12 +798,7 @@ GossipOptions gossipOptionsFor(const Graph &graph, const TrainerOptions &opt,
     maxH = std::max(maxH, h);
   g.rounds = settings.rounds > 0 ? settings.rounds : (opt.steps + maxH - 1) / maxH;
   g.seed = opt.seed;
-  g.precision = opt.precision;
-  g.compiled = opt.compiled;
-  g.kernels = opt.kernels;
-  g.gemmPrecision = opt.gemmPrecision;
-  if (opt.cuda)
-    g.executorFactory = cudaExecutorFactory(opt);
+  g.executorFactory = executorFactory(opt);
   g.microBatches = opt.microBatches;
   g.evalInterval = std::max<int64_t>(1, opt.evalInterval / maxH);
   g.evalBatches = opt.evalBatches;

@@ -373,12 +373,7 @@ int runPipelineTraining(const Graph &graph, DataSource &data, const TrainerOptio
   po.steps = opt.steps;
   po.microBatches = opt.microBatches;
   po.schedule = twoBW ? Schedule::TwoBW : Schedule::Flush;
-  po.precision = opt.precision;
-  po.compiled = opt.compiled;
-  po.kernels = opt.kernels;
-  po.gemmPrecision = opt.gemmPrecision;
-  if (opt.cuda)
-    po.executorFactory = cudaExecutorFactory(opt);
+  po.executorFactory = executorFactory(opt);
   po.seed = opt.seed;
   auto t0 = std::chrono::steady_clock::now();
   std::ofstream metrics;

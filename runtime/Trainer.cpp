@@ -175,24 +175,14 @@ int stretto::runTraining(const Graph &graph, DataSource &data, const TrainerOpti
   }
 
   try {
-    std::unique_ptr<Executor> exPtr;
-    PlanExecutor *plan = nullptr;
-    if (opt.compiled) {
-      std::unique_ptr<PlanExecutor> p;
-      if (opt.cuda) {
-        std::string why;
-        p = PlanExecutor::onCuda(graph, opt.cudaKernels, opt.gemmPrecision, why);
-        if (!p)
-          std::cerr << "cuda: " << why << "; training on the CPU\n";
-        else if (!opt.quiet)
-          std::cout << "device: " << p->deviceName() << " (CUDA, "
-                    << (opt.gemmPrecision == GemmPrecision::BF16 ? "bf16" : "f32")
-                    << " GEMMs through cuBLASLt)\n";
-      }
-      if (!p)
-        p = std::make_unique<PlanExecutor>(graph, opt.kernels, opt.gemmPrecision);
-      plan = p.get();
+    std::unique_ptr<Executor> exPtr = executorFactory(opt)(graph);
+    auto *plan = dynamic_cast<PlanExecutor *>(exPtr.get());
+    if (plan) {
       plan->setProfiling(opt.profile);
+      if (!opt.quiet && plan->deviceName() != "cpu")
+        std::cout << "device: " << plan->deviceName() << " (CUDA, "
+                  << (opt.gemmPrecision == GemmPrecision::BF16 ? "bf16" : "f32")
+                  << " GEMMs through cuBLASLt)\n";
       if (!opt.quiet) {
         const PlanStats &ps = plan->stats();
         std::printf("buffer plan: %.1f MB peak (states, gradient sums and constants %.1f MB, "
@@ -201,11 +191,6 @@ int stretto::runTraining(const Graph &graph, DataSource &data, const TrainerOpti
                     std::max(ps.stepArenaBytes, ps.updateArenaBytes) / 1e6,
                     ps.unplannedBytes / 1e6);
       }
-      exPtr = std::move(p);
-    } else {
-      auto ref = std::make_unique<RefExecutor>(graph, opt.precision);
-      ref->setKernels(opt.kernels);
-      exPtr = std::move(ref);
     }
     Executor &ex = *exPtr;
     ex.initialize(opt.seed);
@@ -363,19 +348,21 @@ int stretto::runTraining(const Graph &graph, DataSource &data, const TrainerOpti
 
 namespace stretto {
 
-// Pipeline stages and gossip replicas on CUDA device 0 (an executor and a
-// stream each); one that cannot start there trains on the CPU, said once.
-std::function<std::unique_ptr<Executor>(const Graph &)> cudaExecutorFactory(const TrainerOptions &opt) {
+std::function<std::unique_ptr<Executor>(const Graph &)> executorFactory(const TrainerOptions &opt) {
   auto warned = std::make_shared<std::once_flag>();
   return [opt, warned](const Graph &g) -> std::unique_ptr<Executor> {
-    std::string why;
-    if (std::unique_ptr<PlanExecutor> p =
-            PlanExecutor::onCuda(g, opt.cudaKernels, opt.gemmPrecision, why))
-      return p;
-    std::call_once(*warned, [&] {
-      std::cerr << "cuda: " << why << "; training on the CPU\n";
-    });
-    return std::make_unique<PlanExecutor>(g, opt.kernels, opt.gemmPrecision);
+    if (opt.compiled && opt.cuda) {
+      std::string why;
+      if (std::unique_ptr<PlanExecutor> p =
+              PlanExecutor::onCuda(g, opt.cudaKernels, opt.gemmPrecision, why))
+        return p;
+      std::call_once(*warned, [&] { std::cerr << "cuda: " << why << "; training on the CPU\n"; });
+    }
+    if (opt.compiled)
+      return std::make_unique<PlanExecutor>(g, opt.kernels, opt.gemmPrecision);
+    auto ref = std::make_unique<RefExecutor>(g, opt.precision);
+    ref->setKernels(opt.kernels);
+    return ref;
   };
 }
 

@@ -84,11 +84,12 @@ struct TrainSummary {
   std::vector<double> losses; // every step's training loss
 };
 
-/// Executors on CUDA device 0 for pipeline stages and gossip replicas (an
-/// executor and a stream each, built on the thread that uses it); one that
-/// cannot start there runs on the CPU, said once on stderr.
+/// The executor `options` ask for, for each pipeline stage or gossip replica
+/// (built on the thread that uses it): the compiled runtime on CUDA device 0
+/// (an executor and a stream each; one that cannot start there runs on the
+/// CPU, said once on stderr), on the CPU, or the reference executor.
 std::function<std::unique_ptr<Executor>(const Graph &)>
-cudaExecutorFactory(const TrainerOptions &options);
+executorFactory(const TrainerOptions &options);
 
 /// Trains; returns 0 on success, 130 when interrupted (after a final
 /// checkpoint), 1 on an error (message already printed to stderr).

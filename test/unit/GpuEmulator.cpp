@@ -246,14 +246,19 @@ std::map<std::string, EmuKernel> runtimeOps(bool blockReductions) {
   using namespace stretto_emu_ops;
   std::map<std::string, EmuKernel> m;
   auto add = [&](const char *name, std::function<void(void **)> f) { m[name].op = std::move(f); };
+  // A kernel that reduces across its block, or its serial stand-in.
+  auto addBlock = [&](const char *name, std::function<void(void **)> block,
+                      std::function<void(void **)> serial) {
+    add(name, blockReductions ? std::move(block) : std::move(serial));
+    m[name].cooperative = blockReductions;
+  };
   add("st_unary_op", adapt(st_unary_op));
   add("st_binary_op", adapt(st_binary_op));
   add("st_gather", adapt(st_gather));
   add("st_scatter", adapt(st_scatter));
   add("st_accumulate", adapt(st_accumulate));
   add("st_divide", adapt(st_divide));
-  add("st_row_sums", blockReductions ? adapt(st_row_sums) : adapt(host_row_sums));
-  m["st_row_sums"].cooperative = blockReductions;
+  addBlock("st_row_sums", adapt(st_row_sums), adapt(host_row_sums));
   add("st_column_sums", adapt(st_column_sums));
   add("st_softmax_rows", adapt(st_softmax_rows));
   add("st_norm_rows", adapt(st_norm_rows));
@@ -263,13 +268,11 @@ std::map<std::string, EmuKernel> runtimeOps(bool blockReductions) {
   add("st_cross_entropy_rows", adapt(st_cross_entropy_rows));
   // The thread-per-row kernel covers every row under the block kernel's
   // launch too (grid-stride): the reference's order, bit for bit.
-  add("st_cross_entropy_block_rows",
-      blockReductions ? adapt(st_cross_entropy_block_rows) : adapt(st_cross_entropy_rows));
-  m["st_cross_entropy_block_rows"].cooperative = blockReductions;
+  addBlock("st_cross_entropy_block_rows", adapt(st_cross_entropy_block_rows),
+           adapt(st_cross_entropy_rows));
   add("st_mean", adapt(st_mean));
   add("st_descend", adapt(st_descend));
-  add("st_norm_plus_eps", blockReductions ? adapt(st_norm_plus_eps) : adapt(host_norm_plus_eps));
-  m["st_norm_plus_eps"].cooperative = blockReductions;
+  addBlock("st_norm_plus_eps", adapt(st_norm_plus_eps), adapt(host_norm_plus_eps));
   add("st_ns_start", adapt(st_ns_start));
   add("st_axpy", adapt(st_axpy));
   add("st_scale_add", adapt(st_scale_add));

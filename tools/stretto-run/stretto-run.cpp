@@ -240,19 +240,7 @@ int main(int argc, char **argv) {
   // --check N: the chosen runtime beside the reference executor.
   std::unique_ptr<Executor> ex;
   try {
-    std::string why;
-    if (opt.compiled && opt.cuda) {
-      ex = PlanExecutor::onCuda(graph, opt.cudaKernels, opt.gemmPrecision, why);
-      if (!ex)
-        std::cerr << "stretto-run: cuda: " << why << "; checking the CPU runtime\n";
-    }
-    if (!ex && opt.compiled)
-      ex = std::make_unique<PlanExecutor>(graph, opt.kernels, opt.gemmPrecision);
-    if (!ex) {
-      auto r = std::make_unique<RefExecutor>(graph, Precision::F32);
-      r->setKernels(opt.kernels);
-      ex = std::move(r);
-    }
+    ex = executorFactory(opt)(graph);
   } catch (const std::exception &e) {
     return fail(e.what());
   }
