@@ -6,6 +6,7 @@ PACKAGES=(
   cmake ninja-build g++ python3 pkg-config
   llvm-19-dev libmlir-19-dev mlir-19-tools llvm-19-tools   # MLIR 19, FileCheck, lit
   libtomlplusplus-dev libfmt-dev libopenblas-dev libopenblas-openmp-dev libgtest-dev
+  libgloo-dev openmpi-bin iproute2                         # multi-process runs and their tests
   clang-14 libclang-rt-14-dev                              # libFuzzer targets
 )
 missing=()
