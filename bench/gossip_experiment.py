@@ -7,15 +7,20 @@
 Runs build/bin/stretto-gossip-bench once per method on bench/gossip-gpt-small.toml
 (a small GPT on data/kjv.txt), each run reporting the simulated wall-clock under
 a homogeneous and a heterogeneous network model (the numerics do not depend on
-it). Writes bench/results/gossip/{METHOD.csv, results.csv, *.png} and the table
-in docs/experiments/gossip.md (between the GENERATED markers). Needs matplotlib
-(pip install matplotlib) for the figures; without it only CSV and table.
+it). stretto-gossip-bench runs every replica on the reference executor (the
+plain-loop oracle), not the compiled runtime. Writes bench/results/gossip/
+{METHOD.csv, results.csv, *.png} and the table in docs/experiments/gossip.md
+(between the GENERATED markers), each with the host header of
+bench/hostinfo.py (CSV: as '#' comment lines). Needs matplotlib (pip install
+matplotlib) for the figures; without it only CSV and table.
 """
 import csv
 import os
 import subprocess
 import sys
 import time
+
+import hostinfo
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BENCH = os.path.join(ROOT, "build", "bin", "stretto-gossip-bench")
@@ -33,6 +38,13 @@ METHODS = [
 ]
 
 
+HOST = None  # the host header, set in main()
+
+
+def commented(text):
+    return "".join("# " + l + "\n" for l in text.splitlines())
+
+
 def run(method, extra):
     path = os.path.join(OUT, method + ".csv")
     t0 = time.time()
@@ -46,15 +58,24 @@ def run(method, extra):
     subprocess.run(cmd, check=True, stderr=subprocess.DEVNULL, env=env)
     print(f"  {method}: {time.time() - t0:.0f} s", flush=True)
     with open(path) as f:
-        return list(csv.DictReader(f))
+        rows = list(csv.DictReader(l for l in f if not l.startswith("#")))
+    with open(path) as f:
+        body = f.read()
+    with open(path, "w") as f:  # the binary wrote the rows; the header goes on top
+        f.write(commented(HOST) + body)
+    return rows
 
 
 def main():
     if not os.path.exists(BENCH):
         sys.exit("build it first: ninja -C build -j1 stretto-gossip-bench")
     os.makedirs(OUT, exist_ok=True)
+    global HOST
+    HOST = hostinfo.header(command=" ".join(["python3 bench/gossip_experiment.py"] + sys.argv[1:]))
+    print(HOST)
     rows = {m: run(m, extra) for m, _, extra in METHODS}
     with open(os.path.join(OUT, "results.csv"), "w", newline="") as f:
+        f.write(commented(HOST))
         w = csv.writer(f)
         keys = list(rows["sync"][0].keys())
         w.writerow(keys)
@@ -82,7 +103,8 @@ def main():
         table.append(f"| {label} | {last['steps_per_replica']} | {smooth_loss(rs, n):.4f} | "
                      f"{last_val(rs):.4f} | {homo} | {float(last['sim_heterogeneous_s']):.1f} | "
                      f"{float(last['bytes_total']) / 8 / 1e6:.1f} |")
-    text = "\n".join(table)
+    text = "\n".join(table + ["", "Executor: the reference executor (stretto-gossip-bench). Host and "
+                                 "code of this run:", "", "```"] + HOST.splitlines() + ["```"])
     print(text)
 
     if os.path.exists(DOC):

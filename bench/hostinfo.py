@@ -14,7 +14,8 @@ What it records, so that a figure can be traced to the machine and the code
 that produced it: the CPU model and the ISA flags that decide which kernels
 OpenBLAS and the host compiler use (AVX2, FMA, AVX-512 and its bf16/VNNI
 extensions, AMX), the core count the process may use, memory, whether a
-hypervisor is reported, OMP_NUM_THREADS, the date in UTC, and the git commit
+hypervisor is reported, OMP_NUM_THREADS, the load average (other
+processes on a shared machine), the date in UTC, and the git commit
 with the tracked files that differed from it (a dirty tree means the binary
 may not match the commit). STRETTO_BENCH_NOTE, or --note, adds a free-text
 line (e.g. that the VM was shared).
@@ -80,6 +81,15 @@ def _git(*args):
         return None
 
 
+def loadavg():
+    """The 1-, 5- and 15-minute load averages (other processes on a shared
+    machine show up here), or None."""
+    try:
+        return tuple(float(x) for x in open("/proc/loadavg").read().split()[:3])
+    except (OSError, ValueError):
+        return None
+
+
 def info(note=None):
     model, flags = _cpuinfo()
     try:
@@ -99,6 +109,7 @@ def info(note=None):
         "mem_gib": _mem_total_gib(),
         "kernel": platform.system() + " " + platform.release(),
         "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
+        "loadavg": loadavg(),
         "date_utc": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ"),
         "commit": commit,
         "dirty": dirty,
@@ -119,7 +130,9 @@ def header(note=None, prefix="", command=None):
             i["cores"], i["cpu_count"],
             ", virtual machine (hypervisor flag)" if i["hypervisor"] else "",
             i["mem_gib"], i["kernel"]),
-        "OMP_NUM_THREADS: %s" % (i["omp_num_threads"] or "unset"),
+        "OMP_NUM_THREADS: %s; load average at start: %s" % (
+            i["omp_num_threads"] or "unset",
+            " ".join("%.2f" % x for x in i["loadavg"]) if i["loadavg"] else "unknown"),
         "date: %s" % i["date_utc"],
     ]
     if i["commit"] is None:

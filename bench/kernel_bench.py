@@ -23,6 +23,13 @@ JSON with --out; a Markdown table at the end can be pasted into the README.
 Nothing here asserts anything about time. The torch.compile first-step time
 depends on TorchInductor's on-disk cache (tens of seconds cold, about a second
 warm); on a loaded machine every figure moves, so compare runs of one sitting.
+
+Every run starts with the host header of bench/hostinfo.py (CPU model and
+family, ISA flags such as AVX2/AVX-512, cores, date, commit), which is also
+the JSON's "host"; --log FILE writes everything printed to FILE as well, e.g.
+
+    python3 bench/kernel_bench.py --threads 2 --steps 20 --torch-steps 20 \
+        --out bench/results/kernels/cpu-2threads.json --log bench/results/kernels/cpu-2threads.txt
 """
 import argparse
 import json
@@ -34,6 +41,8 @@ import subprocess
 import sys
 import tempfile
 import time
+
+import hostinfo
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DEFAULT_CONFIGS = ["examples/gpt-tiny.toml", "examples/gpt-mini.toml"]
@@ -73,6 +82,8 @@ def parse_args():
     p.add_argument("--bin", default=DEFAULT_BIN, help="the C++ bench (default %(default)s)")
     p.add_argument("--out", help="write all results as JSON to this file")
     p.add_argument("--no-torch", action="store_true", help="skip the PyTorch figures")
+    p.add_argument("--log", help="also write everything printed to this file")
+    p.add_argument("--note", help="a note for the host header (default: $STRETTO_BENCH_NOTE)")
     a = p.parse_args()
     if a.threads < 1:
         p.error("--threads must be at least 1")
@@ -396,8 +407,27 @@ def cpu_name():
     return platform.processor() or platform.machine()
 
 
+class _Tee:
+    """stdout that is also written to a log file."""
+
+    def __init__(self, stream, path):
+        self.stream, self.file = stream, open(path, "w")
+
+    def write(self, text):
+        self.stream.write(text)
+        self.file.write(text)
+
+    def flush(self):
+        self.stream.flush()
+        self.file.flush()
+
+
 def main():
     args = parse_args()
+    if args.log:
+        sys.stdout = _Tee(sys.stdout, args.log)
+    command = " ".join(["python3", os.path.relpath(os.path.abspath(__file__), ROOT)] + sys.argv[1:])
+    print(hostinfo.header(args.note, command=command), flush=True)
     binary = resolve(args.bin)
     if not (os.path.isfile(binary) and os.access(binary, os.X_OK)):
         print("error: %s not found; run `make` first (it builds build/bin/stretto-bench-train)"
@@ -424,6 +454,7 @@ def main():
         "python": platform.python_version(),
         "torch": getattr(torch, "__version__", None), "torch_note": torch_note,
         "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        "host": hostinfo.info(args.note),
     }
     print("threads %d, %s, Python %s%s" % (
         args.threads, meta["cpu"], meta["python"],

@@ -7,8 +7,11 @@ Equal token budgets (same steps and batch for every run). Learning rates are
 tuned per optimizer on the synchronous run (AdamW: lr; Muon: muon_lr, its
 AdamW group keeping AdamW's tuned lr) and reused for 2BW. The 2BW runs use
 one stage: the delayed update is in the IR (train-2bw), and the tests show it
-is the same update on 1, 2 or 4 stages. Writes bench/results/pipeline/
-{runs.csv, curves.csv, loss.png} and docs/experiments/pipeline.md.
+is the same update on 1, 2 or 4 stages. Every run is on the compiled runtime
+(--executor=compiled, so that a fallback to the reference executor fails
+instead of changing what was measured). Writes bench/results/pipeline/
+{runs.csv, curves.csv, loss.png} and docs/experiments/pipeline.md, each with
+the host header of bench/hostinfo.py (CSV: as '#' comment lines).
 """
 import csv
 import json
@@ -19,6 +22,8 @@ import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 
+import hostinfo
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TRAIN = os.path.join(ROOT, "build", "bin", "stretto-train")
 CONFIG = os.path.join(ROOT, "bench", "configs", "exp-gpt.toml")
@@ -28,7 +33,8 @@ SEEDS = [1, 2]
 
 def run(name, seed, overrides):
     out = tempfile.mkdtemp(prefix="stretto-exp-")
-    cmd = [TRAIN, CONFIG, "--seed", str(seed), "--out", out, "--quiet"] + overrides
+    cmd = [TRAIN, CONFIG, "--executor=compiled", "--seed", str(seed), "--out", out,
+           "--quiet"] + overrides
     # One thread per run, two runs at a time: the small model gains nothing
     # from threads, and idle OpenMP workers would spin on the other core.
     env = dict(os.environ, OMP_NUM_THREADS="1")
@@ -45,6 +51,8 @@ def main():
     if not os.path.exists(TRAIN):
         sys.exit("build first: make build (or ninja -C build stretto-train)")
     os.makedirs(OUT, exist_ok=True)
+    host = hostinfo.header(command="python3 bench/pipeline_experiment.py")
+    print(host)
     print("tuning learning rates on the synchronous run (seed 1)")
     adam_grid = [1e-3, 3e-3, 1e-2]
     pool = ThreadPoolExecutor(max_workers=2)
@@ -72,11 +80,13 @@ def main():
     runs = list(pool.map(lambda j: run(*j), jobs))
 
     with open(os.path.join(OUT, "runs.csv"), "w", newline="") as f:
+        f.write("".join("# " + l + "\n" for l in host.splitlines()))
         w = csv.writer(f)
         w.writerow(["run", "seed", "final_val_loss", "final_train_loss_last20"])
         for r in list(adam.values()) + list(muon.values()) + runs:
             w.writerow([r["name"], r["seed"], f"{r['final_val']:.5f}", f"{r['final_train']:.5f}"])
     with open(os.path.join(OUT, "curves.csv"), "w", newline="") as f:
+        f.write("".join("# " + l + "\n" for l in host.splitlines()))
         w = csv.writer(f)
         w.writerow(["run", "seed", "step", "train_loss", "val_loss"])
         for r in runs:
@@ -124,6 +134,14 @@ def main():
         "2 layers, d = 64, sequence 32, batch 16, 200 steps, cosine schedule, byte-level",
         f"on `data/kjv.txt`; seeds {SEEDS}; learning rates tuned on the synchronous run:",
         f"AdamW lr {best_lr:g}, Muon muon_lr {best_mlr:g} with AdamW lr {best_lr:g} for its AdamW group).",
+        "Executor: the compiled runtime (`stretto-train --executor=compiled`), one OpenMP",
+        "thread per run, two runs at a time.",
+        "",
+        "Host and code of this run:",
+        "",
+        "```",
+    ] + host.splitlines() + [
+        "```",
         "",
         "| run | final val loss (mean ± half-range) | vs synchronous |",
         "|---|---:|---:|",

@@ -1,0 +1,295 @@
+#!/usr/bin/env python3
+"""The README's training figures, each from a run of stretto-train or stretto-bench-train.
+
+    python3 bench/train_run.py tiny      # gpt-tiny, 300 steps: loss table, time, compiled vs reference
+    python3 bench/train_run.py bf16      # gpt-mini, 30 steps: bf16 GEMMs vs f32 on the CPU
+    python3 bench/train_run.py pipe2     # gpt-tiny, 2 stages, 2BW + delay-EF, 20 steps: compiled vs reference
+    python3 bench/train_run.py profile   # gpt-mini: where the compiled runtime spends a step
+    python3 bench/train_run.py all       # all four (about 3 minutes on 2 cores)
+
+Each writes bench/results/train/<name>.txt (or --results DIR): the host header
+of bench/hostinfo.py, every command with its wall-clock time and the lines
+it printed that carry figures, then a summary of the figures the README
+quotes. Runs use the machine's default thread count (OMP_NUM_THREADS as set),
+a temporary --out folder and, where a cold kernel compile would distort the
+timing, a kernel cache that a first untimed run has filled. Timings are of
+one run on one machine: run on an idle machine and compare within one file.
+"""
+import argparse
+import json
+import os
+import re
+import resource
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+import tomllib
+
+import hostinfo
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+BIN = os.path.join(ROOT, "build", "bin")
+RESULTS = os.path.join(ROOT, "bench", "results", "train")
+
+
+class Report:
+    def __init__(self, name, note, command):
+        # The header as the run starts (the commit and tree it ran from).
+        self.name, self.lines = name, []
+        self.header = hostinfo.header(note, command=command)
+
+    def add(self, text=""):
+        print(text, flush=True)
+        self.lines.append(text)
+
+    def write(self, folder):
+        os.makedirs(folder, exist_ok=True)
+        path = os.path.join(folder, self.name + ".txt")
+        with open(path, "w") as f:
+            f.write(self.header)
+            f.write("\n" + "\n".join(self.lines) + "\n")
+        print("wrote " + os.path.relpath(path, ROOT), flush=True)
+
+
+def rel(path):
+    return os.path.relpath(path, ROOT) if path.startswith(ROOT) else path
+
+
+def busy_cpu_s():
+    """CPU seconds all processes have run (user, nice, system, irq), from /proc/stat."""
+    try:
+        with open("/proc/stat") as f:
+            v = [int(x) for x in f.readline().split()[1:8]]
+        return (v[0] + v[1] + v[2] + v[5] + v[6]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError):
+        return 0.0
+
+
+def child_cpu_s():
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def wait_idle(report, max_wait=60.0, window=2.0, threshold=0.1):
+    """Waits (at most max_wait s) for a `window` in which other processes use
+    less than `threshold` of one core; says so in the report if it gave up."""
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < max_wait:
+        b0 = busy_cpu_s()
+        time.sleep(window)
+        if busy_cpu_s() - b0 < threshold * window:
+            return
+    report.add("(the machine did not become idle within %.0f s; measured anyway)" % max_wait)
+
+
+def run(report, args, env=None, keep=lambda line: True, timed=True, reset=None, tries=3,
+        max_other=0.10):
+    """Runs a command from the repository root; records it, its wall-clock
+    time, the CPU time other processes took meanwhile (a shared machine) and
+    the output lines `keep` selects; returns (stdout, seconds).
+
+    A timed command first waits for an idle machine, and is run again (up to
+    `tries` times; `reset` and the --out folder's removal make each try
+    start alike) when other processes took more than `max_other` of the CPU
+    time available during it; discarded tries are listed in the report."""
+    shown = " ".join(rel(a) for a in args)
+    if env is not None and env.get("OMP_NUM_THREADS") != os.environ.get("OMP_NUM_THREADS"):
+        shown = "OMP_NUM_THREADS=%s %s" % (env.get("OMP_NUM_THREADS"), shown)
+    out_dir = args[args.index("--out") + 1] if "--out" in args else None
+    for attempt in range(1, tries + 1):
+        if out_dir:
+            shutil.rmtree(out_dir, ignore_errors=True)
+        if reset:
+            reset()
+        if timed:
+            wait_idle(report)
+        busy0, child0 = busy_cpu_s(), child_cpu_s()
+        t0 = time.perf_counter()
+        p = subprocess.run(args, cwd=ROOT, env=env, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True)
+        dt = time.perf_counter() - t0
+        other = max(busy_cpu_s() - busy0 - (child_cpu_s() - child0), 0.0)
+        avail = dt * (os.cpu_count() or 1)
+        if p.returncode == 0 and timed and other > max_other * avail and attempt < tries:
+            report.add("(try %d of `%s` discarded: other processes took %.1f s of %.1f s of CPU "
+                       "time during it)" % (attempt, shown, other, avail))
+            continue
+        break
+    report.add("$ %s" % shown)
+    for line in p.stdout.splitlines():
+        if keep(line):
+            report.add("  " + line)
+    report.add("  (exit status %d, wall-clock %.2f s; CPU time of other processes meanwhile: "
+               "%.1f s of %.1f s available)" % (p.returncode, dt, other, avail))
+    if p.returncode != 0:
+        sys.stdout.write(p.stdout)
+        raise SystemExit("failed: " + shown)
+    return p.stdout, dt
+
+
+def metrics(folder):
+    with open(os.path.join(folder, "metrics.jsonl")) as f:
+        return [json.loads(l) for l in f if l.strip()]
+
+
+def done_line(out):
+    m = [l for l in out.splitlines() if l.startswith("done:")]
+    return m[-1] if m else ""
+
+
+def done_tok_s(out):
+    m = re.search(r"([\d.]+) tok/s", done_line(out))
+    return float(m.group(1)) if m else float("nan")
+
+
+def tokens_per_step(config):
+    with open(os.path.join(ROOT, config), "rb") as f:
+        c = tomllib.load(f)
+    return c["model"]["batch"] * c["model"]["seq_len"]
+
+
+def cache_env(cache):
+    return dict(os.environ, STRETTO_CACHE_DIR=cache)
+
+
+FIGURE_LINE = re.compile(r"^(model |data: |device: |buffer plan|step |done:|compiled \d+ fused|"
+                         r"note: |stage |  stage)")
+
+
+def tiny(report, tmp):
+    """gpt-tiny as `make train` runs it: the loss table, the time with a cold
+    and a warm kernel cache, the same run on the reference executor."""
+    cfg = "examples/gpt-tiny.toml"
+    train = os.path.join(BIN, "stretto-train")
+    run(report, [sys.executable, os.path.join(ROOT, "bench", "corpus_stats.py"), "data/kjv.txt"],
+        timed=False)
+    report.add()
+    cache = os.path.join(tmp, "cache")
+    env = cache_env(cache)  # empty: the first run compiles the kernels
+    cold_out, cold_s = run(report, [train, cfg, "--out", os.path.join(tmp, "cold")], env,
+                           FIGURE_LINE.match, reset=lambda: shutil.rmtree(cache, ignore_errors=True))
+    report.add()
+    warm_out, warm_s = run(report, [train, cfg, "--out", os.path.join(tmp, "warm")], env,
+                           FIGURE_LINE.match)
+    report.add()
+    ref_out, ref_s = run(report, [train, cfg, "--executor=reference", "--out",
+                                  os.path.join(tmp, "ref")], env, FIGURE_LINE.match)
+    cold, warm, ref = (metrics(os.path.join(tmp, d)) for d in ("cold", "warm", "ref"))
+    by_step = {r["step"]: r for r in warm}
+    report.add()
+    report.add("== summary ==")
+    report.add("loss table (warm-cache compiled run, metrics.jsonl):")
+    report.add("| step | train loss | val loss |")
+    for step in (1, 100, 200, 300):
+        r = by_step.get(step, {})
+        report.add("| %d | %s | %s |" % (step, "%.4f" % r["loss"] if "loss" in r else "-",
+                                         "%.4f" % r["val_loss"] if "val_loss" in r else "-"))
+    same = [(r["loss"], r.get("val_loss")) for r in cold] == \
+        [(r["loss"], r.get("val_loss")) for r in warm]
+    report.add("cold-cache and warm-cache runs: losses %s (every step, as written to metrics.jsonl)"
+               % ("bit-identical" if same else "DIFFER"))
+    with open(os.path.join(tmp, "warm", "metrics.csv")) as f:
+        rows = [l.split(",") for l in f.read().splitlines()[1:]]
+    tps = [float(r[3]) for r in rows]
+    report.add("compiled, cold kernel cache: %.1f s wall-clock for the process, trainer %.0f tok/s"
+               % (cold_s, done_tok_s(cold_out)))
+    report.add("compiled, warm kernel cache: %.1f s wall-clock for the process, trainer %.0f tok/s "
+               "(300 steps and 3 evaluations); per log interval (metrics.csv tokens_per_s) "
+               "%.0f-%.0f tok/s" % (warm_s, done_tok_s(warm_out), min(tps), max(tps)))
+    report.add("reference executor: %.1f s wall-clock, trainer %.0f tok/s, final val loss %.4f"
+               % (ref_s, done_tok_s(ref_out), ref[-1].get("val_loss", float("nan"))))
+    report.add("final val loss: compiled %.4f, reference %.4f" % (
+        warm[-1].get("val_loss", float("nan")), ref[-1].get("val_loss", float("nan"))))
+
+
+def bf16(report, tmp):
+    """gpt-mini, 30 steps: bf16-rounded GEMM operands vs f32 on the CPU."""
+    cfg = "examples/gpt-mini.toml"
+    train = os.path.join(BIN, "stretto-train")
+    sets = ["train.steps=30", "train.warmup_steps=5", "train.eval_interval=1000"]
+    env = cache_env(os.path.join(tmp, "cache"))
+    report.add("kernel cache filled first (untimed): both precisions share the kernels")
+    run(report, [train, cfg, "--quiet", "--out", os.path.join(tmp, "warmup")] + sets +
+        ["train.steps=6", "train.warmup_steps=2"], env, lambda l: l.startswith("done:"),
+        timed=False)
+    report.add()
+    res = {}
+    for prec in ("f32", "bf16"):
+        out, dt = run(report, [train, cfg, "--precision=" + prec, "--out",
+                               os.path.join(tmp, prec)] + sets, env, FIGURE_LINE.match)
+        res[prec] = (done_tok_s(out), metrics(os.path.join(tmp, prec)), dt)
+        report.add()
+    report.add("== summary ==")
+    for prec in ("f32", "bf16"):
+        tok, m, dt = res[prec]
+        report.add("%-4s: %.0f tok/s (trainer, 30 steps + 1 evaluation), process %.1f s; "
+                   "loss at step 30 %.5f, val loss %.5f" % (prec, tok, dt, m[-1]["loss"],
+                                                          m[-1].get("val_loss", float("nan"))))
+    d = abs(res["f32"][1][-1]["loss"] - res["bf16"][1][-1]["loss"])
+    report.add("|loss f32 - loss bf16| at step 30: %.2g (same to 3 decimals: %s)" % (
+        d, "yes" if round(res["f32"][1][-1]["loss"], 3) == round(res["bf16"][1][-1]["loss"], 3)
+        else "no"))
+
+
+def pipe2(report, tmp):
+    """gpt-tiny on 2 pipeline stages, 4 micro-batches, 2BW + delay-EF, 20 steps."""
+    cfg = "examples/gpt-tiny.toml"
+    train = os.path.join(BIN, "stretto-train")
+    sets = ["train.stages=2", "train.micro_batches=4", "train.sync=2bw", "train.ef_lambda=0.5",
+            "train.grad_clip=0", "train.warmup_steps=2", "--steps", "20"]
+    env = cache_env(os.path.join(tmp, "cache"))
+    report.add("kernel cache filled first (untimed)")
+    run(report, [train, cfg, "--quiet", "--out", os.path.join(tmp, "warmup")] + sets, env,
+        lambda l: l.startswith("done:"), timed=False)
+    report.add()
+    res = {}
+    for ex in ("compiled", "reference"):
+        out, dt = run(report, [train, cfg] + sets + ["--executor=" + ex, "--out",
+                                                     os.path.join(tmp, ex)], env,
+                      FIGURE_LINE.match)
+        m = re.search(r"done: \d+ steps in ([\d.]+) s", out)
+        res[ex] = (float(m.group(1)) if m else float("nan"), done_tok_s(out),
+                   metrics(os.path.join(tmp, ex)), dt)
+        report.add()
+    report.add("== summary ==")
+    for ex in ("compiled", "reference"):
+        s, tok, _, dt = res[ex]
+        report.add("%-9s: 20 steps in %.1f s (trainer), %.0f tok/s; process %.1f s" % (ex, s, tok, dt))
+    a, b = res["compiled"][2], res["reference"][2]
+    diff = max(abs(x["loss"] - y["loss"]) for x, y in zip(a, b))
+    report.add("max |loss compiled - loss reference| over %d steps: %.2g" % (min(len(a), len(b)), diff))
+
+
+def profile(report, tmp):
+    """Where gpt-mini's compiled step spends its time, per op kind."""
+    run(report, [os.path.join(BIN, "stretto-bench-train"), "examples/gpt-mini.toml", "--profile"])
+
+
+TASKS = {"tiny": ("gpt-tiny", tiny), "bf16": ("gpt-mini-bf16", bf16),
+         "pipe2": ("gpt-tiny-pipe2", pipe2), "profile": ("gpt-mini-profile", profile)}
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("task", choices=list(TASKS) + ["all"])
+    p.add_argument("--results", default=RESULTS, help="folder for the results files")
+    p.add_argument("--note", help="a note for the host header (default: $STRETTO_BENCH_NOTE)")
+    a = p.parse_args()
+    if not os.path.exists(os.path.join(BIN, "stretto-train")):
+        sys.exit("build first: make build")
+    for task in (TASKS if a.task == "all" else [a.task]):
+        name, fn = TASKS[task]
+        report = Report(name, a.note, "python3 bench/train_run.py " + task)
+        tmp = tempfile.mkdtemp(prefix="stretto-train-run-")
+        try:
+            fn(report, tmp)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        report.write(a.results)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
