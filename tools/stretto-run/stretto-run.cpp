@@ -11,9 +11,12 @@
 // host compiler or NVRTC through their caches, and training runs on the
 // compiled runtime (CPU, or CUDA device 0) or the reference executor.
 // --check N trains N steps on the chosen runtime beside the reference
-// executor on the same batches and reports how far the losses and states
-// drift (exit status 1 beyond f32 rounding, or 2% with bf16 GEMMs): a
-// self-test of a device against the oracle.
+// executor on the same batches and reports how far the losses and the
+// states (parameters and optimizer states) drift. Exit status 1 when a
+// loss drifts past f32 rounding (1e-4 relative; 2% with bf16 GEMMs) or a
+// state tensor past 1e-3 (relative L2; with bf16 GEMMs on a GPU, against
+// the same bf16 GEMMs on the CPU): a self-test of a device against the
+// oracle.
 //
 //===----------------------------------------------------------------------===//
 #include "stretto/Device.h"
@@ -244,18 +247,47 @@ int main(int argc, char **argv) {
   } catch (const std::exception &e) {
     return fail(e.what());
   }
+  const bool bf16 = precision == "bf16";
+  auto *compiled = dynamic_cast<PlanExecutor *>(ex.get());
+  const bool onGpu = compiled && compiled->deviceName() != "cpu";
   std::string on = "reference executor";
-  if (auto *p = dynamic_cast<PlanExecutor *>(ex.get()))
-    on = "compiled runtime on " + p->deviceName() + (precision == "bf16" ? " (bf16 GEMMs)" : "");
+  if (compiled)
+    on = "compiled runtime on " + compiled->deviceName() + (bf16 ? " (bf16 GEMMs)" : "");
   // The oracle runs the plan's fused kernels through their C++ build (the
   // plan holds no unfused form of them).
   RefExecutor ref(graph, Precision::F32);
   ref.setKernels(opt.kernels);
   ref.initialize(opt.seed);
   ex->initialize(opt.seed);
-  double tol = precision == "bf16" ? 2e-2 : 1e-4, worstLoss = 0;
+  // Tolerances. Losses: relative to the reference's f32 loss, 1e-4 (f32
+  // rounding) or 2e-2 with bf16 GEMMs. States (parameters and optimizer
+  // states): each tensor's relative L2 distance ||x - y|| / max(||x||, ||y||)
+  // must stay within 1e-3. In f32 the states are compared with the
+  // reference (measured on the shipped examples, 20 steps: 5e-4 at worst,
+  // in the attention's qkv bias, whose key part has a zero gradient in exact
+  // arithmetic, so AdamW/Muon steps follow its rounding noise; everything
+  // else within 1e-5). bf16 GEMMs move states by up to a few percent from
+  // f32 (and that key bias by tens of percent), so there the states are
+  // compared with the same bf16 GEMMs computed on the CPU; on the CPU that
+  // is the runtime being checked, and its states are not compared.
+  const double lossTol = bf16 ? 2e-2 : 1e-4, stateTol = 1e-3;
+  std::unique_ptr<Executor> bf16Oracle;
+  if (bf16 && onGpu) {
+    TrainerOptions cpu = opt;
+    cpu.cuda = false;
+    try {
+      bf16Oracle = executorFactory(cpu)(graph);
+    } catch (const std::exception &e) {
+      return fail(e.what());
+    }
+    bf16Oracle->initialize(opt.seed);
+  }
+  Executor *stateOracle = !bf16 ? static_cast<Executor *>(&ref) : bf16Oracle.get();
   std::printf("check: %s against the reference executor, %lld steps\n", on.c_str(),
               (long long)check);
+  // A NaN compares false with everything: count it as an infinite difference.
+  auto worse = [](double d, double worst) { return !(d <= worst); };
+  double worstLoss = 0;
   try {
     for (int64_t step = 0; step < check; ++step) {
       double la = 0, lb = 0;
@@ -263,11 +295,16 @@ int main(int argc, char **argv) {
         auto batch = source->batch(Split::Train, uint64_t(step * opt.microBatches + k));
         la += ref.microStep(batch).outputs.at(0);
         lb += ex->microStep(batch).outputs.at(0);
+        if (bf16Oracle)
+          bf16Oracle->microStep(batch);
       }
       ref.update();
       ex->update();
+      if (bf16Oracle)
+        bf16Oracle->update();
       double rel = std::fabs(la - lb) / (1 + std::fabs(la));
-      worstLoss = std::max(worstLoss, rel);
+      if (worse(rel, worstLoss))
+        worstLoss = std::isnan(rel) ? HUGE_VAL : rel;
       std::printf("  step %3lld  loss %.7f  vs %.7f  (relative %.2e)\n", (long long)step + 1,
                   la / double(opt.microBatches), lb / double(opt.microBatches), rel);
     }
@@ -275,19 +312,47 @@ int main(int argc, char **argv) {
     return fail(e.what());
   }
   double worstState = 0;
-  std::string where;
-  for (const StateDecl &s : graph.states) {
-    HostTensor x = ref.getState(s.name), y = ex->getState(s.name);
-    for (size_t i = 0; i < x.data.size(); ++i) {
-      double d = std::fabs(x.data[i] - y.data[i]) / (1e-3 + std::fabs(x.data[i]));
-      if (d > worstState)
-        worstState = d, where = s.name + "[" + std::to_string(i) + "]";
+  std::string where = "-";
+  std::vector<std::string> drifted;
+  if (stateOracle)
+    for (const StateDecl &s : graph.states) {
+      HostTensor x = stateOracle->getState(s.name), y = ex->getState(s.name);
+      double dd = 0, xx = 0, yy = 0;
+      for (size_t i = 0; i < x.data.size() && i < y.data.size(); ++i) {
+        double d = x.data[i] - y.data[i];
+        dd += d * d, xx += x.data[i] * x.data[i], yy += y.data[i] * y.data[i];
+      }
+      double scale = std::sqrt(std::max(xx, yy));
+      double rel = x.data.size() != y.data.size() ? HUGE_VAL
+                   : dd == 0                      ? 0
+                                                  : std::sqrt(dd) / scale;
+      if (std::isnan(rel))
+        rel = HUGE_VAL;
+      if (rel > stateTol) {
+        char line[160];
+        std::snprintf(line, sizeof line, "  state %s drifted by %.2e (norm %.3e vs %.3e)",
+                      s.name.c_str(), rel, std::sqrt(xx), std::sqrt(yy));
+        drifted.push_back(line);
+      }
+      if (rel > worstState)
+        worstState = rel, where = s.name;
     }
-  }
-  bool ok = worstLoss <= tol;
-  std::printf("check: largest loss difference %.2e (tolerance %.0e), largest state difference "
-              "%.2e at %s: %s\n",
-              worstLoss, tol, worstState, where.empty() ? "-" : where.c_str(),
-              ok ? "ok" : "MISMATCH");
-  return ok ? 0 : 1;
+  for (const std::string &line : drifted)
+    std::printf("%s\n", line.c_str());
+  bool lossOk = worstLoss <= lossTol, statesOk = drifted.empty();
+  std::printf("check: largest loss difference %.2e (tolerance %.0e, relative), ", worstLoss,
+              lossTol);
+  if (stateOracle)
+    std::printf("largest state difference %.2e at %s (tolerance %.0e, relative L2 per "
+                "tensor%s): %s\n",
+                worstState, where.c_str(), stateTol,
+                bf16 ? ", against the same bf16 GEMMs on the CPU" : "",
+                lossOk && statesOk ? "ok"
+                : !lossOk          ? "MISMATCH (loss)"
+                : "MISMATCH (states)");
+  else
+    std::printf("states not compared (bf16 GEMMs on the CPU have no second implementation "
+                "here): %s\n",
+                lossOk ? "ok" : "MISMATCH (loss)");
+  return lossOk && statesOk ? 0 : 1;
 }
