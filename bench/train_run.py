@@ -37,7 +37,7 @@ RESULTS = os.path.join(ROOT, "bench", "results", "train")
 class Report:
     def __init__(self, name, note, command):
         # The header as the run starts (the commit and tree it ran from).
-        self.name, self.lines = name, []
+        self.name, self.lines, self.binaries = name, [], set()
         self.header = hostinfo.header(note, command=command)
 
     def add(self, text=""):
@@ -118,6 +118,11 @@ def run(report, args, env=None, keep=lambda line: True, timed=True, reset=None, 
             continue
         break
     report.add("$ %s" % shown)
+    if args[0].startswith(BIN) and args[0] not in report.binaries:
+        # The binary may be older than the commit in the header.
+        report.binaries.add(args[0])
+        report.add("  (%s: built %s)" % (rel(args[0]), time.strftime(
+            "%Y-%m-%dT%H:%M:%SZ", time.gmtime(os.path.getmtime(args[0])))))
     for line in p.stdout.splitlines():
         if keep(line):
             report.add("  " + line)

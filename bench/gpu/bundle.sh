@@ -38,3 +38,14 @@ cp bench/gpu/device-check.sh $B/
 # (device-check.sh unpacks them).
 gzip -9 $B/plans/*.plan $B/lib/libopenblas.so.0 $B/data/kjv.txt
 du -sh $B
+# The bundle's size, under the host header, for the README (issue 12).
+R=bench/results/gpu/bundle.txt
+mkdir -p "$(dirname $R)"
+{
+  python3 bench/hostinfo.py --command "bench/gpu/bundle.sh"
+  echo
+  echo "total (du -sb $B): $(du -sb $B | cut -f1) bytes; (du -sh) $(du -sh $B | cut -f1)"
+  echo "files (bytes):"
+  (cd $B && find . -type f -printf '%s %p\n' | sort -k2)
+} > $R
+echo "wrote $R"
