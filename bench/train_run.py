@@ -5,7 +5,8 @@
     python3 bench/train_run.py bf16      # gpt-mini, 30 steps: bf16 GEMMs vs f32 on the CPU
     python3 bench/train_run.py pipe2     # gpt-tiny, 2 stages, 2BW + delay-EF, 20 steps: compiled vs reference
     python3 bench/train_run.py profile   # gpt-mini: where the compiled runtime spends a step
-    python3 bench/train_run.py all       # all four (about 3 minutes on 2 cores)
+    python3 bench/train_run.py kernels   # gpt-tiny: fused kernels by kind (no timing)
+    python3 bench/train_run.py all       # all five (about 5 minutes on 2 cores)
 
 Each writes bench/results/train/<name>.txt (or --results DIR): the host header
 of bench/hostinfo.py, every command with its wall-clock time and the lines
@@ -272,8 +273,42 @@ def profile(report, tmp):
     run(report, [os.path.join(BIN, "stretto-bench-train"), "examples/gpt-mini.toml", "--profile"])
 
 
+def kernels(report, tmp):
+    """What gpt-tiny compiles to: fused kernels by kind, from the kernel IR
+    that `stretto-train --dump` writes after the last kernel pass."""
+    dump = os.path.join(tmp, "dump")
+    run(report, [os.path.join(BIN, "stretto-train"), "examples/gpt-tiny.toml", "--quiet",
+                 "--dump", dump, "--out", os.path.join(tmp, "out"), "train.steps=21"],
+        cache_env(os.path.join(tmp, "cache")), lambda l: l.startswith("compiled "), timed=False)
+    passes = []
+    for root, _, files in os.walk(os.path.join(dump, "kernel")):
+        passes += [os.path.join(root, f) for f in files if f.endswith(".mlir")]
+    last = max(passes, key=lambda f: [int(x) for x in os.path.basename(f).split("_")[:2]])
+    text = open(last).read()
+    count = lambda op: len(re.findall(r"= %s[ (]" % re.escape(op), text))
+    rows_sums = cols_sums = 0
+    for dims, shape in re.findall(r"kernel\.reduce\(.*?\) sum \[([0-9, ]+)\] of \[([0-9, ]+)\]",
+                                  text):
+        d, n = [int(x) for x in dims.split(",")], len(shape.split(","))
+        if d[0] == 0 and len(d) < n:
+            cols_sums += 1  # a leading run of dims: column sums (bias gradients)
+        else:
+            rows_sums += 1  # a trailing run (whole-tensor sums, e.g. gradient norms, included)
+    e, r, w, g = (count("kernel.elementwise"), count("kernel.reduce"), count("kernel.rows"),
+                  count("kernel.gemm"))
+    report.add()
+    report.add("== summary ==")
+    report.add("kernel IR after the last kernel pass: %s" % os.path.relpath(last, dump))
+    report.add("fused kernels: %d = %d kernel.elementwise + %d kernel.reduce + %d kernel.rows"
+               % (e + r + w, e, r, w))
+    report.add("kernel.reduce: %d over a trailing run of dims (row sums; whole-tensor sums "
+               "included), %d over a leading run (column sums)" % (rows_sums, cols_sums))
+    report.add("kernel.gemm (OpenBLAS, not fused kernels): %d" % g)
+
+
 TASKS = {"tiny": ("gpt-tiny", tiny), "bf16": ("gpt-mini-bf16", bf16),
-         "pipe2": ("gpt-tiny-pipe2", pipe2), "profile": ("gpt-mini-profile", profile)}
+         "pipe2": ("gpt-tiny-pipe2", pipe2), "profile": ("gpt-mini-profile", profile),
+         "kernels": ("gpt-tiny-kernels", kernels)}
 
 
 def main():
