@@ -1,8 +1,12 @@
 //===- Checkpoint.cpp - atomic, checksummed checkpoints ------------------===//
 //
-// Layout (little-endian): "STRETTOCKPT1", u32 value bytes (4|8), i64 step,
-// u64 seed, u32 count, then per state: u32 name length, name, u32 rank,
+// Layout (little-endian): "STRETTOCKPT2", u32 value bytes (4|8), i64 step,
+// u64 seed, u32 meta count, per meta entry: u32 key length, key, u32 value
+// length, value; u32 count, then per state: u32 name length, name, u32 rank,
 // i64 dims[rank], values; finally u64 FNV-1a of every preceding byte.
+// "STRETTOCKPT1" files (no meta entries) still load. A checksum only says
+// the file is what was written: shapes are bounded by the bytes present,
+// and openRun compares them with the model.
 //
 //===----------------------------------------------------------------------===//
 #include "stretto/Trainer.h"
@@ -19,7 +23,8 @@
 using namespace stretto;
 
 namespace {
-const char kMagic[] = "STRETTOCKPT1";
+const char kMagic[] = "STRETTOCKPT2";
+const char kMagicV1[] = "STRETTOCKPT1";
 
 uint64_t fnv(const std::string &bytes) { return fnv1a64(bytes); }
 
@@ -75,6 +80,13 @@ void stretto::saveCheckpoint(const std::string &path, const Checkpoint &ckpt,
   put<uint32_t>(out, width);
   put<int64_t>(out, ckpt.step);
   put<uint64_t>(out, ckpt.seed);
+  put<uint32_t>(out, static_cast<uint32_t>(ckpt.meta.size()));
+  for (const auto &[key, value] : ckpt.meta) {
+    put<uint32_t>(out, static_cast<uint32_t>(key.size()));
+    out += key;
+    put<uint32_t>(out, static_cast<uint32_t>(value.size()));
+    out += value;
+  }
   put<uint32_t>(out, static_cast<uint32_t>(ckpt.states.size()));
   for (const auto &[name, t] : ckpt.states) {
     put<uint32_t>(out, static_cast<uint32_t>(name.size()));
@@ -102,7 +114,8 @@ Checkpoint stretto::loadCheckpoint(const std::string &path) {
   ss << in.rdbuf();
   const std::string bytes = ss.str();
   size_t magic = sizeof(kMagic) - 1;
-  if (bytes.size() < magic || bytes.compare(0, magic, kMagic) != 0)
+  bool v1 = bytes.size() >= magic && bytes.compare(0, magic, kMagicV1) == 0;
+  if (bytes.size() < magic || (!v1 && bytes.compare(0, magic, kMagic) != 0))
     throw std::runtime_error(path + ": not a Stretto checkpoint");
   if (bytes.size() < magic + 8)
     throw std::runtime_error(path + ": checkpoint is truncated");
@@ -117,20 +130,46 @@ Checkpoint stretto::loadCheckpoint(const std::string &path) {
   Checkpoint c;
   c.step = r.get<int64_t>();
   c.seed = r.get<uint64_t>();
+  const size_t end = bytes.size() - 8; // the checksum follows
+  auto text = [&]() {
+    uint32_t len = r.get<uint32_t>();
+    if (len > end - std::min(end, r.pos))
+      throw std::runtime_error(path + ": checkpoint is truncated");
+    std::string s = bytes.substr(r.pos, len);
+    r.pos += len;
+    return s;
+  };
+  if (!v1) {
+    uint32_t entries = r.get<uint32_t>();
+    for (uint32_t i = 0; i < entries; ++i) {
+      std::string key = text();
+      c.meta[key] = text();
+    }
+  }
   uint32_t count = r.get<uint32_t>();
   for (uint32_t i = 0; i < count; ++i) {
-    uint32_t len = r.get<uint32_t>();
-    if (r.pos + len > bytes.size())
-      throw std::runtime_error(path + ": checkpoint is truncated");
-    std::string name = bytes.substr(r.pos, len);
-    r.pos += len;
+    std::string name = text();
     HostTensor t;
     uint32_t rank = r.get<uint32_t>();
-    for (uint32_t d = 0; d < rank; ++d)
-      t.shape.push_back(r.get<int64_t>());
-    int64_t n = numElements(t.shape);
+    if (rank > 16)
+      throw std::runtime_error(path + ": state '" + name + "' has rank " + std::to_string(rank) +
+                               " in the checkpoint");
+    // The values must be in the file: no dimension, or their product,
+    // may claim more than the bytes left (nor be negative).
+    uint64_t n = 1, left = (end - std::min(end, r.pos)) / width;
+    for (uint32_t d = 0; d < rank; ++d) {
+      int64_t dim = r.get<int64_t>();
+      if (dim < 0 || (dim > 0 && n > left / static_cast<uint64_t>(dim)) ||
+          n * static_cast<uint64_t>(dim) > left)
+        throw std::runtime_error(path + ": state '" + name + "' has a dimension of " +
+                                 std::to_string(dim) +
+                                 ", more values than the checkpoint holds (truncated or not "
+                                 "written by Stretto)");
+      n *= static_cast<uint64_t>(dim);
+      t.shape.push_back(dim);
+    }
     t.data.resize(n);
-    for (int64_t k = 0; k < n; ++k)
+    for (uint64_t k = 0; k < n; ++k)
       t.data[k] = width == 8 ? r.get<double>() : static_cast<double>(r.get<float>());
     c.states.emplace(std::move(name), std::move(t));
   }

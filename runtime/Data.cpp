@@ -13,6 +13,7 @@
 #include <fstream>
 #include <sstream>
 #include <stdexcept>
+#include <sys/stat.h>
 
 using namespace stretto;
 
@@ -32,6 +33,10 @@ uint64_t draw(uint64_t seed, Split split, uint64_t index, uint64_t row) {
 }
 
 std::string readFile(const std::string &path) {
+  // A folder opens like a file on Linux and reads as empty: say what it is.
+  struct stat st;
+  if (::stat(path.c_str(), &st) == 0 && S_ISDIR(st.st_mode))
+    throw std::runtime_error(path + ": is a directory, not a data file (give 'data.path' a file)");
   std::ifstream in(path, std::ios::binary);
   if (!in)
     throw std::runtime_error(path + ": cannot open the data file (" + std::strerror(errno) + ")");

@@ -11,6 +11,7 @@
 //===----------------------------------------------------------------------===//
 #include "stretto/Pipeline.h"
 #include "stretto/PlanExecutor.h"
+#include "stretto/RunChecks.h"
 
 #include <algorithm>
 #include <cmath>
@@ -390,8 +391,15 @@ int runPipelineTraining(const Graph &graph, DataSource &data, const TrainerOptio
   };
   try {
     if (!opt.outDir.empty()) {
-      std::filesystem::create_directories(opt.outDir);
-      if (std::optional<Checkpoint> c = openRun(opt.outDir, opt.resume, graph)) {
+      prepareOutputDirectory(opt.outDir);
+      if (std::optional<Checkpoint> c = openRun(graph, opt)) {
+        if (c->step >= opt.steps) {
+          // Nothing left to do: not an error, and no step counts below zero.
+          std::printf("the run in %s already finished: its checkpoint is at step %lld of %lld; "
+                      "nothing to train (raise --steps to continue it)\n",
+                      opt.outDir.c_str(), (long long)c->step, (long long)opt.steps);
+          return 0;
+        }
         po.startStep = c->step;
         po.resumeStates = std::move(c->states);
         std::printf("resuming from %s/checkpoint.bin at step %lld\n", opt.outDir.c_str(),

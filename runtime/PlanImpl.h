@@ -438,7 +438,9 @@ struct PlanExecutor::Impl {
     release(arena);
   }
 
-  Impl(const Graph &g, std::unique_ptr<PlanDevice> d, GemmPrecision gp)
+  // With `initialise` false the states keep the device's contents (a
+  // device that only counts bytes: the run's memory estimate, RunChecks.cpp).
+  Impl(const Graph &g, std::unique_ptr<PlanDevice> d, GemmPrecision gp, bool initialise = true)
       : graph(g), dev(std::move(d)), gemmPrecision(gp) {
     graph.validate();
     std::string why;
@@ -477,7 +479,8 @@ struct PlanExecutor::Impl {
     for (auto *list : {&gradSums, &constants})
       for (const DeviceBuffer &b : *list)
         stats.persistentBytes += b.size * 4;
-    initialize(0);
+    if (initialise)
+      initialize(0);
   }
 
   void initialize(uint64_t seed) {

@@ -1,13 +1,17 @@
 //===- Trainer.cpp - the training loop ------------------------------------===//
 #include "stretto/Trainer.h"
 #include "stretto/PlanExecutor.h"
+#include "stretto/RunChecks.h"
 
 #include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iomanip>
 #include <mutex>
@@ -90,9 +94,16 @@ void writePlot(const std::string &path, const std::vector<std::pair<int64_t, dou
   std::ofstream(path) << o.str();
 }
 
+// Creates the output folder and its missing parents; if it cannot, says
+// why on stderr (one line) and returns false.
 bool isDirWritable(const std::string &dir) {
-  ::mkdir(dir.c_str(), 0755);
-  return ::access(dir.c_str(), W_OK) == 0;
+  try {
+    prepareOutputDirectory(dir);
+    return true;
+  } catch (const std::exception &e) {
+    std::cerr << "error: " << e.what() << "\n";
+    return false;
+  }
 }
 
 double evaluateLoss(Executor &ex, DataSource &data, int64_t batches) {
@@ -103,6 +114,35 @@ double evaluateLoss(Executor &ex, DataSource &data, int64_t batches) {
 }
 
 } // namespace
+
+void stretto::prepareOutputDirectory(const std::string &dir) {
+  // Every missing folder on the way (`runs/` does not exist in a clone).
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec)
+    throw std::runtime_error("cannot create the output directory '" + dir + "': " +
+                             ec.message());
+  struct stat st;
+  if (::stat(dir.c_str(), &st) != 0)
+    throw std::runtime_error("cannot use the output directory '" + dir + "': " +
+                             std::strerror(errno));
+  if (!S_ISDIR(st.st_mode))
+    throw std::runtime_error("the output directory '" + dir + "' is not a directory");
+  if (::access(dir.c_str(), W_OK | X_OK) != 0)
+    throw std::runtime_error("the output directory '" + dir + "' is not writable: " +
+                             std::strerror(errno));
+}
+
+std::optional<Checkpoint> stretto::openRun(const Graph &graph, const TrainerOptions &options) {
+  std::optional<Checkpoint> c = openRun(options.outDir, options.resume, graph);
+  if (c) {
+    RunCheck check(graph, options);
+    check.resumeFrom = &*c;
+    check.checkpointPath = options.outDir + "/checkpoint.bin";
+    validateRunSettings(check);
+  }
+  return c;
+}
 
 std::optional<Checkpoint> stretto::openRun(const std::string &outDir, bool resume,
                                            const Graph &graph) {
@@ -138,10 +178,11 @@ std::optional<Checkpoint> stretto::openRun(const std::string &outDir, bool resum
 
 void stretto::saveRun(const std::string &outDir, const Graph &graph, int64_t step,
                       uint64_t seed, const std::map<std::string, HostTensor> &states,
-                      Precision precision) {
+                      Precision precision, const std::map<std::string, std::string> &meta) {
   Checkpoint c;
   c.step = step;
   c.seed = seed;
+  c.meta = meta;
   std::map<std::string, HostTensor> params;
   for (const StateDecl &s : graph.states) {
     const HostTensor &t = states.at(s.name);
@@ -166,7 +207,6 @@ int stretto::runTraining(const Graph &graph, DataSource &data, const TrainerOpti
   std::string ckptPath, metricsPath, csvPath;
   if (!opt.outDir.empty()) {
     if (!isDirWritable(opt.outDir)) {
-      std::cerr << "error: output directory '" << opt.outDir << "' is not writable\n";
       return 1;
     }
     ckptPath = opt.outDir + "/checkpoint.bin";
@@ -195,7 +235,16 @@ int stretto::runTraining(const Graph &graph, DataSource &data, const TrainerOpti
     Executor &ex = *exPtr;
     ex.initialize(opt.seed);
     int64_t start = 0;
-    if (std::optional<Checkpoint> c = openRun(opt.outDir, opt.resume, graph)) {
+    if (std::optional<Checkpoint> c = openRun(graph, opt)) {
+      if (c->step >= opt.steps) {
+        // Nothing left to do: not an error, and no step counts below zero.
+        std::cout << "the run in " << opt.outDir << " already finished: its checkpoint is at step "
+                  << c->step << " of " << opt.steps
+                  << "; nothing to train (raise --steps to continue it)\n";
+        if (summary)
+          *summary = TrainSummary{};
+        return 0;
+      }
       for (const StateDecl &s : graph.states)
         ex.setState(s.name, c->states.at(s.name));
       ex.setStepCount(c->step);
@@ -218,7 +267,8 @@ int stretto::runTraining(const Graph &graph, DataSource &data, const TrainerOpti
       std::map<std::string, HostTensor> states;
       for (const StateDecl &s : graph.states)
         states.emplace(s.name, ex.getState(s.name));
-      saveRun(opt.outDir, graph, step, opt.seed, states, opt.precision);
+      saveRun(opt.outDir, graph, step, opt.seed, states, opt.precision,
+              checkpointMeta(graph, opt));
     };
 
     gInterrupted = false;
@@ -266,7 +316,8 @@ int stretto::runTraining(const Graph &graph, DataSource &data, const TrainerOpti
         metrics << "{\"step\": " << step << ", \"loss\": " << loss;
         if (val >= 0)
           metrics << ", \"val_loss\": " << val;
-        metrics << ", \"elapsed_s\": " << elapsed << "}\n";
+        // Flushed every line: a killed run keeps every step it printed.
+        metrics << ", \"elapsed_s\": " << elapsed << "}\n" << std::flush;
       }
       bool logNow = step % opt.logInterval == 0 || step == opt.steps || evalNow;
       if (logNow) {
@@ -275,7 +326,7 @@ int stretto::runTraining(const Graph &graph, DataSource &data, const TrainerOpti
         double eta = elapsed / static_cast<double>(step - start) * (opt.steps - step);
         if (csv.is_open())
           csv << step << "," << loss << "," << (val >= 0 ? std::to_string(val) : "") << ","
-              << tps << "," << elapsed << "\n";
+              << tps << "," << elapsed << "\n" << std::flush;
         if (!opt.quiet) {
           char line[256];
           std::snprintf(line, sizeof line,

@@ -1,12 +1,16 @@
 #!/usr/bin/env bash
-# Installs every Debian package the build and the tests need. Idempotent:
-# does nothing when they are all present.
+# Installs every Debian package the build and the tests need, and the
+# test-only Python packages in a virtual environment under the build folder
+# (Debian 12 has no `python3 -m pip` for the system Python, and PEP 668
+# forbids installing into it). Idempotent: does nothing when all is there.
+#   scripts/setup.sh [BUILD_DIR]     (default: build)
 set -euo pipefail
+BUILD_DIR="${1:-build}"
 PACKAGES=(
   cmake ninja-build g++ python3 pkg-config
+  python3-venv python3-numpy                               # the tests' Python environment
   llvm-19-dev libmlir-19-dev mlir-19-tools llvm-19-tools   # MLIR 19, FileCheck, lit
   libtomlplusplus-dev libfmt-dev libopenblas-dev libopenblas-openmp-dev libgtest-dev
-  libgloo-dev openmpi-bin iproute2                         # multi-process runs and their tests
   clang-14 libclang-rt-14-dev                              # libFuzzer targets
 )
 missing=()
@@ -21,9 +25,18 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-# Test-only Python packages (the safetensors export check). Best effort: the
-# test reports itself unsupported when they are missing.
-if ! python3 -c "import safetensors, numpy" 2>/dev/null; then
-  python3 -m pip install --quiet --disable-pip-version-check safetensors numpy 2>/dev/null ||
-    echo "setup: could not pip-install safetensors/numpy; the safetensors test will be skipped"
+# Test-only Python packages (the safetensors export check): a virtual
+# environment in $BUILD_DIR/pyenv that sees the system's numpy and gets
+# safetensors from PyPI. lit runs its Python tests with this interpreter.
+VENV="$BUILD_DIR/pyenv"
+if ! "$VENV/bin/python3" -c "import safetensors, numpy" 2>/dev/null; then
+  echo "setup: creating $VENV (safetensors, numpy) for the tests"
+  rm -rf "$VENV"
+  mkdir -p "$BUILD_DIR"
+  if ! { python3 -m venv --system-site-packages "$VENV" &&
+         "$VENV/bin/python3" -m pip install --quiet --disable-pip-version-check safetensors numpy; }; then
+    echo "setup: could not set up $VENV with safetensors and numpy; the safetensors test will be" \
+         "reported unsupported" >&2
+    [ -z "${STRETTO_REQUIRE_PYTHON_TESTS:-}" ] || exit 1
+  fi
 fi

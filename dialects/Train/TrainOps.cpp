@@ -5,6 +5,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "stretto/Dialect/Train/TrainOps.h"
+#include "stretto/Dialect/Train/TrainerOptions.h"
 #include "stretto/Support/Broadcast.h"
 
 #include "mlir/IR/Builders.h"
@@ -16,7 +17,9 @@
 #include "llvm/ADT/StringSet.h"
 #include "llvm/Support/MathExtras.h"
 
+#include <cmath>
 #include <cstdio>
+#include <limits>
 
 using namespace mlir;
 using namespace stretto::train;
@@ -221,6 +224,71 @@ const TrainerOption kTrainerOptions[] = {
 };
 } // namespace
 
+namespace {
+/// A number's allowed interval: [lo, hi], open at an end when asked.
+struct NumberRange {
+  const char *key;
+  double lo, hi;
+  bool loOpen, hiOpen;
+};
+constexpr double kInf = std::numeric_limits<double>::infinity();
+// Out of these, training diverges silently or the simulated clock runs
+// backwards: refused, with the range in the message.
+const NumberRange kNumberRanges[] = {
+    {"lr", 0, kInf, true, false},
+    {"muon_lr", 0, kInf, true, false},
+    {"weight_decay", 0, kInf, false, false},
+    {"beta1", 0, 1, false, true},
+    {"beta2", 0, 1, false, true},
+    {"eps", 0, kInf, true, false},
+    {"momentum", 0, 1, false, true},
+    {"muon_momentum", 0, 1, false, true},
+    {"grad_clip", 0, kInf, false, false},
+    {"min_lr_ratio", 0, 1, false, false},
+    {"ef_lambda", 0, kInf, false, false},
+    {"outer_lr", 0, kInf, true, false},
+    {"outer_momentum", 0, 1, false, true},
+    {"gossip_alpha", 0, 1, true, false},
+    {"net_step_time", 0, kInf, true, false},
+    {"net_bandwidth", 0, kInf, true, false},
+    {"net_latency", 0, kInf, false, false},
+    {"net_slow_links", 0, 1, false, false},
+    {"net_slow_link_factor", 1, kInf, false, false},
+    {"net_slow_replicas", 0, 1, false, false},
+    {"net_slow_replica_factor", 1, kInf, false, false},
+};
+} // namespace
+
+std::optional<std::string> stretto::train::checkTrainerNumber(StringRef key, double value) {
+  const NumberRange *r = llvm::find_if(kNumberRanges, [&](const NumberRange &n) {
+    return key == n.key;
+  });
+  if (r == std::end(kNumberRanges))
+    return std::nullopt;
+  bool ok = std::isfinite(value) && (r->loOpen ? value > r->lo : value >= r->lo) &&
+            (r->hiOpen ? value < r->hi : value <= r->hi);
+  if (ok)
+    return std::nullopt;
+  auto num = [](double v) {
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%g", v);
+    return std::string(buf);
+  };
+  std::string range = r->hi == kInf
+                          ? std::string(r->loOpen ? "> " : ">= ") + num(r->lo)
+                          : std::string("in ") + (r->loOpen ? "(" : "[") + num(r->lo) + ", " +
+                                num(r->hi) + (r->hiOpen ? ")" : "]");
+  return "must be " + range + ", got " + num(value);
+}
+
+std::optional<int64_t> stretto::train::maxTrainerInteger(StringRef key) {
+  if (key == "stages")
+    return kMaxStages;
+  if (key == "replicas")
+    return kMaxReplicas;
+  return std::nullopt;
+}
+
 LogicalResult ModelOp::verify() {
   unsigned steps = 0, updates = 0, outers = 0;
   for (Operation &op : getBody().front()) {
@@ -248,10 +316,15 @@ LogicalResult ModelOp::verify() {
       return emitOpError() << "unknown trainer option '" << key << "'";
     Attribute v = entry.getValue();
     switch (opt->kind) {
-    case OptionKind::Float:
+    case OptionKind::Float: {
       if (!isa<FloatAttr, IntegerAttr>(v) || isa<BoolAttr>(v))
         return emitOpError() << "trainer option '" << key << "' must be a number, got " << v;
+      double x = isa<FloatAttr>(v) ? cast<FloatAttr>(v).getValueAsDouble()
+                                   : double(cast<IntegerAttr>(v).getInt());
+      if (std::optional<std::string> why = checkTrainerNumber(key, x))
+        return emitOpError() << "trainer option '" << key << "' " << *why;
       break;
+    }
     case OptionKind::Int: {
       auto i = dyn_cast<IntegerAttr>(v);
       if (!i || isa<BoolAttr>(v))
@@ -263,6 +336,9 @@ LogicalResult ModelOp::verify() {
               : 1;
       if (i.getInt() < minimum)
         return emitOpError() << "trainer option '" << key << "' must be >= " << minimum
+                             << ", got " << i.getInt();
+      if (std::optional<int64_t> maximum = maxTrainerInteger(key); maximum && i.getInt() > *maximum)
+        return emitOpError() << "trainer option '" << key << "' must be <= " << *maximum
                              << ", got " << i.getInt();
       break;
     }

@@ -58,6 +58,13 @@ struct TrainerOptions {
   int64_t checkpointInterval = 0; // 0: only at the end
   std::string outDir;             // metrics, checkpoints, plot; empty: none
   bool resume = false;
+  // Resume even when the checkpoint was written with another seed, model
+  // or micro-batch count (validateRunSettings refuses that otherwise).
+  bool forceResume = false;
+  // Identifies the model (its forward step and parameters, not the
+  // optimizer's settings) across executors and plan files; checkpoints
+  // record it and a resume compares it. Empty: unknown, not compared.
+  std::string modelFingerprint;
   Precision precision = Precision::F32;
   bool quiet = false;
   // The compiled runtime (PlanExecutor) instead of the reference executor.
@@ -102,6 +109,10 @@ struct Checkpoint {
   int64_t step = 0;
   uint64_t seed = 0;
   std::map<std::string, HostTensor> states;
+  // What the run that wrote it was (checkpointMeta in RunChecks.h):
+  // "model.fingerprint", "model.inputs", "train.micro_batches". Empty in a
+  // checkpoint of the first format.
+  std::map<std::string, std::string> meta;
 };
 
 /// Writes `bytes` to `path` through a temporary file in the same folder,
@@ -117,15 +128,25 @@ Checkpoint loadCheckpoint(const std::string &path);
 
 //===--- runs in an output folder ---------------------------------------===//
 
+/// Creates `dir` and any missing parent folders, and checks that it is a
+/// writable folder; throws std::runtime_error naming it and the reason.
+void prepareOutputDirectory(const std::string &dir);
+
 /// Checks an output folder before a run: a new run refuses a folder holding
 /// a checkpoint (no run overwrites another's); with `resume`, loads
 /// <outDir>/checkpoint.bin and checks its states against the graph's (names,
 /// shapes, count). Throws std::runtime_error naming the file.
 std::optional<Checkpoint> openRun(const std::string &outDir, bool resume, const Graph &graph);
-/// Writes <outDir>/checkpoint.bin (all states) and model.safetensors
-/// (parameters), atomically; refuses a state holding inf or NaN.
+/// The same for a run with `options`; a resume is also checked by
+/// validateRunSettings (seed, model, micro-batches: RunChecks.h). A
+/// checkpoint at or past options.steps means the run already finished.
+std::optional<Checkpoint> openRun(const Graph &graph, const TrainerOptions &options);
+/// Writes <outDir>/checkpoint.bin (all states, and `meta`: see
+/// Checkpoint::meta) and model.safetensors (parameters), atomically;
+/// refuses a state holding inf or NaN.
 void saveRun(const std::string &outDir, const Graph &graph, int64_t step, uint64_t seed,
-             const std::map<std::string, HostTensor> &states, Precision precision);
+             const std::map<std::string, HostTensor> &states, Precision precision,
+             const std::map<std::string, std::string> &meta = {});
 
 
 //===--- export and sampling ----------------------------------------------===//

@@ -12,6 +12,7 @@
 //===----------------------------------------------------------------------===//
 #include "stretto/Frontend/Import.h"
 #include "stretto/Dialect/Train/TrainOps.h"
+#include "stretto/Dialect/Train/TrainerOptions.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Verifier.h"
@@ -32,11 +33,17 @@ using namespace stretto::train;
 namespace {
 
 /// A config error: where and what. Thrown inside the importer only, turned
-/// into the one-line message at the API boundary.
+/// into the one-line message at the API boundary. `override` is set when a
+/// `key=value` override caused it (its text, instead of a line and column).
 struct ConfigError {
   int line = 0, column = 0;
   std::string message;
+  std::string override;
 };
+
+/// Values that came from overrides are parsed with this prefix before the
+/// override's text as their source path, so an error can name the override.
+constexpr std::string_view kOverrideSource = "\x01override:";
 
 //===----------------------------------------------------------------------===//
 // Size limits. A config can ask for any integer; these bounds turn absurd
@@ -44,12 +51,7 @@ struct ConfigError {
 // and hidden widths expand into ops), int64 overflow in shapes, or tensors no
 // machine this targets can hold.
 //===----------------------------------------------------------------------===//
-/// Blocks of a GPT and hidden layers of an MLP (each expands into ops).
-constexpr int64_t kMaxLayers = 1024;
-/// Elements of any one parameter or activation tensor (2^31: int32-indexable).
-constexpr int64_t kMaxTensorElements = int64_t(1) << 31;
-/// Parameters of the whole model (2^36, about 69 G).
-constexpr int64_t kMaxParameters = int64_t(1) << 36;
+/// (kMaxLayers, kMaxTensorElements and kMaxParameters: Import.h.)
 /// Token ids and class labels are i32.
 constexpr int64_t kMaxIds = std::numeric_limits<int32_t>::max();
 
@@ -92,6 +94,8 @@ std::string quoted(std::string_view text) {
   e.line = static_cast<int>(at.begin.line);
   e.column = static_cast<int>(at.begin.column);
   e.message = std::move(message);
+  if (at.path && at.path->rfind(kOverrideSource, 0) == 0)
+    e.override = at.path->substr(kOverrideSource.size());
   throw e;
 }
 
@@ -144,6 +148,11 @@ public:
     if (!std::isfinite(v))
       fail(n, "'" + name + "." + key + "' must be a finite number, got " +
                   (std::isnan(v) ? "nan" : v > 0 ? "inf" : "-inf"));
+    // The trainer dictionary's ranges (lr > 0, beta in [0, 1), ...), the
+    // same the train.model verifier applies to an .mlir model.
+    if (name == "train")
+      if (std::optional<std::string> why = train::checkTrainerNumber(key, v))
+        fail(n, "'" + name + "." + key + "' " + *why);
     return v;
   }
   std::string string(const std::string &key, const std::string &fallback,
@@ -190,7 +199,9 @@ public:
       return;
     for (auto &[k, v] : *table)
       if (!known.count(std::string(k.str())))
-        failAt(k.source(), "unknown key '" + name + "." + quoted(k.str()) + "'");
+        // A key an override added has no source of its own; its value does.
+        failAt(k.source().begin.line ? k.source() : v.source(),
+               "unknown key '" + name + "." + quoted(k.str()) + "'");
   }
 
 private:
@@ -464,8 +475,10 @@ void buildTrainer(OpBuilder &b, ModelOp model, Section &t) {
   integer("steps", "total_steps", 100, 1);
   num("min_lr_ratio", 0.1);
   integer("micro_batches", "micro_batches", 1, 1);
-  integer("stages", "stages", 1, 1);
-  integer("replicas", "replicas", 1, 1);
+  attrs.push_back(b.getNamedAttr(
+      "stages", b.getI64IntegerAttr(t.integer("stages", 1, 1, kMaxStages))));
+  attrs.push_back(b.getNamedAttr(
+      "replicas", b.getI64IntegerAttr(t.integer("replicas", 1, 1, kMaxReplicas))));
   str("sync", "sync", "sync", {"sync", "2bw", "diloco", "gossip"});
   integer("seed", "seed", 1337, 0);
   integer("log_interval", "log_interval", 10, 1);
@@ -549,25 +562,39 @@ void buildData(OpBuilder &b, ModelOp model, Section &d) {
 /// bare word that is not valid TOML is taken as a string.
 void applyOverrides(toml::table &root, const std::vector<std::string> &overrides) {
   for (const std::string &o : overrides) {
+    auto failHere = [&](std::string message) {
+      ConfigError e;
+      e.message = std::move(message);
+      e.override = o;
+      throw e;
+    };
     size_t eq = o.find('=');
     size_t dot = o.find('.');
     if (eq == std::string::npos || dot == std::string::npos || dot > eq)
-      fail(nullptr, "override '" + quoted(o) +
-                        "' must look like section.key=value (e.g. train.lr=3e-4)");
+      failHere("it must look like section.key=value (e.g. train.lr=3e-4)");
     std::string sec = o.substr(0, dot), key = o.substr(dot + 1, eq - dot - 1),
                 value = o.substr(eq + 1);
+    // The value's source path names the override (see failAt).
+    std::string source = std::string(kOverrideSource) + o;
     toml::table parsed;
     try {
-      parsed = toml::parse("v = " + value);
+      parsed = toml::parse("v = " + value, source);
     } catch (const toml::parse_error &) {
       parsed = toml::table{{"v", value}};
+    }
+    toml::node *v = parsed.get("v");
+    if (v->source().begin.line == 0) {
+      // A bare word taken as a string: give it the override as its source.
+      parsed = toml::parse("v = \"\"", source);
+      *parsed.get("v")->as_string() = value;
+      v = parsed.get("v");
     }
     if (!root.contains(sec))
       root.insert(sec, toml::table{});
     toml::table *t = root[sec].as_table();
     if (!t)
-      fail(nullptr, "override '" + quoted(o) + "': '" + quoted(sec) + "' is not a table");
-    t->insert_or_assign(key, *parsed.get("v"));
+      failHere("'" + quoted(sec) + "' is not a table");
+    t->insert_or_assign(key, std::move(*v));
   }
 }
 
@@ -638,6 +665,8 @@ OwningOpRef<ModuleOp> importTable(MLIRContext &ctx, toml::table &root, const std
 }
 
 std::string formatError(const std::string &file, const ConfigError &e) {
+  if (!e.override.empty())
+    return "override '" + quoted(e.override) + "': error: " + e.message;
   return file + ":" + std::to_string(std::max(e.line, 1)) + ":" +
          std::to_string(std::max(e.column, 1)) + ": error: " + e.message;
 }

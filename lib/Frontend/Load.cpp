@@ -1,6 +1,7 @@
 //===- Load.cpp - load a model from a config or an .mlir file ------------===//
 #include "stretto/Frontend/Load.h"
 #include "stretto/Frontend/Import.h"
+#include "stretto/Graph.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Verifier.h"
@@ -30,6 +31,7 @@ std::unique_ptr<ScopedDiagnosticHandler> stretto::printDiagnostics(MLIRContext &
 }
 
 /// `train.KEY=VALUE` on an .mlir model: VALUE as integer, number or string.
+/// An override the model's verifier refuses is named in the error.
 static LogicalResult applyTrainerOverrides(train::ModelOp model,
                                            const std::vector<std::string> &overrides) {
   OpBuilder b(model.getContext());
@@ -37,9 +39,9 @@ static LogicalResult applyTrainerOverrides(train::ModelOp model,
   for (const std::string &o : overrides) {
     StringRef s(o);
     if (!s.consume_front("train.") || !s.contains('=')) {
-      llvm::errs() << "error: override '" << o
-                   << "' on an .mlir model must be train.KEY=VALUE (model and data keys are "
-                      "fixed in the IR)\n";
+      llvm::errs() << "override '" << o
+                   << "': error: on an .mlir model an override must be train.KEY=VALUE (model "
+                      "and data keys are fixed in the IR)\n";
       return failure();
     }
     auto [key, value] = s.split('=');
@@ -55,9 +57,78 @@ static LogicalResult applyTrainerOverrides(train::ModelOp model,
     else
       attr = b.getStringAttr(value.trim('"'));
     attrs.set(key, attr);
+    // Verified one override at a time, so that the error names it.
+    model.setTrainerAttr(attrs.getDictionary(model.getContext()));
+    std::string message;
+    {
+      ScopedDiagnosticHandler capture(model.getContext(), [&](Diagnostic &d) {
+        if (d.getSeverity() == DiagnosticSeverity::Error && message.empty())
+          message = d.str();
+        return success();
+      });
+      if (succeeded(verify(model, /*verifyRecursively=*/false)))
+        continue;
+    }
+    llvm::errs() << "override '" << o << "': error: " << message << "\n";
+    return failure();
   }
-  model.setTrainerAttr(attrs.getDictionary(model.getContext()));
   return verify(model);
+}
+
+std::string stretto::modelFingerprint(train::ModelOp model) {
+  // A copy without the settings: printed generically, without locations.
+  Operation *copy = model->clone();
+  copy->removeAttr("trainer");
+  copy->removeAttr("data");
+  std::string text;
+  llvm::raw_string_ostream os(text);
+  copy->print(os, OpPrintingFlags().printGenericOpForm());
+  copy->destroy();
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", (unsigned long long)fnv1a64(os.str()));
+  return hex;
+}
+
+LogicalResult stretto::checkModelSizes(train::ModelOp model) {
+  // Saturating products: a shape may claim more than int64 holds.
+  auto elements = [](ShapedType t) -> int64_t {
+    int64_t n = 1;
+    for (int64_t d : t.getShape()) {
+      if (d < 0)
+        return -1; // dynamic: the verifier refuses it
+      if (d != 0 && n > kMaxTensorElements / d)
+        return kMaxTensorElements + 1;
+      n *= d;
+    }
+    return n;
+  };
+  auto tooLarge = [&](Operation *op, Type type) -> bool {
+    auto t = dyn_cast<ShapedType>(type);
+    if (!t || !t.hasRank() || elements(t) <= kMaxTensorElements)
+      return false;
+    op->emitError() << "the tensor " << type << " holds more than 2^31 elements, the limit per "
+                    << "tensor (as for TOML configs)";
+    return true;
+  };
+  int64_t parameters = 0;
+  WalkResult walk = model->walk([&](Operation *op) {
+    for (Type t : op->getResultTypes())
+      if (tooLarge(op, t))
+        return WalkResult::interrupt();
+    for (NamedAttribute a : op->getAttrs())
+      if (auto ta = dyn_cast<TypeAttr>(a.getValue()); ta && tooLarge(op, ta.getValue()))
+        return WalkResult::interrupt();
+    if (auto p = dyn_cast<train::ParamOp>(op)) {
+      parameters += elements(cast<ShapedType>(p.getTensorType()));
+      if (parameters > kMaxParameters) {
+        op->emitError() << "the model has more than 2^36 parameters (" << kMaxParameters
+                        << ") by this one, the limit (as for TOML configs)";
+        return WalkResult::interrupt();
+      }
+    }
+    return WalkResult::advance();
+  });
+  return failure(walk.wasInterrupted());
 }
 
 std::optional<LoadedModel> stretto::loadModel(MLIRContext &ctx, const std::string &path,
@@ -92,6 +163,8 @@ std::optional<LoadedModel> stretto::loadModel(MLIRContext &ctx, const std::strin
     return std::nullopt;
   }
   loaded.model = models.front();
+  if (StringRef(path).ends_with(".mlir") && failed(checkModelSizes(loaded.model)))
+    return std::nullopt;
   if (StringRef(path).ends_with(".mlir") && !overrides.empty() &&
       failed(applyTrainerOverrides(loaded.model, overrides)))
     return std::nullopt;

@@ -3,7 +3,7 @@
 //   stretto-run PLAN [--steps N] [--seed S] [--out DIR] [--resume] [--data FILE]
 //               [--device cpu|cuda|auto] [--precision f32|bf16]
 //               [--executor compiled|reference] [--check N] [--profile]
-//               [--log-interval N] [--quiet]
+//               [--log-interval N] [--quiet] [--force-resume]
 //
 // PLAN is what `stretto-train MODEL --save-plan PLAN` wrote: the lowered
 // training step, the fused kernels' sources and the run's settings. This
@@ -25,8 +25,10 @@
 #include "stretto/Pipeline.h"
 #include "stretto/PlanExecutor.h"
 #include "stretto/PlanFile.h"
+#include "stretto/RunChecks.h"
 #include "stretto/Trainer.h"
 
+#include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -42,7 +44,7 @@ const char *kUsage =
     "usage: stretto-run PLAN [--steps N] [--seed S] [--out DIR] [--resume] [--data FILE]\n"
     "                   [--device cpu|cuda|auto] [--precision f32|bf16]\n"
     "                   [--executor compiled|reference] [--check N] [--profile]\n"
-    "                   [--log-interval N] [--quiet]\n"
+    "                   [--log-interval N] [--quiet] [--force-resume]\n"
     "Trains from a plan written by `stretto-train MODEL --save-plan PLAN` (no MLIR here).\n"
     "--steps defaults to the plan's; the learning-rate schedule was fixed when the plan\n"
     "was compiled (recompile with train.steps=N to change it).\n";
@@ -58,9 +60,22 @@ std::string cacheDirectory() {
   return env ? env : std::string(home ? home : "/tmp") + "/.cache/stretto/kernels";
 }
 
+// A plan's integer setting; a plan whose setting is not an integer is
+// refused (its checksum only says the file is as written).
 int64_t metaInt(const PlanFile &p, const std::string &key, int64_t fallback) {
   auto it = p.meta.find(key);
-  return it == p.meta.end() ? fallback : std::atoll(it->second.c_str());
+  if (it == p.meta.end())
+    return fallback;
+  const std::string &v = it->second;
+  char *end = nullptr;
+  errno = 0;
+  long long n = std::strtoll(v.c_str(), &end, 10);
+  if (v.empty() || *end || errno == ERANGE) {
+    std::cerr << "stretto-run: the plan's setting '" << key << "' must be an integer, got '" << v
+              << "'\n";
+    std::exit(1);
+  }
+  return n;
 }
 
 } // namespace
@@ -69,6 +84,7 @@ int main(int argc, char **argv) {
   std::string planPath, outDir, dataPath, device = "cpu", precision = "f32", executor = "compiled";
   int64_t steps = -1, seed = -1, check = 0, logInterval = -1;
   bool resume = false, profile = false, quiet = false;
+  bool forceResume = false; // resume even from another seed's or model's checkpoint
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     // --key=value is --key value.
@@ -106,6 +122,8 @@ int main(int argc, char **argv) {
       outDir = value();
     else if (a == "--data")
       dataPath = value();
+    else if (a == "--force-resume")
+      resume = forceResume = true;
     else if (a == "--resume")
       resume = true;
     else if (a == "--device")
@@ -174,6 +192,24 @@ int main(int argc, char **argv) {
   opt.profile = profile;
   opt.compiled = executor == "compiled";
   opt.gemmPrecision = precision == "bf16" ? GemmPrecision::BF16 : GemmPrecision::F32;
+  opt.forceResume = forceResume;
+  if (auto it = plan.meta.find("model.fingerprint"); it != plan.meta.end())
+    opt.modelFingerprint = it->second;
+  // The plan's settings, checked before anything runs (a plan file is
+  // input like any other: eval_interval = 0 would divide by zero).
+  GossipSettings gossipSettings = GossipSettings::fromMeta(plan.meta);
+  {
+    RunCheck check(graph, opt);
+    check.stages = metaInt(plan, "train.stages", 1);
+    if (!graph.outer.empty())
+      check.gossip = &gossipSettings;
+    check.checkMemory = device == "cpu" || !opt.compiled;
+    try {
+      validateRunSettings(check);
+    } catch (const std::exception &e) {
+      return fail(planPath + ": " + e.what());
+    }
+  }
 
   // The fused kernels: from the host compiler's cache (compiled on a miss).
   std::set<std::string> names;

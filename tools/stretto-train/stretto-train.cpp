@@ -15,6 +15,7 @@
 #include "stretto/Pipeline.h"
 #include "stretto/PlanExecutor.h"
 #include "stretto/PlanFile.h"
+#include "stretto/RunChecks.h"
 #include "stretto/Trainer.h"
 
 #include "mlir/IR/MLIRContext.h"
@@ -61,6 +62,11 @@ static cl::opt<std::string> savePlan(
                           "settings) to this file for stretto-run, and stop"),
     cl::init(""), cl::cat(cat));
 static cl::opt<bool> resume("resume", cl::desc("Continue from <out>/checkpoint.bin"), cl::cat(cat));
+static cl::opt<bool> forceResume(
+    "force-resume",
+    cl::desc("--resume even when the checkpoint was written with another seed, model or "
+             "micro-batch count"),
+    cl::cat(cat));
 static cl::opt<std::string> device("device",
                                    cl::desc("cpu (default) | cuda | auto (CUDA device 0 when a "
                                             "GPU, its driver, NVRTC and cuBLASLt are found, "
@@ -191,6 +197,8 @@ int main(int argc, char **argv) {
     return 1;
   train::ModelOp model = loaded->model;
   OwningOpRef<ModuleOp> &module = loaded->module;
+  // The model as described (before any pass): what a checkpoint records.
+  const std::string fingerprint = modelFingerprint(model);
   if (exec == "compiled" && precision == "f64" && !useReference("computes in f32 (and bf16) only"))
     return fail("--executor=compiled: the compiled runtime computes in f32 (and bf16 GEMMs) "
                 "only; use --executor=reference");
@@ -352,7 +360,9 @@ int main(int argc, char **argv) {
   opt.evalBatches = model.getTrainerInt("eval_batches", 8);
   opt.checkpointInterval = model.getTrainerInt("checkpoint_interval", 0);
   opt.outDir = outDir;
-  opt.resume = resume;
+  opt.resume = resume || forceResume;
+  opt.forceResume = forceResume;
+  opt.modelFingerprint = fingerprint;
   opt.precision = precision == "f64" ? Precision::F64 : Precision::F32;
   opt.quiet = quiet;
   opt.profile = profile;
@@ -367,6 +377,25 @@ int main(int argc, char **argv) {
   if (useCuda && compiledKernels) {
     opt.cuda = true;
     opt.cudaKernels = CudaKernelSet{compiledKernels->cudaSource, cacheDirectory()};
+  }
+
+  // Every run setting, checked before anything is allocated: intervals,
+  // stages, replicas, the network model, and memory (not for a plan that
+  // may run on another machine).
+  GossipSettings gossip = gossipSettings(model);
+  {
+    RunCheck check(*graph, opt);
+    check.stages = TrainingPipelineOptions::fromTrainer(model).stages;
+    check.replicas = model.getTrainerInt("replicas", 1);
+    check.sync = model.getTrainerString("sync", "sync").str();
+    if (!graph->outer.empty())
+      check.gossip = &gossip;
+    check.checkMemory = savePlan.empty();
+    try {
+      validateRunSettings(check);
+    } catch (const std::exception &e) {
+      return fail(e.what());
+    }
   }
 
   int64_t vocab = 256;
@@ -391,6 +420,7 @@ int main(int argc, char **argv) {
     if (!dataPath.empty())
       llvm::sys::fs::make_absolute(dataPath);
     pf.meta = {{"model.name", model.getSymName().str()},
+               {"model.fingerprint", fingerprint},
                {"model.vocab", std::to_string(vocab)},
                {"data.format", data.format},
                {"data.path", std::string(dataPath)},
@@ -406,7 +436,7 @@ int main(int argc, char **argv) {
                {"train.stages", std::to_string(TrainingPipelineOptions::fromTrainer(model).stages)},
                {"train.schedule", TrainingPipelineOptions::fromTrainer(model).twoBW ? "2bw" : "flush"}};
     if (!graph->outer.empty())
-      for (auto &[k, v] : gossipSettings(model).toMeta())
+      for (auto &[k, v] : gossip.toMeta())
         pf.meta[k] = v;
     try {
       savePlanFile(savePlan, pf);
@@ -435,7 +465,7 @@ int main(int argc, char **argv) {
   // A graph with an outer phase (sync = "gossip" | "diloco") runs as R
   // replicas with a simulated network; see include/stretto/Gossip.h.
   if (!graph->outer.empty()) {
-    GossipOptions g = gossipOptionsFor(*graph, opt, gossipSettings(model));
+    GossipOptions g = gossipOptionsFor(*graph, opt, gossip);
     for (const std::string &k : killReplica) {
       int replica = -1;
       long long round = 0;

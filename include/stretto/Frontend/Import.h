@@ -4,17 +4,21 @@
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/OwningOpRef.h"
+#include "stretto/Support/Limits.h"
 
 #include <string>
 #include <vector>
 
 namespace stretto {
 
+// Size limits (kMaxLayers, kMaxTensorElements, kMaxParameters): Limits.h.
+
 /// Expands a GPT or MLP config into a module holding one `train.model`.
 /// `overrides` are `key=value` strings (dotted keys into tables, e.g.
 /// `model.layers=4`, `train.lr=3e-4`) applied before validation. On error
 /// returns null and sets `error` to one line "FILE:LINE:COL: error: MESSAGE"
-/// (LINE:COL of the offending key when there is one).
+/// (LINE:COL of the offending key when there is one), or "override
+/// 'KEY=VALUE': error: MESSAGE" when an override is the cause.
 mlir::OwningOpRef<mlir::ModuleOp>
 importConfigString(mlir::MLIRContext &ctx, const std::string &toml,
                    const std::string &fileName,

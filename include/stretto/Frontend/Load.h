@@ -25,10 +25,21 @@ struct LoadedModel {
 
 /// Loads `path`: a TOML config (expanded by the importer, `overrides` applied)
 /// or an `.mlir` file holding one `train.model` (`train.KEY=VALUE` overrides
-/// set trainer keys; `train.steps` sets total_steps). On failure the error
-/// has been printed and the result is empty.
+/// set trainer keys; `train.steps` sets total_steps; the size limits of
+/// configs apply). On failure the error has been printed (naming the
+/// override when one caused it) and the result is empty.
 std::optional<LoadedModel> loadModel(mlir::MLIRContext &ctx, const std::string &path,
                                      const std::vector<std::string> &overrides);
+
+/// A fingerprint of the model as described: its parameters and step, not
+/// its trainer or data settings (which a resumed run may change) nor
+/// source locations. Checkpoints record it (TrainerOptions::modelFingerprint).
+std::string modelFingerprint(train::ModelOp model);
+
+/// Checks an .mlir model against the size limits TOML configs have
+/// (Limits.h): elements per tensor, parameters in all. Errors are emitted
+/// at the op that is too large.
+mlir::LogicalResult checkModelSizes(train::ModelOp model);
 
 /// The data section of a loaded model (format, path relative to the model
 /// file, validation fraction); `vocabOrClasses` gets the model's id range.

@@ -61,8 +61,9 @@ train.model @diloco_ring attributes {trainer = {replicas = 4, sync = "diloco", t
 
 // -----
 
-// The outer acceleration must be in [0, 1).
-// expected-error @+1 {{momentum (outer acceleration γ) must be in [0, 1), got 1}}
+// The outer acceleration must be in [0, 1) (the model's verifier checks the
+// trainer key; the pass checks its own option the same way).
+// expected-error @+1 {{trainer option 'outer_momentum' must be in [0, 1), got 1}}
 train.model @gamma_one attributes {trainer = {outer_momentum = 1.0}} {
   train.param @w : tensor<3xf32> = zeros
   train.step {
@@ -77,7 +78,7 @@ train.model @gamma_one attributes {trainer = {outer_momentum = 1.0}} {
 // -----
 
 // alpha = 0 would never mix.
-// expected-error @+1 {{alpha must be in (0, 1], got 0}}
+// expected-error @+1 {{trainer option 'gossip_alpha' must be in (0, 1], got 0}}
 train.model @alpha_zero attributes {trainer = {gossip_alpha = 0.0}} {
   train.param @w : tensor<3xf32> = zeros
   train.step {
@@ -92,7 +93,7 @@ train.model @alpha_zero attributes {trainer = {gossip_alpha = 0.0}} {
 // -----
 
 // The outer learning rate must be positive.
-// expected-error @+1 {{outer-lr must be > 0, got -0.5}}
+// expected-error @+1 {{trainer option 'outer_lr' must be > 0, got -0.5}}
 train.model @negative_lr attributes {trainer = {outer_lr = -0.5}} {
   train.param @w : tensor<3xf32> = zeros
   train.step {

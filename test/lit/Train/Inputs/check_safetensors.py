@@ -17,9 +17,15 @@ params = {m.group(1): tuple(int(d) for d in m.group(2).split("x") if d)
 
 # checkpoint.bin, layout documented in runtime/Checkpoint.cpp.
 b = open(f"{run}/checkpoint.bin", "rb").read()
-pos = len(b"STRETTOCKPT1")
-width, step, seed, count = struct.unpack_from("<IqQI", b, pos)
-pos += 24
+assert b[:12] in (b"STRETTOCKPT1", b"STRETTOCKPT2"), b[:12]
+pos = 12
+width, step, seed = struct.unpack_from("<IqQ", b, pos)
+pos += 20
+if b[:12] == b"STRETTOCKPT2":  # meta entries: key and value strings
+    (entries,) = struct.unpack_from("<I", b, pos); pos += 4
+    for _ in range(2 * entries):
+        (n,) = struct.unpack_from("<I", b, pos); pos += 4 + n
+(count,) = struct.unpack_from("<I", b, pos); pos += 4
 ckpt = {}
 for _ in range(count):
     (n,) = struct.unpack_from("<I", b, pos); pos += 4
