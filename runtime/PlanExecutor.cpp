@@ -490,6 +490,10 @@ void HostDevice::exec(PlanExecutor::Impl &rt, const PhasePlan &p, int i, const T
                   static_cast<int>(d), k + b * tk * d, static_cast<int>(d), 0.0f, Sb,
                   static_cast<int>(tk));
       softmaxRowsSerial(Sb, Sb, tq, tk, n.flag, tq);
+      // bf16: P is the second product's operand (the CUDA device rounds it too).
+      if (bf16)
+        for (int64_t e = 0; e < tq * tk; ++e)
+          Sb[e] = roundToBF16(Sb[e]);
       cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(tq),
                   static_cast<int>(dv), static_cast<int>(tk), 1.0f, Sb, static_cast<int>(tk),
                   v + b * tk * dv, static_cast<int>(dv), 0.0f, out + b * tq * dv,
