@@ -3,10 +3,25 @@
 // The compiled path (train passes, then kernel-lower-matmul and
 // kernel-fuse-elementwise; fused C++ kernels from the host compiler, GEMMs
 // through OpenBLAS) must train like the reference executor: same losses,
-// evaluation losses and parameters over several steps, within f32 rounding
-// (tolerances below), both when the reference executor calls the kernels
-// and on the compiled runtime (PlanExecutor: planned buffers, its own row
-// ops), with one and with two micro-batches per step.
+// evaluation losses, parameters and optimizer states over several steps,
+// within f32 rounding (tolerances below), both when the reference executor
+// calls the kernels and on the compiled runtime (PlanExecutor: planned
+// buffers, its own row ops), with one and with two micro-batches per step;
+// likewise with bf16 GEMMs and on the CUDA device (emulated, or a GPU).
+//
+// Tolerances, per dtype (kSteps steps at each case's learning rate, chosen
+// so that one wrong GEMM, a swapped transpose or a missing bias gradient
+// moves some parameter tensor far past them; see the commit that added
+// them for the mutations it was run against):
+// - losses: relative, kLossF32 in f32, kLossBf16 with bf16 GEMMs (against
+//   the f32 reference: that is the accuracy bf16 GEMMs are claimed to keep);
+// - states (every parameter and optimizer state): each tensor's relative L2
+//   distance ||x - y|| / max(||x||, ||y||) (the key third of attention's
+//   qkv bias excluded: see isKeyBias), kStateF32 in f32; bf16 GEMMs
+//   against the f32 reference kStateBf16 (they legitimately move states by
+//   a few percent), and a device's bf16 GEMMs against the same bf16 GEMMs
+//   on the CPU kStateBf16Device (same arithmetic: f32 rounding, except
+//   where it tips a bf16 rounding).
 //
 //===----------------------------------------------------------------------===//
 #include "stretto/Compiler/Lowering.h"
@@ -33,6 +48,62 @@
 using namespace stretto;
 
 namespace {
+
+// Measured on the cases below (largest drift over all states, 8 steps):
+// f32 5.4e-6 (Muon's attn.proj.w); bf16 GEMMs against the f32 reference
+// 5.2e-2 (GptAdamW's qkv bias), against the CPU's bf16 GEMMs on the
+// emulated GPU 2.8e-3 (a bf16 rounding that an f32 rounding difference
+// tipped over, then normalised by Adam).
+constexpr int kSteps = 8;
+constexpr double kLossF32 = 1e-4, kLossBf16 = 2e-2;
+constexpr double kStateF32 = 1e-4, kStateBf16 = 1e-1, kStateBf16Device = 1e-2;
+
+// The key third of an attention's fused qkv bias (and of its optimizer
+// states): its gradient is zero in exact arithmetic (softmax ignores a
+// shift shared by a row's scores), so AdamW and Muon, which normalise the
+// gradient, step it by O(lr) in the direction of its rounding noise; no two
+// executors (nor f32 and bf16) can agree on that noise. Excluded from the
+// state comparison; the query and value thirds are compared.
+bool isKeyBias(const StateDecl &s, size_t i, size_t n) {
+  const std::string &p = s.of.empty() ? s.name : s.of;
+  const std::string tail = "attn.qkv.b";
+  bool qkvBias =
+      p.size() >= tail.size() && p.compare(p.size() - tail.size(), tail.size(), tail) == 0;
+  return qkvBias && n % 3 == 0 && i >= n / 3 && i < 2 * n / 3;
+}
+
+// The largest relative L2 distance ||x - y|| / max(||x||, ||y||) over the
+// states of `g` (0 where both are zero; a NaN counts as infinite); `where`
+// names the tensor and both norms.
+double worstStateDrift(const Graph &g, const Executor &x, const Executor &y,
+                       std::string &where) {
+  double worst = 0;
+  where = "-";
+  for (const StateDecl &s : g.states) {
+    HostTensor a = x.getState(s.name), b = y.getState(s.name);
+    if (a.data.size() != b.data.size()) {
+      where = s.name + ": sizes differ";
+      return HUGE_VAL;
+    }
+    double dd = 0, aa = 0, bb = 0;
+    for (size_t i = 0; i < a.data.size(); ++i) {
+      if (isKeyBias(s, i, a.data.size()))
+        continue;
+      double d = a.data[i] - b.data[i];
+      dd += d * d, aa += a.data[i] * a.data[i], bb += b.data[i] * b.data[i];
+    }
+    double rel = dd == 0 ? 0 : std::sqrt(dd / std::max(aa, bb));
+    if (std::isnan(rel))
+      rel = HUGE_VAL;
+    if (rel > worst) {
+      worst = rel;
+      char buf[96];
+      std::snprintf(buf, sizeof buf, " (norms %.4e vs %.4e)", std::sqrt(aa), std::sqrt(bb));
+      where = s.name + buf;
+    }
+  }
+  return worst;
+}
 
 struct Compiled {
   Graph graph;
@@ -97,7 +168,7 @@ TEST_P(CompiledPath, TrainsLikeTheReference) {
   const char *names[] = {"reference", "reference + kernels", "compiled runtime"};
   for (Executor *e : all)
     e->initialize(7);
-  for (int step = 0; step < 5; ++step) {
+  for (int step = 0; step < kSteps; ++step) {
     double loss[3] = {0, 0, 0};
     for (int64_t k = 0; k < micro; ++k) {
       auto batch = data->batch(Split::Train, uint64_t(step * micro + k));
@@ -107,28 +178,19 @@ TEST_P(CompiledPath, TrainsLikeTheReference) {
     for (int e = 0; e < 3; ++e)
       all[e]->update();
     for (int e = 1; e < 3; ++e)
-      EXPECT_NEAR(loss[0], loss[e], 1e-4 * (1 + std::fabs(loss[0])))
+      EXPECT_NEAR(loss[0], loss[e], kLossF32 * std::fabs(loss[0]))
           << names[e] << ", step " << step;
   }
   // Evaluation (the compiled runtime runs only the forward nodes).
   auto val = data->batch(Split::Val, 0);
   double va = a.evaluate(val).outputs.at(0);
   for (int e = 1; e < 3; ++e)
-    EXPECT_NEAR(va, all[e]->evaluate(val).outputs.at(0), 1e-4 * (1 + std::fabs(va))) << names[e];
+    EXPECT_NEAR(va, all[e]->evaluate(val).outputs.at(0), kLossF32 * std::fabs(va)) << names[e];
   for (int e = 1; e < 3; ++e) {
-    double worst = 0;
     std::string where;
-    for (const StateDecl &s : ref.graph.states) {
-      HostTensor x = a.getState(s.name), y = all[e]->getState(s.name);
-      for (size_t i = 0; i < x.data.size(); ++i) {
-        double d = std::fabs(x.data[i] - y.data[i]) / (1e-3 + std::fabs(x.data[i]));
-        if (d > worst)
-          worst = d, where = s.name + "[" + std::to_string(i) + "]: " +
-                             std::to_string(x.data[i]) + " vs " + std::to_string(y.data[i]);
-      }
-    }
-    EXPECT_LT(worst, 1e-2) << names[e] << ": largest relative parameter/state difference after "
-                           << "5 steps, at " << where;
+    double worst = worstStateDrift(ref.graph, a, *all[e], where);
+    EXPECT_LE(worst, kStateF32) << names[e] << ": largest relative L2 parameter/state drift after "
+                                << kSteps << " steps, in " << where;
   }
   EXPECT_LT(c.stats().stepArenaBytes, c.stats().unplannedBytes) << "the plan reuses no buffer";
   std::filesystem::remove_all(cacheDir);
@@ -221,13 +283,18 @@ train.model @r {
 const char *const kCaseNames[] = {"MlpSgd", "GptAdamW", "GptMuon", "GptSgd2BWDelayEF",
                                   "GptTwoMicroBatches"};
 
-// Five steps of `toml` on the reference executor and on `other` (built by
+using MakeExecutor = std::function<std::unique_ptr<Executor>(Compiled &)>;
+
+// kSteps steps of `toml` on the reference executor and on `other` (built by
 // `make` from the compiled graph); the losses must agree within lossTol
-// (relative). Returns the losses of `other`.
-std::vector<double>
-trainBeside(const std::string &toml,
-            const std::function<std::unique_ptr<Executor>(Compiled &)> &make, double lossTol,
-            const char *name, bool *skipped = nullptr) {
+// (relative) and every state within stateTol (relative L2 per tensor),
+// compared with the reference, or with `stateOracle` (built from the
+// compiled graph and trained on the same batches) where one is given.
+// Returns the losses of `other`.
+std::vector<double> trainBeside(const std::string &toml, const MakeExecutor &make,
+                                double lossTol, double stateTol, const char *name,
+                                bool *skipped = nullptr,
+                                const MakeExecutor &stateOracle = nullptr) {
   std::string cacheDir = (std::filesystem::temp_directory_path() /
                           ("stretto-kcache-" + std::to_string(::getpid())))
                              .string();
@@ -241,6 +308,7 @@ trainBeside(const std::string &toml,
     std::filesystem::remove_all(cacheDir);
     return losses;
   }
+  std::unique_ptr<Executor> oracle = stateOracle ? stateOracle(fast) : nullptr;
   DataConfig dc;
   dc.format = toml.find("kjv") != std::string::npos ? "text" : "synthetic";
   dc.path = STRETTO_SOURCE_DIR "/data/kjv.txt";
@@ -249,39 +317,54 @@ trainBeside(const std::string &toml,
   RefExecutor a(ref.graph, Precision::F32);
   a.initialize(7);
   other->initialize(7);
-  for (int step = 0; step < 5; ++step) {
+  if (oracle)
+    oracle->initialize(7);
+  for (int step = 0; step < kSteps; ++step) {
     double la = 0, lb = 0;
     for (int64_t k = 0; k < micro; ++k) {
       auto batch = data->batch(Split::Train, uint64_t(step * micro + k));
       la += a.microStep(batch).outputs.at(0);
       lb += other->microStep(batch).outputs.at(0);
+      if (oracle)
+        oracle->microStep(batch);
     }
     a.update();
     other->update();
-    EXPECT_NEAR(la, lb, lossTol * (1 + std::fabs(la))) << name << ", step " << step;
+    if (oracle)
+      oracle->update();
+    EXPECT_NEAR(la, lb, lossTol * std::fabs(la)) << name << ", step " << step;
     losses.push_back(lb);
   }
   auto val = data->batch(Split::Val, 0);
   double va = a.evaluate(val).outputs.at(0);
-  EXPECT_NEAR(va, other->evaluate(val).outputs.at(0), lossTol * (1 + std::fabs(va))) << name;
+  EXPECT_NEAR(va, other->evaluate(val).outputs.at(0), lossTol * std::fabs(va)) << name;
+  std::string where;
+  double drift = oracle ? worstStateDrift(fast.graph, *oracle, *other, where)
+                        : worstStateDrift(ref.graph, a, *other, where);
+  EXPECT_LE(drift, stateTol) << name << ": largest relative L2 parameter/state drift after "
+                             << kSteps << " steps (against "
+                             << (oracle ? "the CPU's bf16 GEMMs" : "the reference") << "), in "
+                             << where;
   std::filesystem::remove_all(cacheDir);
   return losses;
 }
 
+// The same bf16 GEMMs on the host CPU: the state oracle of a device's bf16.
+std::unique_ptr<Executor> cpuBf16(Compiled &c) {
+  return std::make_unique<PlanExecutor>(c.graph, c.kernels, GemmPrecision::BF16);
+}
+
 // bf16 GEMMs with f32 master weights on the host: operands rounded to bf16,
 // products summed in f32. Training stays within 2% of the f32 reference's
-// losses, and differs from the f32 compiled run (the mode is not a no-op).
+// losses (states within kStateBf16), and differs from the f32 compiled run
+// (the mode is not a no-op).
 TEST_P(CompiledPath, Bf16GemmsTrainCloseToF32) {
   std::vector<double> f32 = trainBeside(
       GetParam(),
-      [](Compiled &c) { return std::make_unique<PlanExecutor>(c.graph, c.kernels); }, 1e-4,
-      "compiled f32");
-  std::vector<double> bf16 = trainBeside(
-      GetParam(),
-      [](Compiled &c) {
-        return std::make_unique<PlanExecutor>(c.graph, c.kernels, GemmPrecision::BF16);
-      },
-      2e-2, "compiled bf16 GEMMs");
+      [](Compiled &c) { return std::make_unique<PlanExecutor>(c.graph, c.kernels); }, kLossF32,
+      kStateF32, "compiled f32");
+  std::vector<double> bf16 = trainBeside(GetParam(), cpuBf16, kLossBf16, kStateBf16,
+                                         "compiled bf16 GEMMs");
   ASSERT_EQ(f32.size(), bf16.size());
   double diff = 0;
   for (size_t k = 0; k < f32.size(); ++k)
@@ -290,8 +373,9 @@ TEST_P(CompiledPath, Bf16GemmsTrainCloseToF32) {
 }
 
 // The CUDA device's code (CudaPlan.cpp) on the emulated GPU
-// (GpuEmulator.h): trains like the reference in f32 and with bf16 GEMMs,
-// and frees every device buffer.
+// (GpuEmulator.h): trains like the reference in f32, and with bf16 GEMMs
+// like the CPU's bf16 GEMMs (states; losses within 2% of the f32
+// reference), and frees every device buffer.
 TEST_P(CompiledPath, CudaDeviceOnAnEmulatedGpuTrainsLikeTheReference) {
   long long before = emulatedGpuLiveAllocations();
   const bool mlp = std::string(GetParam()).find("kind = \"mlp\"") != std::string::npos;
@@ -305,13 +389,16 @@ TEST_P(CompiledPath, CudaDeviceOnAnEmulatedGpuTrainsLikeTheReference) {
           return emulatedGpuExecutor(c.graph, c.kernels, gp,
                                      mlp ? c.cudaSource : std::string());
         },
-        gp == GemmPrecision::F32 ? 1e-4 : 2e-2,
-        gp == GemmPrecision::F32 ? "emulated GPU f32" : "emulated GPU bf16 GEMMs");
+        gp == GemmPrecision::F32 ? kLossF32 : kLossBf16,
+        gp == GemmPrecision::F32 ? kStateF32 : kStateBf16Device,
+        gp == GemmPrecision::F32 ? "emulated GPU f32" : "emulated GPU bf16 GEMMs", nullptr,
+        gp == GemmPrecision::F32 ? MakeExecutor() : MakeExecutor(cpuBf16));
   EXPECT_EQ(emulatedGpuLiveAllocations(), before) << "device buffers leaked";
 }
 
 // The compiled runtime on a CUDA GPU (CudaPlan.cpp: NVRTC kernels, cuBLASLt
-// GEMMs) trains like the reference, in f32 and with bf16 GEMMs. Skipped
+// GEMMs) trains like the reference in f32, and with bf16 GEMMs like the
+// CPU's bf16 GEMMs (states; losses within 2% of the f32 reference). Skipped
 // where there is no GPU, driver, NVRTC or cuBLASLt.
 TEST_P(CompiledPath, CudaDeviceTrainsLikeTheReference) {
   CudaProbe probe = probeCuda();
@@ -328,8 +415,10 @@ TEST_P(CompiledPath, CudaDeviceTrainsLikeTheReference) {
         [&](Compiled &c) -> std::unique_ptr<Executor> {
           return PlanExecutor::onCuda(c.graph, CudaKernelSet{c.cudaSource, cacheDir}, gp, why);
         },
-        gp == GemmPrecision::F32 ? 1e-4 : 2e-2,
-        gp == GemmPrecision::F32 ? "CUDA f32" : "CUDA bf16 GEMMs", &skipped);
+        gp == GemmPrecision::F32 ? kLossF32 : kLossBf16,
+        gp == GemmPrecision::F32 ? kStateF32 : kStateBf16Device,
+        gp == GemmPrecision::F32 ? "CUDA f32" : "CUDA bf16 GEMMs", &skipped,
+        gp == GemmPrecision::F32 ? MakeExecutor() : MakeExecutor(cpuBf16));
     if (skipped)
       GTEST_SKIP() << "no CUDA device for the compiled runtime: " << why;
   }

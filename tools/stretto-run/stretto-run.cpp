@@ -14,9 +14,9 @@
 // executor on the same batches and reports how far the losses and the
 // states (parameters and optimizer states) drift. Exit status 1 when a
 // loss drifts past f32 rounding (1e-4 relative; 2% with bf16 GEMMs) or a
-// state tensor past 1e-3 (relative L2; with bf16 GEMMs on a GPU, against
-// the same bf16 GEMMs on the CPU): a self-test of a device against the
-// oracle.
+// state tensor past 1e-3 (relative L2; with bf16 GEMMs on a GPU, 1e-2
+// against the same bf16 GEMMs on the CPU): a self-test of a device against
+// the oracle.
 //
 //===----------------------------------------------------------------------===//
 #include "stretto/Device.h"
@@ -298,15 +298,23 @@ int main(int argc, char **argv) {
   // Tolerances. Losses: relative to the reference's f32 loss, 1e-4 (f32
   // rounding) or 2e-2 with bf16 GEMMs. States (parameters and optimizer
   // states): each tensor's relative L2 distance ||x - y|| / max(||x||, ||y||)
-  // must stay within 1e-3. In f32 the states are compared with the
-  // reference (measured on the shipped examples, 20 steps: 5e-4 at worst,
-  // in the attention's qkv bias, whose key part has a zero gradient in exact
-  // arithmetic, so AdamW/Muon steps follow its rounding noise; everything
-  // else within 1e-5). bf16 GEMMs move states by up to a few percent from
-  // f32 (and that key bias by tens of percent), so there the states are
-  // compared with the same bf16 GEMMs computed on the CPU; on the CPU that
-  // is the runtime being checked, and its states are not compared.
-  const double lossTol = bf16 ? 2e-2 : 1e-4, stateTol = 1e-3;
+  // must stay within 1e-3 in f32 (measured on the shipped examples, CPU, 20
+  // steps: 1e-5 at worst). bf16 GEMMs move states by up to a few percent
+  // from f32, so there the states are compared with the same bf16 GEMMs
+  // computed on the CPU, within 1e-2 (f32 rounding differences tip some
+  // bf16 roundings; 3e-3 on the emulated GPU in CompiledPathTest); on the
+  // CPU that is the runtime being checked, and its states are not compared.
+  // The key third of an attention's qkv bias is left out: its gradient is
+  // zero in exact arithmetic (softmax ignores a shift shared by a row's
+  // scores), so AdamW and Muon step it along rounding noise that no two
+  // runtimes share (f32: 5e-4 of the whole bias after 20 steps; bf16: tens
+  // of percent).
+  const double lossTol = bf16 ? 2e-2 : 1e-4, stateTol = bf16 ? 1e-2 : 1e-3;
+  auto isKeyBias = [](const StateDecl &s, size_t i, size_t n) {
+    const std::string &p = s.of.empty() ? s.name : s.of, tail = "attn.qkv.b";
+    return p.size() >= tail.size() && p.compare(p.size() - tail.size(), tail.size(), tail) == 0 &&
+           n % 3 == 0 && i >= n / 3 && i < 2 * n / 3;
+  };
   std::unique_ptr<Executor> bf16Oracle;
   if (bf16 && onGpu) {
     TrainerOptions cpu = opt;
@@ -355,6 +363,8 @@ int main(int argc, char **argv) {
       HostTensor x = stateOracle->getState(s.name), y = ex->getState(s.name);
       double dd = 0, xx = 0, yy = 0;
       for (size_t i = 0; i < x.data.size() && i < y.data.size(); ++i) {
+        if (isKeyBias(s, i, x.data.size()))
+          continue;
         double d = x.data[i] - y.data[i];
         dd += d * d, xx += x.data[i] * x.data[i], yy += y.data[i] * y.data[i];
       }
@@ -380,7 +390,7 @@ int main(int argc, char **argv) {
               lossTol);
   if (stateOracle)
     std::printf("largest state difference %.2e at %s (tolerance %.0e, relative L2 per "
-                "tensor%s): %s\n",
+                "tensor, key bias excluded%s): %s\n",
                 worstState, where.c_str(), stateTol,
                 bf16 ? ", against the same bf16 GEMMs on the CPU" : "",
                 lossOk && statesOk ? "ok"
