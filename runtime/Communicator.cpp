@@ -198,6 +198,29 @@ public:
     commSeconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
 
+  std::unique_ptr<Request> irecv(int peer, uint64_t tag, WireType type, void *data,
+                                 size_t count) override {
+    checkPeer(peer);
+    struct Deferred final : Request {
+      InProcessComm &c;
+      int peer;
+      uint64_t tag;
+      WireType type;
+      void *data;
+      size_t count;
+      bool done = false;
+      Deferred(InProcessComm &c, int p, uint64_t t, WireType ty, void *d, size_t n)
+          : c(c), peer(p), tag(t), type(ty), data(d), count(n) {}
+      void wait() override {
+        if (!done) {
+          done = true;
+          c.recv(peer, tag, type, data, count);
+        }
+      }
+    };
+    return std::make_unique<Deferred>(*this, peer, tag, type, data, count);
+  }
+
   void allReduceSum(double *data, size_t count) override { reduce(data, count); }
   void allReduceSum(float *data, size_t count) override { reduce(data, count); }
 

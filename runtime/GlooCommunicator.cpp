@@ -29,6 +29,8 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <set>
@@ -40,6 +42,7 @@ namespace {
 // Point-to-point slots live above Gloo's collective prefixes (0x01..0x08).
 constexpr uint64_t kP2PPrefix = uint64_t(0x53) << 56;
 constexpr uint64_t kMaxTag = uint64_t(1) << 48;
+constexpr uint64_t kWatchSlot = uint64_t(0x54) << 56; // never sent to
 constexpr uint32_t kAllreduceTag = 1, kBroadcastTag = 2, kBarrierTag = 3;
 
 uint64_t slotOf(uint64_t tag, int part) { return kP2PPrefix | (tag << 1) | uint64_t(part); }
@@ -64,11 +67,25 @@ private:
 
 class GlooComm final : public Communicator {
 public:
-  GlooComm(std::shared_ptr<gloo::rendezvous::Context> ctx, std::chrono::milliseconds timeout)
-      : ctx(std::move(ctx)) {
+  GlooComm(std::shared_ptr<gloo::rendezvous::Context> ctx,
+           std::vector<std::shared_ptr<gloo::rendezvous::Context>> pairs,
+           std::chrono::milliseconds timeout)
+      : ctx(std::move(ctx)), pairs(std::move(pairs)) {
     timeout_ = timeout;
+    // A receive that never completes on every pair keeps the pair reading,
+    // so a peer that dies is noticed at once and every later send to it
+    // fails fast (a send alone would wait out the timeout).
+    watchBytes.resize(this->pairs.size());
+    for (size_t p = 0; p < this->pairs.size(); ++p)
+      if (this->pairs[p]) {
+        watches.push_back(this->pairs[p]->createUnboundBuffer(&watchBytes[p], 1));
+        watches.back()->recv(pairRank(static_cast<int>(p)), kWatchSlot);
+      }
   }
-  ~GlooComm() override = default;
+  ~GlooComm() override {
+    for (auto &w : watches)
+      w->abortWaitRecv();
+  }
 
   int rank() const override { return ctx->rank; }
   int size() const override { return ctx->size; }
@@ -78,27 +95,33 @@ public:
                                  size_t count) override {
     checkPeer(peer, tag);
     throwIfAborted();
+    if (isDead(peer))
+      throw CommError(peer, "rank " + std::to_string(rank()) + ": rank " + std::to_string(peer) +
+                                " failed earlier; not sending to it");
     auto s = std::make_unique<Send>(*this, peer, tag);
     s->header = wire::makeHeader(tag, type, count);
     size_t bytes = count * wire::elementBytes(type);
     s->payload.assign(static_cast<const char *>(data), static_cast<const char *>(data) + bytes);
     try {
-      s->hb = ctx->createUnboundBuffer(&s->header, sizeof s->header);
-      s->hb->send(peer, slotOf(tag, 0));
+      gloo::Context &pc = *pairs.at(peer);
+      s->hb = pc.createUnboundBuffer(&s->header, sizeof s->header);
+      s->hb->send(pairRank(peer), slotOf(tag, 0));
       if (bytes) {
-        s->pb = ctx->createUnboundBuffer(s->payload.data(), bytes);
-        s->pb->send(peer, slotOf(tag, 1));
+        s->pb = pc.createUnboundBuffer(s->payload.data(), bytes);
+        s->pb->send(pairRank(peer), slotOf(tag, 1));
       }
     } catch (const std::exception &e) {
       throw failure(peer, "sending to", e);
     }
     bytesSent += static_cast<double>(bytes);
+    trace("send to", peer, tag, "posted");
     return s;
   }
 
   void recv(int peer, uint64_t tag, WireType type, void *data, size_t count) override {
     checkPeer(peer, tag);
     auto t0 = std::chrono::steady_clock::now();
+    trace("recv from", peer, tag, "start");
     wire::Header h;
     receive(peer, slotOf(tag, 0), &h, sizeof h, tag);
     wire::checkHeader(h, peer, tag, type, count);
@@ -107,6 +130,22 @@ public:
       receive(peer, slotOf(tag, 1), data, bytes, tag);
     bytesReceived += static_cast<double>(bytes);
     commSeconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    trace("recv from", peer, tag, "done");
+  }
+
+  std::unique_ptr<Request> irecv(int peer, uint64_t tag, WireType type, void *data,
+                                 size_t count) override {
+    checkPeer(peer, tag);
+    throwIfAborted();
+    auto q = std::make_unique<Recv>(*this, peer, tag, type, data, count);
+    try {
+      q->hb = pairs.at(peer)->createUnboundBuffer(&q->header, sizeof q->header);
+      q->hb->recv(pairRank(peer), slotOf(tag, 0), 0, sizeof q->header);
+    } catch (const std::exception &e) {
+      throw failure(peer, "receiving from", e);
+    }
+    trace("irecv from", peer, tag, "posted");
+    return q;
   }
 
   void allReduceSum(double *data, size_t count) override { reduce(data, count); }
@@ -165,6 +204,11 @@ private:
       done = true;
       for (auto *b : {hb.get(), pb.get()})
         if (b) {
+          if (c.isDead(peer)) {
+            b->abortWaitSend();
+            throw CommError(peer, "rank " + std::to_string(c.rank()) + ": rank " +
+                                      std::to_string(peer) + " failed earlier; not sent");
+          }
           bool ok;
           try {
             ok = b->waitSend(c.timeout_);
@@ -184,6 +228,44 @@ private:
     std::unique_ptr<gloo::transport::UnboundBuffer> hb, pb;
   };
 
+  struct Recv final : Request {
+    Recv(GlooComm &c, int peer, uint64_t tag, WireType type, void *data, size_t count)
+        : c(c), peer(peer), tag(tag), type(type), data(data), count(count) {}
+    ~Recv() override {
+      if (!done && hb)
+        hb->abortWaitRecv();
+    }
+    void wait() override {
+      if (done)
+        return;
+      done = true;
+      bool ok;
+      try {
+        ok = hb->waitRecv(c.timeout_);
+      } catch (const std::exception &e) {
+        CommError err = c.failure(peer, "receiving from", e);
+        throw CommError(peer, std::string(err.what()) + " (tag " + std::to_string(tag) + ")");
+      }
+      if (!ok)
+        throw CommError(peer, "a receive from rank " + std::to_string(peer) + " was aborted");
+      wire::checkHeader(header, peer, tag, type, count);
+      size_t bytes = count * wire::elementBytes(type);
+      if (bytes)
+        c.receive(peer, slotOf(tag, 1), data, bytes, tag);
+      c.bytesReceived += static_cast<double>(bytes);
+      c.trace("irecv from", peer, tag, "done");
+    }
+    GlooComm &c;
+    int peer;
+    uint64_t tag;
+    WireType type;
+    void *data;
+    size_t count;
+    bool done = false;
+    wire::Header header;
+    std::unique_ptr<gloo::transport::UnboundBuffer> hb;
+  };
+
   void checkPeer(int peer, uint64_t tag) const {
     if (peer < 0 || peer >= size() || peer == rank())
       throw CommError(peer, "rank " + std::to_string(rank()) + ": no peer rank " +
@@ -200,6 +282,9 @@ private:
 
   CommError failure(int peer, const char *doing, const std::exception &e) const {
     std::string what = e.what();
+    if (what.find("closed") != std::string::npos || what.find("reset") != std::string::npos ||
+        what.find("imed out") != std::string::npos || what.find("timeout") != std::string::npos)
+      markDead(peer);
     std::string why = what.find("imed out") != std::string::npos
                           ? "no progress within the timeout of " + describeTimeout(timeout_) +
                                 " (is rank " + std::to_string(peer) + " stalled?)"
@@ -208,6 +293,8 @@ private:
                           ? "the connection was closed: rank " + std::to_string(peer) +
                                 " exited or died"
                           : what;
+    if (why != what)
+      why += " [gloo: " + what + "]";
     return CommError(peer, "rank " + std::to_string(rank()) + ": " + doing + " rank " +
                                std::to_string(peer) + " failed: " + why);
   }
@@ -217,12 +304,12 @@ private:
     std::unique_ptr<gloo::transport::UnboundBuffer> b;
     bool ok = false;
     try {
-      b = ctx->createUnboundBuffer(data, bytes);
+      b = pairs.at(peer)->createUnboundBuffer(data, bytes);
       {
         std::lock_guard<std::mutex> lock(mu);
         pendingRecvs.insert(b.get());
       }
-      b->recv(peer, slot, 0, bytes);
+      b->recv(pairRank(peer), slot, 0, bytes);
       ok = b->waitRecv(timeout_);
     } catch (const std::exception &e) {
       forget(b.get());
@@ -273,7 +360,39 @@ private:
     bytesReceived += static_cast<double>(count * sizeof(T));
   }
 
+  /// STRETTO_TRACE_COMM=1: every point-to-point message on stderr.
+  void trace(const char *what, int peer, uint64_t tag, const char *state) const {
+    static const bool on = std::getenv("STRETTO_TRACE_COMM") != nullptr;
+    if (!on)
+      return;
+    double t = std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch())
+                   .count();
+    std::fprintf(stderr, "comm %.3f rank %d %s %d tag %llu %s\n", t, rank(), what, peer,
+                 (unsigned long long)tag, state);
+  }
+
+  /// The peer's rank in the two-rank context of this pair.
+  int pairRank(int peer) const { return peer < rank() ? 0 : 1; }
+
+  // Collectives run on the full mesh; point-to-point messages on a context
+  // of their own per pair: Gloo signals a pair's failure to every pending
+  // buffer of its context, so a dead peer must not fail the waits on others.
   std::shared_ptr<gloo::rendezvous::Context> ctx;
+  std::vector<std::shared_ptr<gloo::rendezvous::Context>> pairs; // by peer; [rank()] empty
+  std::vector<char> watchBytes;
+  // Peers whose connection failed: a send to them is not waited for (Gloo
+  // would wait out the timeout on a closed pair).
+  mutable std::mutex deadMu;
+  mutable std::set<int> deadPeers;
+  void markDead(int peer) const {
+    std::lock_guard<std::mutex> lock(deadMu);
+    deadPeers.insert(peer);
+  }
+  bool isDead(int peer) const {
+    std::lock_guard<std::mutex> lock(deadMu);
+    return deadPeers.count(peer) > 0;
+  }
+  std::vector<std::unique_ptr<gloo::transport::UnboundBuffer>> watches;
   std::mutex mu;
   bool aborted = false;
   std::string abortReason;
@@ -392,7 +511,27 @@ std::unique_ptr<Communicator> stretto::connectGloo(const WorldInfo &w, const Con
     throw std::runtime_error("rank " + std::to_string(w.rank) + ": connecting to the other " +
                              std::to_string(w.size - 1) + " ranks failed: " + e.what());
   }
-  auto comm = std::make_unique<GlooComm>(ctx, o.timeout);
+  // A two-rank context per pair, connected in one global order of pairs
+  // (each rank waits only on pairs that come before in that order).
+  std::vector<std::shared_ptr<gloo::rendezvous::Context>> pairs(w.size);
+  for (int a = 0; a < w.size; ++a)
+    for (int b = a + 1; b < w.size; ++b) {
+      if (a != w.rank && b != w.rank)
+        continue;
+      int peer = a == w.rank ? b : a;
+      auto pc = std::make_shared<gloo::rendezvous::Context>(a == w.rank ? 0 : 1, 2);
+      pc->setTimeout(o.timeout);
+      try {
+        gloo::rendezvous::PrefixStore pairStore(
+            "pair/" + std::to_string(a) + "/" + std::to_string(b), store);
+        pc->connectFullMesh(pairStore, dev);
+      } catch (const std::exception &e) {
+        throw std::runtime_error("rank " + std::to_string(w.rank) + ": connecting to rank " +
+                                 std::to_string(peer) + " failed: " + e.what());
+      }
+      pairs[peer] = std::move(pc);
+    }
+  auto comm = std::make_unique<GlooComm>(ctx, std::move(pairs), o.timeout);
   // Everyone is connected before the store may go away with rank 0.
   comm->barrier();
   if (server) {

@@ -20,6 +20,7 @@
 //===----------------------------------------------------------------------===//
 #include "stretto/Gossip.h"
 #include "stretto/PlanExecutor.h"
+#include "stretto/Runtime/Communicator.h"
 
 #include <omp.h>
 
@@ -28,6 +29,8 @@
 #include <cmath>
 #include <condition_variable>
 #include <cstdio>
+#include <filesystem>
+#include <fstream>
 #include <iostream>
 #include <map>
 #include <mutex>
@@ -251,9 +254,9 @@ struct Message {
 
 /// The in-process communicator: mailboxes, deaths, and the frozen peer draw
 /// of each round.
-class Communicator {
+class ReplicaMailbox {
 public:
-  Communicator(int replicas, Topology topology, uint64_t seed)
+  ReplicaMailbox(int replicas, Topology topology, uint64_t seed)
       : dead(replicas, false), topology(topology), seed(seed) {}
 
   void send(int src, int dst, int64_t round, int tag, Message m) {
@@ -458,7 +461,7 @@ GossipResult runGossip(const Graph &graph, DataSource &data, const GossipOptions
                                std::to_string(R));
 
   const size_t NN = opt.networks.size();
-  Communicator comm(R, topo, graph.outerLoop.seed);
+  ReplicaMailbox comm(R, topo, graph.outerLoop.seed);
   RoundAggregator agg(graph, data, opt, R, NN);
   GossipResult result;
   result.replicas.assign(R, ReplicaReport());
@@ -603,6 +606,360 @@ GossipResult runGossip(const Graph &graph, DataSource &data, const GossipOptions
 }
 
 //===----------------------------------------------------------------------===//
+// One replica per process
+//===----------------------------------------------------------------------===//
+
+namespace {
+// Tags: exchanges by (round, mix node, part); reports and parameters to rank 0.
+constexpr uint64_t kMixTag = 0, kReportTag = uint64_t(1) << 45, kParamTag = uint64_t(2) << 45,
+                   kAckTag = uint64_t(3) << 45;
+uint64_t mixTag(int64_t round, int node, int part) {
+  return kMixTag | (uint64_t(round) << 20) | (uint64_t(node) << 2) | uint64_t(part);
+}
+} // namespace
+
+GossipResult runGossipRank(const Graph &graph, DataSource &data, const GossipOptions &opt,
+                           Communicator &comm) {
+  if (graph.outer.empty())
+    throw std::runtime_error("the graph has no outer phase; compile it with train-gossip");
+  const int R = comm.size(), r = comm.rank();
+  const int planned = static_cast<int>(opt.replicas > 0 ? opt.replicas : graph.outerLoop.replicas);
+  if (planned != R)
+    throw std::runtime_error("the plan has " + std::to_string(planned) +
+                             " gossip replicas but the run " + std::to_string(R) +
+                             " ranks: a gossip/DiLoCo plan runs one rank per replica");
+  std::vector<int64_t> H = !opt.localSteps.empty() ? opt.localSteps : graph.outerLoop.localSteps;
+  if (H.empty())
+    H = {1};
+  if (H.size() == 1)
+    H.assign(R, H[0]);
+  if (static_cast<int>(H.size()) != R)
+    throw std::runtime_error("local steps: " + std::to_string(H.size()) + " values for " +
+                             std::to_string(R) + " replicas");
+  Topology topo = parseTopology(!opt.topology.empty() ? opt.topology
+                                : graph.outerLoop.topology.empty() ? std::string("complete")
+                                                                   : graph.outerLoop.topology);
+  if (opt.rounds < 1)
+    throw std::runtime_error("gossip needs at least one round, got " + std::to_string(opt.rounds));
+  const size_t NN = opt.networks.size();
+  GossipResult result;
+  result.replicas.assign(R, ReplicaReport());
+  ReplicaReport &rep = result.replicas[r];
+  rep.simTime.assign(NN, 0.0);
+  std::vector<bool> dead(R, false);
+  const std::vector<bool> everyone(R, true);
+  auto drop = [&](int j, int64_t round, const std::string &why) {
+    if (dead[j])
+      return;
+    if (opt.stopOnPeerFailure)
+      throw std::runtime_error(why + " (--on-peer-failure=continue drops a failed replica and "
+                                     "finishes the run)");
+    dead[j] = true;
+    result.replicas[j].dead = true;
+    result.replicas[j].diedAtRound = round;
+    result.replicas[j].error = why;
+    std::fprintf(stderr, "replica %d: dropping replica %d in round %lld: %s\n", r, j,
+                 (long long)round + 1, why.c_str());
+  };
+
+  std::unique_ptr<Executor> exPtr = makeExecutor(graph, opt);
+  Executor &ex = *exPtr;
+  ex.initialize(opt.distinctInit ? opt.seed + static_cast<uint64_t>(r) : opt.seed);
+  std::unique_ptr<Executor> evalEx = r == 0 ? makeExecutor(graph, opt) : nullptr;
+  int64_t k = 0, totalSteps = 0;
+  double totalBytes = 0;
+  struct Report { // to rank 0, with its acknowledgement
+    std::unique_ptr<int64_t> ackValue;
+    std::unique_ptr<Request> ack;
+    std::vector<std::unique_ptr<Request>> sends;
+  };
+  std::vector<Report> reports;                    // oldest first
+  std::vector<std::pair<int, std::unique_ptr<Request>>> acks; // rank 0's
+  const int64_t one = 1;
+  for (int64_t round = 0; round < opt.rounds; ++round) {
+    double loss = 0, bytesBefore = rep.bytesSent;
+    int64_t losses = 0;
+    for (int64_t s = 0; s < H[r]; ++s) {
+      for (int64_t m = 0; m < opt.microBatches; ++m) {
+        loss += ex.microStep(data.batch(Split::Train, static_cast<uint64_t>(k * R + r)))
+                    .outputs.at(0);
+        ++k;
+        ++losses;
+      }
+      ex.update();
+      ++rep.localSteps;
+      for (size_t n = 0; n < NN; ++n)
+        rep.simTime[n] += opt.networks[n].stepCost(r) * static_cast<double>(opt.microBatches);
+    }
+    if (!std::isfinite(loss))
+      throw std::runtime_error("the local loss is " + std::to_string(loss) + " in round " +
+                               std::to_string(round + 1));
+
+    // The round's exchanges, with the peers of the draw over every replica.
+    std::vector<std::vector<int>> draw = drawPeers(topo, everyone, graph.outerLoop.seed, round);
+    if (result.peers.size() <= static_cast<size_t>(round))
+      result.peers.resize(round + 1);
+    result.peers[round] = draw;
+    const std::vector<int> &peers = draw[r];
+    std::vector<double> ready = rep.simTime;
+    std::vector<std::vector<double>> peerReady(peers.size());
+    std::vector<bool> answered(peers.size(), false);
+    double roundBytes = 0;
+    int node = 0;
+    ex.setCollective([&](const Node &n, const HostTensor &z) {
+      std::vector<double> meta = {static_cast<double>(peers.size())};
+      meta.insert(meta.end(), ready.begin(), ready.end());
+      // Receives are posted before the sends: a posted receive notices a
+      // peer that died at once (a send alone would wait out the timeout).
+      struct Incoming {
+        size_t p;
+        HostTensor value;
+        std::vector<float> f32;
+        std::vector<double> meta;
+        std::unique_ptr<Request> v, m;
+      };
+      std::vector<Incoming> incoming;
+      incoming.reserve(peers.size());
+      const size_t count = z.data.size();
+      for (size_t p = 0; p < peers.size(); ++p) {
+        int j = peers[p];
+        if (dead[j])
+          continue;
+        Incoming in;
+        in.p = p;
+        in.meta.resize(1 + NN);
+        incoming.push_back(std::move(in));
+        Incoming &q = incoming.back();
+        try {
+          if (n.dtype == DType::F64) {
+            q.value.data.resize(count);
+            q.v = comm.irecv(j, mixTag(round, node, 0), WireType::F64, q.value.data.data(), count);
+          } else {
+            q.f32.resize(count);
+            q.v = comm.irecv(j, mixTag(round, node, 0), WireType::F32, q.f32.data(), count);
+          }
+          q.m = comm.irecv(j, mixTag(round, node, 1), WireType::F64, q.meta.data(), q.meta.size());
+        } catch (const CommError &e) {
+          drop(j, round, e.what());
+        }
+      }
+      std::vector<std::unique_ptr<Request>> sends;
+      std::vector<int> sentTo;
+      for (int j : peers) {
+        if (dead[j])
+          continue;
+        try {
+          sends.push_back(sendTensor(comm, j, mixTag(round, node, 0), z, n.dtype));
+          sends.push_back(comm.isend(j, mixTag(round, node, 1), WireType::F64, meta.data(),
+                                     meta.size()));
+          sentTo.push_back(j);
+          sentTo.push_back(j);
+        } catch (const CommError &e) {
+          drop(j, round, e.what());
+        }
+      }
+      roundBytes += static_cast<double>(z.data.size() * elementBytes(n.dtype));
+      std::vector<HostTensor> got;
+      std::vector<size_t> degrees;
+      got.reserve(peers.size());
+      for (Incoming &q : incoming) {
+        int j = peers[q.p];
+        if (dead[j] || !q.v || !q.m)
+          continue;
+        try {
+          q.v->wait();
+          q.m->wait();
+          HostTensor v;
+          v.shape = z.shape;
+          if (n.dtype == DType::F64)
+            v.data = std::move(q.value.data);
+          else
+            v.data.assign(q.f32.begin(), q.f32.end());
+          got.push_back(std::move(v));
+          degrees.push_back(static_cast<size_t>(q.meta[0]));
+          peerReady[q.p].assign(q.meta.begin() + 1, q.meta.end());
+          answered[q.p] = true;
+        } catch (const CommError &e) {
+          drop(j, round, e.what());
+        }
+      }
+      for (size_t q = 0; q < sends.size(); ++q) {
+        if (dead[sentTo[q]])
+          continue;
+        try {
+          sends[q]->wait();
+        } catch (const CommError &e) {
+          drop(sentTo[q], round, e.what());
+        }
+      }
+      std::vector<std::pair<const HostTensor *, size_t>> inputs;
+      for (size_t q = 0; q < got.size(); ++q)
+        inputs.emplace_back(&got[q], degrees[q]);
+      HostTensor mixed = gossipMix(z, peers.size(), inputs, n.floats.at(0));
+      if (opt.onMix)
+        opt.onMix(r, round, node, z, mixed);
+      ++node;
+      return mixed;
+    });
+    ex.outerStep();
+    ex.setCollective(nullptr);
+
+    // The simulated clocks, as runGossip advances them.
+    std::vector<int> members{r};
+    for (size_t p = 0; p < peers.size(); ++p)
+      if (answered[p])
+        members.push_back(peers[p]);
+    std::sort(members.begin(), members.end());
+    if (topo == Topology::Complete) {
+      size_t n = members.size();
+      if (n > 1)
+        rep.bytesSent += 2.0 * static_cast<double>(n - 1) / static_cast<double>(n) * roundBytes;
+      for (size_t net = 0; net < NN; ++net) {
+        double start = ready[net];
+        for (size_t p = 0; p < peers.size(); ++p)
+          if (answered[p])
+            start = std::max(start, peerReady[p][net]);
+        rep.simTime[net] = start + allReduceTime(opt.networks[net], members, roundBytes);
+      }
+    } else {
+      rep.bytesSent += roundBytes * static_cast<double>(peers.size());
+      for (size_t net = 0; net < NN; ++net) {
+        const NetworkModel &nm = opt.networks[net];
+        double end = ready[net];
+        for (size_t p = 0; p < peers.size(); ++p)
+          if (answered[p])
+            end = std::max(end, std::max(ready[net], peerReady[p][net]) + nm.latency +
+                                    roundBytes / nm.linkBandwidth(r, peers[p]));
+        rep.simTime[net] = end;
+      }
+    }
+    ++rep.rounds;
+    std::vector<double> flat = flattenParams(graph, ex);
+    if (opt.onRoundEnd)
+      opt.onRoundEnd(r, round, unflattenParams(graph, flat));
+
+    // The round's report to rank 0; at evaluation rounds the parameters too.
+    const bool evalRound = opt.evalInterval > 0 &&
+                           ((round + 1) % opt.evalInterval == 0 || round + 1 == opt.rounds);
+    const bool lastRound = round + 1 == opt.rounds;
+    std::vector<double> mine = {losses ? loss / static_cast<double>(losses) : 0.0,
+                                static_cast<double>(H[r]), rep.bytesSent - bytesBefore};
+    mine.insert(mine.end(), rep.simTime.begin(), rep.simTime.end());
+    if (r != 0) {
+      // Rank 0 may be rounds behind (it evaluates): only reports older than
+      // a window are waited for. Each report's acknowledgement is received
+      // first: a receive notices a dead rank 0 at once, where a send would
+      // wait out the timeout.
+      while (reports.size() >= 8) {
+        Report &old = reports.front();
+        try {
+          old.ack->wait();
+          for (auto &q : old.sends)
+            q->wait();
+        } catch (const CommError &e) {
+          drop(0, round, e.what());
+        }
+        reports.erase(reports.begin());
+      }
+      if (dead[0])
+        continue;
+      try {
+        Report rp;
+        rp.ackValue = std::make_unique<int64_t>(0);
+        rp.ack = comm.irecv(0, kAckTag | uint64_t(round), WireType::I64, rp.ackValue.get(), 1);
+        rp.sends.push_back(comm.isend(0, kReportTag | uint64_t(round), WireType::F64, mine.data(),
+                                      mine.size()));
+        if (evalRound || lastRound)
+          rp.sends.push_back(comm.isend(0, kParamTag | uint64_t(round), WireType::F64,
+                                        flat.data(), flat.size()));
+        reports.push_back(std::move(rp));
+      } catch (const CommError &e) {
+        drop(0, round, e.what());
+      }
+      continue;
+    }
+    RoundReport rr;
+    rr.round = round;
+    double lossSum = mine[0], steps = mine[1], bytes = mine[2];
+    rr.simTime.assign(rep.simTime.begin(), rep.simTime.end());
+    std::vector<std::vector<double>> params = {flat};
+    int live = 1;
+    for (int j = 1; j < R; ++j) {
+      if (dead[j])
+        continue;
+      try {
+        std::vector<double> v(mine.size());
+        comm.recv(j, kReportTag | uint64_t(round), WireType::F64, v.data(), v.size());
+        lossSum += v[0];
+        steps += v[1];
+        bytes += v[2];
+        for (size_t n = 0; n < NN; ++n)
+          rr.simTime[n] = std::max(rr.simTime[n], v[3 + n]);
+        if (evalRound || lastRound) {
+          std::vector<double> p(flat.size());
+          comm.recv(j, kParamTag | uint64_t(round), WireType::F64, p.data(), p.size());
+          params.push_back(std::move(p));
+        }
+        acks.emplace_back(j, comm.isend(j, kAckTag | uint64_t(round), WireType::I64, &one, 1));
+        ++live;
+      } catch (const CommError &e) {
+        drop(j, round, e.what());
+      }
+    }
+    rr.live = live;
+    rr.loss = lossSum / live;
+    totalSteps += static_cast<int64_t>(steps);
+    totalBytes += bytes;
+    rr.localSteps = totalSteps;
+    rr.bytes = totalBytes;
+    rr.consensus = -1;
+    if (evalRound || lastRound) {
+      std::vector<double> mean(flat.size(), 0.0);
+      for (const auto &p : params)
+        for (size_t e = 0; e < mean.size(); ++e)
+          mean[e] += p[e];
+      for (double &v : mean)
+        v /= static_cast<double>(params.size());
+      double consensus = 0;
+      for (const auto &p : params)
+        for (size_t e = 0; e < mean.size(); ++e)
+          consensus += (p[e] - mean[e]) * (p[e] - mean[e]);
+      rr.consensus = consensus / static_cast<double>(params.size());
+      if (evalRound) {
+        for (auto &[name, t] : unflattenParams(graph, mean))
+          evalEx->setState(name, t);
+        double sum = 0;
+        for (int64_t b = 0; b < opt.evalBatches; ++b)
+          sum += evalEx->evaluate(data.batch(Split::Val, static_cast<uint64_t>(b))).outputs.at(0);
+        rr.valLoss = sum / static_cast<double>(opt.evalBatches);
+      }
+      result.meanParams = unflattenParams(graph, mean);
+    }
+    result.rounds.push_back(rr);
+    if (opt.onRound)
+      opt.onRound(rr);
+  }
+  for (Report &rp : reports) {
+    if (dead[0])
+      break;
+    try {
+      rp.ack->wait();
+      for (auto &q : rp.sends)
+        q->wait();
+    } catch (const CommError &e) {
+      drop(0, opt.rounds - 1, e.what());
+    }
+  }
+  for (auto &[j, q] : acks)
+    if (!dead[j])
+      try {
+        q->wait();
+      } catch (const CommError &) {
+      }
+  return result;
+}
+
+//===----------------------------------------------------------------------===//
 // The synchronous baseline
 //===----------------------------------------------------------------------===//
 
@@ -671,6 +1028,11 @@ GossipResult runDataParallel(const Graph &graph, DataSource &data, int R, int64_
 //===----------------------------------------------------------------------===//
 
 namespace {
+std::string scientific(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3e", v);
+  return buf;
+}
 std::string megabytes(double b) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.2f MB", b / 1e6);
@@ -679,9 +1041,18 @@ std::string megabytes(double b) {
 } // namespace
 
 int runGossipTraining(const Graph &graph, DataSource &data, const GossipOptions &options,
-                      bool quiet) {
+                      bool quiet, Communicator *comm) {
   try {
     GossipOptions opt = options;
+    const bool lead = !comm || comm->rank() == 0; // prints and writes
+    quiet = quiet || !lead;
+    std::ofstream metrics;
+    if (lead && !opt.outDir.empty()) {
+      std::filesystem::create_directories(opt.outDir);
+      metrics.open(opt.outDir + "/metrics.jsonl", std::ios::trunc);
+      if (!metrics)
+        throw std::runtime_error("cannot write " + opt.outDir + "/metrics.jsonl");
+    }
     const OuterLoop &loop = graph.outerLoop;
     if (!quiet) {
       std::cout << "gossip: " << (opt.replicas > 0 ? opt.replicas : loop.replicas)
@@ -695,12 +1066,29 @@ int runGossipTraining(const Graph &graph, DataSource &data, const GossipOptions 
     }
     auto t0 = std::chrono::steady_clock::now();
     opt.onRound = [&](const RoundReport &r) {
+      if (metrics.is_open()) {
+        char buf[512];
+        std::snprintf(buf, sizeof buf,
+                      "{\"round\": %lld, \"loss\": %.17g, \"live\": %d, \"bytes\": %.17g, "
+                      "\"sim_time\": %.17g%s",
+                      (long long)r.round + 1, r.loss, r.live, r.bytes,
+                      r.simTime.empty() ? 0.0 : r.simTime[0], "");
+        metrics << buf;
+        if (r.consensus >= 0)
+          metrics << ", \"consensus\": " << r.consensus;
+        if (r.valLoss >= 0) {
+          std::snprintf(buf, sizeof buf, ", \"val_loss\": %.17g", r.valLoss);
+          metrics << buf;
+        }
+        metrics << "}\n" << std::flush;
+      }
       if (quiet)
         return;
       char line[256];
       std::snprintf(line, sizeof line,
-                    "round %4lld/%lld | loss %.4f | consensus %.3e | sim %.2f s | sent %s | live %d",
-                    (long long)r.round + 1, (long long)opt.rounds, r.loss, r.consensus,
+                    "round %4lld/%lld | loss %.4f | consensus %s | sim %.2f s | sent %s | live %d",
+                    (long long)r.round + 1, (long long)opt.rounds, r.loss,
+                    r.consensus >= 0 ? scientific(r.consensus).c_str() : "-",
                     r.simTime.empty() ? 0.0 : r.simTime[0], megabytes(r.bytes).c_str(), r.live);
       std::cout << line;
       if (r.valLoss >= 0) {
@@ -709,7 +1097,11 @@ int runGossipTraining(const Graph &graph, DataSource &data, const GossipOptions 
       }
       std::cout << "\n" << std::flush;
     };
-    GossipResult res = runGossip(graph, data, opt);
+    GossipResult res = comm ? runGossipRank(graph, data, opt, *comm) : runGossip(graph, data, opt);
+    if (!lead)
+      return 0;
+    if (!opt.outDir.empty() && !res.meanParams.empty())
+      saveSafetensors(opt.outDir + "/model.safetensors", res.meanParams);
     double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     double sent = 0;
     int dead = 0;
@@ -727,6 +1119,8 @@ int runGossipTraining(const Graph &graph, DataSource &data, const GossipOptions 
       std::cerr << "error: no round completed (every replica died)\n";
       return 1;
     }
+    if (comm) // rank 0 knows the others' bytes from their round reports only
+      sent = res.rounds.back().bytes;
     const RoundReport &first = res.rounds.front(), &last = res.rounds.back();
     std::printf("done: %lld rounds, %lld local steps in %.1f s; train loss %.4f -> %.4f",
                 (long long)res.rounds.size(), (long long)last.localSteps, seconds, first.loss,
@@ -802,6 +1196,7 @@ GossipOptions gossipOptionsFor(const Graph &graph, const TrainerOptions &opt,
   g.microBatches = opt.microBatches;
   g.evalInterval = std::max<int64_t>(1, opt.evalInterval / maxH);
   g.evalBatches = opt.evalBatches;
+  g.outDir = opt.outDir;
   NetworkModel net;
   net.stepTime = settings.stepTime;
   net.bandwidth = settings.bandwidth;

@@ -151,6 +151,14 @@ std::vector<std::string> stretto::takeLaunchFlags(const std::vector<std::string>
     else if (a == "--log-dir")
       o.logDir = value();
     else {
+      if (a == "--on-peer-failure") {
+        std::string v = value();
+        if (v != "stop" && v != "continue")
+          throw std::invalid_argument("--on-peer-failure must be stop or continue, got '" + v + "'");
+        o.continueOnFailure = v == "continue";
+        rest.push_back("--on-peer-failure=" + v);
+        continue;
+      }
       if (a == "--timeout") {
         std::string t = value();
         o.timeout = std::chrono::milliseconds(
@@ -276,7 +284,7 @@ int stretto::launchRanks(const LaunchOptions &o) {
     r.err = pe[0];
   }
 
-  int firstFailure = -1, firstStatus = 0;
+  int firstFailure = -1, firstStatus = 0, survivorFailure = -1;
   bool forwarded = false, terminating = false;
   auto stopTime = std::chrono::steady_clock::time_point::max();
   auto signalAll = [&](int sig) {
@@ -330,7 +338,14 @@ int stretto::launchRanks(const LaunchOptions &o) {
           r.exited = true;
           r.status = st;
           bool failed = !(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-          if (failed && firstFailure < 0) {
+          if (failed && o.continueOnFailure && !forwarded) {
+            std::fprintf(stderr,
+                         "launcher: rank %d failed (%s); the others continue "
+                         "(--on-peer-failure=continue)\n",
+                         r.rank, describeStatus(st).c_str());
+            if (survivorFailure < 0)
+              survivorFailure = r.rank;
+          } else if (failed && firstFailure < 0) {
             firstFailure = r.rank;
             firstStatus = st;
             if (!forwarded) {
@@ -360,8 +375,12 @@ int stretto::launchRanks(const LaunchOptions &o) {
   }
   ::sigaction(SIGINT, &oldInt, nullptr);
   ::sigaction(SIGTERM, &oldTerm, nullptr);
-  if (firstFailure < 0)
+  if (firstFailure < 0) {
+    if (survivorFailure >= 0)
+      std::fprintf(stderr, "launcher: rank %d failed; every other rank finished\n",
+                   survivorFailure);
     return 0;
+  }
   if (forwarded) {
     // Interrupted by the user: the ranks' own status (130 after a checkpoint).
     return exitCodeOf(firstStatus);

@@ -676,6 +676,28 @@ StepResult PlanExecutor::microStep(const TensorMap &inputs) {
   return r;
 }
 
+void PlanExecutor::reduceGradSums(const std::function<void(GradSums &)> &reduce,
+                                  int64_t ranks) {
+  // Sums on a device are staged through the host.
+  std::vector<std::vector<float>> staged;
+  GradSums sums;
+  const bool host = impl->dev->name() == std::string("cpu");
+  for (planning::DeviceBuffer &b : impl->gradSums) {
+    if (host) {
+      sums.f32.emplace_back(b.data, static_cast<size_t>(b.size));
+    } else {
+      staged.emplace_back(static_cast<size_t>(b.size));
+      impl->dev->download(staged.back().data(), b.data, b.size);
+      sums.f32.emplace_back(staged.back().data(), staged.back().size());
+    }
+  }
+  reduce(sums);
+  if (!host)
+    for (size_t i = 0; i < staged.size(); ++i)
+      impl->dev->upload(impl->gradSums[i].data, staged[i].data(), impl->gradSums[i].size);
+  impl->gradCount *= ranks;
+}
+
 void PlanExecutor::update() {
   if (impl->gradCount == 0 && !impl->gradSums.empty())
     throw std::runtime_error("update: no gradient was computed since the last update");

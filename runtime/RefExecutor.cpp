@@ -689,6 +689,14 @@ void RefExecutor::accumulateGrads(const StepResult &r) {
   ++impl->gradCount;
 }
 
+void RefExecutor::reduceGradSums(const std::function<void(GradSums &)> &reduce, int64_t ranks) {
+  GradSums sums;
+  for (auto &[name, t] : impl->gradSum)
+    sums.f64.emplace_back(t.data.data(), t.data.size());
+  reduce(sums);
+  impl->gradCount *= ranks;
+}
+
 void RefExecutor::update() {
   std::map<std::string, HostTensor> writes;
   impl->dispatch(Phase::Update, {}, impl->counter + 1, writes);

@@ -93,6 +93,16 @@ public:
   virtual HostTensor envValue(ValueEnv &env, int node) const = 0;
   // Adds a micro-batch's gradients (from runNodes) to the step's sums.
   virtual void accumulateGrads(const StepResult &r) = 0;
+
+  // Data parallelism: hands every gradient sum of the step so far (in host
+  // memory, in the executor's element type) to `reduce`, which may change
+  // them in place (an all-reduce over ranks), and counts `ranks` times the
+  // micro-batches, so update() takes the mean over every rank's.
+  struct GradSums {
+    std::vector<std::pair<float *, size_t>> f32;
+    std::vector<std::pair<double *, size_t>> f64;
+  };
+  virtual void reduceGradSums(const std::function<void(GradSums &)> &reduce, int64_t ranks) = 0;
 };
 
 } // namespace stretto

@@ -106,6 +106,12 @@ struct GossipOptions {
   /// Tests of consensus: replica r is initialised with seed + r, so the
   /// replicas start apart (normally they start from one common point).
   bool distinctInit = false;
+  /// runGossipTraining: per-round metrics.jsonl and the mean model's
+  /// model.safetensors at the end (no checkpoints for gossip runs yet).
+  std::string outDir;
+  /// Multi-process runs: a peer that fails stops this replica (the default)
+  /// instead of being dropped.
+  bool stopOnPeerFailure = true;
 };
 
 struct RoundReport {
@@ -163,6 +169,20 @@ struct GossipSettings {
   static GossipSettings fromMeta(const std::map<std::string, std::string> &meta);
 };
 
+class Communicator;
+/// One replica of a multi-process gossip/DiLoCo run: this process is replica
+/// comm.rank() of comm.size() (which must equal the replica count). The
+/// numerics are runGossip's: the same batches, the same frozen peer draws
+/// (drawn over every replica: a replica that died is skipped when its
+/// exchange fails, and reported), the same mixing in the same order, so a
+/// run without faults gives every replica the parameters it has in
+/// runGossip. Rank 0 gathers the round reports (each replica's loss,
+/// steps, bytes and simulated clock) and, at evaluation rounds, every
+/// replica's parameters for the consensus distance and the mean model's
+/// validation loss; its result holds the rounds and meanParams.
+GossipResult runGossipRank(const Graph &graph, DataSource &data, const GossipOptions &options,
+                           Communicator &comm);
+
 /// The options of a gossip run of `graph` with the trainer's options
 /// (executors, micro-batches, evaluation) and `settings`.
 GossipOptions gossipOptionsFor(const Graph &graph, const TrainerOptions &trainer,
@@ -172,7 +192,7 @@ GossipOptions gossipOptionsFor(const Graph &graph, const TrainerOptions &trainer
 /// lines and a summary (loss, simulated wall-clock, bytes). Returns 0, or 1
 /// after printing an error.
 int runGossipTraining(const Graph &graph, DataSource &data, const GossipOptions &options,
-                      bool quiet);
+                      bool quiet, Communicator *comm = nullptr);
 
 } // namespace stretto
 

@@ -22,6 +22,8 @@
 
 namespace stretto {
 
+class Communicator;
+
 /// One stage's share of a partitioned Graph: its own Graph (its nodes, its
 /// states), which step nodes are forward and backward, and what it sends.
 struct StagePlan {
@@ -69,6 +71,14 @@ struct PipelineOptions {
   /// by name, e.g. from a checkpoint). Steps run from startStep + 1 to steps.
   int64_t startStep = 0;
   std::map<std::string, HostTensor> resumeStates;
+  /// Ctrl-C: polled by every stage at the end of each step. The stages agree
+  /// one step later (a flag message to every other stage, received at the
+  /// end of the next step), so all stop after the same step.
+  std::function<bool()> stopRequested;
+  /// Called on the last stage with every stage's state (gathered there) every
+  /// `checkpointInterval` steps (0: never) and when the run stops early.
+  int64_t checkpointInterval = 0;
+  std::function<void(int64_t step, const std::map<std::string, HostTensor> &)> onCheckpoint;
 };
 
 struct StageReport {
@@ -87,6 +97,8 @@ struct StageReport {
 
 struct PipelineResult {
   std::vector<double> losses; // mean loss of each step run (startStep + 1 ...)
+  int64_t lastStep = 0;       // the step the run ended at (early on a stop)
+  bool stopped = false;       // stopRequested ended it
   std::vector<StageReport> stages;
   std::map<std::string, HostTensor> states; // every stage's final state
   double seconds = 0;
@@ -97,6 +109,14 @@ struct PipelineResult {
 /// std::runtime_error if a stage fails; no thread is left blocked.
 PipelineResult runPipeline(const Graph &graph, DataSource &data, const PipelineOptions &options);
 
+/// One stage of the pipeline on this rank of `comm` (rank s runs stage s;
+/// comm.size() must equal the stage count): the multi-process form of
+/// runPipeline. Losses, `stages` and the final `states` (every stage's,
+/// gathered) are filled on the last stage, which holds the loss; the other
+/// ranks return their own stage report only.
+PipelineResult runPipelineRank(const Graph &graph, DataSource &data,
+                               const PipelineOptions &options, Communicator &comm);
+
 /// A table of the per-stage allocation report, for people.
 std::string formatStageReport(const std::vector<StageReport> &stages);
 
@@ -105,8 +125,10 @@ std::string formatStageReport(const std::vector<StageReport> &stages);
 /// allocation and idle report, metrics.jsonl and a checkpoint at the end
 /// (resumable); no validation or periodic checkpoints yet. Returns 0, or 1
 /// after printing the error.
+/// With `comm`, this process runs stage comm->rank() of a multi-process
+/// run; the last stage prints and writes the output folder.
 int runPipelineTraining(const Graph &graph, DataSource &data, const TrainerOptions &options,
-                        bool twoBW);
+                        bool twoBW, Communicator *comm = nullptr);
 
 } // namespace stretto
 

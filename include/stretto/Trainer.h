@@ -22,6 +22,8 @@
 
 namespace stretto {
 
+class Communicator;
+
 enum class Split { Train, Val };
 
 /// Batches by (split, index): stateless, so a resumed run sees exactly the
@@ -81,6 +83,13 @@ struct TrainerOptions {
   // CPU trains): the same kernels as CUDA C, and NVRTC's cache folder.
   bool cuda = false;
   CudaKernelSet cudaKernels;
+  // Synchronous data parallelism: this process is one rank of `dataParallel`
+  // (not owned). Rank r trains micro-batches r·m .. r·m+m−1 of every step of
+  // a run with size()·m micro-batches; gradients and losses are all-reduced
+  // before the update, so the losses are those of one process with
+  // size()·m micro-batches (to the all-reduce's summation order). Rank 0
+  // evaluates, prints and writes the output folder.
+  Communicator *dataParallel = nullptr;
 };
 
 struct TrainSummary {
@@ -128,6 +137,10 @@ Checkpoint loadCheckpoint(const std::string &path);
 
 //===--- runs in an output folder ---------------------------------------===//
 
+/// A run's layout ("data-parallel ranks 2", "pipeline stages 4") is kept in
+/// <outDir>/world.txt: resuming refuses another layout, naming both.
+/// `write` (one rank of a run): record this run's.
+void checkWorld(const std::string &outDir, bool resume, const std::string &layout, bool write);
 /// Creates `dir` and any missing parent folders, and checks that it is a
 /// writable folder; throws std::runtime_error naming it and the reason.
 void prepareOutputDirectory(const std::string &dir);

@@ -27,6 +27,8 @@
 #include "stretto/PlanFile.h"
 #include "stretto/RunChecks.h"
 #include "stretto/Trainer.h"
+#include "stretto/Runtime/Distributed.h"
+#include "stretto/Runtime/Launcher.h"
 
 #include <cerrno>
 #include <cmath>
@@ -45,7 +47,13 @@ const char *kUsage =
     "                   [--device cpu|cuda|auto] [--precision f32|bf16]\n"
     "                   [--executor compiled|reference] [--check N] [--profile]\n"
     "                   [--log-interval N] [--quiet] [--force-resume]\n"
+    "                   [--nproc N] [--nnodes N --node-rank K --master-addr A --master-port P]\n"
+    "                   [--timeout S] [--iface NAME] [--log-dir DIR] [--rendezvous file:DIR]\n"
+    "                   [--on-peer-failure stop|continue]\n"
     "Trains from a plan written by `stretto-train MODEL --save-plan PLAN` (no MLIR here).\n"
+    "--nproc N starts N ranks here (one per pipeline stage; a one-stage plan runs\n"
+    "synchronous data parallelism); under torchrun-style variables, mpirun or srun\n"
+    "each process is one rank. --timeout bounds rendezvous and every wait (300 s).\n"
     "--steps defaults to the plan's; the learning-rate schedule was fixed when the plan\n"
     "was compiled (recompile with train.steps=N to change it).\n";
 
@@ -81,6 +89,27 @@ int64_t metaInt(const PlanFile &p, const std::string &key, int64_t fallback) {
 } // namespace
 
 int main(int argc, char **argv) {
+  // --nproc N / --nnodes: this process only launches the ranks.
+  std::vector<std::string> args(argv + 1, argv + argc);
+  LaunchOptions launch;
+  try {
+    args = takeLaunchFlags(args, launch);
+    if (launch.nproc > 1 || launch.nnodes > 1) {
+      launch.command = {selfExecutable()};
+      launch.command.insert(launch.command.end(), args.begin(), args.end());
+      return launchRanks(launch);
+    }
+  } catch (const std::exception &e) {
+    return fail(e.what());
+  }
+  std::vector<char *> rankArgv = {argv[0]};
+  for (std::string &a : args)
+    rankArgv.push_back(a.data());
+  argc = static_cast<int>(rankArgv.size());
+  argv = rankArgv.data();
+  std::string iface, rendezvous;
+  bool continueOnPeerFailure = false;
+  int64_t timeoutSeconds = 300;
   std::string planPath, outDir, dataPath, device = "cpu", precision = "f32", executor = "compiled";
   int64_t steps = -1, seed = -1, check = 0, logInterval = -1;
   bool resume = false, profile = false, quiet = false;
@@ -140,6 +169,18 @@ int main(int argc, char **argv) {
       logInterval = number();
     else if (a == "--quiet")
       quiet = true;
+    else if (a == "--timeout")
+      timeoutSeconds = number();
+    else if (a == "--iface")
+      iface = value();
+    else if (a == "--rendezvous")
+      rendezvous = value();
+    else if (a == "--on-peer-failure") {
+      std::string v = value();
+      if (v != "stop" && v != "continue")
+        return fail("--on-peer-failure must be stop or continue, got '" + v + "'");
+      continueOnPeerFailure = v == "continue";
+    }
     else if (a == "--help" || a == "-h") {
       std::cout << kUsage;
       return 0;
@@ -265,12 +306,39 @@ int main(int argc, char **argv) {
               << graph.nodes.size() << " ops per step, " << names.size() << " fused kernels\n"
               << "data: " << source->describe() << "\n";
 
-  if (!graph.outer.empty())
-    return runGossipTraining(graph, *source,
-                             gossipOptionsFor(graph, opt, GossipSettings::fromMeta(plan.meta)),
-                             quiet);
+  // Several processes (the launcher, torchrun-style variables, mpirun, srun).
+  std::unique_ptr<Communicator> world;
+  try {
+    std::optional<WorldInfo> w = worldFromEnvironment();
+    if (w && w->size > 1) {
+      if (timeoutSeconds < 1)
+        return fail("--timeout must be at least 1 second");
+      ConnectOptions co;
+      co.timeout = std::chrono::seconds(timeoutSeconds);
+      co.iface = iface;
+      co.rendezvous = rendezvous;
+      if (const char *id = std::getenv("STRETTO_RUN_ID"))
+        co.runId = id;
+      world = connectGloo(*w, co);
+      if (!quiet && w->rank == 0)
+        std::cout << "world: " << w->size << " processes (" << w->source << "), "
+                  << world->transport() << ", timeout " << timeoutSeconds << " s\n";
+    }
+  } catch (const std::exception &e) {
+    return fail(e.what());
+  }
+  if (world && check > 0)
+    return fail("--check runs in one process");
+
+  if (!graph.outer.empty()) {
+    GossipOptions g = gossipOptionsFor(graph, opt, GossipSettings::fromMeta(plan.meta));
+    g.stopOnPeerFailure = !continueOnPeerFailure;
+    return runGossipTraining(graph, *source, g, quiet, world.get());
+  }
   if (pipelined)
-    return runPipelineTraining(graph, *source, opt, meta("train.schedule", "flush") == "2bw");
+    return runPipelineTraining(graph, *source, opt, meta("train.schedule", "flush") == "2bw",
+                               world.get());
+  opt.dataParallel = world.get();
   if (check <= 0) {
     TrainSummary summary;
     return runTraining(graph, *source, opt, &summary);

@@ -17,6 +17,7 @@
 #include "stretto/PlanFile.h"
 #include "stretto/RunChecks.h"
 #include "stretto/Trainer.h"
+#include "stretto/Runtime/Launcher.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/IR/Verifier.h"
@@ -35,6 +36,12 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <set>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
 
 namespace cl = llvm::cl;
 using namespace mlir;
@@ -98,6 +105,12 @@ static cl::opt<std::string> executor(
              "f32 runs, f64 ones use the reference) | reference (plain loops, the oracle)"),
     cl::init("compiled"), cl::cat(cat));
 
+static cl::opt<int> nprocDoc("nproc", cl::desc("Start N local processes: one per pipeline stage, or "
+                                                "synchronous data parallelism for a one-stage "
+                                                "config (with --nnodes, --node-rank, "
+                                                "--master-addr, --master-port, --log-dir, "
+                                                "--timeout S, --iface NAME; see README)"),
+                            cl::init(1), cl::cat(cat));
 static const char *kOverview = R"(stretto-train: compile a model description into a trainer and run it
 
 Examples:
@@ -145,7 +158,92 @@ GossipSettings gossipSettings(train::ModelOp model) {
 
 } // namespace
 
+namespace {
+
+/// Runs argv to completion; its exit status (128+signal when killed).
+int runAndWait(const std::vector<std::string> &args) {
+  std::vector<char *> av;
+  for (const std::string &a : args)
+    av.push_back(const_cast<char *>(a.c_str()));
+  av.push_back(nullptr);
+  pid_t pid;
+  if (posix_spawn(&pid, av[0], nullptr, nullptr, av.data(), environ) != 0)
+    return 127;
+  int st = 0;
+  while (waitpid(pid, &st, 0) < 0 && errno == EINTR) {
+  }
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+/// stretto-train MODEL --nproc N: compiles the trainer once into a plan in a
+/// temporary folder, then starts N ranks of stretto-run (beside this
+/// program) on it, each with the run's flags. -1: not a launch.
+int launchTraining(int argc, char **argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  LaunchOptions launch;
+  std::vector<std::string> rest;
+  try {
+    rest = takeLaunchFlags(args, launch);
+  } catch (const std::exception &e) {
+    return fail(e.what());
+  }
+  if (launch.nproc <= 1 && launch.nnodes <= 1)
+    return -1;
+  // Flags of the run (every rank), flags of both, and the compile's.
+  static const std::set<std::string> runValued = {"--out", "--device", "--timeout", "--iface",
+                                                  "--rendezvous"};
+  static const std::set<std::string> runSwitch = {"--resume", "--profile"};
+  static const std::set<std::string> bothValued = {"--precision"};
+  static const std::set<std::string> bothSwitch = {"--quiet"};
+  std::vector<std::string> compile, run;
+  for (size_t i = 0; i < rest.size(); ++i) {
+    std::string a = rest[i], name = a.substr(0, a.find('='));
+    bool inl = a.find('=') != std::string::npos && a.rfind("--", 0) == 0;
+    if (name == "--save-plan")
+      return fail("--save-plan compiles a plan for later; it does not combine with --nproc");
+    std::vector<std::string> item = {a};
+    if (!inl && (runValued.count(name) || bothValued.count(name)) && i + 1 < rest.size())
+      item.push_back(rest[++i]);
+    bool toRun = runValued.count(name) || runSwitch.count(name) || bothValued.count(name) ||
+                 bothSwitch.count(name);
+    bool toCompile = !(runValued.count(name) || runSwitch.count(name));
+    if (toRun)
+      run.insert(run.end(), item.begin(), item.end());
+    if (toCompile)
+      compile.insert(compile.end(), item.begin(), item.end());
+  }
+  std::string self = selfExecutable();
+  std::string runner = self.substr(0, self.rfind('/') + 1) + "stretto-run";
+  if (::access(runner.c_str(), X_OK) != 0)
+    return fail("--nproc runs the ranks with " + runner + ", which is not there");
+  char tmpl[] = "/tmp/stretto-job-XXXXXX";
+  if (!::mkdtemp(tmpl))
+    return fail(std::string("cannot make a temporary folder for the plan: ") + strerror(errno));
+  std::string dir = tmpl, plan = dir + "/trainer.plan";
+  std::vector<std::string> compileCmd = {self};
+  compileCmd.insert(compileCmd.end(), compile.begin(), compile.end());
+  compileCmd.push_back("--save-plan=" + plan);
+  compileCmd.push_back("--quiet");
+  int rc = runAndWait(compileCmd);
+  if (rc == 0) {
+    launch.command = {runner, plan};
+    launch.command.insert(launch.command.end(), run.begin(), run.end());
+    try {
+      rc = launchRanks(launch);
+    } catch (const std::exception &e) {
+      rc = fail(e.what());
+    }
+  }
+  ::unlink(plan.c_str());
+  ::rmdir(dir.c_str());
+  return rc;
+}
+
+} // namespace
+
 int main(int argc, char **argv) {
+  if (int rc = launchTraining(argc, argv); rc >= 0)
+    return rc;
   cl::HideUnrelatedOptions(cat);
   cl::ParseCommandLineOptions(argc, argv, kOverview);
 

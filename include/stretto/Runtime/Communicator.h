@@ -63,6 +63,11 @@ public:
                                          const void *data, size_t count) = 0;
   /// Receives exactly `count` elements of `type` from `peer` under `tag`.
   virtual void recv(int peer, uint64_t tag, WireType type, void *data, size_t count) = 0;
+  /// The same, posted now and completed by wait() (`data` must stay valid
+  /// until then). Posting a receive also watches the peer's connection: a
+  /// peer that died is noticed at once, not after the timeout.
+  virtual std::unique_ptr<Request> irecv(int peer, uint64_t tag, WireType type, void *data,
+                                         size_t count) = 0;
 
   /// In place, over every rank; every rank gets the same bits.
   virtual void allReduceSum(double *data, size_t count) = 0;

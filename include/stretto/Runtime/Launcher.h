@@ -23,19 +23,22 @@ struct LaunchOptions {
   int masterPort = 0;             // 0: a free port (one node only)
   std::chrono::milliseconds timeout{std::chrono::minutes(5)};
   std::string logDir;             // every rank's full output, rank<N>.log
+  bool continueOnFailure = false; // --on-peer-failure=continue: others run on
   std::vector<std::string> command; // program and arguments of every rank
 };
 
 /// Runs the job; returns 0 when every rank exited 0, else the first failing
 /// rank's exit status (128+signal for a signal), after stopping the others
 /// (SIGTERM, then SIGKILL past the timeout). Prints one line naming the
-/// failed rank. Throws std::runtime_error on bad options.
+/// failed rank. With continueOnFailure the others run on (gossip replicas
+/// drop the dead one) and the job's status is the survivors'. Throws
+/// std::runtime_error on bad options.
 int launchRanks(const LaunchOptions &options);
 
 /// Splits launcher flags (--nproc, --nnodes, --node-rank, --master-addr,
 /// --master-port, --log-dir) out of `args` into `options`; the rest is
-/// returned in order. `--timeout` and `--iface` stay in the rest (every
-/// rank needs them) but the timeout is also read. Throws
+/// returned in order. `--timeout` and `--on-peer-failure` stay in the rest
+/// (every rank needs them) but are also read. Throws
 /// std::invalid_argument on a malformed value.
 std::vector<std::string> takeLaunchFlags(const std::vector<std::string> &args,
                                          LaunchOptions &options);

@@ -1,0 +1,445 @@
+#!/usr/bin/env python3
+"""Multi-process runs over Gloo on loopback: the same numbers as one process,
+faults, bad settings, mpirun and Slurm-style environments, two "machines" in
+network namespaces.
+
+    python3 test/dist/dist_test.py BUILD_DIR [GROUP]
+
+GROUP is one of: equal, faults, settings, launchers, netns (default: all).
+Exit 0 when every check passed, 77 when the group cannot run here (reported
+skipped by ctest), 1 otherwise. Each check prints one line.
+"""
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+
+BUILD = os.path.abspath(sys.argv[1])
+GROUP = sys.argv[2] if len(sys.argv) > 2 else "all"
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+TRAIN = os.path.join(BUILD, "bin", "stretto-train")
+RUN = os.path.join(BUILD, "bin", "stretto-run")
+TINY = os.path.join(ROOT, "examples", "gpt-tiny.toml")
+WORK = tempfile.mkdtemp(prefix="stretto-dist-")
+ENV = dict(os.environ, OMP_NUM_THREADS="1", OPENBLAS_NUM_THREADS="1")
+for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT",
+          "STRETTO_JOB_TOKEN", "STRETTO_LAUNCHER", "STRETTO_STORE_HOSTED"):
+    ENV.pop(k, None)
+
+passed, failed = 0, 0
+
+
+def check(name, ok, detail=""):
+    global passed, failed
+    if ok:
+        passed += 1
+        print(f"PASS {name}")
+    else:
+        failed += 1
+        print(f"FAIL {name}: {detail}")
+    sys.stdout.flush()
+
+
+def run(args, timeout=180, env=None, **kw):
+    p = subprocess.run(args, cwd=WORK, env=env or ENV, timeout=timeout, text=True,
+                       stdout=subprocess.PIPE, stderr=subprocess.STDOUT, **kw)
+    return p.returncode, p.stdout
+
+
+def plan(name, *overrides):
+    path = os.path.join(WORK, name + ".plan")
+    if not os.path.exists(path):
+        rc, out = run([TRAIN, TINY, "train.warmup_steps=2", "train.eval_interval=1000", *overrides,
+                       "--save-plan", path, "--quiet"])
+        if rc != 0:
+            raise RuntimeError(out)
+    return path
+
+
+def tensors(path):
+    """safetensors -> {name: raw bytes}: compares bit for bit."""
+    with open(path, "rb") as f:
+        n = struct.unpack("<Q", f.read(8))[0]
+        header = json.loads(f.read(n))
+        data = f.read()
+    return {k: data[v["data_offsets"][0]:v["data_offsets"][1]]
+            for k, v in header.items() if k != "__metadata__"}
+
+
+def losses(out_dir):
+    with open(os.path.join(out_dir, "metrics.jsonl")) as f:
+        return [json.loads(l)["loss"] for l in f if l.strip()]
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    return port
+
+
+def out(name):
+    d = os.path.join(WORK, name)
+    shutil.rmtree(d, ignore_errors=True)
+    return d
+
+
+# --- the same numbers as one process ----------------------------------------
+
+def group_equal():
+    # Synchronous data parallelism: 2 ranks of batch 16 == one process with
+    # batch 32 as 2 micro-batches of 16 (a+b == b+a: bit for bit).
+    dp = plan("dp", "train.steps=12")
+    one = plan("one-mb2", "train.steps=12", "model.batch=32", "train.micro_batches=2")
+    a, b = out("dp2"), out("dp1")
+    rc1, o1 = run([RUN, dp, "--nproc", "2", "--out", a, "--timeout", "60"])
+    rc2, o2 = run([RUN, one, "--out", b, "--quiet"])
+    check("data-parallel run exits 0", rc1 == 0 and rc2 == 0, o1[-2000:] + o2[-2000:])
+    if rc1 == 0 and rc2 == 0:
+        check("2-rank data parallelism has the losses of 1 process with the doubled batch",
+              losses(a) == losses(b), f"{losses(a)} vs {losses(b)}")
+        check("... and bit-identical final parameters",
+              tensors(a + "/model.safetensors") == tensors(b + "/model.safetensors"))
+        check("only rank 0 prints progress",
+              "[rank 0] step" in o1 and "[rank 1] step" not in o1, o1[-1500:])
+
+    # A 2-stage PipeDream-2BW + delay-EF pipeline on 2 processes == threads.
+    pp = plan("pipe", "train.steps=16", "train.stages=2", "train.micro_batches=4",
+              "train.sync=2bw", "train.ef_lambda=0.5", "train.grad_clip=0")
+    a, b = out("pp2"), out("pp1")
+    rc1, o1 = run([RUN, pp, "--nproc", "2", "--out", a, "--timeout", "60"])
+    rc2, o2 = run([RUN, pp, "--out", b, "--quiet"])
+    check("pipelined run exits 0", rc1 == 0 and rc2 == 0, o1[-2000:] + o2[-2000:])
+    if rc1 == 0 and rc2 == 0:
+        check("2 processes give the in-process pipeline's losses", losses(a) == losses(b))
+        check("... and its final parameters, bit for bit",
+              tensors(a + "/model.safetensors") == tensors(b + "/model.safetensors"))
+        check("the last stage reports", "[rank 1] done:" in o1 and "on 2 processes" in o1,
+              o1[-1500:])
+
+    # Gossip (one-peer) and DiLoCo (complete graph) with 4 replicas on 4
+    # processes == 4 replica threads: the same exchanges in the same order.
+    # Round losses are means over replicas summed in another order (to the
+    # last ulp); the mean model is compared bit for bit.
+    for name, extra in (("gossip", ["train.sync=gossip", "train.topology=one-peer"]),
+                        ("diloco", ["train.sync=diloco"])):
+        g = plan(name + "4", "train.replicas=4", "train.local_steps=3", "train.steps=12",
+                 "train.eval_interval=6", *extra)
+        a, b = out(name + "-4p"), out(name + "-thr")
+        rc1, o1 = run([RUN, g, "--nproc", "4", "--out", a, "--timeout", "60"])
+        rc2, o2 = run([RUN, g, "--out", b, "--quiet"])
+        check(f"{name}: 4 processes train", rc1 == 0 and rc2 == 0, o1[-2000:] + o2[-2000:])
+        if rc1 == 0 and rc2 == 0:
+            la, lb = losses(a), losses(b)
+            check(f"{name}: the round losses of the in-process run (to 1e-12)",
+                  len(la) == len(lb) and all(abs(x - y) <= 1e-12 * abs(y) for x, y in zip(la, lb)),
+                  f"{la} vs {lb}")
+            check(f"{name}: the in-process mean model, bit for bit",
+                  tensors(a + "/model.safetensors") == tensors(b + "/model.safetensors"))
+
+    # stretto-train --nproc compiles once and launches stretto-run ranks.
+    c = out("train-dp")
+    rc, o = run([TRAIN, TINY, "train.steps=4", "train.warmup_steps=2", "train.eval_interval=1000",
+                 "--nproc", "2", "--out", c, "--timeout", "60"])
+    check("stretto-train --nproc 2 trains", rc == 0 and os.path.exists(c + "/checkpoint.bin"),
+          o[-2000:])
+
+
+# --- faults --------------------------------------------------------------------
+
+def wait_for(path, proc, limit=120):
+    t0 = time.time()
+    while not os.path.exists(path):
+        if proc.poll() is not None or time.time() - t0 > limit:
+            return False
+        time.sleep(0.05)
+    return True
+
+
+def group_faults():
+    steps = 40
+    pp = plan("pipe-ckpt", f"train.steps={steps}", "train.stages=2", "train.micro_batches=2",
+              "train.sync=2bw", "train.ef_lambda=0.5", "train.grad_clip=0",
+              "train.checkpoint_interval=10")
+    ref = out("ref")
+    rc, o = run([RUN, pp, "--out", ref, "--quiet"])
+    check("uninterrupted reference run", rc == 0, o[-1500:])
+
+    # kill -9 of a pipeline rank: the job stops within the timeout, names
+    # it, and the last checkpoint is intact.
+    k = out("killed")
+    log = open(os.path.join(WORK, "killed.log"), "w")
+    p = subprocess.Popen([RUN, pp, "--nproc", "2", "--out", k, "--timeout", "10"], cwd=WORK,
+                         env=ENV, stdout=log, stderr=subprocess.STDOUT)
+    ok = wait_for(k + "/checkpoint.bin", p)
+    time.sleep(0.3)
+    ranks = subprocess.run(["pgrep", "-P", str(p.pid)], text=True,
+                           stdout=subprocess.PIPE).stdout.split()
+    t0 = time.time()
+    if ok and ranks:
+        os.kill(int(ranks[-1]), signal.SIGKILL)
+    rc = p.wait(timeout=60)
+    took = time.time() - t0
+    log.close()
+    text = open(os.path.join(WORK, "killed.log")).read()
+    check("a killed pipeline rank fails the job, naming it",
+          rc != 0 and re.search(r"launcher: rank \d failed \(signal 9", text) is not None,
+          f"rc={rc}\n{text[-2000:]}")
+    check("the surviving rank names the dead one", "exited or died" in text or
+          "connection was closed" in text, text[-2000:])
+    check("the job ends within the timeout", took < 15, f"{took:.1f} s")
+    rc, o = run([RUN, pp, "--nproc", "2", "--out", k, "--resume", "--timeout", "60"])
+    check("resuming after the kill finishes", rc == 0, o[-2000:])
+    if rc == 0:
+        check("... bit-identical to a run never stopped",
+              tensors(k + "/model.safetensors") == tensors(ref + "/model.safetensors"))
+
+    # Ctrl-C to the launcher: every rank stops after the same step, the last
+    # stage checkpoints, and --resume continues bit for bit.
+    s = out("sigint")
+    p = subprocess.Popen([RUN, pp, "--nproc", "2", "--out", s, "--timeout", "30"], cwd=WORK,
+                         env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    wait_for(s + "/checkpoint.bin", p)
+    p.send_signal(signal.SIGINT)
+    o, _ = p.communicate(timeout=60)
+    check("Ctrl-C stops the job with a checkpoint (exit 130)",
+          p.returncode == 130 and "interrupted at step" in o, f"rc={p.returncode}\n{o[-1500:]}")
+    rc, o = run([RUN, pp, "--nproc", "2", "--out", s, "--resume", "--timeout", "60"])
+    check("... and resumes bit-identically", rc == 0 and
+          tensors(s + "/model.safetensors") == tensors(ref + "/model.safetensors"), o[-1500:])
+
+    # Resuming with another layout is refused, naming both.
+    rc, o = run([RUN, plan("dp-ckpt", "train.steps=6"), "--nproc", "2", "--out", out("lay"),
+                 "--timeout", "60"])
+    rc, o = run([RUN, plan("dp-ckpt", "train.steps=6"), "--out", os.path.join(WORK, "lay"),
+                 "--resume", "--steps", "8"])
+    check("resuming a 2-rank run in 1 process is refused",
+          rc != 0 and "data-parallel ranks 2" in o and "data-parallel ranks 1" in o, o[-1500:])
+
+    # Gossip: a killed replica is dropped and the others finish the run.
+    g = plan("gossip-long", "train.sync=gossip", "train.topology=one-peer", "train.replicas=4",
+             "train.local_steps=2", "train.steps=80", "train.eval_interval=1000")
+    d = out("gossip-killed")
+    p = subprocess.Popen([RUN, g, "--nproc", "4", "--out", d, "--timeout", "30",
+                          "--on-peer-failure=continue"], cwd=WORK, env=ENV,
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    wait_for(d + "/metrics.jsonl", p)
+    time.sleep(1.0)
+    ranks = subprocess.run(["pgrep", "-P", str(p.pid)], text=True,
+                           stdout=subprocess.PIPE).stdout.split()
+    if len(ranks) == 4:
+        os.kill(int(ranks[2]), signal.SIGKILL)
+    o, _ = p.communicate(timeout=300)
+    rounds = [json.loads(l) for l in open(d + "/metrics.jsonl") if l.strip()]
+    check("gossip: the survivors of a killed replica finish the run",
+          p.returncode == 0 and len(rounds) == 40 and rounds[-1]["live"] == 3, o[-2500:])
+    check("gossip: the drop is reported", "dropping replica 2" in o and
+          "rank 2 failed (signal 9" in o, o[-2500:])
+    d = out("gossip-stop")
+    p = subprocess.Popen([RUN, g, "--nproc", "4", "--out", d, "--timeout", "30"], cwd=WORK,
+                         env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    wait_for(d + "/metrics.jsonl", p)
+    ranks = subprocess.run(["pgrep", "-P", str(p.pid)], text=True,
+                           stdout=subprocess.PIPE).stdout.split()
+    if len(ranks) == 4:
+        os.kill(int(ranks[2]), signal.SIGKILL)
+    o, _ = p.communicate(timeout=120)
+    check("gossip: by default (--on-peer-failure=stop) a dead replica stops the job",
+          p.returncode != 0 and "rank 2 failed (signal 9" in o, o[-2000:])
+
+    # Data parallelism: a killed rank stops the others too.
+    dp = plan("dp-long", "train.steps=400")
+    d = out("dp-killed")
+    p = subprocess.Popen([RUN, dp, "--nproc", "2", "--out", d, "--timeout", "10"], cwd=WORK,
+                         env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    time.sleep(4)
+    ranks = subprocess.run(["pgrep", "-P", str(p.pid)], text=True,
+                           stdout=subprocess.PIPE).stdout.split()
+    if ranks:
+        os.kill(int(ranks[0]), signal.SIGKILL)
+    o, _ = p.communicate(timeout=60)
+    check("a killed data-parallel rank fails the job, naming it",
+          p.returncode != 0 and "rank 0 failed (signal 9" in o, o[-1500:])
+
+
+# --- bad settings ----------------------------------------------------------
+
+def rank_env(rank, size, port, token="t0k", **extra):
+    e = dict(ENV, RANK=str(rank), WORLD_SIZE=str(size), MASTER_ADDR="127.0.0.1",
+             MASTER_PORT=str(port), STRETTO_JOB_TOKEN=token)
+    e.update({k: str(v) for k, v in extra.items()})
+    return e
+
+
+def start_ranks(envs, extra=()):
+    p = plan("dp-small", "train.steps=3")
+    return [subprocess.Popen([RUN, p, "--quiet", "--timeout", "3", *extra], cwd=WORK, env=e,
+                             stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            for e in envs]
+
+
+def group_settings():
+    port = free_port()
+    procs = start_ranks([rank_env(0, 2, port), rank_env(1, 3, port)])
+    outs = [p.communicate(timeout=60)[0] for p in procs]
+    check("ranks that disagree on WORLD_SIZE are told so",
+          any("WORLD_SIZE=3" in o and "WORLD_SIZE=2" in o for o in outs), "\n".join(outs))
+
+    port = free_port()
+    t0 = time.time()
+    procs = start_ranks([rank_env(0, 3, port), rank_env(1, 3, port)])
+    outs = [p.communicate(timeout=60)[0] for p in procs]
+    check("a missing rank is named within the timeout",
+          all(p.returncode != 0 for p in procs) and any("rank 2 of 3 did not join" in o
+                                                        for o in outs)
+          and time.time() - t0 < 30, "\n".join(outs))
+
+    port = free_port()
+    procs = start_ranks([rank_env(0, 2, port), rank_env(1, 2, port, token="other")])
+    outs = [p.communicate(timeout=60)[0] for p in procs]
+    check("a rank with the wrong job token is refused",
+          any("wrong job token" in o for o in outs), "\n".join(outs))
+
+    busy = socket.socket()
+    busy.bind(("127.0.0.1", 0))
+    busy.listen(1)
+    port = busy.getsockname()[1]
+    procs = start_ranks([rank_env(0, 2, port)])
+    o = procs[0].communicate(timeout=60)[0]
+    busy.close()
+    check("a port in use is named", procs[0].returncode != 0 and "Address already in use" in o,
+          o)
+
+    procs = start_ranks([dict(ENV, RANK="0", WORLD_SIZE="2", MASTER_PORT="1")])
+    o = procs[0].communicate(timeout=60)[0]
+    check("an unreachable master is named within the timeout",
+          procs[0].returncode != 0 and ("did not join" in o or "cannot reach" in o), o)
+
+    procs = start_ranks([dict(ENV, RANK="0", WORLD_SIZE="2")])
+    o = procs[0].communicate(timeout=60)[0]
+    check("MASTER_PORT missing outside the launcher is named", "MASTER_PORT is not set" in o, o)
+
+    rc, o = run([RUN, plan("dp-small", "train.steps=3"), "--nproc", "0"])
+    check("--nproc 0 is refused", rc != 0 and "--nproc expects an integer" in o, o)
+
+    g = plan("gossip3", "train.sync=gossip", "train.replicas=3", "train.local_steps=2",
+             "train.steps=4")
+    rc, o = run([RUN, g, "--nproc", "2", "--timeout", "20"])
+    check("a 3-replica gossip plan on 2 processes is refused",
+          rc != 0 and "3 gossip replicas but the run 2 ranks" in o, o[-1500:])
+
+    pp = plan("pipe-small", "train.steps=3", "train.stages=2", "train.grad_clip=0")
+    rc, o = run([RUN, pp, "--nproc", "3", "--timeout", "20"])
+    check("a 2-stage plan on 3 processes is refused",
+          rc != 0 and "2 pipeline stages but the run 3 ranks" in o, o[-1500:])
+
+
+# --- other launchers ---------------------------------------------------------
+
+def group_launchers():
+    dp = plan("dp", "train.steps=12")
+    ref = os.path.join(WORK, "dp2")
+    if not os.path.exists(ref + "/model.safetensors"):
+        run([RUN, dp, "--nproc", "2", "--out", ref, "--timeout", "60"])
+    mpirun = shutil.which("mpirun")
+    if mpirun:
+        m = out("mpi")
+        env = dict(ENV, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()),
+                   OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
+        rc, o = run([mpirun, "-n", "2", "--oversubscribe", RUN, dp, "--out", m, "--timeout", "60"],
+                    env=env)
+        check("mpirun -n 2 trains data-parallel", rc == 0, o[-2000:])
+        if rc == 0:
+            check("... with the launcher's parameters",
+                  tensors(m + "/model.safetensors") == tensors(ref + "/model.safetensors"))
+    else:
+        print("SKIP mpirun: not installed")
+    # Slurm: srun sets these; here they are set by hand (no Slurm installed).
+    s = out("slurm")
+    port = free_port()
+    procs = [subprocess.Popen([RUN, dp, "--out", s, "--timeout", "60", "--quiet"], cwd=WORK,
+                              env=dict(ENV, SLURM_PROCID=str(r), SLURM_NTASKS="2",
+                                       SLURM_LOCALID=str(r), SLURM_NTASKS_PER_NODE="2",
+                                       SLURM_JOB_ID="4242", MASTER_PORT=str(port)),
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for r in range(2)]
+    outs = [p.communicate(timeout=120)[0] for p in procs]
+    check("Slurm variables (SLURM_PROCID, SLURM_NTASKS, SLURM_JOB_ID) start a 2-rank run",
+          all(p.returncode == 0 for p in procs), "\n".join(outs)[-2000:])
+    if all(p.returncode == 0 for p in procs):
+        check("... with the launcher's parameters",
+              tensors(s + "/model.safetensors") == tensors(ref + "/model.safetensors"))
+
+
+# --- two machines: network namespaces joined by a veth pair --------------------
+
+def sh(cmd):
+    return subprocess.run(cmd, shell=True, text=True, stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT)
+
+
+def group_netns():
+    if os.geteuid() != 0 or not shutil.which("ip"):
+        print("SKIP netns: needs root and iproute2")
+        sys.exit(77)
+    tag = f"st{os.getpid() % 100000}"
+    a, b = f"{tag}a", f"{tag}b"
+    if sh(f"ip netns add {a}").returncode != 0:
+        print("SKIP netns: cannot create network namespaces here")
+        sys.exit(77)
+    try:
+        sh(f"ip netns add {b}")
+        sh(f"ip link add {tag}x type veth peer name {tag}y")
+        sh(f"ip link set {tag}x netns {a}")
+        sh(f"ip link set {tag}y netns {b}")
+        sh(f"ip -n {a} addr add 10.231.0.1/24 dev {tag}x")
+        sh(f"ip -n {b} addr add 10.231.0.2/24 dev {tag}y")
+        for ns, dev in ((a, f"{tag}x"), (b, f"{tag}y")):
+            sh(f"ip -n {ns} link set {dev} up")
+            sh(f"ip -n {ns} link set lo up")
+        dp = plan("dp", "train.steps=12")
+        ref = os.path.join(WORK, "dp2")
+        if not os.path.exists(ref + "/model.safetensors"):
+            run([RUN, dp, "--nproc", "2", "--out", ref, "--timeout", "60"])
+        n = out("nodes")
+        env = dict(ENV, STRETTO_JOB_TOKEN="two-node-test")
+        common = ["--nnodes", "2", "--master-addr", "10.231.0.1", "--master-port", "29631",
+                  "--timeout", "60"]
+        p0 = subprocess.Popen(["ip", "netns", "exec", a, RUN, dp, "--nproc", "1",
+                               "--node-rank", "0", "--out", n, *common], cwd=WORK, env=env,
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        p1 = subprocess.Popen(["ip", "netns", "exec", b, RUN, dp, "--nproc", "1",
+                               "--node-rank", "1", "--out", n + "-b", *common], cwd=WORK,
+                              env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                              text=True)
+        o0 = p0.communicate(timeout=180)[0]
+        o1 = p1.communicate(timeout=180)[0]
+        check("--nnodes 2 across two network namespaces trains",
+              p0.returncode == 0 and p1.returncode == 0, o0[-1500:] + o1[-1500:])
+        if p0.returncode == 0:
+            check("... with the one-node parameters",
+                  tensors(n + "/model.safetensors") == tensors(ref + "/model.safetensors"))
+    finally:
+        sh(f"ip netns del {a}")
+        sh(f"ip netns del {b}")
+
+
+GROUPS = {"equal": group_equal, "faults": group_faults, "settings": group_settings,
+          "launchers": group_launchers, "netns": group_netns}
+
+try:
+    for name, fn in GROUPS.items():
+        if GROUP in ("all", name):
+            fn()
+finally:
+    shutil.rmtree(WORK, ignore_errors=True)
+print(f"{passed} passed, {failed} failed")
+sys.exit(1 if failed else 0)
