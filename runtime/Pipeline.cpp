@@ -12,8 +12,11 @@
 #include "stretto/Pipeline.h"
 #include "stretto/PlanExecutor.h"
 #include "stretto/RunChecks.h"
+#include "stretto/Runtime/Communicator.h"
 
 #include <algorithm>
+#include <atomic>
+#include <csignal>
 #include <cmath>
 #include <filesystem>
 #include <fstream>
@@ -120,46 +123,7 @@ std::vector<StagePlan> stretto::planStages(const Graph &graph) {
   return plans;
 }
 
-//===----------------------------------------------------------------------===//
-// In-process communicator
-//===----------------------------------------------------------------------===//
-
 namespace {
-
-/// Point-to-point messages keyed by (channel, micro-batch); receives block.
-class Mailbox {
-public:
-  void put(int channel, int64_t mb, HostTensor value) {
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      box[{channel, mb}] = std::move(value);
-    }
-    cv.notify_all();
-  }
-  HostTensor take(int channel, int64_t mb) {
-    std::unique_lock<std::mutex> lock(mu);
-    cv.wait(lock, [&] { return failed || box.count({channel, mb}); });
-    if (failed)
-      throw std::runtime_error("another pipeline stage failed");
-    auto it = box.find({channel, mb});
-    HostTensor v = std::move(it->second);
-    box.erase(it);
-    return v;
-  }
-  void fail() {
-    {
-      std::lock_guard<std::mutex> lock(mu);
-      failed = true;
-    }
-    cv.notify_all();
-  }
-
-private:
-  std::mutex mu;
-  std::condition_variable cv;
-  std::map<std::pair<int, int64_t>, HostTensor> box;
-  bool failed = false;
-};
 
 StageReport reportFor(const StagePlan &plan) {
   StageReport r;
@@ -180,172 +144,365 @@ StageReport reportFor(const StagePlan &plan) {
   return r;
 }
 
+// Message tags: activations and cotangents by (transfer, micro-batch);
+// control flags, gathered states and reports in their own ranges.
+constexpr uint64_t kTagData = 0, kTagFlag = uint64_t(1) << 46, kTagState = uint64_t(2) << 46,
+                   kTagReport = uint64_t(3) << 46;
+uint64_t dataTag(int channel, int64_t mb) {
+  return kTagData | (uint64_t(channel) << 26) | (uint64_t(mb) & ((uint64_t(1) << 26) - 1));
+}
+
+enum StopFlag : int64_t { Go = 0, Stop = 1, Failed = 2 };
+
 } // namespace
 
 //===----------------------------------------------------------------------===//
 // Running
 //===----------------------------------------------------------------------===//
 
-PipelineResult stretto::runPipeline(const Graph &graph, DataSource &data,
-                                    const PipelineOptions &opt) {
+PipelineResult stretto::runPipelineRank(const Graph &graph, DataSource &data,
+                                        const PipelineOptions &opt, Communicator &comm) {
   std::vector<StagePlan> plans = planStages(graph);
   const int S = static_cast<int>(plans.size());
+  const int s = comm.rank();
+  if (comm.size() != S)
+    throw std::runtime_error("the plan has " + std::to_string(S) + " pipeline stages but the run " +
+                             std::to_string(comm.size()) +
+                             " ranks: a pipelined plan runs one rank per stage");
   const int64_t m = opt.microBatches, total = opt.steps * m, first = opt.startStep * m;
   if (opt.startStep < 0 || opt.startStep > opt.steps)
     throw std::runtime_error("resume step " + std::to_string(opt.startStep) + " is outside [0, " +
                              std::to_string(opt.steps) + "]");
-  Mailbox mail;
-  std::mutex dataMu, errMu;
-  std::string error;
-  std::vector<std::vector<double>> stageLosses(S);
+  const StagePlan &plan = plans[s];
   PipelineResult result;
-  result.stages.resize(S);
-  std::vector<std::map<std::string, HostTensor>> finals(S);
+  StageReport report = reportFor(plan);
+  std::vector<double> losses;
+  auto t0 = std::chrono::steady_clock::now();
+  double busy = 0;
 
-  auto worker = [&](int s) {
-    const StagePlan &plan = plans[s];
-    StageReport report = reportFor(plan);
-    auto t0 = std::chrono::steady_clock::now();
-    double busy = 0;
-    try {
-      std::unique_ptr<Executor> exPtr;
-      if (opt.executorFactory) {
-        exPtr = opt.executorFactory(plan.graph);
-      } else if (opt.compiled) {
-        exPtr = std::make_unique<PlanExecutor>(plan.graph, opt.kernels, opt.gemmPrecision);
-      } else {
-        auto ref = std::make_unique<RefExecutor>(plan.graph, opt.precision);
-        ref->setKernels(opt.kernels);
-        exPtr = std::move(ref);
-      }
-      Executor &ex = *exPtr;
-      std::vector<int> sent;
-      for (const StagePlan::Send &snd : plan.sends)
-        sent.push_back(snd.node);
-      ex.preparePartialRuns({plan.forward, plan.backward}, sent);
-      ex.initialize(opt.seed);
-      if (!opt.resumeStates.empty()) {
-        for (const StateDecl &d : plan.graph.states) {
-          auto it = opt.resumeStates.find(d.name);
-          if (it == opt.resumeStates.end())
-            throw std::runtime_error("the resume state has no '" + d.name + "'");
-          ex.setState(d.name, it->second);
-        }
-        ex.setStepCount(opt.startStep);
-      }
-      // Versions 2BW reads: "@p.prev" -> "@p" while the update is pending.
-      std::map<std::string, std::string> toCurrent;
-      for (const StateDecl &d : plan.graph.states)
-        if (!d.copyOf.empty())
-          toCurrent[d.name] = d.copyOf;
-      const std::map<std::string, std::string> none;
-
-      std::map<int64_t, ValueEnv> envs;
-      int64_t fwd = first, bwd = first, updates = opt.startStep;
-      const int64_t window = S - s; // in flight on this stage (1F1B)
-      auto batchInputs = [&](int64_t j) {
-        std::lock_guard<std::mutex> lock(dataMu);
-        return data.batch(Split::Train, static_cast<uint64_t>(j));
-      };
-      auto timed = [&](double &bucket, auto &&fn) {
-        auto a = std::chrono::steady_clock::now();
-        fn();
-        double d = std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count();
-        busy += d;
-        bucket += d;
-      };
-      // The version micro-batch j reads, given the updates applied so far.
-      auto redirectFor = [&](int64_t j) -> const std::map<std::string, std::string> & {
-        int64_t u = j / m + 1; // its step, 1-based; it needs x(u-2)
-        return updates == u - 2 ? toCurrent : none;
-      };
-      auto run = [&](const std::vector<int> &nodes, int64_t j, bool backward) {
-        // Data inputs are forward nodes; the backward part only receives.
-        std::map<std::string, HostTensor> inputs;
-        if (!backward)
-          inputs = batchInputs(j);
-        for (const Node &n : plan.graph.nodes)
-          if (n.kind == OpKind::Input && n.name.rfind("xfer.", 0) == 0) {
-            bool isBackward = std::find(plan.backward.begin(), plan.backward.end(),
-                                        static_cast<int>(&n - plan.graph.nodes.data())) !=
-                              plan.backward.end();
-            if (isBackward == backward)
-              inputs[n.name] = mail.take(std::stoi(n.name.substr(5)), j);
-          }
-        StepResult r;
-        double &bucket = backward ? report.backwardSeconds : report.forwardSeconds;
-        timed(bucket, [&] { r = ex.runNodes(nodes, envs[j], inputs, redirectFor(j)); });
-        ++(backward ? report.backwards : report.forwards);
-        for (const StagePlan::Send &snd : plan.sends)
-          if (snd.backward == backward)
-            mail.put(snd.channel, j, ex.envValue(envs[j], snd.node));
-        return r;
-      };
-      while (bwd < total) {
-        bool versionReady = opt.schedule == Schedule::TwoBW ? fwd / m - 1 <= updates
-                                                             : fwd / m <= updates;
-        if (fwd < total && fwd - bwd < window && versionReady) {
-          StepResult r = run(plan.forward, fwd, false);
-          if (!r.outputs.empty()) {
-            std::vector<double> &l = stageLosses[s];
-            l.push_back(r.outputs[0]);
-            if (opt.onStep && static_cast<int64_t>(l.size()) % m == 0) {
-              double sum = 0;
-              for (int64_t k = static_cast<int64_t>(l.size()) - m; k < static_cast<int64_t>(l.size()); ++k)
-                sum += l[k];
-              opt.onStep(opt.startStep + static_cast<int64_t>(l.size()) / m,
-                         sum / static_cast<double>(m));
-            }
-          }
-          ++fwd;
-          continue;
-        }
-        StepResult r = run(plan.backward, bwd, true);
-        ex.accumulateGrads(r);
-        envs.erase(bwd);
-        ++bwd;
-        if (bwd % m == 0) {
-          timed(report.updateSeconds, [&] { ex.update(); });
-          ++report.updates;
-          ++updates;
-        }
-      }
-      for (const StateDecl &d : plan.graph.states)
-        finals[s][d.name] = ex.getState(d.name);
-    } catch (const std::exception &e) {
-      {
-        std::lock_guard<std::mutex> lock(errMu);
-        if (error.empty())
-          error = "stage " + std::to_string(s) + ": " + e.what();
-      }
-      mail.fail();
+  std::unique_ptr<Executor> exPtr;
+  if (opt.executorFactory) {
+    exPtr = opt.executorFactory(plan.graph);
+  } else if (opt.compiled) {
+    exPtr = std::make_unique<PlanExecutor>(plan.graph, opt.kernels, opt.gemmPrecision);
+  } else {
+    auto ref = std::make_unique<RefExecutor>(plan.graph, opt.precision);
+    ref->setKernels(opt.kernels);
+    exPtr = std::move(ref);
+  }
+  Executor &ex = *exPtr;
+  std::vector<int> sent;
+  for (const StagePlan::Send &snd : plan.sends)
+    sent.push_back(snd.node);
+  ex.preparePartialRuns({plan.forward, plan.backward}, sent);
+  ex.initialize(opt.seed);
+  if (!opt.resumeStates.empty()) {
+    for (const StateDecl &d : plan.graph.states) {
+      auto it = opt.resumeStates.find(d.name);
+      if (it == opt.resumeStates.end())
+        throw std::runtime_error("the resume state has no '" + d.name + "'");
+      ex.setState(d.name, it->second);
     }
-    report.busySeconds = busy;
-    report.wallSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    result.stages[s] = report;
+    ex.setStepCount(opt.startStep);
+  }
+  // Versions 2BW reads: "@p.prev" -> "@p" while the update is pending.
+  std::map<std::string, std::string> toCurrent;
+  for (const StateDecl &d : plan.graph.states)
+    if (!d.copyOf.empty())
+      toCurrent[d.name] = d.copyOf;
+  const std::map<std::string, std::string> none;
+
+  // Received values: input node -> (channel, sending stage).
+  struct Recv {
+    std::string name;
+    int channel, from;
+    bool backward;
+    Shape shape;
+    DType dtype;
+  };
+  std::vector<Recv> recvs;
+  for (size_t i = 0; i < plan.graph.nodes.size(); ++i) {
+    const Node &n = plan.graph.nodes[i];
+    if (n.kind != OpKind::Input || n.name.rfind("xfer.", 0) != 0)
+      continue;
+    int channel = std::stoi(n.name.substr(5));
+    bool isBackward = std::find(plan.backward.begin(), plan.backward.end(),
+                                static_cast<int>(i)) != plan.backward.end();
+    recvs.push_back({n.name, channel, static_cast<int>(graph.nodes.at(channel).ints[0]),
+                     isBackward, n.shape, n.dtype});
+  }
+  // Sends posted during this step, and during the previous one. A step's
+  // sends may feed the next step (2BW runs ahead), which the receiver takes
+  // only after its own end of step: they are waited for one step later.
+  std::vector<std::unique_ptr<Request>> pending, pendingPrev;
+  auto drainPrevious = [&] {
+    for (auto &r : pendingPrev)
+      r->wait();
+    pendingPrev = std::move(pending);
+    pending.clear();
+  };
+  auto drain = [&] {
+    drainPrevious();
+    drainPrevious();
   };
 
+  std::map<int64_t, ValueEnv> envs;
+  int64_t fwd = first, bwd = first, updates = opt.startStep;
+  const int64_t window = S - s; // in flight on this stage (1F1B)
+  auto timed = [&](double &bucket, auto &&fn) {
+    auto a = std::chrono::steady_clock::now();
+    fn();
+    double d = std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count();
+    busy += d;
+    bucket += d;
+  };
+  // The version micro-batch j reads, given the updates applied so far.
+  auto redirectFor = [&](int64_t j) -> const std::map<std::string, std::string> & {
+    int64_t u = j / m + 1; // its step, 1-based; it needs x(u-2)
+    return updates == u - 2 ? toCurrent : none;
+  };
+  auto run = [&](const std::vector<int> &nodes, int64_t j, bool backward) {
+    // Data inputs are forward nodes; the backward part only receives.
+    std::map<std::string, HostTensor> inputs;
+    if (!backward)
+      inputs = data.batch(Split::Train, static_cast<uint64_t>(j));
+    for (const Recv &r : recvs)
+      if (r.backward == backward)
+        inputs[r.name] = recvTensor(comm, r.from, dataTag(r.channel, j), r.shape, r.dtype);
+    StepResult res;
+    double &bucket = backward ? report.backwardSeconds : report.forwardSeconds;
+    timed(bucket, [&] { res = ex.runNodes(nodes, envs[j], inputs, redirectFor(j)); });
+    ++(backward ? report.backwards : report.forwards);
+    for (const StagePlan::Send &snd : plan.sends)
+      if (snd.backward == backward)
+        pending.push_back(sendTensor(comm, snd.to, dataTag(snd.channel, j),
+                                     ex.envValue(envs[j], snd.node),
+                                     plan.graph.nodes[snd.node].dtype));
+    return res;
+  };
+
+  // Every stage's state, gathered on the last stage (checkpoints, the end).
+  auto gatherStates = [&](int64_t step) {
+    std::map<std::string, HostTensor> all;
+    if (s != S - 1) {
+      int k = 0;
+      for (const StateDecl &d : plan.graph.states)
+        sendTensor(comm, S - 1, kTagState | (uint64_t(step) << 12) | uint64_t(k++),
+                   ex.getState(d.name), d.dtype)
+            ->wait();
+      return all;
+    }
+    for (int from = 0; from < S; ++from) {
+      int k = 0;
+      for (const StateDecl &d : plans[from].graph.states) {
+        if (from == s)
+          all[d.name] = ex.getState(d.name);
+        else
+          all[d.name] = recvTensor(comm, from, kTagState | (uint64_t(step) << 12) | uint64_t(k),
+                                   d.shape, d.dtype);
+        ++k;
+      }
+    }
+    return all;
+  };
+
+  // Stop agreement: at the end of step u every stage sends the others its
+  // flag for u and reads theirs for u−1. A raised flag of u−1 stops
+  // everyone after step u+1: no stage has started a micro-batch past u+1
+  // when it reads it (2BW runs at most one step ahead of its updates), and
+  // none starts one after, so nothing is left in flight.
+  int64_t stopAfter = -1;
+  bool failed = false;
+  std::vector<std::unique_ptr<Request>> flagSends; // waited a step later
+  auto readFlags = [&](int64_t u, int64_t own) {
+    int64_t agg = own;
+    for (int p = 0; p < S; ++p)
+      if (p != s) {
+        int64_t theirs = 0;
+        comm.recv(p, kTagFlag | uint64_t(u), WireType::I64, &theirs, 1);
+        agg = std::max(agg, theirs);
+      }
+    return agg;
+  };
+  int64_t prevFlag = Go;
+
+  while (bwd < total) {
+    bool versionReady = opt.schedule == Schedule::TwoBW ? fwd / m - 1 <= updates
+                                                         : fwd / m <= updates;
+    bool allowed = stopAfter < 0 || fwd / m < stopAfter;
+    if (fwd < total && fwd - bwd < window && versionReady && allowed) {
+      StepResult r = run(plan.forward, fwd, false);
+      if (!r.outputs.empty()) {
+        losses.push_back(r.outputs[0]);
+        if (static_cast<int64_t>(losses.size()) % m == 0) {
+          double sum = 0;
+          for (int64_t k = static_cast<int64_t>(losses.size()) - m;
+               k < static_cast<int64_t>(losses.size()); ++k)
+            sum += losses[k];
+          if (opt.onStep)
+            opt.onStep(opt.startStep + static_cast<int64_t>(losses.size()) / m,
+                       sum / static_cast<double>(m));
+        }
+      }
+      ++fwd;
+      continue;
+    }
+    StepResult r = run(plan.backward, bwd, true);
+    ex.accumulateGrads(r);
+    envs.erase(bwd);
+    ++bwd;
+    if (bwd % m != 0)
+      continue;
+    timed(report.updateSeconds, [&] { ex.update(); });
+    ++report.updates;
+    ++updates;
+    const int64_t step = updates;
+    // The last stage knows the loss: a non-finite one stops the run.
+    int64_t flag = Go;
+    if (s == S - 1 && !losses.empty() && !std::isfinite(losses.back()))
+      flag = Failed;
+    else if (opt.stopRequested && opt.stopRequested())
+      flag = Stop;
+    std::vector<std::unique_ptr<Request>> sentNow;
+    for (int p = 0; p < S; ++p)
+      if (p != s)
+        sentNow.push_back(comm.isend(p, kTagFlag | uint64_t(step), WireType::I64, &flag, 1));
+    if (step > opt.startStep + 1) {
+      int64_t prev = readFlags(step - 1, prevFlag);
+      if (prev != Go && stopAfter < 0) {
+        stopAfter = step + 1;
+        failed = prev == Failed;
+      }
+    }
+    for (auto &f : flagSends)
+      f->wait();
+    flagSends = std::move(sentNow);
+    prevFlag = flag;
+    const bool last = step == opt.steps || step == stopAfter;
+    if (last)
+      drain();
+    else
+      drainPrevious();
+    if (last) {
+      int64_t now = readFlags(step, flag); // every flag sent is read
+      if (stopAfter < 0 && now != Go)
+        failed = failed || now == Failed; // raised at the very last step
+      for (auto &f : flagSends)
+        f->wait();
+      flagSends.clear();
+    }
+    if (step == stopAfter && step < opt.steps)
+      result.stopped = true;
+    bool ckpt = !failed && opt.onCheckpoint && step < opt.steps &&
+                ((opt.checkpointInterval > 0 && step % opt.checkpointInterval == 0) ||
+                 result.stopped);
+    if (ckpt) {
+      std::map<std::string, HostTensor> all = gatherStates(step);
+      if (s == S - 1)
+        opt.onCheckpoint(step, all);
+    }
+    if (last)
+      break;
+  }
+  drain();
+  result.lastStep = updates;
+  if (failed)
+    throw std::runtime_error("the loss became non-finite by step " +
+                             std::to_string(result.lastStep) +
+                             "; stopping without a checkpoint (the last good one is kept)");
+
+  report.busySeconds = busy;
+  report.wallSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  result.seconds = report.wallSeconds;
+  // The last stage gathers the final states, the reports and holds the losses.
+  std::map<std::string, HostTensor> all = gatherStates(opt.steps + 1);
+  std::vector<double> mine = {double(report.stage), double(report.parameters),
+                              double(report.weightVersions), double(report.efStates),
+                              double(report.optimizerStates), double(report.bytes),
+                              report.busySeconds, report.wallSeconds, report.forwardSeconds,
+                              report.backwardSeconds, report.updateSeconds,
+                              double(report.forwards), double(report.backwards),
+                              double(report.updates)};
+  if (s != S - 1) {
+    comm.isend(S - 1, kTagReport, WireType::F64, mine.data(), mine.size())->wait();
+    result.stages.push_back(report);
+    return result;
+  }
+  result.states = std::move(all);
+  result.stages.resize(S);
+  for (int from = 0; from < S; ++from) {
+    std::vector<double> v = mine;
+    if (from != s)
+      comm.recv(from, kTagReport, WireType::F64, v.data(), v.size());
+    StageReport &r = result.stages[from];
+    r.stage = int(v[0]);
+    r.parameters = int64_t(v[1]);
+    r.weightVersions = int64_t(v[2]);
+    r.efStates = int64_t(v[3]);
+    r.optimizerStates = int64_t(v[4]);
+    r.bytes = int64_t(v[5]);
+    r.busySeconds = v[6];
+    r.wallSeconds = v[7];
+    r.forwardSeconds = v[8];
+    r.backwardSeconds = v[9];
+    r.updateSeconds = v[10];
+    r.forwards = int64_t(v[11]);
+    r.backwards = int64_t(v[12]);
+    r.updates = int64_t(v[13]);
+  }
+  // A step's loss is the mean of its micro-batches.
+  const int64_t ran = result.lastStep - opt.startStep;
+  for (int64_t u = 0; u < ran; ++u) {
+    double sum = 0;
+    for (int64_t k = 0; k < m; ++k)
+      sum += losses.at(u * m + k);
+    result.losses.push_back(sum / static_cast<double>(m));
+  }
+  return result;
+}
+
+PipelineResult stretto::runPipeline(const Graph &graph, DataSource &data,
+                                    const PipelineOptions &opt) {
+  const int S = static_cast<int>(planStages(graph).size());
+  InProcessGroup group(S);
+  // Threads share the data source; batches are stateless but not thread-safe.
+  struct Locked : DataSource {
+    DataSource &d;
+    std::mutex mu;
+    explicit Locked(DataSource &d) : d(d) {}
+    std::map<std::string, HostTensor> batch(Split sp, uint64_t i) override {
+      std::lock_guard<std::mutex> lock(mu);
+      return d.batch(sp, i);
+    }
+    std::string describe() const override { return d.describe(); }
+    int64_t tokensPerBatch() const override { return d.tokensPerBatch(); }
+  } locked(data);
+  std::mutex errMu;
+  std::string error;
+  PipelineResult result;
   auto t0 = std::chrono::steady_clock::now();
   std::vector<std::thread> threads;
   for (int s = 0; s < S; ++s)
-    threads.emplace_back(worker, s);
+    threads.emplace_back([&, s] {
+      Communicator &c = group.rank(s);
+      try {
+        PipelineResult r = runPipelineRank(graph, locked, opt, c);
+        if (s == S - 1)
+          result = std::move(r);
+      } catch (const std::exception &e) {
+        {
+          std::lock_guard<std::mutex> lock(errMu);
+          if (error.empty())
+            error = "stage " + std::to_string(s) + ": " + e.what();
+        }
+        c.abort("stage " + std::to_string(s) + " failed");
+      }
+    });
   for (std::thread &t : threads)
     t.join();
-  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   if (!error.empty())
     throw std::runtime_error(error);
-
-  // The loss is the last stage's; a step's loss is the mean of its micro-batches.
-  const std::vector<double> &l = stageLosses[S - 1];
-  for (int64_t u = 0; u < opt.steps - opt.startStep; ++u) {
-    double sum = 0;
-    for (int64_t k = 0; k < m; ++k)
-      sum += l.at(u * m + k);
-    result.losses.push_back(sum / static_cast<double>(m));
-  }
-  for (auto &f : finals)
-    for (auto &[name, t] : f)
-      result.states[name] = std::move(t);
+  result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return result;
 }
 
@@ -369,18 +526,21 @@ namespace stretto {
 /// the per-stage allocation and idle report, metrics.jsonl and a checkpoint
 /// at the end (resumable); no validation or periodic checkpoints yet.
 int runPipelineTraining(const Graph &graph, DataSource &data, const TrainerOptions &opt,
-                        bool twoBW) {
+                        bool twoBW, Communicator *comm) {
   PipelineOptions po;
   po.steps = opt.steps;
   po.microBatches = opt.microBatches;
   po.schedule = twoBW ? Schedule::TwoBW : Schedule::Flush;
   po.executorFactory = executorFactory(opt);
   po.seed = opt.seed;
+  // The last stage holds the loss: it prints and writes the output folder.
+  const int S = static_cast<int>(planStages(graph).size());
+  const bool lead = !comm || comm->rank() == S - 1;
   auto t0 = std::chrono::steady_clock::now();
   std::ofstream metrics;
   po.onStep = [&](int64_t step, double loss) {
     if (metrics.is_open())
-      metrics << "{\"step\": " << step << ", \"loss\": " << loss << "}\n";
+      metrics << "{\"step\": " << step << ", \"loss\": " << loss << "}\n" << std::flush;
     if (opt.quiet || (step % opt.logInterval != 0 && step != opt.steps))
       return;
     double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -389,9 +549,23 @@ int runPipelineTraining(const Graph &graph, DataSource &data, const TrainerOptio
                 s > 0 ? (step - po.startStep) * opt.microBatches * data.tokensPerBatch() / s : 0.0);
     std::fflush(stdout);
   };
+  static std::atomic<bool> interrupted{false};
+  interrupted = false;
+  po.stopRequested = [] { return interrupted.load(); };
+  auto onSignal = [](int) { interrupted = true; };
+  auto prevInt = std::signal(SIGINT, onSignal);
+  auto prevTerm = std::signal(SIGTERM, onSignal);
+  struct Restore {
+    void (*i)(int), (*t)(int);
+    ~Restore() {
+      std::signal(SIGINT, i);
+      std::signal(SIGTERM, t);
+    }
+  } restore{prevInt, prevTerm};
   try {
     if (!opt.outDir.empty()) {
-      prepareOutputDirectory(opt.outDir);
+      if (lead)
+        prepareOutputDirectory(opt.outDir);
       if (std::optional<Checkpoint> c = openRun(graph, opt)) {
         if (c->step >= opt.steps) {
           // Nothing left to do: not an error, and no step counts below zero.
@@ -402,33 +576,53 @@ int runPipelineTraining(const Graph &graph, DataSource &data, const TrainerOptio
         }
         po.startStep = c->step;
         po.resumeStates = std::move(c->states);
-        std::printf("resuming from %s/checkpoint.bin at step %lld\n", opt.outDir.c_str(),
-                    (long long)po.startStep);
+        if (lead)
+          std::printf("resuming from %s/checkpoint.bin at step %lld\n", opt.outDir.c_str(),
+                      (long long)po.startStep);
       }
-      metrics.open(opt.outDir + "/metrics.jsonl", opt.resume ? std::ios::app : std::ios::trunc);
-      metrics.precision(17); // every digit of a double: runs compare line by line
-      if (!metrics)
-        throw std::runtime_error("output directory '" + opt.outDir + "' is not writable");
+      checkWorld(opt.outDir, opt.resume, "pipeline stages " + std::to_string(S), lead);
+      if (lead) {
+        metrics.open(opt.outDir + "/metrics.jsonl", opt.resume ? std::ios::app : std::ios::trunc);
+        metrics.precision(17); // every digit of a double: runs compare line by line
+        if (!metrics)
+          throw std::runtime_error("output directory '" + opt.outDir + "' is not writable");
+      }
+      po.checkpointInterval = opt.checkpointInterval;
+      po.onCheckpoint = [&](int64_t step, const std::map<std::string, HostTensor> &states) {
+        saveRun(opt.outDir, graph, step, opt.seed, states, opt.precision);
+      };
     } else if (opt.resume) {
       throw std::runtime_error("--resume needs --out");
     }
-    PipelineResult r = runPipeline(graph, data, po);
+    PipelineResult r = comm ? runPipelineRank(graph, data, po, *comm) : runPipeline(graph, data, po);
+    if (!lead)
+      return 0;
     for (double l : r.losses)
       if (!std::isfinite(l))
         throw std::runtime_error("the loss became " + std::to_string(l) +
                                  "; no checkpoint written (the last good one is kept)");
+    if (r.stopped) {
+      std::printf("interrupted at step %lld", (long long)r.lastStep);
+      if (!opt.outDir.empty())
+        std::printf("; checkpoint written to %s/checkpoint.bin (continue with --resume)",
+                    opt.outDir.c_str());
+      std::printf("\n");
+      return 130;
+    }
     if (!opt.outDir.empty())
       saveRun(opt.outDir, graph, opt.steps, opt.seed, r.states, opt.precision);
     std::printf("%s", formatStageReport(r.stages).c_str());
     int64_t ran = opt.steps - po.startStep;
-    std::printf("done: %lld steps in %.1f s (%s, %zu stages, %lld micro-batches), %.0f tok/s; "
+    std::printf("done: %lld steps in %.1f s (%s, %zu stages%s, %lld micro-batches), %.0f tok/s; "
                 "train loss %.4f -> %.4f\n",
                 (long long)ran, r.seconds, twoBW ? "PipeDream-2BW" : "flush", r.stages.size(),
+                comm ? (" on " + std::to_string(comm->size()) + " processes").c_str() : "",
                 (long long)opt.microBatches,
                 ran * opt.microBatches * data.tokensPerBatch() / r.seconds,
                 r.losses.empty() ? 0.0 : r.losses.front(), r.losses.empty() ? 0.0 : r.losses.back());
     if (!opt.outDir.empty())
       std::printf("wrote %s/{metrics.jsonl,checkpoint.bin,model.safetensors}\n", opt.outDir.c_str());
+    std::fflush(stdout);
     return 0;
   } catch (const std::exception &e) {
     std::fprintf(stderr, "error: %s\n", e.what());

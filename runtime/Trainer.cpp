@@ -2,6 +2,7 @@
 #include "stretto/Trainer.h"
 #include "stretto/PlanExecutor.h"
 #include "stretto/RunChecks.h"
+#include "stretto/Runtime/Communicator.h"
 
 #include <algorithm>
 #include <atomic>
@@ -176,6 +177,24 @@ std::optional<Checkpoint> stretto::openRun(const std::string &outDir, bool resum
   return c;
 }
 
+void stretto::checkWorld(const std::string &outDir, bool resume, const std::string &layout,
+                         bool write) {
+  if (outDir.empty())
+    return;
+  const std::string path = outDir + "/world.txt";
+  if (resume) {
+    std::ifstream f(path);
+    std::string was;
+    std::getline(f, was);
+    if (f && !was.empty() && was != layout)
+      throw std::runtime_error(path + ": the checkpoint was written by a run of " + was +
+                               "; this run has " + layout +
+                               " (resume with the same processes and placement)");
+  }
+  if (write)
+    writeFileAtomically(path, layout + "\n");
+}
+
 void stretto::saveRun(const std::string &outDir, const Graph &graph, int64_t step,
                       uint64_t seed, const std::map<std::string, HostTensor> &states,
                       Precision precision, const std::map<std::string, std::string> &meta) {
@@ -203,10 +222,15 @@ void stretto::saveRun(const std::string &outDir, const Graph &graph, int64_t ste
 
 int stretto::runTraining(const Graph &graph, DataSource &data, const TrainerOptions &opt,
                    TrainSummary *summary) {
-  const bool tty = ::isatty(STDOUT_FILENO);
+  Communicator *dp = opt.dataParallel;
+  const int64_t ranks = dp ? dp->size() : 1;
+  const int64_t me = dp ? dp->rank() : 0;
+  const bool lead = me == 0; // evaluates, prints, writes the output folder
+  const bool quiet = opt.quiet || !lead;
+  const bool tty = lead && ::isatty(STDOUT_FILENO);
   std::string ckptPath, metricsPath, csvPath;
   if (!opt.outDir.empty()) {
-    if (!isDirWritable(opt.outDir)) {
+    if (lead && !isDirWritable(opt.outDir)) {
       return 1;
     }
     ckptPath = opt.outDir + "/checkpoint.bin";
@@ -219,11 +243,11 @@ int stretto::runTraining(const Graph &graph, DataSource &data, const TrainerOpti
     auto *plan = dynamic_cast<PlanExecutor *>(exPtr.get());
     if (plan) {
       plan->setProfiling(opt.profile);
-      if (!opt.quiet && plan->deviceName() != "cpu")
+      if (!quiet && plan->deviceName() != "cpu")
         std::cout << "device: " << plan->deviceName() << " (CUDA, "
                   << (opt.gemmPrecision == GemmPrecision::BF16 ? "bf16" : "f32")
                   << " GEMMs through cuBLASLt)\n";
-      if (!opt.quiet) {
+      if (!quiet) {
         const PlanStats &ps = plan->stats();
         std::printf("buffer plan: %.1f MB peak (states, gradient sums and constants %.1f MB, "
                     "largest arena %.1f MB; %.1f MB of intermediates without reuse)\n",
@@ -249,12 +273,13 @@ int stretto::runTraining(const Graph &graph, DataSource &data, const TrainerOpti
         ex.setState(s.name, c->states.at(s.name));
       ex.setStepCount(c->step);
       start = c->step;
-      if (!opt.quiet)
+      if (!quiet)
         std::cout << "resuming from " << ckptPath << " at step " << start << "\n";
     }
+    checkWorld(opt.outDir, opt.resume, "data-parallel ranks " + std::to_string(ranks), lead);
 
     std::ofstream metrics, csv;
-    if (!metricsPath.empty()) {
+    if (lead && !metricsPath.empty()) {
       auto mode = opt.resume ? std::ios::app : std::ios::trunc;
       metrics.open(metricsPath, mode);
       metrics.precision(17); // every digit of a double: runs compare line by line
@@ -263,7 +288,7 @@ int stretto::runTraining(const Graph &graph, DataSource &data, const TrainerOpti
         csv << "step,loss,val_loss,tokens_per_s,elapsed_s\n";
     }
     auto save = [&](int64_t step) {
-      if (ckptPath.empty())
+      if (ckptPath.empty() || !lead)
         return;
       std::map<std::string, HostTensor> states;
       for (const StateDecl &s : graph.states)
@@ -274,6 +299,7 @@ int stretto::runTraining(const Graph &graph, DataSource &data, const TrainerOpti
 
     gInterrupted = false;
     auto previous = std::signal(SIGINT, onSigint);
+    auto previousTerm = std::signal(SIGTERM, onSigint); // a launcher forwards both
     TrainSummary sum;
     std::vector<std::pair<int64_t, double>> trainCurve, valCurve;
     auto t0 = std::chrono::steady_clock::now();
@@ -285,10 +311,39 @@ int stretto::runTraining(const Graph &graph, DataSource &data, const TrainerOpti
       // One optimizer step: the micro-batches' gradients, then the update.
       double loss = 0;
       for (int64_t k = 0; k < opt.microBatches; ++k) {
-        uint64_t index = static_cast<uint64_t>((step - 1) * opt.microBatches + k);
+        uint64_t index =
+            static_cast<uint64_t>((step - 1) * opt.microBatches * ranks + me * opt.microBatches + k);
         loss += ex.microStep(data.batch(Split::Train, index)).outputs.at(0);
       }
-      loss /= static_cast<double>(opt.microBatches);
+      bool stop = gInterrupted;
+      if (dp) {
+        // One flat all-reduce of every gradient sum, then the losses and the
+        // stop flag: every rank takes the same step and stops at the same one.
+        ex.reduceGradSums(
+            [&](Executor::GradSums &g) {
+              size_t n = 0;
+              for (auto &[p, c] : g.f32)
+                n += c;
+              std::vector<float> flat;
+              flat.reserve(n);
+              for (auto &[p, c] : g.f32)
+                flat.insert(flat.end(), p, p + c);
+              dp->allReduceSum(flat.data(), flat.size());
+              size_t off = 0;
+              for (auto &[p, c] : g.f32) {
+                std::copy(flat.begin() + off, flat.begin() + off + c, p);
+                off += c;
+              }
+              for (auto &[p, c] : g.f64)
+                dp->allReduceSum(p, c);
+            },
+            ranks);
+        double shared[2] = {loss, stop ? 1.0 : 0.0};
+        dp->allReduceSum(shared, 2);
+        loss = shared[0];
+        stop = shared[1] > 0;
+      }
+      loss /= static_cast<double>(opt.microBatches * ranks);
       if (std::isfinite(loss))
         ex.update();
       if (!std::isfinite(loss)) {
@@ -303,9 +358,9 @@ int stretto::runTraining(const Graph &graph, DataSource &data, const TrainerOpti
       lastLoss = loss;
       sum.losses.push_back(loss);
       trainCurve.emplace_back(step, loss);
-      tokensSinceLog += data.tokensPerBatch() * opt.microBatches;
+      tokensSinceLog += data.tokensPerBatch() * opt.microBatches * ranks;
       double val = -1;
-      bool evalNow = step % opt.evalInterval == 0 || step == opt.steps;
+      bool evalNow = lead && (step % opt.evalInterval == 0 || step == opt.steps);
       if (evalNow) {
         val = evaluateLoss(ex, data, opt.evalBatches);
         valCurve.emplace_back(step, val);
@@ -320,7 +375,7 @@ int stretto::runTraining(const Graph &graph, DataSource &data, const TrainerOpti
         // Flushed every line: a killed run keeps every step it printed.
         metrics << ", \"elapsed_s\": " << elapsed << "}\n" << std::flush;
       }
-      bool logNow = step % opt.logInterval == 0 || step == opt.steps || evalNow;
+      bool logNow = lead && (step % opt.logInterval == 0 || step == opt.steps || evalNow);
       if (logNow) {
         double dt = std::chrono::duration<double>(now - tLog).count();
         double tps = dt > 0 ? tokensSinceLog / dt : 0;
@@ -328,7 +383,7 @@ int stretto::runTraining(const Graph &graph, DataSource &data, const TrainerOpti
         if (csv.is_open())
           csv << step << "," << loss << "," << (val >= 0 ? std::to_string(val) : "") << ","
               << tps << "," << elapsed << "\n" << std::flush;
-        if (!opt.quiet) {
+        if (!quiet) {
           char line[256];
           std::snprintf(line, sizeof line,
                         "step %6lld/%lld | loss %.4f | %8.0f tok/s | elapsed %s | eta %s",
@@ -352,29 +407,32 @@ int stretto::runTraining(const Graph &graph, DataSource &data, const TrainerOpti
       bool ckptNow = opt.checkpointInterval > 0 && step % opt.checkpointInterval == 0;
       if (ckptNow || step == opt.steps)
         save(step);
-      if (gInterrupted) {
+      if (stop) {
         save(step);
-        std::cout << (tty ? "\n" : "") << "interrupted at step " << step;
-        if (!ckptPath.empty())
+        if (lead)
+          std::cout << (tty ? "\n" : "") << "interrupted at step " << step;
+        if (lead && !ckptPath.empty())
           std::cout << "; checkpoint written to " << ckptPath << " (continue with --resume)";
-        std::cout << "\n";
+        if (lead)
+          std::cout << "\n";
         sum.interrupted = true;
         exitCode = 130;
         break;
       }
     }
     std::signal(SIGINT, previous);
-    if (tty && !opt.quiet)
+    std::signal(SIGTERM, previousTerm);
+    if (tty && !quiet)
       std::cout << "\n";
     auto t1 = std::chrono::steady_clock::now();
     sum.seconds = std::chrono::duration<double>(t1 - t0).count();
     sum.finalLoss = lastLoss;
     int64_t ran = sum.steps - start;
     sum.tokensPerSecond =
-        sum.seconds > 0 ? ran * data.tokensPerBatch() * opt.microBatches / sum.seconds : 0;
-    if (!opt.outDir.empty())
+        sum.seconds > 0 ? ran * data.tokensPerBatch() * opt.microBatches * ranks / sum.seconds : 0;
+    if (lead && !opt.outDir.empty())
       writePlot(opt.outDir + "/loss.svg", trainCurve, valCurve);
-    if (exitCode != 1) { // the summary shows even with --quiet
+    if (exitCode != 1 && lead) { // the summary shows even with --quiet
       std::printf("done: %lld steps in %s, %.0f tok/s; train loss %.4f -> %.4f",
                   (long long)ran, fmtDuration(sum.seconds).c_str(), sum.tokensPerSecond,
                   sum.firstLoss, sum.finalLoss);
