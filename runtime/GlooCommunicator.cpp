@@ -202,6 +202,14 @@ private:
       if (done)
         return;
       done = true;
+      auto t0 = std::chrono::steady_clock::now();
+      struct Timed {
+        double &into;
+        std::chrono::steady_clock::time_point t0;
+        ~Timed() {
+          into += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        }
+      } timed{c.commSeconds, t0};
       for (auto *b : {hb.get(), pb.get()})
         if (b) {
           if (c.isDead(peer)) {
@@ -239,6 +247,7 @@ private:
       if (done)
         return;
       done = true;
+      auto t0 = std::chrono::steady_clock::now();
       bool ok;
       try {
         ok = hb->waitRecv(c.timeout_);
@@ -253,6 +262,7 @@ private:
       if (bytes)
         c.receive(peer, slotOf(tag, 1), data, bytes, tag);
       c.bytesReceived += static_cast<double>(bytes);
+      c.commSeconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       c.trace("irecv from", peer, tag, "done");
     }
     GlooComm &c;

@@ -706,7 +706,12 @@ GossipResult runGossipRank(const Graph &graph, DataSource &data, const GossipOpt
     std::vector<bool> answered(peers.size(), false);
     double roundBytes = 0;
     int node = 0;
-    ex.setCollective([&](const Node &n, const HostTensor &z) {
+    ex.setCollective([&](const Node &node0, const HostTensor &z) {
+      // Values travel in the executor's element type (an f64 reference run
+      // computes f32-declared nodes in f64).
+      Node n = node0;
+      if (!opt.executorFactory && !opt.compiled && opt.precision == Precision::F64)
+        n.dtype = DType::F64;
       std::vector<double> meta = {static_cast<double>(peers.size())};
       meta.insert(meta.end(), ready.begin(), ready.end());
       // Receives are posted before the sends: a posted receive notices a
@@ -758,7 +763,7 @@ GossipResult runGossipRank(const Graph &graph, DataSource &data, const GossipOpt
           drop(j, round, e.what());
         }
       }
-      roundBytes += static_cast<double>(z.data.size() * elementBytes(n.dtype));
+      roundBytes += static_cast<double>(z.data.size() * elementBytes(node0.dtype));
       std::vector<HostTensor> got;
       std::vector<size_t> degrees;
       got.reserve(peers.size());
@@ -1073,6 +1078,9 @@ int runGossipTraining(const Graph &graph, DataSource &data, const GossipOptions 
                       "\"sim_time\": %.17g%s",
                       (long long)r.round + 1, r.loss, r.live, r.bytes,
                       r.simTime.empty() ? 0.0 : r.simTime[0], "");
+        metrics << buf;
+        std::snprintf(buf, sizeof buf, ", \"elapsed_s\": %.3f",
+                      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
         metrics << buf;
         if (r.consensus >= 0)
           metrics << ", \"consensus\": " << r.consensus;

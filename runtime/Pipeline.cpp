@@ -174,6 +174,10 @@ PipelineResult stretto::runPipelineRank(const Graph &graph, DataSource &data,
     throw std::runtime_error("resume step " + std::to_string(opt.startStep) + " is outside [0, " +
                              std::to_string(opt.steps) + "]");
   const StagePlan &plan = plans[s];
+  // Values travel in the executor's element type: an f64 reference run
+  // computes every node in f64, whatever the node's declared type.
+  const bool f64 = !opt.executorFactory && !opt.compiled && opt.precision == Precision::F64;
+  auto wire = [f64](DType t) { return f64 ? DType::F64 : t; };
   PipelineResult result;
   StageReport report = reportFor(plan);
   std::vector<double> losses;
@@ -268,7 +272,7 @@ PipelineResult stretto::runPipelineRank(const Graph &graph, DataSource &data,
       inputs = data.batch(Split::Train, static_cast<uint64_t>(j));
     for (const Recv &r : recvs)
       if (r.backward == backward)
-        inputs[r.name] = recvTensor(comm, r.from, dataTag(r.channel, j), r.shape, r.dtype);
+        inputs[r.name] = recvTensor(comm, r.from, dataTag(r.channel, j), r.shape, wire(r.dtype));
     StepResult res;
     double &bucket = backward ? report.backwardSeconds : report.forwardSeconds;
     timed(bucket, [&] { res = ex.runNodes(nodes, envs[j], inputs, redirectFor(j)); });
@@ -277,7 +281,7 @@ PipelineResult stretto::runPipelineRank(const Graph &graph, DataSource &data,
       if (snd.backward == backward)
         pending.push_back(sendTensor(comm, snd.to, dataTag(snd.channel, j),
                                      ex.envValue(envs[j], snd.node),
-                                     plan.graph.nodes[snd.node].dtype));
+                                     wire(plan.graph.nodes[snd.node].dtype)));
     return res;
   };
 
@@ -288,7 +292,7 @@ PipelineResult stretto::runPipelineRank(const Graph &graph, DataSource &data,
       int k = 0;
       for (const StateDecl &d : plan.graph.states)
         sendTensor(comm, S - 1, kTagState | (uint64_t(step) << 12) | uint64_t(k++),
-                   ex.getState(d.name), d.dtype)
+                   ex.getState(d.name), wire(d.dtype))
             ->wait();
       return all;
     }
@@ -299,7 +303,7 @@ PipelineResult stretto::runPipelineRank(const Graph &graph, DataSource &data,
           all[d.name] = ex.getState(d.name);
         else
           all[d.name] = recvTensor(comm, from, kTagState | (uint64_t(step) << 12) | uint64_t(k),
-                                   d.shape, d.dtype);
+                                   d.shape, wire(d.dtype));
         ++k;
       }
     }

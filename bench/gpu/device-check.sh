@@ -42,5 +42,12 @@ for p in gpt-tiny gpt-mini; do
   run $B/bin/stretto-run $B/plans/$p.plan --data $B/data/kjv.txt --device=cuda --precision=bf16 --steps 100 --log-interval 50
   run $B/bin/stretto-run $B/plans/$p.plan --data $B/data/kjv.txt --device=cuda --steps 20 --profile --quiet
 done
-grep -E "^check:|^done:|exit status [^0]" "$LOG" > "$OUT/summary.txt"
+# NCCL: one rank (NCCL refuses two ranks on one GPU): init, send/recv to
+# itself, all-reduce, abort.
+run $B/bin/stretto-run --nccl-check
+# Two processes on the one GPU: a 2-stage pipeline whose activations and
+# cotangents are staged through the host over Gloo.
+run $B/bin/stretto-run $B/plans/pipe2-gpt-tiny-2bw.plan --data $B/data/kjv.txt --device=cuda \
+  --nproc 2 --timeout 120 --steps 20
+grep -E "^check:|^done:|done:|^nccl-check|exit status [^0]" "$LOG" > "$OUT/summary.txt"
 cat "$OUT/summary.txt"

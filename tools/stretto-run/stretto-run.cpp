@@ -29,6 +29,7 @@
 #include "stretto/Trainer.h"
 #include "stretto/Runtime/Distributed.h"
 #include "stretto/Runtime/Launcher.h"
+#include "../../runtime/Nccl.h"
 
 #include <cerrno>
 #include <cmath>
@@ -50,6 +51,7 @@ const char *kUsage =
     "                   [--nproc N] [--nnodes N --node-rank K --master-addr A --master-port P]\n"
     "                   [--timeout S] [--iface NAME] [--log-dir DIR] [--rendezvous file:DIR]\n"
     "                   [--on-peer-failure stop|continue]\n"
+    "       stretto-run --nccl-check   (one-rank NCCL self-check on GPU 0)\n"
     "Trains from a plan written by `stretto-train MODEL --save-plan PLAN` (no MLIR here).\n"
     "--nproc N starts N ranks here (one per pipeline stage; a one-stage plan runs\n"
     "synchronous data parallelism); under torchrun-style variables, mpirun or srun\n"
@@ -91,6 +93,8 @@ int64_t metaInt(const PlanFile &p, const std::string &key, int64_t fallback) {
 int main(int argc, char **argv) {
   // --nproc N / --nnodes: this process only launches the ranks.
   std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.size() == 1 && args[0] == "--nccl-check")
+    return nccl::selfCheck();
   LaunchOptions launch;
   try {
     args = takeLaunchFlags(args, launch);
@@ -329,19 +333,28 @@ int main(int argc, char **argv) {
   }
   if (world && check > 0)
     return fail("--check runs in one process");
+  // Each rank's traffic, for people and bench/dist.
+  auto withStats = [&](int rc) {
+    if (world && !quiet)
+      std::printf("comm: rank %d sent %.3f MB, received %.3f MB, %.3f s in communication\n",
+                  world->rank(), world->bytesSent / 1e6, world->bytesReceived / 1e6,
+                  world->commSeconds);
+    std::fflush(stdout);
+    return rc;
+  };
 
   if (!graph.outer.empty()) {
     GossipOptions g = gossipOptionsFor(graph, opt, GossipSettings::fromMeta(plan.meta));
     g.stopOnPeerFailure = !continueOnPeerFailure;
-    return runGossipTraining(graph, *source, g, quiet, world.get());
+    return withStats(runGossipTraining(graph, *source, g, quiet, world.get()));
   }
   if (pipelined)
-    return runPipelineTraining(graph, *source, opt, meta("train.schedule", "flush") == "2bw",
-                               world.get());
+    return withStats(runPipelineTraining(graph, *source, opt,
+                                         meta("train.schedule", "flush") == "2bw", world.get()));
   opt.dataParallel = world.get();
   if (check <= 0) {
     TrainSummary summary;
-    return runTraining(graph, *source, opt, &summary);
+    return withStats(runTraining(graph, *source, opt, &summary));
   }
 
   // --check N: the chosen runtime beside the reference executor.
