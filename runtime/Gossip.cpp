@@ -212,6 +212,45 @@ double allReduceTime(const NetworkModel &net, const std::vector<int> &members, d
   return 2.0 * static_cast<double>(n - 1) * (net.latency + bytes / static_cast<double>(n) / bw);
 }
 
+/// Replica r's simulated clocks after a round: the peers that answered and
+/// the time each was ready (per network); an all-reduce on the complete
+/// graph, pairwise exchanges elsewhere. Counts the bytes sent.
+void advanceClocks(ReplicaReport &rep, int r, Topology topo, const std::vector<int> &peers,
+                   const std::vector<bool> &answered,
+                   const std::vector<std::vector<double>> &peerReady,
+                   const std::vector<double> &ready, double roundBytes,
+                   const GossipOptions &opt) {
+  const size_t NN = opt.networks.size();
+  std::vector<int> members{r};
+  for (size_t p = 0; p < peers.size(); ++p)
+    if (answered[p])
+      members.push_back(peers[p]);
+  std::sort(members.begin(), members.end());
+  if (topo == Topology::Complete) {
+    size_t n = members.size();
+    if (n > 1)
+      rep.bytesSent += 2.0 * static_cast<double>(n - 1) / static_cast<double>(n) * roundBytes;
+    for (size_t net = 0; net < NN; ++net) {
+      double start = ready[net];
+      for (size_t p = 0; p < peers.size(); ++p)
+        if (answered[p])
+          start = std::max(start, peerReady[p][net]);
+      rep.simTime[net] = start + allReduceTime(opt.networks[net], members, roundBytes);
+    }
+  } else {
+    rep.bytesSent += roundBytes * static_cast<double>(peers.size());
+    for (size_t net = 0; net < NN; ++net) {
+      const NetworkModel &nm = opt.networks[net];
+      double end = ready[net];
+      for (size_t p = 0; p < peers.size(); ++p)
+        if (answered[p])
+          end = std::max(end, std::max(ready[net], peerReady[p][net]) + nm.latency +
+                                  roundBytes / nm.linkBandwidth(r, peers[p]));
+      rep.simTime[net] = end;
+    }
+  }
+}
+
 // The executor of one replica (or of the evaluation): the compiled runtime
 // when the options ask for it, else the reference executor.
 std::unique_ptr<Executor> makeExecutor(const Graph &g, const GossipOptions &opt) {
@@ -543,35 +582,7 @@ GossipResult runGossip(const Graph &graph, DataSource &data, const GossipOptions
         ex.outerStep();
         ex.setCollective(nullptr);
 
-        // Advance the simulated clocks.
-        std::vector<int> members{r};
-        for (size_t p = 0; p < peers.size(); ++p)
-          if (answered[p])
-            members.push_back(peers[p]);
-        std::sort(members.begin(), members.end());
-        if (topo == Topology::Complete) {
-          size_t n = members.size();
-          if (n > 1)
-            rep.bytesSent += 2.0 * static_cast<double>(n - 1) / static_cast<double>(n) * roundBytes;
-          for (size_t net = 0; net < NN; ++net) {
-            double start = ready[net];
-            for (size_t p = 0; p < peers.size(); ++p)
-              if (answered[p])
-                start = std::max(start, peerReady[p][net]);
-            rep.simTime[net] = start + allReduceTime(opt.networks[net], members, roundBytes);
-          }
-        } else {
-          rep.bytesSent += roundBytes * static_cast<double>(peers.size());
-          for (size_t net = 0; net < NN; ++net) {
-            const NetworkModel &nm = opt.networks[net];
-            double end = ready[net];
-            for (size_t p = 0; p < peers.size(); ++p)
-              if (answered[p])
-                end = std::max(end, std::max(ready[net], peerReady[p][net]) + nm.latency +
-                                        roundBytes / nm.linkBandwidth(r, peers[p]));
-            rep.simTime[net] = end;
-          }
-        }
+        advanceClocks(rep, r, topo, peers, answered, peerReady, ready, roundBytes, opt);
         ++rep.rounds;
         std::vector<double> flat = flattenParams(graph, ex);
         if (opt.onRoundEnd)
@@ -809,35 +820,7 @@ GossipResult runGossipRank(const Graph &graph, DataSource &data, const GossipOpt
     ex.outerStep();
     ex.setCollective(nullptr);
 
-    // The simulated clocks, as runGossip advances them.
-    std::vector<int> members{r};
-    for (size_t p = 0; p < peers.size(); ++p)
-      if (answered[p])
-        members.push_back(peers[p]);
-    std::sort(members.begin(), members.end());
-    if (topo == Topology::Complete) {
-      size_t n = members.size();
-      if (n > 1)
-        rep.bytesSent += 2.0 * static_cast<double>(n - 1) / static_cast<double>(n) * roundBytes;
-      for (size_t net = 0; net < NN; ++net) {
-        double start = ready[net];
-        for (size_t p = 0; p < peers.size(); ++p)
-          if (answered[p])
-            start = std::max(start, peerReady[p][net]);
-        rep.simTime[net] = start + allReduceTime(opt.networks[net], members, roundBytes);
-      }
-    } else {
-      rep.bytesSent += roundBytes * static_cast<double>(peers.size());
-      for (size_t net = 0; net < NN; ++net) {
-        const NetworkModel &nm = opt.networks[net];
-        double end = ready[net];
-        for (size_t p = 0; p < peers.size(); ++p)
-          if (answered[p])
-            end = std::max(end, std::max(ready[net], peerReady[p][net]) + nm.latency +
-                                    roundBytes / nm.linkBandwidth(r, peers[p]));
-        rep.simTime[net] = end;
-      }
-    }
+    advanceClocks(rep, r, topo, peers, answered, peerReady, ready, roundBytes, opt);
     ++rep.rounds;
     std::vector<double> flat = flattenParams(graph, ex);
     if (opt.onRoundEnd)
