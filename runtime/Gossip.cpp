@@ -25,6 +25,7 @@
 #include <omp.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <condition_variable>
@@ -37,6 +38,7 @@
 #include <optional>
 #include <sstream>
 #include <stdexcept>
+#include <system_error>
 #include <thread>
 #include <tuple>
 
@@ -506,6 +508,7 @@ GossipResult runGossip(const Graph &graph, DataSource &data, const GossipOptions
   result.replicas.assign(R, ReplicaReport());
   int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 
+  std::atomic<bool> stopAll{false};
   auto worker = [&](int r) {
     ReplicaReport &rep = result.replicas[r];
     rep.simTime.assign(NN, 0.0);
@@ -517,6 +520,8 @@ GossipResult runGossip(const Graph &graph, DataSource &data, const GossipOptions
       ex.initialize(opt.distinctInit ? opt.seed + static_cast<uint64_t>(r) : opt.seed);
       int64_t k = 0; // this replica's micro-batch counter
       for (; round < opt.rounds; ++round) {
+        if (stopAll)
+          throw std::runtime_error("stopped: another replica could not start");
         for (auto [victim, at] : opt.kills)
           if (victim == r && at == round) {
             rep.dead = true;
@@ -600,8 +605,23 @@ GossipResult runGossip(const Graph &graph, DataSource &data, const GossipOptions
   };
 
   std::vector<std::thread> threads;
-  for (int r = 0; r < R; ++r)
-    threads.emplace_back(worker, r);
+  for (int r = 0; r < R; ++r) {
+    try {
+      threads.emplace_back(worker, r);
+    } catch (const std::system_error &e) {
+      // No thread for replica r (the system's thread limit): the replicas
+      // that run stop at their next round, and the run fails.
+      stopAll = true;
+      for (int q = r; q < R; ++q) {
+        comm.markDead(q);
+        agg.died(q, 0);
+      }
+      for (std::thread &t : threads)
+        t.join();
+      throw std::runtime_error("cannot start a thread for gossip replica " + std::to_string(r) +
+                               " of " + std::to_string(R) + ": " + e.what());
+    }
+  }
   for (std::thread &t : threads)
     t.join();
 

@@ -27,6 +27,7 @@
 #include <set>
 #include <sstream>
 #include <stdexcept>
+#include <system_error>
 #include <thread>
 
 using namespace stretto;
@@ -486,7 +487,11 @@ PipelineResult stretto::runPipeline(const Graph &graph, DataSource &data,
   PipelineResult result;
   auto t0 = std::chrono::steady_clock::now();
   std::vector<std::thread> threads;
-  for (int s = 0; s < S; ++s)
+  auto joinAll = [&] {
+    for (std::thread &t : threads)
+      t.join();
+  };
+  for (int s = 0; s < S; ++s) try {
     threads.emplace_back([&, s] {
       Communicator &c = group.rank(s);
       try {
@@ -502,8 +507,14 @@ PipelineResult stretto::runPipeline(const Graph &graph, DataSource &data,
         c.abort("stage " + std::to_string(s) + " failed");
       }
     });
-  for (std::thread &t : threads)
-    t.join();
+  } catch (const std::system_error &e) {
+    // No thread for stage s (the system's thread limit): unblock the others.
+    group.rank(0).abort("no thread could be started for stage " + std::to_string(s));
+    joinAll();
+    throw std::runtime_error("cannot start a thread for pipeline stage " + std::to_string(s) +
+                             " of " + std::to_string(S) + ": " + e.what());
+  }
+  joinAll();
   if (!error.empty())
     throw std::runtime_error(error);
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -17,6 +17,11 @@
 #include <random>
 #include <thread>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 using namespace stretto;
 using namespace std::chrono_literals;
 
@@ -355,4 +360,43 @@ TEST(Environment, BadSettingsAreNamed) {
   EXPECT_NE(msg({"RANK=0", "WORLD_SIZE=4", "LOCAL_WORLD_SIZE=2", "MASTER_PORT=5"})
                 .find("MASTER_ADDR is not set and the run spans several nodes"),
             std::string::npos);
+}
+
+TEST(Rendezvous, RandomBytesNeverCrashTheStore) {
+  // The store is the one listener a stranger can reach: random frames,
+  // truncated frames and huge length prefixes are refused or dropped, and a
+  // real client is served afterwards.
+  StoreServer store("127.0.0.1", 0, "tok");
+  std::mt19937_64 rng(11);
+  int sent = 0;
+  for (int i = 0; i < 300; ++i) {
+    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+    ASSERT_GE(fd, 0);
+    sockaddr_in a{};
+    a.sin_family = AF_INET;
+    a.sin_port = htons(static_cast<uint16_t>(store.port()));
+    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ASSERT_EQ(::connect(fd, reinterpret_cast<sockaddr *>(&a), sizeof a), 0);
+    std::string bytes(1 + rng() % 200, '\0');
+    for (char &c : bytes)
+      c = static_cast<char>(rng());
+    if (i % 3 == 0) // a plausible length prefix, then garbage
+      bytes[0] = 8, bytes[1] = bytes[2] = bytes[3] = 0;
+    if (i % 2 == 1) { // a hello with the right token, then well-framed garbage
+      bytes = std::string("\x08\x00\x00\x00\x01\x03\x00\x00\x00tok", 12);
+      for (int f = 0; f < 5; ++f) {
+        uint32_t n = 1 + static_cast<uint32_t>(rng() % 24);
+        for (int k = 0; k < 4; ++k)
+          bytes.push_back(static_cast<char>((n >> (8 * k)) & 0xff));
+        for (uint32_t k = 0; k < n; ++k)
+          bytes.push_back(static_cast<char>(k == 0 ? 1 + rng() % 5 : rng() % 8));
+      }
+    }
+    sent += static_cast<int>(::send(fd, bytes.data(), bytes.size(), MSG_NOSIGNAL) > 0);
+    ::close(fd);
+  }
+  EXPECT_GT(sent, 250);
+  StoreClient c("127.0.0.1", store.port(), "tok", 5s);
+  c.set("after", {'o', 'k'});
+  EXPECT_EQ(c.get("after"), (std::vector<char>{'o', 'k'}));
 }
