@@ -75,9 +75,13 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       contractViolation("null module without an error message", error);
     if (error.find('\n') != std::string::npos || error.find('\r') != std::string::npos)
       contractViolation("error message is not one line", error);
-    if (error.rfind(std::string(kFile) + ":", 0) != 0 ||
-        error.find(": error: ") == std::string::npos)
-      contractViolation("error message is not 'FILE:LINE:COL: error: MESSAGE'", error);
+    // A config error names its place; an override's error names the override.
+    bool atFile = error.rfind(std::string(kFile) + ":", 0) == 0;
+    bool atOverride = error.rfind("override '", 0) == 0;
+    if ((!atFile && !atOverride) || error.find(": error: ") == std::string::npos)
+      contractViolation("error message is not 'FILE:LINE:COL: error: MESSAGE' or "
+                        "\"override 'KEY=VALUE': error: MESSAGE\"",
+                        error);
     if (error.rfind(std::string(kFile) + ":1:1: error: internal error", 0) == 0)
       contractViolation("the importer built IR that does not verify", error);
     return 0;
