@@ -604,7 +604,8 @@ int runPipelineTraining(const Graph &graph, DataSource &data, const TrainerOptio
       }
       po.checkpointInterval = opt.checkpointInterval;
       po.onCheckpoint = [&](int64_t step, const std::map<std::string, HostTensor> &states) {
-        saveRun(opt.outDir, graph, step, opt.seed, states, opt.precision);
+        saveRun(opt.outDir, graph, step, opt.seed, states, opt.precision,
+                checkpointMeta(graph, opt));
       };
     } else if (opt.resume) {
       throw std::runtime_error("--resume needs --out");
@@ -625,7 +626,8 @@ int runPipelineTraining(const Graph &graph, DataSource &data, const TrainerOptio
       return 130;
     }
     if (!opt.outDir.empty())
-      saveRun(opt.outDir, graph, opt.steps, opt.seed, r.states, opt.precision);
+      saveRun(opt.outDir, graph, opt.steps, opt.seed, r.states, opt.precision,
+              checkpointMeta(graph, opt));
     std::printf("%s", formatStageReport(r.stages).c_str());
     int64_t ran = opt.steps - po.startStep;
     std::printf("done: %lld steps in %.1f s (%s, %zu stages%s, %lld micro-batches), %.0f tok/s; "
