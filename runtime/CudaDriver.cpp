@@ -3,6 +3,7 @@
 
 #include "DynamicLibrary.h"
 
+#include <cstdlib>
 #include <stdexcept>
 
 using namespace stretto;
@@ -90,16 +91,25 @@ std::unique_ptr<CudaDevice> CudaDevice::open(std::string &why) {
     why = "the CUDA driver reports no device";
     return nullptr;
   }
+  // One device per local rank of a multi-process run (LOCAL_RANK, as
+  // torchrun sets it; Open MPI's and Slurm's local ids too), else device 0.
+  int ordinal = 0;
+  for (const char *var : {"LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "SLURM_LOCALID"})
+    if (const char *v = std::getenv(var)) {
+      ordinal = std::atoi(v) % count;
+      break;
+    }
   char name[256] = {0};
-  if (a.deviceGet(&d->device_, 0) != 0 || a.deviceName(name, sizeof name - 1, d->device_) != 0 ||
+  if (a.deviceGet(&d->device_, ordinal) != 0 ||
+      a.deviceName(name, sizeof name - 1, d->device_) != 0 ||
       a.deviceAttribute(&d->major_, 75, d->device_) != 0 || // COMPUTE_CAPABILITY_MAJOR
       a.deviceAttribute(&d->minor_, 76, d->device_) != 0 || // COMPUTE_CAPABILITY_MINOR
       a.primaryRetain(&d->context_, d->device_) != 0 || a.setCurrent(d->context_) != 0) {
-    why = "cannot open CUDA device 0";
+    why = "cannot open CUDA device " + std::to_string(ordinal);
     return nullptr;
   }
   if (a.streamCreate(&d->stream_, 1 /* CU_STREAM_NON_BLOCKING */) != 0) {
-    why = "cannot create a CUDA stream on device 0";
+    why = "cannot create a CUDA stream on device " + std::to_string(ordinal);
     return nullptr;
   }
   d->name_ = name;

@@ -21,7 +21,8 @@ namespace stretto {
 
 class CudaDevice {
 public:
-  /// Device 0 with its primary context current on this thread; null (and
+  /// Device LOCAL_RANK (mod the device count; 0 outside a multi-process run)
+  /// with its primary context current on this thread; null (and
   /// `why`) when there is no usable driver or device.
   static std::unique_ptr<CudaDevice> open(std::string &why);
   ~CudaDevice();
