@@ -3,6 +3,8 @@
 #include "JitCache.h"
 
 #include <dlfcn.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <cstdio>
@@ -152,6 +154,19 @@ std::vector<HostKernelFn> HostKernelCache::loadAll(const std::string &source,
     handles_.push_back(h);
     return fns;
   };
+
+  // The ranks of a job want the same entry at once: one compiles, the
+  // others wait here and load what it wrote.
+  int lockFd = ::open((stem + ".lock").c_str(), O_CREAT | O_RDWR | O_CLOEXEC, 0644);
+  if (lockFd >= 0)
+    ::flock(lockFd, LOCK_EX);
+  struct Unlock {
+    int fd;
+    ~Unlock() {
+      if (fd >= 0)
+        ::close(fd); // releases the lock
+    }
+  } unlock{lockFd};
 
   std::string soBytes, sumText;
   bool present = readFile(so, soBytes);
