@@ -209,6 +209,8 @@ PipelineResult stretto::runPipelineRank(const Graph &graph, DataSource &data,
       ex.setState(d.name, it->second);
     }
     ex.setStepCount(opt.startStep);
+  } else if (!opt.initParams.empty()) {
+    applyInitParameters(ex, plan.graph, opt.initParams);
   }
   // Versions 2BW reads: "@p.prev" -> "@p" while the update is pending.
   std::map<std::string, std::string> toCurrent;
@@ -609,6 +611,16 @@ int runPipelineTraining(const Graph &graph, DataSource &data, const TrainerOptio
       };
     } else if (opt.resume) {
       throw std::runtime_error("--resume needs --out");
+    }
+    if (!opt.initFrom.empty() && !po.resumeStates.empty()) {
+      if (lead && !opt.quiet)
+        std::printf("%s\n",
+                    initFromIgnoredLine(opt.initFrom, opt.outDir + "/checkpoint.bin").c_str());
+    } else if (!opt.initFrom.empty()) {
+      po.initParams = loadInitParameters(opt.initFrom, graph);
+      if (lead && !opt.quiet)
+        std::printf("initialised %zu parameters from %s\n", po.initParams.size(),
+                    opt.initFrom.c_str());
     }
     PipelineResult r = comm ? runPipelineRank(graph, data, po, *comm) : runPipeline(graph, data, po);
     if (!lead)

@@ -220,6 +220,53 @@ void stretto::saveRun(const std::string &outDir, const Graph &graph, int64_t ste
   saveSafetensors(outDir + "/model.safetensors", params);
 }
 
+std::map<std::string, HostTensor> stretto::loadInitParameters(const std::string &path,
+                                                              const Graph &graph) {
+  std::map<std::string, HostTensor> file = loadSafetensors(path);
+  std::map<std::string, HostTensor> params;
+  int64_t n = 0;
+  for (const StateDecl &s : graph.states) {
+    if (!s.isParam)
+      continue;
+    ++n;
+    auto it = file.find(s.name);
+    if (it == file.end())
+      throw std::runtime_error(path + ": no tensor '" + s.name + "' (the model's parameter " +
+                               shapeToString(s.shape) + ")");
+    if (it->second.shape != s.shape)
+      throw std::runtime_error(path + ": tensor '" + s.name + "' has shape " +
+                               shapeToString(it->second.shape) + " in the file but " +
+                               shapeToString(s.shape) + " in the model");
+    params.emplace(s.name, std::move(it->second));
+    file.erase(it);
+  }
+  if (!file.empty())
+    throw std::runtime_error(path + ": tensor '" + file.begin()->first +
+                             "' is not a parameter of the model (it has " + std::to_string(n) +
+                             "; " + std::to_string(file.size()) + " tensors of the file are not)");
+  return params;
+}
+
+int64_t stretto::applyInitParameters(Executor &ex, const Graph &graph,
+                                     const std::map<std::string, HostTensor> &params) {
+  int64_t set = 0;
+  for (const StateDecl &s : graph.states) {
+    const std::string &of = s.isParam ? s.name : s.copyOf;
+    auto it = of.empty() ? params.end() : params.find(of);
+    if (it == params.end())
+      continue;
+    ex.setState(s.name, it->second);
+    set += s.isParam;
+  }
+  return set;
+}
+
+std::string stretto::initFromIgnoredLine(const std::string &initFrom,
+                                         const std::string &checkpoint) {
+  return "--init-from " + initFrom + " ignored: resuming from " + checkpoint +
+         " (the checkpoint's parameters win)";
+}
+
 int stretto::runTraining(const Graph &graph, DataSource &data, const TrainerOptions &opt,
                    TrainSummary *summary) {
   Communicator *dp = opt.dataParallel;
@@ -275,6 +322,12 @@ int stretto::runTraining(const Graph &graph, DataSource &data, const TrainerOpti
       start = c->step;
       if (!quiet)
         std::cout << "resuming from " << ckptPath << " at step " << start << "\n";
+      if (!quiet && !opt.initFrom.empty())
+        std::cout << initFromIgnoredLine(opt.initFrom, ckptPath) << "\n";
+    } else if (!opt.initFrom.empty()) {
+      int64_t n = applyInitParameters(ex, graph, loadInitParameters(opt.initFrom, graph));
+      if (!quiet)
+        std::cout << "initialised " << n << " parameters from " << opt.initFrom << "\n";
     }
     checkWorld(opt.outDir, opt.resume, "data-parallel ranks " + std::to_string(ranks), lead);
 

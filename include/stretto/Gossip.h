@@ -106,6 +106,11 @@ struct GossipOptions {
   /// Tests of consensus: replica r is initialised with seed + r, so the
   /// replicas start apart (normally they start from one common point).
   bool distinctInit = false;
+  /// --init-from: every replica (and the data-parallel baseline) starts
+  /// from these parameters (applyInitParameters); runGossipTraining loads
+  /// `initFrom` into it when it is empty.
+  std::map<std::string, HostTensor> initParams;
+  std::string initFrom;
   /// runGossipTraining: per-round metrics.jsonl and the mean model's
   /// model.safetensors at the end (no checkpoints for gossip runs yet).
   std::string outDir;

@@ -71,6 +71,9 @@ struct PipelineOptions {
   /// by name, e.g. from a checkpoint). Steps run from startStep + 1 to steps.
   int64_t startStep = 0;
   std::map<std::string, HostTensor> resumeStates;
+  /// --init-from (when not resuming): each stage sets the parameters it
+  /// owns, and their copies, from these (applyInitParameters).
+  std::map<std::string, HostTensor> initParams;
   /// Ctrl-C: polled by every stage at the end of each step. The stages agree
   /// one step later (a flag message to every other stage, received at the
   /// end of the next step), so all stop after the same step.

@@ -63,6 +63,10 @@ struct TrainerOptions {
   // Resume even when the checkpoint was written with another seed, model
   // or micro-batch count (validateRunSettings refuses that otherwise).
   bool forceResume = false;
+  // --init-from: start from the parameters in this safetensors file
+  // (loadInitParameters) instead of the seed's initialisation; a resumed
+  // run takes its checkpoint's instead (initFromIgnoredLine).
+  std::string initFrom;
   // Identifies the model (its forward step and parameters, not the
   // optimizer's settings) across executors and plan files; checkpoints
   // record it and a resume compares it. Empty: unknown, not compared.
@@ -168,6 +172,29 @@ void saveRun(const std::string &outDir, const Graph &graph, int64_t step, uint64
 /// format: u64 header length, JSON header, raw little-endian data), F32,
 /// names as given, atomically.
 void saveSafetensors(const std::string &path, const std::map<std::string, HostTensor> &tensors);
+/// Reads a safetensors file (F32 or F64 tensors) by name. Throws
+/// std::runtime_error naming the file and what is wrong: unreadable,
+/// truncated (header or a tensor's data past the end), a header that is not
+/// JSON, another dtype, data that does not match its shape.
+std::map<std::string, HostTensor> loadSafetensors(const std::string &path);
+
+//===--- --init-from ------------------------------------------------------===//
+
+/// The parameters in `path` (loadSafetensors), checked against the graph's:
+/// the first mismatch in the model's order (a missing name, a wrong shape),
+/// then a tensor the model has no parameter for, throws naming the file and
+/// the tensor. Returns exactly the graph's parameters.
+std::map<std::string, HostTensor> loadInitParameters(const std::string &path,
+                                                     const Graph &graph);
+/// Sets the parameters of `graph` (a whole model, a pipeline stage or a
+/// replica) that `params` holds, and the states that start as their copies
+/// (StateDecl::copyOf: 2BW's previous version, an outer anchor). Other
+/// states (optimizer moments, EF memories) keep their initial values.
+/// Returns the number of parameters set.
+int64_t applyInitParameters(Executor &ex, const Graph &graph,
+                            const std::map<std::string, HostTensor> &params);
+/// The one line a run with --init-from and --resume prints.
+std::string initFromIgnoredLine(const std::string &initFrom, const std::string &checkpoint);
 
 /// Continues `prompt` by `count` bytes with a forward graph whose
 /// cross-entropy logits are [B, T, V] over byte ids: feeds the last T bytes

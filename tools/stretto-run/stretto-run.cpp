@@ -47,7 +47,7 @@ const char *kUsage =
     "usage: stretto-run PLAN [--steps N] [--seed S] [--out DIR] [--resume] [--data FILE]\n"
     "                   [--device cpu|cuda|auto] [--precision f32|bf16]\n"
     "                   [--executor compiled|reference] [--check N] [--profile]\n"
-    "                   [--log-interval N] [--quiet] [--force-resume]\n"
+    "                   [--log-interval N] [--quiet] [--force-resume] [--init-from FILE]\n"
     "                   [--nproc N] [--nnodes N --node-rank K --master-addr A --master-port P]\n"
     "                   [--timeout S] [--iface NAME] [--log-dir DIR] [--rendezvous file:DIR]\n"
     "                   [--on-peer-failure stop|continue]\n"
@@ -57,7 +57,9 @@ const char *kUsage =
     "synchronous data parallelism); under torchrun-style variables, mpirun or srun\n"
     "each process is one rank. --timeout bounds rendezvous and every wait (300 s).\n"
     "--steps defaults to the plan's; the learning-rate schedule was fixed when the plan\n"
-    "was compiled (recompile with train.steps=N to change it).\n";
+    "was compiled (recompile with train.steps=N to change it).\n"
+    "--init-from FILE starts from the parameters in a safetensors file (a run's\n"
+    "model.safetensors); with --resume the checkpoint wins.\n";
 
 int fail(const std::string &msg) {
   std::cerr << "stretto-run: " << msg << "\n";
@@ -118,6 +120,7 @@ int main(int argc, char **argv) {
   int64_t steps = -1, seed = -1, check = 0, logInterval = -1;
   bool resume = false, profile = false, quiet = false;
   bool forceResume = false; // resume even from another seed's or model's checkpoint
+  std::string initFrom;     // --init-from: starting parameters (safetensors)
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     // --key=value is --key value.
@@ -159,6 +162,8 @@ int main(int argc, char **argv) {
       resume = forceResume = true;
     else if (a == "--resume")
       resume = true;
+    else if (a == "--init-from")
+      initFrom = value();
     else if (a == "--device")
       device = value();
     else if (a == "--precision")
@@ -219,6 +224,9 @@ int main(int argc, char **argv) {
     return fail("--check compares single-replica plans; this one is a gossip/DiLoCo run of " +
                 std::to_string(graph.outerLoop.replicas) + " replicas");
   const bool pipelined = metaInt(plan, "train.stages", 1) > 1;
+  if (!initFrom.empty() && check > 0)
+    return fail("--check starts both runtimes from the plan's seed; it does not combine with "
+                "--init-from");
   if (pipelined && check > 0)
     return fail("--check compares single-stage plans; this one has " +
                 std::to_string(metaInt(plan, "train.stages", 1)) + " pipeline stages");
@@ -233,6 +241,7 @@ int main(int argc, char **argv) {
   opt.checkpointInterval = metaInt(plan, "train.checkpoint_interval", 0);
   opt.outDir = outDir;
   opt.resume = resume;
+  opt.initFrom = initFrom;
   opt.quiet = quiet;
   opt.profile = profile;
   opt.compiled = executor == "compiled";

@@ -69,6 +69,12 @@ static cl::opt<std::string> savePlan(
                           "settings) to this file for stretto-run, and stop"),
     cl::init(""), cl::cat(cat));
 static cl::opt<bool> resume("resume", cl::desc("Continue from <out>/checkpoint.bin"), cl::cat(cat));
+static cl::opt<std::string> initFrom(
+    "init-from",
+    cl::desc("Start from the parameters in this safetensors file (e.g. a run's "
+             "model.safetensors): names and shapes must match the model's; with --resume "
+             "the checkpoint wins"),
+    cl::init(""), cl::cat(cat));
 static cl::opt<bool> forceResume(
     "force-resume",
     cl::desc("--resume even when the checkpoint was written with another seed, model or "
@@ -191,7 +197,8 @@ int launchTraining(int argc, char **argv) {
     return -1;
   // Flags of the run (every rank), flags of both, and the compile's.
   static const std::set<std::string> runValued = {"--out",   "--device",     "--timeout",
-                                                  "--iface", "--rendezvous", "--on-peer-failure"};
+                                                  "--iface", "--rendezvous", "--on-peer-failure",
+                                                  "--init-from"};
   static const std::set<std::string> runSwitch = {"--resume", "--profile", "--force-resume"};
   static const std::set<std::string> bothValued = {"--precision"};
   static const std::set<std::string> bothSwitch = {"--quiet"};
@@ -460,6 +467,7 @@ int main(int argc, char **argv) {
   opt.outDir = outDir;
   opt.resume = resume || forceResume;
   opt.forceResume = forceResume;
+  opt.initFrom = initFrom;
   opt.modelFingerprint = fingerprint;
   opt.precision = precision == "f64" ? Precision::F64 : Precision::F32;
   opt.quiet = quiet;
@@ -507,6 +515,8 @@ int main(int argc, char **argv) {
   }
   // --save-plan: the trainer as a file for stretto-run (no MLIR there).
   if (!savePlan.empty()) {
+    if (!initFrom.empty())
+      return fail("--init-from is a run setting, not part of a plan: pass it to stretto-run");
     if (exec != "compiled")
       return fail("--save-plan saves the compiled runtime's plan; it cannot be combined with "
                   "the reference executor");
