@@ -70,7 +70,8 @@ public:
   GlooComm(std::shared_ptr<gloo::rendezvous::Context> ctx,
            std::vector<std::shared_ptr<gloo::rendezvous::Context>> pairs,
            std::chrono::milliseconds timeout)
-      : ctx(std::move(ctx)), pairs(std::move(pairs)) {
+      : ctx(std::move(ctx)), pairs(std::move(pairs)), rank_(this->ctx->rank),
+        size_(this->ctx->size) {
     timeout_ = timeout;
     // A receive that never completes on every pair keeps the pair reading,
     // so a peer that dies is noticed at once and every later send to it
@@ -87,8 +88,8 @@ public:
       w->abortWaitRecv();
   }
 
-  int rank() const override { return ctx->rank; }
-  int size() const override { return ctx->size; }
+  int rank() const override { return rank_; }
+  int size() const override { return size_; }
   std::string transport() const override { return "gloo/tcp"; }
 
   std::unique_ptr<Request> isend(int peer, uint64_t tag, WireType type, const void *data,
@@ -340,10 +341,17 @@ private:
 
   template <typename Fn> void collective(const char *what, Fn fn) {
     throwIfAborted();
+    if (!ctx)
+      throw CommError(-1, "rank " + std::to_string(rank()) + ": no " + what +
+                              ": an earlier collective failed (point-to-point still works)");
     auto t0 = std::chrono::steady_clock::now();
     try {
       fn();
     } catch (const std::exception &e) {
+      // The full mesh is unusable now. Closing it makes the ranks still
+      // waiting in this collective fail at once instead of at their
+      // timeout; the pairs' own contexts keep point-to-point working.
+      ctx.reset();
       std::string w = e.what();
       throw CommError(-1, "rank " + std::to_string(rank()) + ": " + what + " over " +
                               std::to_string(size()) + " ranks failed: " +
@@ -387,8 +395,9 @@ private:
   // Collectives run on the full mesh; point-to-point messages on a context
   // of their own per pair: Gloo signals a pair's failure to every pending
   // buffer of its context, so a dead peer must not fail the waits on others.
-  std::shared_ptr<gloo::rendezvous::Context> ctx;
+  std::shared_ptr<gloo::rendezvous::Context> ctx; // null after a failed collective
   std::vector<std::shared_ptr<gloo::rendezvous::Context>> pairs; // by peer; [rank()] empty
+  int rank_, size_;
   std::vector<char> watchBytes;
   // Peers whose connection failed: a send to them is not waited for (Gloo
   // would wait out the timeout on a closed pair).
@@ -449,6 +458,11 @@ std::unique_ptr<Communicator> stretto::connectGloo(const WorldInfo &w, const Con
                                "for every run: the folder never forgets a key");
     base = std::make_unique<gloo::rendezvous::FileStore>(dir);
   } else {
+    if (w.masterPort == 0)
+      throw std::runtime_error("MASTER_PORT is not set: a run of " + std::to_string(w.size) +
+                               " processes (from " + w.source +
+                               ") meets at MASTER_ADDR:MASTER_PORT; set both (or start it with "
+                               "--nproc, which picks them, or use --rendezvous file:DIR)");
     if (w.rank == 0 && !w.storeHostedElsewhere) {
       // Loopback unless the job spans hosts (MASTER_ADDR names this one).
       std::string bindAddr = isLoopback(w.masterAddr) ? "127.0.0.1" : w.masterAddr;

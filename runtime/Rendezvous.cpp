@@ -130,14 +130,13 @@ std::optional<WorldInfo> stretto::worldFromEnvironment(const std::vector<std::st
   // mpirun and srun leave them to the user, except on one node.
   auto addr = lookup(env, "MASTER_ADDR");
   auto port = lookup(env, "MASTER_PORT");
-  if (!port)
-    throw std::runtime_error("MASTER_PORT is not set: a run of " + std::to_string(w.size) +
-                             " processes (from " + w.source +
-                             ") meets at MASTER_ADDR:MASTER_PORT; set both (or start it with "
-                             "--nproc, which picks them)");
-  w.masterPort = parseCount("MASTER_PORT", *port, 1);
-  if (w.masterPort > 65535)
-    throw std::runtime_error("MASTER_PORT=" + *port + " is not a TCP port (1-65535)");
+  // Without MASTER_PORT only a file-store rendezvous works (connectGloo
+  // says so when it needs the port).
+  if (port) {
+    w.masterPort = parseCount("MASTER_PORT", *port, 1);
+    if (w.masterPort > 65535)
+      throw std::runtime_error("MASTER_PORT=" + *port + " is not a TCP port (1-65535)");
+  }
   if (addr && !addr->empty())
     w.masterAddr = *addr;
   else if (w.localSize != w.size)

@@ -73,6 +73,19 @@ def tensors(path):
             for k, v in header.items() if k != "__metadata__"}
 
 
+def max_relative_gap(a, b):
+    """Largest |x-y| / max(|y|, 1e-3) over f32 tensors with the same names."""
+    if a.keys() != b.keys():
+        return float("inf")
+    worst = 0.0
+    for k in a:
+        xs = struct.unpack(f"<{len(a[k]) // 4}f", a[k])
+        ys = struct.unpack(f"<{len(b[k]) // 4}f", b[k])
+        for x, y in zip(xs, ys):
+            worst = max(worst, abs(x - y) / max(abs(y), 1e-3))
+    return worst
+
+
 def losses(out_dir):
     with open(os.path.join(out_dir, "metrics.jsonl")) as f:
         return [json.loads(l)["loss"] for l in f if l.strip()]
@@ -125,10 +138,13 @@ def group_equal():
         check("the last stage reports", "[rank 1] done:" in o1 and "on 2 processes" in o1,
               o1[-1500:])
 
-    # Gossip (one-peer) and DiLoCo (complete graph) with 4 replicas on 4
-    # processes == 4 replica threads: the same exchanges in the same order.
-    # Round losses are means over replicas summed in another order (to the
-    # last ulp); the mean model is compared bit for bit.
+    # Gossip (one-peer) with 4 replicas on 4 processes == 4 replica threads:
+    # the same exchanges in the same order; round losses are means over
+    # replicas summed in another order (to the last ulp), the mean model is
+    # compared bit for bit. DiLoCo on processes mixes through one
+    # all-reduce: the pairwise formula summed in another order, so its
+    # parameters agree to f32 rounding (checked to 1e-4 relative after 4
+    # rounds; the measured gap is printed).
     for name, extra in (("gossip", ["train.sync=gossip", "train.topology=one-peer"]),
                         ("diloco", ["train.sync=diloco"])):
         g = plan(name + "4", "train.replicas=4", "train.local_steps=3", "train.steps=12",
@@ -139,11 +155,18 @@ def group_equal():
         check(f"{name}: 4 processes train", rc1 == 0 and rc2 == 0, o1[-2000:] + o2[-2000:])
         if rc1 == 0 and rc2 == 0:
             la, lb = losses(a), losses(b)
-            check(f"{name}: the round losses of the in-process run (to 1e-12)",
-                  len(la) == len(lb) and all(abs(x - y) <= 1e-12 * abs(y) for x, y in zip(la, lb)),
+            tol = 1e-12 if name == "gossip" else 1e-5
+            check(f"{name}: the round losses of the in-process run (to {tol:g})",
+                  len(la) == len(lb) and all(abs(x - y) <= tol * abs(y) for x, y in zip(la, lb)),
                   f"{la} vs {lb}")
-            check(f"{name}: the in-process mean model, bit for bit",
-                  tensors(a + "/model.safetensors") == tensors(b + "/model.safetensors"))
+            ta, tb = tensors(a + "/model.safetensors"), tensors(b + "/model.safetensors")
+            if name == "gossip":
+                check(f"{name}: the in-process mean model, bit for bit", ta == tb)
+            else:
+                gap = max_relative_gap(ta, tb)
+                print(f"     {name}: largest relative parameter gap {gap:.2e}")
+                check(f"{name}: the in-process mean model to 1e-4 relative", gap <= 1e-4,
+                      f"{gap:.3e}")
 
     # stretto-train --nproc compiles once and launches stretto-run ranks.
     c = out("train-dp")
@@ -362,6 +385,22 @@ def group_launchers():
                   tensors(m + "/model.safetensors") == tensors(ref + "/model.safetensors"))
     else:
         print("SKIP mpirun: not installed")
+    # A file-store rendezvous on a shared folder (no MASTER_PORT at all).
+    f = out("filestore")
+    store = os.path.join(WORK, "rdzv")
+    os.makedirs(store, exist_ok=True)
+    procs = [subprocess.Popen([RUN, dp, "--out", f, "--timeout", "60", "--quiet",
+                               "--rendezvous", "file:" + store], cwd=WORK,
+                              env=dict(ENV, RANK=str(r), WORLD_SIZE="2", STRETTO_RUN_ID="run-1"),
+                              stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+             for r in range(2)]
+    outs = [p.communicate(timeout=120)[0] for p in procs]
+    check("--rendezvous file:DIR starts a 2-rank run without MASTER_PORT",
+          all(p.returncode == 0 for p in procs), "\n".join(outs)[-2000:])
+    if all(p.returncode == 0 for p in procs):
+        check("... with the launcher's parameters",
+              tensors(f + "/model.safetensors") == tensors(ref + "/model.safetensors"))
+
     # Slurm: srun sets these; here they are set by hand (no Slurm installed).
     s = out("slurm")
     port = free_port()

@@ -28,7 +28,7 @@ struct WorldInfo {
   int rank = 0, size = 1;
   int localRank = 0, localSize = 1;
   std::string masterAddr = "127.0.0.1";
-  int masterPort = 0;
+  int masterPort = 0;  // 0: not set (a file-store rendezvous needs none)
   std::string token;   // joins the store; empty: none required
   std::string source;  // "torchrun variables", "Open MPI", "Slurm", "stretto launcher"
   bool storeHostedElsewhere = false; // the launcher hosts the store, not rank 0
