@@ -518,6 +518,7 @@ GossipResult runGossip(const Graph &graph, DataSource &data, const GossipOptions
       std::unique_ptr<Executor> exPtr = makeExecutor(graph, opt);
       Executor &ex = *exPtr;
       ex.initialize(opt.distinctInit ? opt.seed + static_cast<uint64_t>(r) : opt.seed);
+      applyInitParameters(ex, graph, opt.initParams);
       int64_t k = 0; // this replica's micro-batch counter
       for (; round < opt.rounds; ++round) {
         if (stopAll)
@@ -679,6 +680,7 @@ GossipResult runGossipRank(const Graph &graph, DataSource &data, const GossipOpt
   rep.simTime.assign(NN, 0.0);
   std::vector<bool> dead(R, false);
   const std::vector<bool> everyone(R, true);
+  bool allReduceBroken = false; // DiLoCo: exchange pairwise after a failure
   auto drop = [&](int j, int64_t round, const std::string &why) {
     if (dead[j])
       return;
@@ -696,6 +698,7 @@ GossipResult runGossipRank(const Graph &graph, DataSource &data, const GossipOpt
   std::unique_ptr<Executor> exPtr = makeExecutor(graph, opt);
   Executor &ex = *exPtr;
   ex.initialize(opt.distinctInit ? opt.seed + static_cast<uint64_t>(r) : opt.seed);
+  applyInitParameters(ex, graph, opt.initParams);
   std::unique_ptr<Executor> evalEx = r == 0 ? makeExecutor(graph, opt) : nullptr;
   int64_t k = 0, totalSteps = 0;
   double totalBytes = 0;
@@ -743,6 +746,46 @@ GossipResult runGossipRank(const Graph &graph, DataSource &data, const GossipOpt
       Node n = node0;
       if (!opt.executorFactory && !opt.compiled && opt.precision == Precision::F64)
         n.dtype = DType::F64;
+      roundBytes += static_cast<double>(z.data.size() * elementBytes(node0.dtype));
+      // DiLoCo (the complete graph, everyone alive): one all-reduce. With
+      // every degree n−1 the mixing weight is 1/n, so
+      // z_i − α Σ_j (z_i − z_j)/n = z_i − (α/n)(n z_i − Σ_all z), the pairwise
+      // formula summed in another order (the in-process runtime's result to
+      // rounding). A failed all-reduce falls back to pairwise exchanges for
+      // the rest of the run, which find the replica that died.
+      const int n_ = static_cast<int>(peers.size()) + 1;
+      if (topo == Topology::Complete && !allReduceBroken &&
+          std::none_of(dead.begin(), dead.end(), [](bool d) { return d; })) {
+        try {
+          std::vector<double> sum = z.data;
+          comm.allReduceSum(sum.data(), sum.size());
+          std::vector<double> when(static_cast<size_t>(R) * NN, 0.0);
+          for (size_t k = 0; k < NN; ++k)
+            when[static_cast<size_t>(r) * NN + k] = ready[k];
+          comm.allReduceSum(when.data(), when.size());
+          for (size_t p = 0; p < peers.size(); ++p) {
+            peerReady[p].assign(when.begin() + static_cast<long>(peers[p]) * NN,
+                                when.begin() + static_cast<long>(peers[p] + 1) * NN);
+            answered[p] = true;
+          }
+          double w = n.floats.at(0) * mixingWeight(peers.size(), peers.size());
+          HostTensor mixed = z;
+          for (size_t e = 0; e < mixed.data.size(); ++e)
+            mixed.data[e] -= w * (static_cast<double>(n_) * z.data[e] - sum[e]);
+          if (opt.onMix)
+            opt.onMix(r, round, node, z, mixed);
+          ++node;
+          return mixed;
+        } catch (const CommError &e) {
+          if (opt.stopOnPeerFailure)
+            throw std::runtime_error(std::string(e.what()) +
+                                     " (--on-peer-failure=continue finishes with the survivors)");
+          allReduceBroken = true;
+          std::fprintf(stderr, "replica %d: the all-reduce failed (%s); exchanging pairwise "
+                               "from round %lld on\n",
+                       r, e.what(), (long long)round + 1);
+        }
+      }
       std::vector<double> meta = {static_cast<double>(peers.size())};
       meta.insert(meta.end(), ready.begin(), ready.end());
       // Receives are posted before the sends: a posted receive notices a
@@ -794,7 +837,6 @@ GossipResult runGossipRank(const Graph &graph, DataSource &data, const GossipOpt
           drop(j, round, e.what());
         }
       }
-      roundBytes += static_cast<double>(z.data.size() * elementBytes(node0.dtype));
       std::vector<HostTensor> got;
       std::vector<size_t> degrees;
       got.reserve(peers.size());
@@ -978,6 +1020,7 @@ GossipResult runDataParallel(const Graph &graph, DataSource &data, int R, int64_
   std::unique_ptr<Executor> exPtr = makeExecutor(graph, opt);
   Executor &ex = *exPtr;
   ex.initialize(opt.seed);
+  applyInitParameters(ex, graph, opt.initParams);
   double gradBytes = 0;
   for (const StateDecl &s : graph.states)
     if (s.isParam)
@@ -1062,6 +1105,12 @@ int runGossipTraining(const Graph &graph, DataSource &data, const GossipOptions 
         throw std::runtime_error("cannot write " + opt.outDir + "/metrics.jsonl");
     }
     const OuterLoop &loop = graph.outerLoop;
+    if (!opt.initFrom.empty() && opt.initParams.empty()) {
+      opt.initParams = loadInitParameters(opt.initFrom, graph);
+      if (!quiet)
+        std::cout << "initialised " << opt.initParams.size() << " parameters of every replica from "
+                  << opt.initFrom << "\n";
+    }
     if (!quiet) {
       std::cout << "gossip: " << (opt.replicas > 0 ? opt.replicas : loop.replicas)
                 << " replicas, topology "
@@ -1208,6 +1257,7 @@ GossipOptions gossipOptionsFor(const Graph &graph, const TrainerOptions &opt,
   g.evalInterval = std::max<int64_t>(1, opt.evalInterval / maxH);
   g.evalBatches = opt.evalBatches;
   g.outDir = opt.outDir;
+  g.initFrom = opt.initFrom;
   NetworkModel net;
   net.stepTime = settings.stepTime;
   net.bandwidth = settings.bandwidth;

@@ -278,6 +278,28 @@ def group_faults():
     check("gossip: by default (--on-peer-failure=stop) a dead replica stops the job",
           p.returncode != 0 and "rank 2 failed (signal 9" in o, o[-2000:])
 
+    # DiLoCo: a killed replica breaks the all-reduce; the survivors fall
+    # back to pairwise exchanges among themselves and finish.
+    g = plan("diloco-long", "train.sync=diloco", "train.replicas=4", "train.local_steps=2",
+             "train.steps=60", "train.eval_interval=1000")
+    d = out("diloco-killed")
+    p = subprocess.Popen([RUN, g, "--nproc", "4", "--out", d, "--timeout", "30",
+                          "--on-peer-failure=continue"], cwd=WORK, env=ENV,
+                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    wait_for(d + "/metrics.jsonl", p)
+    time.sleep(1.0)
+    ranks = subprocess.run(["pgrep", "-P", str(p.pid)], text=True,
+                           stdout=subprocess.PIPE).stdout.split()
+    if len(ranks) == 4:
+        os.kill(int(ranks[2]), signal.SIGKILL)
+    t0 = time.time()
+    o, _ = p.communicate(timeout=300)
+    rounds = [json.loads(l) for l in open(d + "/metrics.jsonl") if l.strip()]
+    check("diloco: the survivors of a killed replica re-form and finish",
+          p.returncode == 0 and len(rounds) == 30 and rounds[-1]["live"] == 3, o[-2500:])
+    check("diloco: ... without waiting out the timeout", time.time() - t0 < 25,
+          f"{time.time() - t0:.1f} s")
+
     # Data parallelism: a killed rank stops the others too.
     dp = plan("dp-long", "train.steps=400")
     d = out("dp-killed")
