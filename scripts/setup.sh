@@ -40,3 +40,15 @@ if ! "$VENV/bin/python3" -c "import safetensors, numpy" 2>/dev/null; then
     [ -z "${STRETTO_REQUIRE_PYTHON_TESTS:-}" ] || exit 1
   fi
 fi
+
+# Optional: JAX and optax for the AdamW parity check against optax
+# (bench/parity/optax_adamw.py, test/lit/Train/parity-optax.test). Without
+# them that test is reported unsupported, never passed. STRETTO_NO_JAX=1
+# skips this step.
+if [ -z "${STRETTO_NO_JAX:-}" ] && [ -x "$VENV/bin/python3" ] &&
+   ! "$VENV/bin/python3" -c "import jax, optax" 2>/dev/null; then
+  echo "setup: installing jax and optax into $VENV (the optax parity check)"
+  "$VENV/bin/python3" -m pip install --quiet --disable-pip-version-check jax optax ||
+    echo "setup: could not install jax and optax; the optax parity check will be reported" \
+         "unsupported" >&2
+fi

@@ -33,5 +33,12 @@ elif os.environ.get("STRETTO_REQUIRE_PYTHON_TESTS"):
     lit_config.fatal("%s cannot import safetensors and numpy; run scripts/setup.sh %s"
                      % (python, config.stretto_obj_root))
 
+# JAX and optax (optional, scripts/setup.sh tries them): the AdamW parity
+# check against optax runs when they import, else it is unsupported.
+if subprocess.call([python, "-c", "import jax, optax, numpy"],
+                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) == 0:
+    config.available_features.add("optax")
+config.substitutions.append(("%bench", os.path.join(config.stretto_src_root, "bench")))
+
 # Compiled kernels go to a cache inside the build tree, not the user's home.
 config.environment["STRETTO_CACHE_DIR"] = os.path.join(config.test_exec_root, "kernel-cache")
