@@ -262,3 +262,65 @@ TEST(InitFrom, PipelineStagesTakeTheirParameters) {
       ASSERT_NEAR(g[e], t.data[e], 1e-6 * (1 + std::fabs(t.data[e]))) << name << "[" << e << "]";
   }
 }
+
+// Every gossip replica starts from the given parameters: the run equals the
+// one seeded with the seed that made them.
+TEST(InitFrom, GossipReplicasTakeTheParameters) {
+  const char *model = R"(
+train.model @mlp attributes {trainer = {optimizer = "adamw", lr = 0.05, replicas = 3, sync = "diloco", local_steps = 2, outer_lr = 0.7, outer_momentum = 0.9}} {
+  train.param @w1 : tensor<4x6xf32> = normal(0.5)
+  train.param @b1 : tensor<6xf32> = zeros
+  train.param @w2 : tensor<6x3xf32> = normal(0.5)
+  train.step {
+    %x = train.input "x" : tensor<5x4xf32>
+    %y = train.input "y" : tensor<5xi32>
+    %w1 = train.read @w1 : tensor<4x6xf32>
+    %b1 = train.read @b1 : tensor<6xf32>
+    %w2 = train.read @w2 : tensor<6x3xf32>
+    %h = train.matmul %x, %w1 : tensor<5x4xf32>, tensor<4x6xf32> -> tensor<5x6xf32>
+    %hb = train.add %h, %b1 : tensor<5x6xf32>, tensor<6xf32> -> tensor<5x6xf32>
+    %a = train.tanh %hb : tensor<5x6xf32>
+    %o = train.matmul %a, %w2 : tensor<5x6xf32>, tensor<6x3xf32> -> tensor<5x3xf32>
+    %l = train.cross_entropy %o, %y : tensor<5x3xf32>, tensor<5xi32> -> tensor<f32>
+    train.yield %l : tensor<f32>
+  }
+}
+)";
+  test::Compiled c = test::compile(model, [](mlir::PassManager &pm) {
+    buildTrainingPipeline(pm);
+    pm.nest<train::ModelOp>().addPass(train::createTrainGossip());
+  });
+  ASSERT_TRUE(c.ok) << c.diagnostics;
+  const Graph &g = c.graph;
+  DataConfig dc;
+  dc.format = "synthetic";
+  dc.seed = 7;
+  auto src = makeDataSource(g, dc, 3);
+  auto run = [&](uint64_t seed, const std::map<std::string, HostTensor> &init) {
+    GossipOptions o;
+    o.rounds = 2;
+    o.seed = seed;
+    o.initParams = init;
+    std::mutex mu;
+    std::map<std::pair<int, int64_t>, std::map<std::string, HostTensor>> seen;
+    o.onRoundEnd = [&](int r, int64_t t, const std::map<std::string, HostTensor> &p) {
+      std::lock_guard<std::mutex> lock(mu);
+      seen[{r, t}] = p;
+    };
+    runGossip(g, *src, o);
+    return seen;
+  };
+  auto want = run(7, {});
+  auto other = run(1337, {});
+  auto got = run(1337, initialParams(g, 7));
+  ASSERT_EQ(got.size(), want.size());
+  ASSERT_EQ(want.size(), 6u);
+  EXPECT_NE(other.at({0, 0}).at("w1").data, want.at({0, 0}).at("w1").data);
+  for (const auto &[key, params] : want)
+    for (const auto &[name, t] : params) {
+      const std::vector<double> &v = got.at(key).at(name).data;
+      for (size_t e = 0; e < v.size(); ++e)
+        ASSERT_NEAR(v[e], t.data[e], 1e-6 * (1 + std::fabs(t.data[e])))
+            << "replica " << key.first << " round " << key.second << " " << name;
+    }
+}
