@@ -226,3 +226,29 @@ std::vector<HostKernelFn> HostKernelCache::loadAll(const std::string &source,
   error = "kernel " + first + ": cannot load " + so + ": " + (why ? why : "a symbol was not found");
   return {};
 }
+
+std::string stretto::hostKernelSubset(const std::string &unit,
+                                      const std::set<std::string> &names) {
+  // Every kernel's source starts with the same guarded prelude line.
+  static const std::string kStart = "#include <math.h>\n";
+  std::vector<size_t> starts;
+  for (size_t at = 0; (at = unit.find(kStart, at)) != std::string::npos; at += kStart.size())
+    if (at == 0 || unit[at - 1] == '\n')
+      starts.push_back(at);
+  if (starts.empty() || starts[0] != 0)
+    return unit;
+  std::string out;
+  std::set<std::string> found;
+  for (size_t k = 0; k < starts.size(); ++k) {
+    size_t end = k + 1 < starts.size() ? starts[k + 1] : unit.size();
+    std::string chunk = unit.substr(starts[k], end - starts[k]);
+    std::string name = kernelAtLine(chunk, 1 << 30);
+    if (name.empty())
+      return unit;
+    if (names.count(name)) {
+      out += chunk;
+      found.insert(name);
+    }
+  }
+  return found.size() == names.size() ? out : unit;
+}

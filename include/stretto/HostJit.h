@@ -14,6 +14,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -66,6 +67,11 @@ private:
   std::vector<void *> handles_;
   Stats stats_;
 };
+
+/// The part of a model's kernel unit (the concatenated C++ of its kernels,
+/// each self-contained) that defines `names`: what one pipeline stage needs.
+/// The unit itself when it cannot be split.
+std::string hostKernelSubset(const std::string &unit, const std::set<std::string> &names);
 
 } // namespace stretto
 

@@ -271,6 +271,24 @@ int main(int argc, char **argv) {
     for (const Node &n : graph.phase(ph))
       if (n.kind == OpKind::Kernel)
         names.insert(n.name);
+  // A rank of a multi-process pipeline compiles only its stage's kernels.
+  std::string kernelSource = plan.cppSource;
+  try {
+    std::optional<WorldInfo> w = worldFromEnvironment();
+    const int64_t stages = metaInt(plan, "train.stages", 1);
+    if (w && w->size > 1 && stages > 1 && w->size == stages && graph.outer.empty()) {
+      std::set<std::string> mine;
+      const Graph &stage = planStages(graph).at(static_cast<size_t>(w->rank)).graph;
+      for (Phase ph : {Phase::Step, Phase::Update})
+        for (const Node &n : stage.phase(ph))
+          if (n.kind == OpKind::Kernel)
+            mine.insert(n.name);
+      names = mine;
+      kernelSource = hostKernelSubset(plan.cppSource, names);
+    }
+  } catch (const std::exception &) {
+    // A malformed environment is reported when the world is joined below.
+  }
   std::unique_ptr<HostKernelCache> cache;
   if (!names.empty()) {
     if (plan.cppSource.empty())
@@ -282,7 +300,7 @@ int main(int argc, char **argv) {
       });
     std::vector<std::string> symbols(names.begin(), names.end());
     std::string error;
-    std::vector<HostKernelFn> fns = cache->loadAll(plan.cppSource, symbols, error);
+    std::vector<HostKernelFn> fns = cache->loadAll(kernelSource, symbols, error);
     if (fns.size() != symbols.size())
       return fail(error);
     for (size_t k = 0; k < symbols.size(); ++k)
