@@ -1,0 +1,256 @@
+"""What the parity checks share: Stretto's synthetic data recomputed in
+Python, safetensors in and out, the MLP config and its fixed initial
+weights, a Stretto run read back step by step, and the comparison.
+
+The frameworks' sides (optax_adamw.py, torch_adamw.py) only build the same
+model and optimizer and return their losses and parameter snapshots.
+"""
+import argparse
+import json
+import math
+import os
+import shutil
+import struct
+import subprocess
+import tempfile
+
+import numpy as np
+
+MASK = (1 << 64) - 1
+
+
+def splitmix64(x):
+    x = (x + 0x9E3779B97F4A7C15) & MASK
+    x = ((x ^ (x >> 30)) * 0xBF58476D1CE4E5B9) & MASK
+    x = ((x ^ (x >> 27)) * 0x94D049BB133111EB) & MASK
+    return x ^ (x >> 31)
+
+
+def unit_open_closed(bits):
+    return float((bits >> 11) + 1) * 2.0 ** -53
+
+
+def gaussian(bits):
+    u0 = unit_open_closed(bits)
+    u1 = unit_open_closed(splitmix64(bits))
+    return math.sqrt(-2.0 * math.log(u0)) * math.cos(6.283185307179586 * u1)
+
+
+TRAIN = 0  # Split::Train
+
+
+def draw(seed, split, index, row):
+    h = splitmix64(seed ^ splitmix64(split + 1))
+    h = splitmix64(h ^ splitmix64(index))
+    return splitmix64(h ^ splitmix64(row + 0x5151))
+
+
+class SyntheticData:
+    """runtime/Data.cpp's SyntheticClassification, in Python."""
+
+    def __init__(self, batch, inputs, classes, seed):
+        self.B, self.N, self.C, self.seed = batch, inputs, classes, seed
+        self.teacher = np.array([gaussian(splitmix64(0x7EAC4E2 ^ splitmix64(i)))
+                                 for i in range(inputs * classes)]).reshape(inputs, classes)
+
+    def batch(self, index):
+        x = np.empty((self.B, self.N))
+        for b in range(self.B):
+            row = draw(self.seed, TRAIN, index, b)
+            for i in range(self.N):
+                x[b, i] = gaussian(splitmix64(row ^ splitmix64(i)))
+        y = np.empty(self.B, dtype=np.int32)
+        for b in range(self.B):
+            best, best_score = 0, -1e300
+            for c in range(self.C):
+                s = 0.0
+                for i in range(self.N):  # the C++ loop's summation order
+                    s += x[b, i] * self.teacher[i, c]
+                if s > best_score:
+                    best, best_score = c, s
+            y[b] = best
+        return x.astype(np.float32), y
+
+
+def write_safetensors(path, tensors):
+    header, blobs, offset = {}, [], 0
+    for name in sorted(tensors):
+        a = np.ascontiguousarray(tensors[name], dtype="<f4")
+        header[name] = {"dtype": "F32", "shape": list(a.shape),
+                        "data_offsets": [offset, offset + a.nbytes]}
+        blobs.append(a.tobytes())
+        offset += a.nbytes
+    h = json.dumps(header).encode()
+    h += b" " * (-len(h) % 8)
+    with open(path, "wb") as f:
+        f.write(struct.pack("<Q", len(h)) + h + b"".join(blobs))
+
+
+def read_safetensors(path):
+    raw = open(path, "rb").read()
+    (n,) = struct.unpack("<Q", raw[:8])
+    header = json.loads(raw[8:8 + n])
+    out = {}
+    for name, info in header.items():
+        if name == "__metadata__":
+            continue
+        assert info["dtype"] == "F32", (name, info["dtype"])
+        b, e = info["data_offsets"]
+        out[name] = np.frombuffer(raw[8 + n + b:8 + n + e], dtype="<f4").reshape(info["shape"])
+    return out
+
+
+def config_toml(a):
+    hidden = ", ".join(str(h) for h in a.hidden)
+    return f"""# Written by bench/parity/optax_adamw.py
+[model]
+kind = "mlp"
+inputs = {a.inputs}
+hidden = [{hidden}]
+classes = {a.classes}
+activation = "relu"
+batch = {a.batch}
+
+[train]
+optimizer = "adamw"
+lr = {a.lr!r}
+beta1 = {a.beta1!r}
+beta2 = {a.beta2!r}
+eps = {a.eps!r}
+weight_decay = {a.weight_decay!r}
+schedule = "constant"
+warmup_steps = 0
+steps = {a.steps}
+seed = {a.seed}
+eval_interval = 100000
+log_interval = 100000
+
+[data]
+format = "synthetic"
+"""
+
+
+def initial_params(a):
+    """Fixed weights (numpy seed 0): He-normal matrices, small biases."""
+    rng = np.random.default_rng(0)
+    params, width = {}, a.inputs
+    names = [("fc%d" % i, h) for i, h in enumerate(a.hidden)] + [("out", a.classes)]
+    for name, h in names:
+        params[name + ".w"] = (rng.standard_normal((width, h)) * math.sqrt(2.0 / width)).astype(np.float32)
+        params[name + ".b"] = (rng.standard_normal(h) * 0.1).astype(np.float32)
+        width = h
+    return params
+
+
+def run_stretto(a, work, init_path, checkpoints):
+    env = dict(os.environ)
+    env.setdefault("STRETTO_CACHE_DIR", os.path.join(work, "kernel-cache"))
+    cfg = os.path.join(work, "mlp.toml")
+    with open(cfg, "w") as f:
+        f.write(config_toml(a))
+    plan = os.path.join(work, "mlp.plan")
+    subprocess.run([a.stretto_train, cfg, "--save-plan", plan, "--quiet"], check=True, env=env)
+    out = os.path.join(work, "run")
+    snapshots = {}
+    done = 0
+    for k in checkpoints:
+        cmd = [a.stretto_run, plan, "--steps", str(k), "--out", out, "--quiet",
+               "--executor", a.executor]
+        cmd += ["--resume"] if done else ["--init-from", init_path]
+        subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL)
+        snapshots[k] = read_safetensors(os.path.join(out, "model.safetensors"))
+        done = k
+    losses = []
+    with open(os.path.join(out, "metrics.jsonl")) as f:
+        for line in f:
+            losses.append(json.loads(line)["loss"])
+    return losses, snapshots
+
+
+def rel(a, b):
+    """‖a − b‖ / ‖b‖ over a tensor (elementwise ratios blow up where Adam's
+    update of a near-zero gradient is ±lr either way)."""
+    a, b = np.asarray(a, np.float64), np.asarray(b, np.float64)
+    return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-30))
+
+
+def add_arguments(p):
+    """The model, the optimizer settings and the tolerances, shared."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    bindir = os.path.join(here, "..", "..", "build", "bin")
+    p.add_argument("--stretto-train", default=os.path.join(bindir, "stretto-train"))
+    p.add_argument("--stretto-run", default=os.path.join(bindir, "stretto-run"))
+    p.add_argument("--executor", default="compiled", choices=["compiled", "reference"])
+    p.add_argument("--steps", type=int, default=50)
+    p.add_argument("--param-every", type=int, default=10)
+    p.add_argument("--inputs", type=int, default=16)
+    p.add_argument("--hidden", type=int, nargs="+", default=[32, 32])
+    p.add_argument("--classes", type=int, default=5)
+    p.add_argument("--batch", type=int, default=32)
+    p.add_argument("--lr", type=float, default=1e-2)
+    p.add_argument("--beta1", type=float, default=0.9)
+    p.add_argument("--beta2", type=float, default=0.95)
+    # 1e-6 rather than the usual 1e-8: large enough that putting it inside
+    # the square root (eps-inside-sqrt) changes the parameters past the
+    # tolerance, so the check sees the placement.
+    p.add_argument("--eps", type=float, default=1e-6)
+    p.add_argument("--weight-decay", type=float, default=0.1)
+    p.add_argument("--seed", type=int, default=1)
+    # f32 tolerances: measured 2.2e-7 (loss) and 1.5e-7 (parameters) over
+    # 50 steps against optax on the compiled and the reference executor,
+    # i.e. f32 rounding; each --mutate moves one of them past 1e-5.
+    p.add_argument("--loss-tol", type=float, default=1e-5,
+                   help="max |loss difference| / |loss| over all steps")
+    p.add_argument("--param-tol", type=float, default=1e-5,
+                   help="max ‖Δθ‖/‖θ‖ per tensor at every compared step")
+    p.add_argument("--work", help="keep the files here (default: a temporary folder)")
+
+
+def check(a, framework, train):
+    """Runs Stretto and `train(a, init, batches) -> (losses, {step: params})`
+    from the same weights on the same batches; prints the table; 0 if
+    within the tolerances, else 1."""
+    work = a.work or tempfile.mkdtemp(prefix="stretto-parity-")
+    os.makedirs(work, exist_ok=True)
+    try:
+        init = initial_params(a)
+        init_path = os.path.join(work, "init.safetensors")
+        write_safetensors(init_path, init)
+        data = SyntheticData(a.batch, a.inputs, a.classes, a.seed)
+        batches = [data.batch(i) for i in range(a.steps)]  # step s reads train batch s-1
+        checkpoints = sorted(set(list(range(a.param_every, a.steps + 1, a.param_every)) + [a.steps]))
+        s_losses, s_params = run_stretto(a, work, init_path, checkpoints)
+        o_losses, o_params = train(a, init, batches)
+    finally:
+        if not a.work:
+            shutil.rmtree(work, ignore_errors=True)
+
+    if len(s_losses) != a.steps:
+        print("FAIL: Stretto wrote %d losses for %d steps" % (len(s_losses), a.steps))
+        return 1
+    print("%s; %s executor; MLP %d-%s-%d, batch %d; AdamW lr %g betas (%g, %g) eps %g wd %g; "
+          "%d steps" % (framework, a.executor, a.inputs, "-".join(map(str, a.hidden)), a.classes,
+                        a.batch, a.lr, a.beta1, a.beta2, a.eps, a.weight_decay, a.steps))
+    print("step | stretto loss | %s loss | rel diff | max param rel diff" % framework.split()[0])
+    worst_loss, worst_param = 0.0, 0.0
+    for s in range(1, a.steps + 1):
+        ls, lo = s_losses[s - 1], o_losses[s - 1]
+        d = abs(ls - lo) / abs(lo)
+        worst_loss = max(worst_loss, d)
+        line = "%4d | %.9f | %.9f | %.2e" % (s, ls, lo, d)
+        if s in s_params:
+            pd = max(rel(s_params[s][k], o_params[s][k]) for k in o_params[s])
+            line += " | %.2e" % pd
+            worst_param = max(worst_param, pd)
+        print(line)
+    first = abs(s_losses[0] - o_losses[0]) / abs(o_losses[0])
+    print("first-step loss (same weights, same batch: the model and data match): rel diff %.2e"
+          % first)
+    print("max loss rel diff %.2e (tolerance %.0e); parameters at steps %s: max ‖Δθ‖/‖θ‖ "
+          "%.2e (tolerance %.0e)" % (worst_loss, a.loss_tol, ",".join(map(str, sorted(s_params))),
+                                     worst_param, a.param_tol))
+    if getattr(a, "mutate", "none") != "none":
+        print("%s side mutated: %s" % (framework.split()[0], a.mutate))
+    ok = worst_loss <= a.loss_tol and worst_param <= a.param_tol
+    print("PASS" if ok else "FAIL")
+    return 0 if ok else 1
