@@ -1097,6 +1097,10 @@ int runGossipTraining(const Graph &graph, DataSource &data, const GossipOptions 
                       bool quiet, Communicator *comm) {
   try {
     GossipOptions opt = options;
+    if (opt.resume)
+      throw std::runtime_error("--resume: gossip and DiLoCo runs write no checkpoint yet, so "
+                               "there is nothing to continue (start a new run, or --init-from "
+                               "the model.safetensors an earlier one wrote)");
     const bool lead = !comm || comm->rank() == 0; // prints and writes
     quiet = quiet || !lead;
     std::ofstream metrics;
@@ -1259,6 +1263,7 @@ GossipOptions gossipOptionsFor(const Graph &graph, const TrainerOptions &opt,
   g.evalInterval = std::max<int64_t>(1, opt.evalInterval / maxH);
   g.evalBatches = opt.evalBatches;
   g.outDir = opt.outDir;
+  g.resume = opt.resume;
   g.initFrom = opt.initFrom;
   NetworkModel net;
   net.stepTime = settings.stepTime;

@@ -114,6 +114,8 @@ struct GossipOptions {
   /// runGossipTraining: per-round metrics.jsonl and the mean model's
   /// model.safetensors at the end (no checkpoints for gossip runs yet).
   std::string outDir;
+  /// --resume: refused (gossip runs write no checkpoint yet).
+  bool resume = false;
   /// Multi-process runs: a peer that fails stops this replica (the default)
   /// instead of being dropped.
   bool stopOnPeerFailure = true;

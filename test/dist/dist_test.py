@@ -380,6 +380,9 @@ def group_settings():
     rc, o = run([RUN, g, "--nproc", "2", "--timeout", "20"])
     check("a 3-replica gossip plan on 2 processes is refused",
           rc != 0 and "3 gossip replicas but the run 2 ranks" in o, o[-1500:])
+    rc, o = run([RUN, g, "--out", out("gossip-resume"), "--resume"])
+    check("--resume of a gossip run is refused (no gossip checkpoints yet)",
+          rc != 0 and "gossip and DiLoCo runs write no checkpoint yet" in o, o[-1500:])
 
     pp = plan("pipe-small", "train.steps=3", "train.stages=2", "train.grad_clip=0")
     rc, o = run([RUN, pp, "--nproc", "3", "--timeout", "20"])
