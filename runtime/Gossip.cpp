@@ -358,14 +358,16 @@ public:
       : graph(g), data(data), opt(opt), replicas(replicas), networks(networks),
         diedAt(replicas, -1), evalEx(makeExecutor(g, opt)) {}
 
-  void report(int64_t round, std::vector<double> params, double loss, int64_t steps,
-              double bytes, const std::vector<double> &clock) {
+  void report(int replica, int64_t round, std::vector<double> params, double loss,
+              int64_t steps, double bytes, const std::vector<double> &clock) {
     std::lock_guard<std::mutex> lock(mu);
     Slot &s = slots[round];
-    s.params.push_back(std::move(params));
-    s.loss += loss;
+    // Kept by replica and summed in replica order when the round closes:
+    // the round's figures do not depend on which thread reported first.
+    s.params[replica] = std::move(params);
+    s.loss[replica] = loss;
+    s.bytes[replica] = bytes;
     s.steps += steps;
-    s.bytes += bytes;
     s.simTime.resize(networks, 0.0);
     for (size_t k = 0; k < networks; ++k)
       s.simTime[k] = std::max(s.simTime[k], clock[k]);
@@ -383,8 +385,8 @@ public:
 
 private:
   struct Slot {
-    std::vector<std::vector<double>> params;
-    double loss = 0, bytes = 0;
+    std::map<int, std::vector<double>> params;
+    std::map<int, double> loss, bytes;
     int64_t steps = 0;
     std::vector<double> simTime;
   };
@@ -412,24 +414,29 @@ private:
   }
 
   void close(int64_t round, Slot &s) {
-    size_t n = s.params.size(), len = s.params[0].size();
+    size_t n = s.params.size(), len = s.params.begin()->second.size();
     std::vector<double> mean(len, 0.0);
-    for (const auto &p : s.params)
+    for (const auto &[replica, p] : s.params)
       for (size_t e = 0; e < len; ++e)
         mean[e] += p[e];
     for (double &v : mean)
       v /= static_cast<double>(n);
     double consensus = 0;
-    for (const auto &p : s.params)
+    for (const auto &[replica, p] : s.params)
       for (size_t e = 0; e < len; ++e)
         consensus += (p[e] - mean[e]) * (p[e] - mean[e]);
+    double lossSum = 0, bytesSum = 0;
+    for (const auto &[replica, l] : s.loss)
+      lossSum += l;
+    for (const auto &[replica, b] : s.bytes)
+      bytesSum += b;
     RoundReport r;
     r.round = round;
     r.live = static_cast<int>(n);
-    r.loss = s.loss / static_cast<double>(n);
+    r.loss = lossSum / static_cast<double>(n);
     r.consensus = consensus / static_cast<double>(n);
     totalSteps += s.steps;
-    totalBytes += s.bytes;
+    totalBytes += bytesSum;
     r.localSteps = totalSteps;
     r.bytes = totalBytes;
     r.simTime = s.simTime;
@@ -593,7 +600,7 @@ GossipResult runGossip(const Graph &graph, DataSource &data, const GossipOptions
         std::vector<double> flat = flattenParams(graph, ex);
         if (opt.onRoundEnd)
           opt.onRoundEnd(r, round, unflattenParams(graph, flat));
-        agg.report(round, std::move(flat), losses ? loss / static_cast<double>(losses) : 0.0,
+        agg.report(r, round, std::move(flat), losses ? loss / static_cast<double>(losses) : 0.0,
                    H[r], rep.bytesSent - bytesBefore, rep.simTime);
       }
     } catch (const std::exception &e) {
