@@ -32,6 +32,7 @@
 #include <fstream>
 #include <functional>
 #include <random>
+#include <set>
 
 using namespace stretto;
 namespace fs = std::filesystem;
@@ -479,3 +480,40 @@ TEST(HostKernelCacheTest, CompileErrorNamesTheKernel) {
 }
 
 } // namespace
+
+TEST(HostKernelCacheTest, AStageCompilesOnlyItsKernels) {
+  // A pipeline rank takes the self-contained sources of its own kernels out
+  // of the model's unit (hostKernelSubset) and compiles just those.
+  mlir::MLIRContext ctx;
+  test::prepareContext(ctx);
+  ctx.loadDialect<kernel::KernelDialect>();
+  auto diag = printDiagnostics(ctx);
+  std::optional<LoadedModel> loaded =
+      loadModel(ctx, STRETTO_SOURCE_DIR "/examples/gpt-tiny.toml", {});
+  ASSERT_TRUE(loaded);
+  mlir::PassManager pm(&ctx);
+  buildTrainingPipeline(pm);
+  pm.nest<train::ModelOp>().addPass(kernel::createKernelFuseElementwise());
+  ASSERT_TRUE(mlir::succeeded(pm.run(*loaded->module)));
+  std::vector<KernelSource> sources;
+  ASSERT_TRUE(mlir::succeeded(kernel::emitAllKernels(loaded->model, sources)));
+  std::string all;
+  for (const KernelSource &k : sources)
+    all += k.cpp + "\n";
+  std::set<std::string> some;
+  for (size_t k = 0; k < sources.size(); k += 3)
+    some.insert(sources[k].name);
+  std::string part = hostKernelSubset(all, some);
+  EXPECT_LT(part.size(), all.size() / 2);
+  for (const KernelSource &k : sources) {
+    bool in = part.find("extern \"C\" void " + k.name + "(") != std::string::npos;
+    EXPECT_EQ(in, some.count(k.name) > 0) << k.name;
+  }
+  HostKernelCache cache(cacheDir("subset"));
+  std::string error;
+  std::vector<std::string> symbols(some.begin(), some.end());
+  std::vector<HostKernelFn> fns = cache.loadAll(part, symbols, error);
+  EXPECT_EQ(fns.size(), symbols.size()) << error;
+  // A name the unit does not define: the whole unit, not a part missing it.
+  EXPECT_EQ(hostKernelSubset(all, {"no_such_kernel"}), all);
+}
