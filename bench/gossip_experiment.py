@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Synchronous data parallelism vs DiLoCo vs gossip (issue 6), R = 8 replicas.
+"""Synchronous data parallelism vs DiLoCo vs gossip, R = 8 replicas.
 
     ninja -C build -j1 stretto-gossip-bench
     python3 bench/gossip_experiment.py            # about 10 minutes on 2 cores

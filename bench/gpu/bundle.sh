@@ -38,7 +38,7 @@ cp bench/gpu/device-check.sh $B/
 # (device-check.sh unpacks them).
 gzip -9 $B/plans/*.plan $B/lib/libopenblas.so.0 $B/data/kjv.txt
 du -sh $B
-# The bundle's size, under the host header, for the README (issue 12).
+# The bundle's size, under the host header, for the README.
 R=bench/results/gpu/bundle.txt
 mkdir -p "$(dirname $R)"
 {

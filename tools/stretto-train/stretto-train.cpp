@@ -332,7 +332,7 @@ int main(int argc, char **argv) {
     dumpPasses(pm, dumpDir);
     if (!compiled) {
       buildTrainingPipeline(pm, TrainingPipelineOptions::fromTrainer(model));
-      // Decentralized data parallelism (issue 6): local steps + gossip outer round.
+      // Decentralized data parallelism: local steps + gossip outer round.
       StringRef sync = model.getTrainerString("sync", "sync");
       if (sync == "gossip" || sync == "diloco")
         pm.nest<train::ModelOp>().addPass(train::createTrainGossip());
@@ -569,7 +569,7 @@ int main(int argc, char **argv) {
                  << precision << ")" << (deviceNote.empty() ? "" : "; " + deviceNote) << "\n";
     llvm::outs().flush();
   }
-  // --- decentralized data parallelism (issue 6) ------------------------------
+  // Decentralized data parallelism.
   // A graph with an outer phase (sync = "gossip" | "diloco") runs as R
   // replicas with a simulated network; see include/stretto/Gossip.h.
   if (!graph->outer.empty()) {
