@@ -73,6 +73,11 @@ public:
       : ctx(std::move(ctx)), pairs(std::move(pairs)), rank_(this->ctx->rank),
         size_(this->ctx->size) {
     timeout_ = timeout;
+    if (const char *who = std::getenv("STRETTO_FAULT_CORRUPT_HEADERS"))
+      if (std::atoi(who) == rank_) {
+        corruptHeaders = true;
+        corruptState = 0x9e3779b97f4a7c15ull + static_cast<uint64_t>(rank_);
+      }
     // A receive that never completes on every pair keeps the pair reading,
     // so a peer that dies is noticed at once and every later send to it
     // fails fast (a send alone would wait out the timeout).
@@ -102,6 +107,21 @@ public:
     auto s = std::make_unique<Send>(*this, peer, tag);
     s->header = wire::makeHeader(tag, type, count);
     size_t bytes = count * wire::elementBytes(type);
+    if (corruptHeaders) {
+      // Fault injection (STRETTO_FAULT_CORRUPT_HEADERS=RANK, tests only):
+      // that rank's headers are replaced by random bytes and no payload
+      // follows, as a stranger or a broken peer would send.
+      unsigned char *h = reinterpret_cast<unsigned char *>(&s->header);
+      for (size_t i = 0; i < sizeof s->header; ++i) {
+        corruptState = corruptState * 6364136223846793005ull + 1442695040888963407ull;
+        h[i] = static_cast<unsigned char>(corruptState >> 56);
+      }
+      if (corruptState & 1) { // half the time a plausible magic and version
+        s->header.magic = wire::Header::kMagic;
+        s->header.version = wire::Header::kVersion;
+      }
+      bytes = 0;
+    }
     s->payload.assign(static_cast<const char *>(data), static_cast<const char *>(data) + bytes);
     try {
       gloo::Context &pc = *pairs.at(peer);
@@ -398,6 +418,8 @@ private:
   std::shared_ptr<gloo::rendezvous::Context> ctx; // null after a failed collective
   std::vector<std::shared_ptr<gloo::rendezvous::Context>> pairs; // by peer; [rank()] empty
   int rank_, size_;
+  bool corruptHeaders = false;
+  uint64_t corruptState = 0;
   std::vector<char> watchBytes;
   // Peers whose connection failed: a send to them is not waited for (Gloo
   // would wait out the timeout on a closed pair).

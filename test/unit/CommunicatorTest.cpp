@@ -408,3 +408,42 @@ TEST(Rendezvous, RandomBytesNeverCrashTheStore) {
   c.set("after", {'o', 'k'});
   EXPECT_EQ(c.get("after"), (std::vector<char>{'o', 'k'}));
 }
+
+TEST(Gloo, RandomHeadersFromAPeerAreRefusedNamingIt) {
+  // A receiving rank fed random header bytes (half with a plausible magic)
+  // refuses every message with a CommError naming the sender, and goes on
+  // receiving; nothing is written past its buffer.
+  ::setenv("STRETTO_FAULT_CORRUPT_HEADERS", "0", 1); // rank 0 sends garbage
+  const int messages = 300;
+  int refused = 0;
+  std::vector<std::string> e = onGloo(2, [&](Communicator &c) {
+    if (c.rank() == 0) {
+      std::vector<std::unique_ptr<Request>> sent;
+      std::vector<float> x(64, 1.0f);
+      for (int i = 0; i < messages; ++i)
+        sent.push_back(c.isend(1, static_cast<uint64_t>(i), WireType::F32, x.data(), x.size()));
+      for (auto &s : sent)
+        s->wait();
+      float done;
+      c.recv(1, 999999, WireType::F32, &done, 1); // until rank 1 has read them all
+    } else {
+      std::vector<float> buf(64 + 16, -7.0f);
+      for (int i = 0; i < messages; ++i) {
+        try {
+          c.recv(0, static_cast<uint64_t>(i), WireType::F32, buf.data(), 64);
+        } catch (const CommError &err) {
+          EXPECT_EQ(err.peer, 0);
+          ++refused;
+        }
+      }
+      for (size_t k = 64; k < buf.size(); ++k)
+        EXPECT_EQ(buf[k], -7.0f); // the guard past the buffer is untouched
+      float one = 1;
+      c.isend(0, 999999, WireType::F32, &one, 1)->wait();
+    }
+  }, 20s);
+  ::unsetenv("STRETTO_FAULT_CORRUPT_HEADERS");
+  EXPECT_EQ(e[0], "");
+  EXPECT_EQ(e[1], "");
+  EXPECT_EQ(refused, messages);
+}
