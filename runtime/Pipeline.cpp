@@ -153,6 +153,12 @@ uint64_t dataTag(int channel, int64_t mb) {
   return kTagData | (uint64_t(channel) << 26) | (uint64_t(mb) & ((uint64_t(1) << 26) - 1));
 }
 
+// Validation transfers, in the flag range above every step number.
+uint64_t evalTag(int64_t step, int64_t batch, int channel) {
+  return kTagFlag | (uint64_t(1) << 45) | ((uint64_t(step) & 0x1ffffff) << 20) |
+         ((uint64_t(batch) & 0xff) << 12) | (uint64_t(channel) & 0xfff);
+}
+
 enum StopFlag : int64_t { Go = 0, Stop = 1, Failed = 2 };
 
 } // namespace
@@ -408,6 +414,31 @@ PipelineResult stretto::runPipelineRank(const Graph &graph, DataSource &data,
       if (s == S - 1)
         opt.onCheckpoint(step, all);
     }
+    if (!failed && opt.evalInterval > 0 && opt.evalBatches > 0 &&
+        (step % opt.evalInterval == 0 || step == opt.steps)) {
+      // Forward only, with this step's weights (x(step): no 2BW redirect),
+      // stage by stage; every stage is here after the same update.
+      double sum = 0;
+      for (int64_t b = 0; b < opt.evalBatches; ++b) {
+        std::map<std::string, HostTensor> inputs =
+            data.batch(Split::Val, static_cast<uint64_t>(b));
+        for (const Recv &r : recvs)
+          if (!r.backward)
+            inputs[r.name] = recvTensor(comm, r.from, evalTag(step, b, r.channel), r.shape,
+                                        wire(r.dtype));
+        ValueEnv env;
+        StepResult res = ex.runNodes(plan.forward, env, inputs, none);
+        for (const StagePlan::Send &snd : plan.sends)
+          if (!snd.backward)
+            sendTensor(comm, snd.to, evalTag(step, b, snd.channel), ex.envValue(env, snd.node),
+                       wire(plan.graph.nodes[snd.node].dtype))
+                ->wait();
+        if (!res.outputs.empty())
+          sum += res.outputs[0];
+      }
+      if (s == S - 1 && opt.onEval)
+        opt.onEval(step, sum / static_cast<double>(opt.evalBatches));
+    }
     if (last)
       break;
   }
@@ -565,6 +596,20 @@ int runPipelineTraining(const Graph &graph, DataSource &data, const TrainerOptio
                 (long long)opt.steps, loss,
                 s > 0 ? (step - po.startStep) * opt.microBatches * data.tokensPerBatch() / s : 0.0);
     std::fflush(stdout);
+  };
+  po.evalInterval = opt.evalInterval;
+  po.evalBatches = opt.evalBatches;
+  po.onEval = [&](int64_t step, double val) {
+    if (metrics.is_open()) {
+      char buf[96];
+      std::snprintf(buf, sizeof buf, "{\"step\": %lld, \"val_loss\": %.17g}\n", (long long)step,
+                    val);
+      metrics << buf << std::flush;
+    }
+    if (!opt.quiet) {
+      std::printf("step %6lld/%lld | val %.4f\n", (long long)step, (long long)opt.steps, val);
+      std::fflush(stdout);
+    }
   };
   static std::atomic<bool> interrupted{false};
   interrupted = false;

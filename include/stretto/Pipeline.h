@@ -82,6 +82,11 @@ struct PipelineOptions {
   /// `checkpointInterval` steps (0: never) and when the run stops early.
   int64_t checkpointInterval = 0;
   std::function<void(int64_t step, const std::map<std::string, HostTensor> &)> onCheckpoint;
+  /// Validation every `evalInterval` steps and at the last step (0: never):
+  /// `evalBatches` validation batches flow forward through every stage with
+  /// the weights of that step; the last stage calls onEval with their mean.
+  int64_t evalInterval = 0, evalBatches = 0;
+  std::function<void(int64_t step, double valLoss)> onEval;
 };
 
 struct StageReport {

@@ -88,7 +88,7 @@ def max_relative_gap(a, b):
 
 def losses(out_dir):
     with open(os.path.join(out_dir, "metrics.jsonl")) as f:
-        return [json.loads(l)["loss"] for l in f if l.strip()]
+        return [r["loss"] for r in map(json.loads, filter(str.strip, f)) if "loss" in r]
 
 
 def free_port():
