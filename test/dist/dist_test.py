@@ -178,6 +178,14 @@ def group_equal():
 
 # --- faults --------------------------------------------------------------------
 
+def kill_rank(launcher, index, ranks):
+    """kill -9 of the launcher's rank process `index` (of `ranks`)."""
+    children = subprocess.run(["pgrep", "-P", str(launcher.pid)], text=True,
+                              stdout=subprocess.PIPE).stdout.split()
+    if len(children) == ranks:
+        os.kill(int(children[index]), signal.SIGKILL)
+
+
 def wait_for(path, proc, limit=120):
     t0 = time.time()
     while not os.path.exists(path):
@@ -204,11 +212,9 @@ def group_faults():
                          env=ENV, stdout=log, stderr=subprocess.STDOUT)
     ok = wait_for(k + "/checkpoint.bin", p)
     time.sleep(0.3)
-    ranks = subprocess.run(["pgrep", "-P", str(p.pid)], text=True,
-                           stdout=subprocess.PIPE).stdout.split()
     t0 = time.time()
-    if ok and ranks:
-        os.kill(int(ranks[-1]), signal.SIGKILL)
+    if ok:
+        kill_rank(p, -1, 2)
     rc = p.wait(timeout=60)
     took = time.time() - t0
     log.close()
@@ -256,10 +262,7 @@ def group_faults():
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     wait_for(d + "/metrics.jsonl", p)
     time.sleep(1.0)
-    ranks = subprocess.run(["pgrep", "-P", str(p.pid)], text=True,
-                           stdout=subprocess.PIPE).stdout.split()
-    if len(ranks) == 4:
-        os.kill(int(ranks[2]), signal.SIGKILL)
+    kill_rank(p, 2, 4)
     o, _ = p.communicate(timeout=300)
     rounds = [json.loads(l) for l in open(d + "/metrics.jsonl") if l.strip()]
     check("gossip: the survivors of a killed replica finish the run",
@@ -270,10 +273,7 @@ def group_faults():
     p = subprocess.Popen([RUN, g, "--nproc", "4", "--out", d, "--timeout", "30"], cwd=WORK,
                          env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     wait_for(d + "/metrics.jsonl", p)
-    ranks = subprocess.run(["pgrep", "-P", str(p.pid)], text=True,
-                           stdout=subprocess.PIPE).stdout.split()
-    if len(ranks) == 4:
-        os.kill(int(ranks[2]), signal.SIGKILL)
+    kill_rank(p, 2, 4)
     o, _ = p.communicate(timeout=120)
     check("gossip: by default (--on-peer-failure=stop) a dead replica stops the job",
           p.returncode != 0 and "rank 2 failed (signal 9" in o, o[-2000:])
@@ -288,10 +288,7 @@ def group_faults():
                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     wait_for(d + "/metrics.jsonl", p)
     time.sleep(1.0)
-    ranks = subprocess.run(["pgrep", "-P", str(p.pid)], text=True,
-                           stdout=subprocess.PIPE).stdout.split()
-    if len(ranks) == 4:
-        os.kill(int(ranks[2]), signal.SIGKILL)
+    kill_rank(p, 2, 4)
     t0 = time.time()
     o, _ = p.communicate(timeout=300)
     rounds = [json.loads(l) for l in open(d + "/metrics.jsonl") if l.strip()]
@@ -306,10 +303,7 @@ def group_faults():
     p = subprocess.Popen([RUN, dp, "--nproc", "2", "--out", d, "--timeout", "10"], cwd=WORK,
                          env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     time.sleep(4)
-    ranks = subprocess.run(["pgrep", "-P", str(p.pid)], text=True,
-                           stdout=subprocess.PIPE).stdout.split()
-    if ranks:
-        os.kill(int(ranks[0]), signal.SIGKILL)
+    kill_rank(p, 0, 2)
     o, _ = p.communicate(timeout=60)
     check("a killed data-parallel rank fails the job, naming it",
           p.returncode != 0 and "rank 0 failed (signal 9" in o, o[-1500:])

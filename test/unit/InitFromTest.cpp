@@ -28,6 +28,8 @@ namespace fs = std::filesystem;
 
 namespace {
 
+using test::TempDir;
+
 const char *kMlp = R"(
 [model]
 kind = "mlp"
@@ -42,19 +44,6 @@ weight_decay = 0.1
 [data]
 format = "synthetic"
 )";
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    static int counter = 0;
-    path = fs::temp_directory_path() /
-           ("stretto-initfrom-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string operator/(const std::string &f) const { return (path / f).string(); }
-};
 
 /// A safetensors file from a header and raw data, as given (for bad files).
 void writeRaw(const std::string &path, const std::string &header, const std::string &data,

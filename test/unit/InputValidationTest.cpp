@@ -34,49 +34,12 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const char *kMlp = R"(
-[model]
-kind = "mlp"
-inputs = 8
-hidden = [16]
-classes = 4
-batch = 16
-[train]
-optimizer = "adamw"
-lr = 1e-2
-steps = 40
-eval_interval = 20
-[data]
-format = "synthetic"
-)";
+using test::TempDir;
+
+const char *const kMlp = test::kSmallMlp;
 
 Graph compile(const std::string &toml, const std::vector<std::string> &overrides = {}) {
   return test::compileConfig(toml, test::trainingPipeline(), overrides);
-}
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    path = fs::temp_directory_path() /
-           ("stretto-validation-" + std::to_string(::getpid()) + "-" + std::to_string(counter()++));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  static int &counter() {
-    static int c = 0;
-    return c;
-  }
-};
-
-TrainerOptions quietOptions(int64_t steps, const std::string &out = "") {
-  TrainerOptions o;
-  o.steps = steps;
-  o.evalInterval = 20;
-  o.evalBatches = 2;
-  o.outDir = out;
-  o.quiet = true;
-  return o;
 }
 
 /// The message validateRunSettings refuses `check` with ("" if it passes).
@@ -114,16 +77,16 @@ TEST(RunSettings, IntervalsAndCountsMustBePositive) {
        "'train.checkpoint_interval' must be >= 0, got -1"},
   };
   for (const Case &c : cases) {
-    TrainerOptions o = quietOptions(10);
+    TrainerOptions o = test::quietTrainerOptions(10);
     c.set(o);
     EXPECT_EQ(refusal(RunCheck(g, o)), c.message) << c.key;
   }
-  EXPECT_EQ(refusal(RunCheck(g, quietOptions(10))), "");
+  EXPECT_EQ(refusal(RunCheck(g, test::quietTrainerOptions(10))), "");
 }
 
 TEST(RunSettings, StagesMustMatchThePartition) {
   Graph g = compile(kMlp);
-  TrainerOptions o = quietOptions(10);
+  TrainerOptions o = test::quietTrainerOptions(10);
   RunCheck check(g, o);
   check.stages = 0;
   EXPECT_HAS(refusal(check), "'train.stages' must be in [1, 1024], got 0");
@@ -140,7 +103,7 @@ TEST(RunSettings, StagesMustMatchThePartition) {
 
 TEST(RunSettings, ReplicasNeedGossipAndABound) {
   Graph g = compile(kMlp);
-  TrainerOptions o = quietOptions(10);
+  TrainerOptions o = test::quietTrainerOptions(10);
   RunCheck check(g, o);
   check.replicas = 4;
   check.sync = "sync";
@@ -154,7 +117,7 @@ TEST(RunSettings, ReplicasNeedGossipAndABound) {
 
 TEST(RunSettings, NetworkModelMustBePhysical) {
   Graph g = compile(kMlp);
-  TrainerOptions o = quietOptions(10);
+  TrainerOptions o = test::quietTrainerOptions(10);
   struct Case {
     void (*set)(GossipSettings &);
     const char *message;
@@ -193,7 +156,7 @@ TEST(RunSettings, MemoryEstimateIsThePlannersAndIsCheckedAgainstWhatIsAvailable)
   EXPECT_EQ(estimated.peakBytes(), real.peakBytes());
   EXPECT_EQ(estimated.persistentBytes, real.persistentBytes);
 
-  TrainerOptions o = quietOptions(10);
+  TrainerOptions o = test::quietTrainerOptions(10);
   o.compiled = true;
   MemoryEstimate one = estimateRunMemory(g, o, 1, 1);
   EXPECT_EQ(one.bytes, real.peakBytes());
@@ -227,7 +190,7 @@ TEST(RunSettings, GossipReplicasMultiplyTheEstimate) {
       },
       {"train.sync=gossip", "train.replicas=4", "train.local_steps=2"});
   ASSERT_FALSE(g.outer.empty());
-  TrainerOptions o = quietOptions(10);
+  TrainerOptions o = test::quietTrainerOptions(10);
   o.compiled = true;
   MemoryEstimate four = estimateRunMemory(g, o, 1, 4);
   EXPECT_EQ(four.bytes, 4 * planStatsOf(g).peakBytes());
@@ -236,7 +199,7 @@ TEST(RunSettings, GossipReplicasMultiplyTheEstimate) {
 
 TEST(RunSettings, ResumeChecksSeedModelAndMicroBatches) {
   Graph g = compile(kMlp);
-  TrainerOptions o = quietOptions(10);
+  TrainerOptions o = test::quietTrainerOptions(10);
   o.modelFingerprint = "aaaa";
   Checkpoint c;
   c.step = 5;
@@ -307,8 +270,8 @@ TEST(Resume, AFinishedRunSaysSoAndExitsZero) {
   dc.format = "synthetic";
   auto data = makeDataSource(g, dc, 4);
   TempDir out;
-  ASSERT_EQ(runTraining(g, *data, quietOptions(3, out.path)), 0);
-  TrainerOptions again = quietOptions(3, out.path);
+  ASSERT_EQ(runTraining(g, *data, test::quietTrainerOptions(3, out.path)), 0);
+  TrainerOptions again = test::quietTrainerOptions(3, out.path);
   again.resume = true;
   testing::internal::CaptureStdout();
   TrainSummary sum;
@@ -326,8 +289,8 @@ TEST(Resume, AnotherSeedIsRefusedThroughTheTrainer) {
   dc.format = "synthetic";
   auto data = makeDataSource(g, dc, 4);
   TempDir out;
-  ASSERT_EQ(runTraining(g, *data, quietOptions(2, out.path)), 0);
-  TrainerOptions o = quietOptions(4, out.path);
+  ASSERT_EQ(runTraining(g, *data, test::quietTrainerOptions(2, out.path)), 0);
+  TrainerOptions o = test::quietTrainerOptions(4, out.path);
   o.resume = true;
   o.seed = 99;
   testing::internal::CaptureStderr();

@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <unistd.h>
+
 #include "stretto/Compiler/Lowering.h"
 #include "stretto/Frontend/Import.h"
 #include "stretto/Dialect/Train/TrainOps.h"
@@ -138,6 +140,45 @@ Graph compileConfig(const std::string &toml, const PipelineFn &pipeline,
   Compiled c = compileModule(*module, pipeline);
   EXPECT_TRUE(c.ok) << c.diagnostics;
   return c.graph;
+}
+
+const char *const kSmallMlp = R"(
+[model]
+kind = "mlp"
+inputs = 8
+hidden = [16]
+classes = 4
+batch = 16
+[train]
+optimizer = "adamw"
+lr = 1e-2
+steps = 40
+eval_interval = 20
+[data]
+format = "synthetic"
+)";
+
+TempDir::TempDir() {
+  static int counter = 0;
+  path = std::filesystem::temp_directory_path() /
+         ("stretto-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter++));
+  std::filesystem::remove_all(path);
+  std::filesystem::create_directories(path);
+}
+
+TempDir::~TempDir() {
+  std::error_code ec;
+  std::filesystem::remove_all(path, ec);
+}
+
+TrainerOptions quietTrainerOptions(int64_t steps, const std::string &out) {
+  TrainerOptions o;
+  o.steps = steps;
+  o.evalInterval = 20;
+  o.evalBatches = 2;
+  o.outDir = out;
+  o.quiet = true;
+  return o;
 }
 
 } // namespace stretto::test

@@ -10,10 +10,12 @@
 #define STRETTO_TEST_UNIT_TESTSUPPORT_H
 
 #include "stretto/Graph.h"
+#include "stretto/Trainer.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/PassManager.h"
 
+#include <filesystem>
 #include <functional>
 #include <string>
 #include <vector>
@@ -56,6 +58,25 @@ Compiled compileModule(mlir::ModuleOp module, const PipelineFn &pipeline);
 /// `pipeline` and lowers the model; the graph, or a failed test naming why.
 Graph compileConfig(const std::string &toml, const PipelineFn &pipeline,
                     const std::vector<std::string> &overrides = {});
+
+/// A small MLP on synthetic data (AdamW, 40 steps, evaluation every 20): the
+/// trainer tests' model.
+extern const char *const kSmallMlp;
+
+/// A fresh folder under the system's temporary directory, removed with
+/// everything in it when the object goes.
+struct TempDir {
+  std::filesystem::path path;
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir &) = delete;
+  TempDir &operator=(const TempDir &) = delete;
+  std::string operator/(const std::string &file) const { return (path / file).string(); }
+};
+
+/// Trainer options for tests: `steps` steps, quiet, an evaluation every 20
+/// steps on 2 batches, output to `out` (none when empty).
+TrainerOptions quietTrainerOptions(int64_t steps, const std::string &out = "");
 
 } // namespace stretto::test
 

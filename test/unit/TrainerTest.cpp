@@ -14,49 +14,12 @@ namespace fs = std::filesystem;
 
 namespace {
 
-const char *kMlp = R"(
-[model]
-kind = "mlp"
-inputs = 8
-hidden = [16]
-classes = 4
-batch = 16
-[train]
-optimizer = "adamw"
-lr = 1e-2
-steps = 40
-eval_interval = 20
-[data]
-format = "synthetic"
-)";
+using test::TempDir;
+
+const char *const kMlp = test::kSmallMlp;
 
 Graph compile(const std::string &toml, const std::vector<std::string> &overrides = {}) {
   return test::compileConfig(toml, test::trainingPipeline(), overrides);
-}
-
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    path = fs::temp_directory_path() /
-           ("stretto-test-" + std::to_string(::getpid()) + "-" + std::to_string(counter()++));
-    fs::remove_all(path);
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  static int &counter() {
-    static int c = 0;
-    return c;
-  }
-};
-
-TrainerOptions quietOptions(int64_t steps, const std::string &out = "") {
-  TrainerOptions o;
-  o.steps = steps;
-  o.evalInterval = 20;
-  o.evalBatches = 2;
-  o.outDir = out;
-  o.quiet = true;
-  return o;
 }
 
 TEST(Trainer, MlpLossFalls) {
@@ -65,7 +28,7 @@ TEST(Trainer, MlpLossFalls) {
   dc.format = "synthetic";
   auto data = makeDataSource(g, dc, 4);
   TrainSummary s;
-  ASSERT_EQ(runTraining(g, *data, quietOptions(40), &s), 0);
+  ASSERT_EQ(runTraining(g, *data, test::quietTrainerOptions(40), &s), 0);
   ASSERT_EQ(s.losses.size(), 40u);
   // Four balanced classes start near log(4) = 1.386; a linear teacher is
   // learnable, so 40 AdamW steps must cut it substantially.
@@ -80,7 +43,7 @@ TEST(Trainer, SameSeedSameLossesDifferentSeedDifferent) {
   dc.format = "synthetic";
   auto data = makeDataSource(g, dc, 4);
   TrainSummary a, b, c;
-  auto o = quietOptions(10);
+  auto o = test::quietTrainerOptions(10);
   ASSERT_EQ(runTraining(g, *data, o, &a), 0);
   ASSERT_EQ(runTraining(g, *data, o, &b), 0);
   o.seed = 7;
@@ -102,7 +65,7 @@ TEST_P(ResumeOn, IsBitIdentical) {
   TempDir full, split;
   TrainSummary whole, first, second;
   auto options = [&](int64_t steps, const std::string &out) {
-    TrainerOptions o = quietOptions(steps, out);
+    TrainerOptions o = test::quietTrainerOptions(steps, out);
     o.compiled = GetParam();
     return o;
   };
@@ -135,7 +98,7 @@ TEST(Trainer, WritesMetricsAndPlot) {
   dc.format = "synthetic";
   auto data = makeDataSource(g, dc, 4);
   TempDir out;
-  ASSERT_EQ(runTraining(g, *data, quietOptions(20, out.path)), 0);
+  ASSERT_EQ(runTraining(g, *data, test::quietTrainerOptions(20, out.path)), 0);
   std::ifstream jsonl(out.path / "metrics.jsonl");
   std::string line;
   int lines = 0, withVal = 0;
@@ -194,8 +157,8 @@ TEST(Trainer, ResumeRejectsMismatchedCheckpoint) {
   dc.format = "synthetic";
   auto data = makeDataSource(g, dc, 4);
   TempDir out;
-  ASSERT_EQ(runTraining(other, *data, quietOptions(2, out.path)), 0);
-  auto o = quietOptions(4, out.path);
+  ASSERT_EQ(runTraining(other, *data, test::quietTrainerOptions(2, out.path)), 0);
+  auto o = test::quietTrainerOptions(4, out.path);
   o.resume = true;
   testing::internal::CaptureStderr();
   EXPECT_EQ(runTraining(g, *data, o), 1);
@@ -211,11 +174,11 @@ TEST(Trainer, NaNLossStopsWithoutOverwritingCheckpoint) {
   dc.format = "synthetic";
   auto data = makeDataSource(good, dc, 4);
   TempDir out;
-  ASSERT_EQ(runTraining(good, *data, quietOptions(3, out.path)), 0);
+  ASSERT_EQ(runTraining(good, *data, test::quietTrainerOptions(3, out.path)), 0);
   std::string ckpt = (out.path / "checkpoint.bin").string();
   Checkpoint before = loadCheckpoint(ckpt);
   testing::internal::CaptureStderr();
-  auto resumed = quietOptions(50, out.path);
+  auto resumed = test::quietTrainerOptions(50, out.path);
   resumed.resume = true; // the diverging recipe continues the good run
   EXPECT_EQ(runTraining(bad, *data, resumed), 1);
   std::string err = testing::internal::GetCapturedStderr();
@@ -238,10 +201,10 @@ TEST(Trainer, NonFiniteStateIsNeverCheckpointed) {
   dc.format = "synthetic";
   auto data = makeDataSource(good, dc, 4);
   TempDir out;
-  ASSERT_EQ(runTraining(good, *data, quietOptions(2, out.path)), 0);
+  ASSERT_EQ(runTraining(good, *data, test::quietTrainerOptions(2, out.path)), 0);
   std::string ckpt = (out.path / "checkpoint.bin").string();
   Checkpoint before = loadCheckpoint(ckpt);
-  auto o = quietOptions(3, out.path); // step 3: finite loss, then inf weights
+  auto o = test::quietTrainerOptions(3, out.path); // step 3: finite loss, then inf weights
   o.resume = true;
   testing::internal::CaptureStderr();
   EXPECT_EQ(runTraining(bad, *data, o), 1);
@@ -258,9 +221,9 @@ TEST(Trainer, NewRunRefusesExistingCheckpoint) {
   dc.format = "synthetic";
   auto data = makeDataSource(g, dc, 4);
   TempDir out;
-  ASSERT_EQ(runTraining(g, *data, quietOptions(2, out.path)), 0);
+  ASSERT_EQ(runTraining(g, *data, test::quietTrainerOptions(2, out.path)), 0);
   testing::internal::CaptureStderr();
-  EXPECT_EQ(runTraining(g, *data, quietOptions(4, out.path)), 1);
+  EXPECT_EQ(runTraining(g, *data, test::quietTrainerOptions(4, out.path)), 1);
   std::string err = testing::internal::GetCapturedStderr();
   EXPECT_NE(err.find("already exists: pass --resume"), std::string::npos) << err;
   EXPECT_EQ(loadCheckpoint((out.path / "checkpoint.bin").string()).step, 2);
