@@ -105,18 +105,18 @@ nccl::Communicator::~Communicator() {
     api_->commAbort(comm_);
     return;
   }
-  // Finalize may run asynchronously on a non-blocking communicator.
-  if (api_->commFinalize(comm_) == kSuccess || true) {
-    auto deadline = std::chrono::steady_clock::now() + timeout_;
-    int state = kInProgress;
-    while (api_->commGetAsyncError(comm_, &state) == kSuccess && state == kInProgress &&
-           std::chrono::steady_clock::now() < deadline)
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    if (state == kSuccess)
-      api_->commDestroy(comm_);
-    else
-      api_->commAbort(comm_);
-  }
+  // Finalize runs asynchronously on a non-blocking communicator: poll it
+  // against the deadline, then destroy, or abort when it failed or stalled.
+  int state = api_->commFinalize(comm_);
+  auto deadline = std::chrono::steady_clock::now() + timeout_;
+  while ((state == kSuccess || state == kInProgress) &&
+         api_->commGetAsyncError(comm_, &state) == kSuccess && state == kInProgress &&
+         std::chrono::steady_clock::now() < deadline)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  if (state == kSuccess)
+    api_->commDestroy(comm_);
+  else
+    api_->commAbort(comm_);
 }
 
 void nccl::Communicator::waitFor(const std::function<bool()> &done, const char *what) {
