@@ -17,6 +17,7 @@
 #include "stretto/Compiler/Lowering.h"
 #include "stretto/Frontend/Load.h"
 #include "stretto/Pipeline.h"
+#include "stretto/Tune/Partition.h"
 
 #include "mlir/Pass/PassManager.h"
 #include "llvm/ADT/SmallString.h"
@@ -29,85 +30,22 @@ using namespace stretto;
 
 namespace {
 
-struct Op {
-  char kind; // 'F', 'B', 'U'
-  int64_t mb;
-};
-
-/// The order in which the runtime's worker for stage s runs its work
-/// (mirrors runtime/Pipeline.cpp's decision rule).
-std::vector<Op> stageOrder(int s, int S, int64_t m, int64_t steps, Schedule sched) {
-  std::vector<Op> ops;
-  int64_t total = steps * m, fwd = 0, bwd = 0, updates = 0;
-  while (bwd < total) {
-    bool ready = sched == Schedule::TwoBW ? fwd / m - 1 <= updates : fwd / m <= updates;
-    if (fwd < total && fwd - bwd < S - s && ready) {
-      ops.push_back({'F', fwd++});
-      continue;
-    }
-    ops.push_back({'B', bwd++});
-    if (bwd % m == 0) {
-      ops.push_back({'U', bwd / m - 1});
-      ++updates;
-    }
-  }
-  return ops;
-}
-
-/// Makespan and per-stage idle fraction with one processor per stage.
+/// Makespan and per-stage idle fraction with one processor per stage: the
+/// schedule simulator of stretto/Tune/Partition.h (the runtime's order of
+/// work on each stage) fed with the measured mean times.
 std::pair<double, std::vector<double>> simulate(const std::vector<StageReport> &rep, int64_t m,
                                                 int64_t steps, Schedule sched) {
-  int S = static_cast<int>(rep.size());
-  int64_t total = steps * m;
-  std::vector<std::vector<Op>> order(S);
-  for (int s = 0; s < S; ++s)
-    order[s] = stageOrder(s, S, m, steps, sched);
-  std::vector<std::vector<double>> fDone(S, std::vector<double>(total, -1)),
-      bDone(S, std::vector<double>(total, -1));
-  std::vector<size_t> next(S, 0);
-  std::vector<double> clock(S, 0), busy(S, 0);
-  auto cost = [&](int s, char k) {
-    const StageReport &r = rep[s];
-    if (k == 'F')
-      return r.forwardSeconds / std::max<int64_t>(1, r.forwards);
-    if (k == 'B')
-      return r.backwardSeconds / std::max<int64_t>(1, r.backwards);
-    return r.updateSeconds / std::max<int64_t>(1, r.updates);
-  };
-  bool progress = true;
-  while (progress) {
-    progress = false;
-    for (int s = 0; s < S; ++s) {
-      while (next[s] < order[s].size()) {
-        Op op = order[s][next[s]];
-        double dep = 0;
-        if (op.kind == 'F' && s > 0) {
-          if (fDone[s - 1][op.mb] < 0)
-            break;
-          dep = fDone[s - 1][op.mb];
-        }
-        if (op.kind == 'B' && s < S - 1) {
-          if (bDone[s + 1][op.mb] < 0)
-            break;
-          dep = bDone[s + 1][op.mb];
-        }
-        double start = std::max(clock[s], dep), c = cost(s, op.kind);
-        clock[s] = start + c;
-        busy[s] += c;
-        if (op.kind == 'F')
-          fDone[s][op.mb] = clock[s];
-        if (op.kind == 'B')
-          bDone[s][op.mb] = clock[s];
-        ++next[s];
-        progress = true;
-      }
-    }
+  std::vector<tune::StageEstimate> st;
+  for (const StageReport &r : rep) {
+    tune::StageEstimate e;
+    e.forward = r.forwardSeconds / std::max<int64_t>(1, r.forwards);
+    e.backward = r.backwardSeconds / std::max<int64_t>(1, r.backwards);
+    e.update = r.updateSeconds / std::max<int64_t>(1, r.updates);
+    st.push_back(e);
   }
-  double makespan = *std::max_element(clock.begin(), clock.end());
-  std::vector<double> idle(S);
-  for (int s = 0; s < S; ++s)
-    idle[s] = 1 - busy[s] / makespan;
-  return {makespan, idle};
+  tune::SimResult r = tune::simulate(st, m, steps,
+                                     sched == Schedule::TwoBW ? tune::Sched::TwoBW : tune::Sched::Flush);
+  return {r.makespan, r.idle};
 }
 
 } // namespace

@@ -169,7 +169,7 @@ OpFoldResult MulOp::fold(FoldAdaptor) {
 //===----------------------------------------------------------------------===//
 
 namespace {
-enum class OptionKind { Float, Int, String, Ranges, IntList };
+enum class OptionKind { Float, Int, String, Ranges, IntList, Units };
 struct TrainerOption {
   const char *key;
   OptionKind kind;
@@ -197,6 +197,7 @@ const TrainerOption kTrainerOptions[] = {
     {"replicas", OptionKind::Int, {}},
     {"sync", OptionKind::String, {"sync", "2bw", "diloco", "gossip"}},
     {"stage_ranges", OptionKind::Ranges, {}}, // [[first, end), ...] layers per stage
+    {"stage_units", OptionKind::Units, {}},   // ["embed..block1", "block2..head"] units per stage
     {"ef_lambda", OptionKind::Float, {}},
     // --- decentralized data parallelism: train-gossip and its runtime -------
     {"local_steps", OptionKind::IntList, {}}, // H, or H_r per replica (>= 0)
@@ -353,6 +354,19 @@ LogicalResult ModelOp::verify() {
       if (!ok)
         return emitOpError() << "trainer option '" << key
                              << "' must be a list of [first, end) layer pairs, got " << v;
+      break;
+    }
+    case OptionKind::Units: { // a non-empty list of "first..last" / "unit" strings
+      auto arr = dyn_cast<ArrayAttr>(v);
+      bool ok = arr && !arr.empty() &&
+                llvm::all_of(arr, [](Attribute x) {
+                  auto s = dyn_cast<StringAttr>(x);
+                  return s && !s.getValue().empty();
+                });
+      if (!ok)
+        return emitOpError() << "trainer option '" << key
+                             << "' must be a list of \"first..last\" unit names, one per stage, got "
+                             << v;
       break;
     }
     case OptionKind::IntList: { // an integer, or an array of them (one per replica)

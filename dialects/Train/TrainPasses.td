@@ -68,7 +68,15 @@ def TrainPartition : Pass<"train-partition", "::stretto::train::ModelOp"> {
     `ranges` option) or, by default, a partition of the layers into
     contiguous groups that minimises the largest stage cost (FLOPs plus bytes
     of activations, per layer). Embeddings belong to the first stage; the
-    head and the loss to the last. Where an op of stage s uses a value of
+    head and the loss to the last.
+
+    Partition units make the embedding and the head separable: `embed` (the
+    embeddings), `block<l>` (layer l) and `head` (final norm, head, loss).
+    `stage_units = ["embed..block1", "block2..head"]` in the trainer (or the
+    `units` option) gives each stage's first and last unit (one name for a
+    one-unit stage); `unit-costs` gives a measured cost per unit, and the
+    balanced split is then over units (stretto-tune's DP). The chosen units
+    are recorded on the model as `stage_units`. Where an op of stage s uses a value of
     stage r != s, a `train.transfer` from r to s is inserted. Autodiff then
     gives every VJP op the stage of its forward op, and the transfer's VJP
     sends the cotangent back, so the backward transfers are explicit too.
@@ -84,6 +92,12 @@ def TrainPartition : Pass<"train-partition", "::stretto::train::ModelOp"> {
            "Number of stages (default: the trainer's stages)">,
     ListOption<"ranges", "ranges", "int64_t",
                "Flattened [first, end) layer pairs, one per stage">,
+    ListOption<"unitsOption", "units", "std::string",
+               "Partition units per stage, 'first..last' or 'unit' "
+               "(units: embed, block<l>, head)">,
+    ListOption<"unitCosts", "unit-costs", "double",
+               "Measured cost of every partition unit, in order: the balanced "
+               "split is over units instead of layers">,
   ];
 }
 

@@ -502,6 +502,22 @@ void buildTrainer(OpBuilder &b, ModelOp model, Section &t) {
     }
     attrs.push_back(b.getNamedAttr("stage_ranges", b.getArrayAttr(ranges)));
   }
+  // stage_units = ["embed..block1", "block2..head"]: partition units per
+  // stage (train-partition checks the names against the model).
+  if (const toml::node *n = t.node("stage_units")) {
+    SmallVector<Attribute> units;
+    const toml::array *outer = n->as_array();
+    if (!outer || outer->empty())
+      fail(n, "'train.stage_units' must be a list of \"first..last\" unit names, one per stage "
+              "(units: embed, block0, block1, ..., head)");
+    for (const toml::node &e : *outer) {
+      if (!e.is_string() || e.value<std::string>()->empty())
+        fail(&e, "'train.stage_units' entries must be strings such as \"embed..block1\" or "
+                 "\"head\"");
+      units.push_back(b.getStringAttr(*e.value<std::string>()));
+    }
+    attrs.push_back(b.getNamedAttr("stage_units", b.getArrayAttr(units)));
+  }
   // --- decentralized data parallelism (train-gossip); only keys given -------
   // local_steps = 20 or [20, 20, 10] (one per replica).
   if (const toml::node *n = t.node("local_steps")) {

@@ -6,8 +6,12 @@
 // 1. Layer of each op: the largest layer among its operands, where a read of
 //    a parameter gives the parameter's `layer` (embeddings come before layer
 //    0, other unlayered parameters — final norm, head — after the last).
-// 2. Layers to stages: explicit [first, end) ranges, or the contiguous split
-//    minimising the largest stage cost (dynamic programming over layers).
+// 2. Partition units (embed, block<l>, head) to stages: explicit unit
+//    ranges (`stage_units = ["embed..block1", "block2..head"]`), explicit
+//    layer ranges (the embedding joins the first stage, the head the last),
+//    or the contiguous split minimising the largest stage cost (the DP of
+//    stretto/Tune/Partition.h) over measured unit costs (`unit-costs`) or
+//    the static per-layer cost model.
 // 3. Ops that depend on no parameter (inputs, one-hot of targets) take the
 //    smallest stage among their users; constants and scalars stay unstaged.
 // 4. A transfer per (value, consumer stage) is inserted before the first
@@ -20,6 +24,9 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/TypeSwitch.h"
 
+#include "stretto/Tune/Partition.h"
+
+#include <cmath>
 #include <limits>
 
 namespace stretto::train {
@@ -108,10 +115,6 @@ void PartitionPass::runOnOperation() {
                          "partition";
     return signalPassFailure();
   }
-  if (S < 1 || S > layers) {
-    model.emitError() << "cannot split " << layers << " layer(s) into " << S << " stage(s)";
-    return signalPassFailure();
-  }
   auto paramLayer = [&](ParamOp p) -> int64_t {
     if (auto l = p->getAttrOfType<IntegerAttr>("layer"))
       return l.getInt();
@@ -136,15 +139,118 @@ void PartitionPass::runOnOperation() {
     layerOf[&op] = l;
   }
 
-  // 2. Layers -> stages.
-  std::vector<int64_t> stageOfLayer(layers, 0);
+  // Partition units: "embed" (the unlayered embeddings), "block<l>" (layer
+  // l), "head" (the other unlayered parameters: final norm, head, and the
+  // loss after them). Unit v is layer v − 1; embed and head exist when some
+  // parameter belongs to them.
+  std::vector<bool> present(layers + 2, false);
+  for (int64_t l = 0; l < layers; ++l)
+    present[l + 1] = true;
+  for (ParamOp p : model.getBody().getOps<ParamOp>())
+    present[paramLayer(p) + 1] = true;
+  auto unitName = [&](int64_t v) -> std::string {
+    return v == 0 ? "embed" : v == layers + 1 ? "head" : "block" + std::to_string(v - 1);
+  };
+  std::vector<int64_t> units; // present units, in order
+  for (int64_t v = 0; v < layers + 2; ++v)
+    if (present[v])
+      units.push_back(v);
+  const int64_t U = static_cast<int64_t>(units.size());
+  auto unitList = [&] {
+    std::string list = unitName(units.front());
+    if (units.size() > 1)
+      list += ", " + unitName(units[1]);
+    if (units.size() > 3)
+      list += ", ...";
+    if (units.size() > 2)
+      list += ", " + unitName(units.back());
+    return list;
+  };
+
+  // Where the partition comes from: explicit unit ranges (option, then
+  // trainer), explicit layer ranges (option, then trainer), measured unit
+  // costs, or the static cost model.
+  SmallVector<std::string> unitRanges(unitsOption.begin(), unitsOption.end());
   SmallVector<int64_t> flat(ranges.begin(), ranges.end());
-  if (flat.empty())
-    if (auto arr = dyn_cast_or_null<ArrayAttr>(model.getTrainerOption("stage_ranges")))
+  if (unitRanges.empty() && flat.empty()) {
+    auto unitsAttr = model.getTrainerOption("stage_units");
+    auto rangesAttr = model.getTrainerOption("stage_ranges");
+    if (unitsAttr && rangesAttr) {
+      model.emitError() << "the trainer gives both stage_units and stage_ranges; give one";
+      return signalPassFailure();
+    }
+    if (auto arr = dyn_cast_or_null<ArrayAttr>(unitsAttr))
+      for (Attribute x : arr)
+        unitRanges.push_back(cast<StringAttr>(x).getValue().str());
+    if (auto arr = dyn_cast_or_null<ArrayAttr>(rangesAttr))
       for (Attribute pair : arr)
         for (Attribute x : cast<ArrayAttr>(pair))
           flat.push_back(cast<IntegerAttr>(x).getInt());
-  if (!flat.empty()) {
+  }
+  int64_t maxStages = unitRanges.empty() && unitCosts.empty() ? layers : U;
+  if (S < 1 || S > maxStages) {
+    model.emitError() << "cannot split " << maxStages
+                      << (maxStages == layers ? " layer(s)" : " partition unit(s)") << " into "
+                      << S << " stage(s)";
+    return signalPassFailure();
+  }
+
+  // 2. Units -> stages.
+  std::vector<int64_t> stageOfUnit(layers + 2, 0);
+  auto fromLayers = [&](const std::vector<int64_t> &stageOfLayer) {
+    for (int64_t l = 0; l < layers; ++l)
+      stageOfUnit[l + 1] = stageOfLayer[l];
+    stageOfUnit[0] = stageOfLayer.front();
+    stageOfUnit[layers + 1] = stageOfLayer.back();
+  };
+  if (!unitRanges.empty()) {
+    if (static_cast<int64_t>(unitRanges.size()) != S) {
+      model.emitError() << "stage_units gives " << unitRanges.size() << " stage(s) for " << S
+                        << " stage(s)";
+      return signalPassFailure();
+    }
+    auto position = [&](StringRef name) -> int64_t {
+      for (int64_t i = 0; i < U; ++i)
+        if (unitName(units[i]) == name)
+          return i;
+      return -1;
+    };
+    int64_t expect = 0;
+    for (int64_t s = 0; s < S; ++s) {
+      StringRef spec = unitRanges[s];
+      auto [firstName, lastName] = spec.split("..");
+      if (lastName.empty())
+        lastName = firstName;
+      int64_t first = position(firstName.trim()), last = position(lastName.trim());
+      for (auto [name, pos] : {std::pair{firstName.trim(), first}, {lastName.trim(), last}})
+        if (pos < 0) {
+          model.emitError() << "stage_units: stage " << s << " ('" << spec
+                            << "') names unknown unit '" << name << "'; the units are "
+                            << unitList();
+          return signalPassFailure();
+        }
+      if (last < first || first != expect) {
+        auto diag = model.emitError() << "stage_units: stage " << s << " is '" << spec << "' but ";
+        if (last < first)
+          diag << unitName(units[last]) << " comes before " << unitName(units[first]);
+        else if (first < expect)
+          diag << "it overlaps the previous stage, which ends at " << unitName(units[expect - 1]);
+        else
+          diag << "units " << unitName(units[expect]) << ".." << unitName(units[first - 1])
+               << " belong to no stage";
+        return signalPassFailure();
+      }
+      for (int64_t i = first; i <= last; ++i)
+        stageOfUnit[units[i]] = s;
+      expect = last + 1;
+    }
+    if (expect != U) {
+      model.emitError() << "stage_units: units " << unitName(units[expect]) << ".."
+                        << unitName(units.back()) << " belong to no stage";
+      return signalPassFailure();
+    }
+  } else if (!flat.empty()) {
+    std::vector<int64_t> stageOfLayer(layers, 0);
     if (flat.size() % 2 || static_cast<int64_t>(flat.size() / 2) != S) {
       model.emitError() << "stage_ranges gives " << flat.size() / 2 << " range(s) for " << S
                         << " stage(s)";
@@ -175,42 +281,72 @@ void PartitionPass::runOnOperation() {
                         << ") belong to no stage";
       return signalPassFailure();
     }
+    fromLayers(stageOfLayer);
   } else {
-    // Balanced: the embedding's cost counts for layer 0, the head's for the
-    // last layer. best[s][l]: smallest max-cost of layers [0, l) in s stages.
-    std::vector<double> cost(layers, 0.0);
-    for (Operation &op : body) {
-      int64_t l = layerOf.lookup(&op);
-      if (l == none)
-        continue;
-      cost[std::clamp<int64_t>(l, 0, layers - 1)] += opCost(&op);
-    }
-    std::vector<double> prefix(layers + 1, 0.0);
-    for (int64_t l = 0; l < layers; ++l)
-      prefix[l + 1] = prefix[l] + cost[l];
-    const double inf = std::numeric_limits<double>::infinity();
-    std::vector<std::vector<double>> best(S + 1, std::vector<double>(layers + 1, inf));
-    std::vector<std::vector<int64_t>> cut(S + 1, std::vector<int64_t>(layers + 1, 0));
-    best[0][0] = 0;
-    for (int64_t s = 1; s <= S; ++s)
-      for (int64_t l = s; l <= layers; ++l)
-        for (int64_t k = s - 1; k < l; ++k) {
-          double c = std::max(best[s - 1][k], prefix[l] - prefix[k]);
-          if (c < best[s][l])
-            best[s][l] = c, cut[s][l] = k;
+    // Balanced: the smallest largest stage cost (the DP of stretto-tune with
+    // one micro-batch and no updates or limits: a min-max of sums). With
+    // measured unit costs the units are split; with the static cost model
+    // (FLOPs plus activation bytes per layer) the embedding's cost counts
+    // for layer 0 and the head's for the last layer.
+    stretto::tune::CostModel cm;
+    cm.schedule = stretto::tune::Sched::TwoBW;
+    if (!unitCosts.empty()) {
+      if (static_cast<int64_t>(unitCosts.size()) != U) {
+        model.emitError() << "unit-costs gives " << unitCosts.size() << " cost(s) for the " << U
+                          << " partition units (" << unitList() << ")";
+        return signalPassFailure();
+      }
+      for (int64_t i = 0; i < U; ++i) {
+        if (!(unitCosts[i] >= 0) || std::isinf(unitCosts[i])) {
+          model.emitError() << "unit-costs: the cost of " << unitName(units[i])
+                            << " must be a finite number >= 0, got " << unitCosts[i];
+          return signalPassFailure();
         }
-    for (int64_t s = S, l = layers; s > 0; --s) {
-      int64_t k = cut[s][l];
-      for (int64_t j = k; j < l; ++j)
-        stageOfLayer[j] = s - 1;
-      l = k;
+        stretto::tune::UnitProfile p;
+        p.name = unitName(units[i]);
+        p.forward = unitCosts[i];
+        cm.units.push_back(p);
+      }
+      stretto::tune::Candidate best = stretto::tune::searchPartition(cm, int(S));
+      for (int64_t s = 0; s < S; ++s)
+        for (int i = best.bounds[s]; i < best.bounds[s + 1]; ++i)
+          stageOfUnit[units[i]] = s;
+    } else {
+      cm.units.resize(layers);
+      for (Operation &op : body) {
+        int64_t l = layerOf.lookup(&op);
+        if (l == none)
+          continue;
+        cm.units[std::clamp<int64_t>(l, 0, layers - 1)].forward += opCost(&op);
+      }
+      stretto::tune::Candidate best = stretto::tune::searchPartition(cm, int(S));
+      std::vector<int64_t> stageOfLayer(layers, 0);
+      for (int64_t s = 0; s < S; ++s)
+        for (int l = best.bounds[s]; l < best.bounds[s + 1]; ++l)
+          stageOfLayer[l] = s;
+      fromLayers(stageOfLayer);
     }
   }
   auto stageOf = [&](int64_t layer) -> int64_t {
     if (layer == none)
       return -1;
-    return stageOfLayer[std::clamp<int64_t>(layer, 0, layers - 1)];
+    return stageOfUnit[std::clamp<int64_t>(layer, -1, layers) + 1];
   };
+  // The units of each stage, for people reading the IR.
+  {
+    SmallVector<Attribute> names;
+    for (int64_t s = 0; s < S; ++s) {
+      std::string first, last;
+      for (int64_t v : units)
+        if (stageOfUnit[v] == s) {
+          if (first.empty())
+            first = unitName(v);
+          last = unitName(v);
+        }
+      names.push_back(StringAttr::get(&getContext(), first == last ? first : first + ".." + last));
+    }
+    model->setAttr("stage_units", ArrayAttr::get(&getContext(), names));
+  }
 
   // 3. Stages of ops; parameter-free tensor ops follow their first user.
   for (Operation &op : body)
