@@ -121,7 +121,7 @@ std::string stretto::describeTimeout(std::chrono::milliseconds t) {
 //===----------------------------------------------------------------------===//
 
 struct InProcessGroup::Shared {
-  explicit Shared(int n) : size(n), aborted(n, false) {}
+  explicit Shared(int n) : size(n), aborted(n, false), left(n, false) {}
   struct Message {
     WireType type;
     size_t count;
@@ -133,6 +133,7 @@ struct InProcessGroup::Shared {
   // (src, dst, tag) -> queue of messages, in send order.
   std::map<std::tuple<int, int, uint64_t>, std::vector<Message>> box;
   std::vector<bool> aborted;
+  std::vector<bool> left; // ranks that stopped (InProcessGroup::leave)
   std::string abortReason;
   int abortedBy = -1;
 
@@ -177,7 +178,7 @@ public:
     auto key = std::make_tuple(peer, r, tag);
     auto ready = [&] {
       auto it = s->box.find(key);
-      return s->aborted[r] || (it != s->box.end() && !it->second.empty());
+      return s->aborted[r] || s->left[peer] || (it != s->box.end() && !it->second.empty());
     };
     if (!s->cv.wait_for(lock, timeout_, ready))
       throw CommError(peer, "rank " + std::to_string(r) + ": no message from rank " +
@@ -185,6 +186,10 @@ public:
                                 ") within the timeout of " + describeTimeout(timeout_));
     throwIfAborted();
     auto it = s->box.find(key);
+    if (it == s->box.end() || it->second.empty())
+      throw CommError(peer, "rank " + std::to_string(r) + ": rank " + std::to_string(peer) +
+                                " stopped before sending the message with tag " +
+                                std::to_string(tag));
     InProcessGroup::Shared::Message m = std::move(it->second.front());
     it->second.erase(it->second.begin());
     if (it->second.empty())
@@ -266,6 +271,12 @@ private:
                                 std::to_string(peer) + " in a group of " +
                                 std::to_string(s->size));
   }
+  void throwIfAnyLeft() const {
+    for (int q = 0; q < s->size; ++q)
+      if (s->left[q])
+        throw CommError(q, "rank " + std::to_string(r) + ": rank " + std::to_string(q) +
+                               " stopped, so the collective cannot complete");
+  }
   void throwIfAborted() const {
     if (s->aborted[r])
       throw CommError(s->abortedBy, "aborted by rank " + std::to_string(s->abortedBy) + ": " +
@@ -307,6 +318,7 @@ private:
     if (!s->cv.wait_for(lock, timeout_, [&] { return s->aborted[r] || s->leaving == 0; }))
       throw CommError(-1, "a collective did not finish within " + describeTimeout(timeout_));
     throwIfAborted();
+    throwIfAnyLeft();
     if (s->contributions.empty())
       s->contributions.resize(s->size);
     s->contributions[r] = std::move(mine);
@@ -318,13 +330,17 @@ private:
       ++s->generation;
       s->leaving = s->size;
       s->cv.notify_all();
-    } else if (!s->cv.wait_for(lock, timeout_,
-                               [&] { return s->aborted[r] || s->generation != gen; })) {
+    } else if (!s->cv.wait_for(lock, timeout_, [&] {
+                 return s->aborted[r] || s->generation != gen ||
+                        std::find(s->left.begin(), s->left.end(), true) != s->left.end();
+               })) {
       throw CommError(-1, "rank " + std::to_string(r) +
                               ": a collective was not joined by every rank within " +
                               describeTimeout(timeout_));
     }
     throwIfAborted();
+    if (s->generation == gen)
+      throwIfAnyLeft(); // a rank stopped: this collective will never complete
     lock.release(); // finishCollective unlocks
     commSeconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }
@@ -349,3 +365,10 @@ InProcessGroup::InProcessGroup(int size) : shared(std::make_shared<Shared>(size)
 InProcessGroup::~InProcessGroup() = default;
 Communicator &InProcessGroup::rank(int r) { return *ranks.at(static_cast<size_t>(r)); }
 int InProcessGroup::size() const { return shared->size; }
+void InProcessGroup::leave(int r) {
+  {
+    std::lock_guard<std::mutex> lock(shared->mu);
+    shared->left.at(static_cast<size_t>(r)) = true;
+  }
+  shared->cv.notify_all();
+}

@@ -1,21 +1,19 @@
 //===- Gossip.cpp - replicas, gossip exchanges and a simulated network ----===//
 //
-// One thread per replica (replicas wait on their peers, so all must run at
-// once), each owning a RefExecutor. The communicator is a mailbox keyed by
-// (source, destination, round, tag): sends never block, a receive waits for
-// its message or for the sender's death, so a dead replica never hangs its
-// peers. The peers of round t are drawn once, by the first replica to reach
-// the exchange of round t, over the replicas not known dead at that moment;
-// every replica then uses that frozen draw, which keeps the exchanges
-// symmetric. Without faults the numerics are deterministic whatever the
-// thread timing.
+// One replica per rank of a Communicator (runGossipRank): a process over
+// Gloo, or a thread of runGossip over an InProcessGroup; the numerics are
+// the same code either way. The peers of round t are drawn from (seed, t)
+// over every replica, so each replica knows its peers without asking; a
+// replica that died is skipped when its exchange fails. Rank 0 gathers the
+// round reports, evaluates the mean model, writes checkpoints and decides
+// when a stop request ends the run. Without faults the numerics are
+// deterministic whatever the thread or process timing.
 //
 // The simulated clock (per network model) is carried on the messages: each
 // carries its sender's time when it became ready to exchange; a pairwise
 // exchange ends at max(ready_i, ready_j) + latency + bytes / bandwidth_ij. The
 // complete graph is charged as a ring all-reduce (2(n−1) steps of bytes/n over
-// the slowest ring link), which is what NCCL or Gloo would run, although the
-// in-process mailbox moves whole copies.
+// the slowest ring link), which is what NCCL or Gloo would run.
 //
 //===----------------------------------------------------------------------===//
 #include "stretto/Gossip.h"
@@ -28,6 +26,7 @@
 #include <atomic>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <condition_variable>
 #include <cstdio>
 #include <filesystem>
@@ -287,197 +286,17 @@ std::map<std::string, HostTensor> unflattenParams(const Graph &g, const std::vec
   return out;
 }
 
-struct Message {
-  HostTensor value;
-  std::vector<double> ready; // sender's simulated time per network
-  size_t degree = 0;         // sender's degree in the round's graph
-};
-
-/// The in-process communicator: mailboxes, deaths, and the frozen peer draw
-/// of each round.
-class ReplicaMailbox {
-public:
-  ReplicaMailbox(int replicas, Topology topology, uint64_t seed)
-      : dead(replicas, false), topology(topology), seed(seed) {}
-
-  void send(int src, int dst, int64_t round, int tag, Message m) {
-    std::lock_guard<std::mutex> lock(mu);
-    box[{src, dst, round, tag}] = std::move(m);
-    cv.notify_all();
-  }
-  /// The message, or nothing when `src` died without sending it.
-  std::optional<Message> recv(int dst, int src, int64_t round, int tag) {
-    std::unique_lock<std::mutex> lock(mu);
-    auto key = std::make_tuple(src, dst, round, tag);
-    cv.wait(lock, [&] { return box.count(key) || dead[src]; });
-    auto it = box.find(key);
-    if (it == box.end())
-      return std::nullopt;
-    Message m = std::move(it->second);
-    box.erase(it);
-    return m;
-  }
-  void markDead(int r) {
-    std::lock_guard<std::mutex> lock(mu);
-    dead[r] = true;
-    cv.notify_all();
-  }
-  std::vector<std::vector<int>> peers(int64_t round) {
-    std::lock_guard<std::mutex> lock(mu);
-    auto it = frozen.find(round);
-    if (it == frozen.end()) {
-      std::vector<bool> alive(dead.size());
-      for (size_t i = 0; i < dead.size(); ++i)
-        alive[i] = !dead[i];
-      it = frozen.emplace(round, drawPeers(topology, alive, seed, round)).first;
-    }
-    return it->second;
-  }
-  std::map<int64_t, std::vector<std::vector<int>>> frozenDraws() {
-    std::lock_guard<std::mutex> lock(mu);
-    return frozen;
-  }
-
-private:
-  std::mutex mu;
-  std::condition_variable cv;
-  std::map<std::tuple<int, int, int64_t, int>, Message> box;
-  std::vector<bool> dead;
-  std::map<int64_t, std::vector<std::vector<int>>> frozen;
-  Topology topology;
-  uint64_t seed;
-};
-
-/// Collects each replica's end-of-round report and closes round t once
-/// every replica has either reported it or died before it: consensus,
-/// validation of the mean model, progress callback, in round order.
-class RoundAggregator {
-public:
-  RoundAggregator(const Graph &g, DataSource &data, const GossipOptions &opt, int replicas,
-                  size_t networks)
-      : graph(g), data(data), opt(opt), replicas(replicas), networks(networks),
-        diedAt(replicas, -1), evalEx(makeExecutor(g, opt)) {}
-
-  void report(int replica, int64_t round, std::vector<double> params, double loss,
-              int64_t steps, double bytes, const std::vector<double> &clock) {
-    std::lock_guard<std::mutex> lock(mu);
-    Slot &s = slots[round];
-    // Kept by replica and summed in replica order when the round closes:
-    // the round's figures do not depend on which thread reported first.
-    s.params[replica] = std::move(params);
-    s.loss[replica] = loss;
-    s.bytes[replica] = bytes;
-    s.steps += steps;
-    s.simTime.resize(networks, 0.0);
-    for (size_t k = 0; k < networks; ++k)
-      s.simTime[k] = std::max(s.simTime[k], clock[k]);
-    closeReady();
-  }
-  void died(int r, int64_t round) {
-    std::lock_guard<std::mutex> lock(mu);
-    diedAt[r] = round;
-    closeReady();
-  }
-  std::mutex &dataMutex() { return dataMu; }
-
-  std::vector<RoundReport> rounds;
-  std::vector<double> lastMean;
-
-private:
-  struct Slot {
-    std::map<int, std::vector<double>> params;
-    std::map<int, double> loss, bytes;
-    int64_t steps = 0;
-    std::vector<double> simTime;
-  };
-
-  int expected(int64_t round) const {
-    int n = 0;
-    for (int64_t d : diedAt)
-      if (d < 0 || d > round)
-        ++n;
-    return n;
-  }
-
-  void closeReady() {
-    while (next < opt.rounds) {
-      auto it = slots.find(next);
-      int have = it == slots.end() ? 0 : static_cast<int>(it->second.params.size());
-      if (have < expected(next))
-        return;
-      if (have > 0)
-        close(next, it->second);
-      if (it != slots.end())
-        slots.erase(it);
-      ++next;
-    }
-  }
-
-  void close(int64_t round, Slot &s) {
-    size_t n = s.params.size(), len = s.params.begin()->second.size();
-    std::vector<double> mean(len, 0.0);
-    for (const auto &[replica, p] : s.params)
-      for (size_t e = 0; e < len; ++e)
-        mean[e] += p[e];
-    for (double &v : mean)
-      v /= static_cast<double>(n);
-    double consensus = 0;
-    for (const auto &[replica, p] : s.params)
-      for (size_t e = 0; e < len; ++e)
-        consensus += (p[e] - mean[e]) * (p[e] - mean[e]);
-    double lossSum = 0, bytesSum = 0;
-    for (const auto &[replica, l] : s.loss)
-      lossSum += l;
-    for (const auto &[replica, b] : s.bytes)
-      bytesSum += b;
-    RoundReport r;
-    r.round = round;
-    r.live = static_cast<int>(n);
-    r.loss = lossSum / static_cast<double>(n);
-    r.consensus = consensus / static_cast<double>(n);
-    totalSteps += s.steps;
-    totalBytes += bytesSum;
-    r.localSteps = totalSteps;
-    r.bytes = totalBytes;
-    r.simTime = s.simTime;
-    if (opt.evalInterval > 0 && ((round + 1) % opt.evalInterval == 0 || round + 1 == opt.rounds)) {
-      for (auto &[name, t] : unflattenParams(graph, mean))
-        evalEx->setState(name, t);
-      double sum = 0;
-      for (int64_t b = 0; b < opt.evalBatches; ++b) {
-        std::map<std::string, HostTensor> batch;
-        {
-          std::lock_guard<std::mutex> lock(dataMu);
-          batch = data.batch(Split::Val, static_cast<uint64_t>(b));
-        }
-        sum += evalEx->evaluate(batch).outputs.at(0);
-      }
-      r.valLoss = sum / static_cast<double>(opt.evalBatches);
-    }
-    lastMean = std::move(mean);
-    rounds.push_back(r);
-    if (opt.onRound)
-      opt.onRound(r);
-  }
-
-  const Graph &graph;
-  DataSource &data;
-  const GossipOptions &opt;
-  int replicas;
-  size_t networks;
-  std::vector<int64_t> diedAt;
-  std::map<int64_t, Slot> slots;
-  int64_t next = 0, totalSteps = 0;
-  double totalBytes = 0;
-  std::unique_ptr<Executor> evalEx;
-  std::mutex mu, dataMu;
-};
-
 } // namespace
 
 //===----------------------------------------------------------------------===//
 // The gossip run
 //===----------------------------------------------------------------------===//
+
+namespace {
+bool everyReplicaFailed(const std::vector<std::string> &errors) {
+  return std::all_of(errors.begin(), errors.end(), [](const std::string &e) { return !e.empty(); });
+}
+} // namespace
 
 GossipResult runGossip(const Graph &graph, DataSource &data, const GossipOptions &opt) {
   if (graph.outer.empty())
@@ -496,9 +315,9 @@ GossipResult runGossip(const Graph &graph, DataSource &data, const GossipOptions
   for (int64_t h : H)
     if (h < 0)
       throw std::runtime_error("local steps must be >= 0, got " + std::to_string(h));
-  Topology topo = parseTopology(!opt.topology.empty() ? opt.topology
-                                : graph.outerLoop.topology.empty() ? std::string("complete")
-                                                                   : graph.outerLoop.topology);
+  parseTopology(!opt.topology.empty() ? opt.topology
+                : graph.outerLoop.topology.empty() ? std::string("complete")
+                                                   : graph.outerLoop.topology);
   if (opt.networks.empty())
     throw std::runtime_error("gossip needs at least one network model");
   if (opt.rounds < 1)
@@ -508,122 +327,58 @@ GossipResult runGossip(const Graph &graph, DataSource &data, const GossipOptions
       throw std::runtime_error("kill: no replica " + std::to_string(r) + " among " +
                                std::to_string(R));
 
-  const size_t NN = opt.networks.size();
-  ReplicaMailbox comm(R, topo, graph.outerLoop.seed);
-  RoundAggregator agg(graph, data, opt, R, NN);
-  GossipResult result;
-  result.replicas.assign(R, ReplicaReport());
-  int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-
-  std::atomic<bool> stopAll{false};
-  auto worker = [&](int r) {
-    ReplicaReport &rep = result.replicas[r];
-    rep.simTime.assign(NN, 0.0);
-    int64_t round = 0;
-    try {
-      omp_set_num_threads(std::max(1, cores / R)); // per thread: no oversubscription
-      std::unique_ptr<Executor> exPtr = makeExecutor(graph, opt);
-      Executor &ex = *exPtr;
-      ex.initialize(opt.distinctInit ? opt.seed + static_cast<uint64_t>(r) : opt.seed);
-      applyInitParameters(ex, graph, opt.initParams);
-      int64_t k = 0; // this replica's micro-batch counter
-      for (; round < opt.rounds; ++round) {
-        if (stopAll)
-          throw std::runtime_error("stopped: another replica could not start");
-        for (auto [victim, at] : opt.kills)
-          if (victim == r && at == round) {
-            rep.dead = true;
-            rep.diedAtRound = round;
-            comm.markDead(r);
-            agg.died(r, round);
-            return;
-          }
-        double loss = 0, bytesBefore = rep.bytesSent;
-        int64_t losses = 0;
-        for (int64_t s = 0; s < H[r]; ++s) {
-          for (int64_t m = 0; m < opt.microBatches; ++m) {
-            std::map<std::string, HostTensor> batch;
-            {
-              std::lock_guard<std::mutex> lock(agg.dataMutex());
-              batch = data.batch(Split::Train, static_cast<uint64_t>(k * R + r));
-            }
-            ++k;
-            loss += ex.microStep(batch).outputs.at(0);
-            ++losses;
-          }
-          ex.update();
-          ++rep.localSteps;
-          for (size_t n = 0; n < NN; ++n)
-            rep.simTime[n] += opt.networks[n].stepCost(r) * static_cast<double>(opt.microBatches);
-        }
-        if (!std::isfinite(loss))
-          throw std::runtime_error("the local loss is " + std::to_string(loss) + " in round " +
-                                   std::to_string(round));
-
-        // The outer round: every gossip_mix node is one exchange with the
-        // round's peers. Peers that died are left out of the sum.
-        std::vector<std::vector<int>> draw = comm.peers(round);
-        const std::vector<int> &peers = draw[r];
-        std::vector<double> ready = rep.simTime;
-        std::vector<std::vector<double>> peerReady(peers.size());
-        std::vector<bool> answered(peers.size(), false);
-        double roundBytes = 0;
-        int tag = 0;
-        ex.setCollective([&](const Node &n, const HostTensor &z) {
-          Message mine{z, ready, peers.size()};
-          for (int j : peers)
-            comm.send(r, j, round, tag, mine);
-          roundBytes += static_cast<double>(z.data.size() * elementBytes(n.dtype));
-          std::vector<Message> got;
-          got.reserve(peers.size());
-          std::vector<std::pair<const HostTensor *, size_t>> inputs;
-          for (size_t p = 0; p < peers.size(); ++p) {
-            std::optional<Message> msg = comm.recv(r, peers[p], round, tag);
-            if (!msg)
-              continue;
-            answered[p] = true;
-            peerReady[p] = msg->ready;
-            got.push_back(std::move(*msg));
-            inputs.emplace_back(&got.back().value, got.back().degree);
-          }
-          HostTensor mixed = gossipMix(z, peers.size(), inputs, n.floats.at(0));
-          if (opt.onMix)
-            opt.onMix(r, round, tag, z, mixed);
-          ++tag;
-          return mixed;
-        });
-        ex.outerStep();
-        ex.setCollective(nullptr);
-
-        advanceClocks(rep, r, topo, peers, answered, peerReady, ready, roundBytes, opt);
-        ++rep.rounds;
-        std::vector<double> flat = flattenParams(graph, ex);
-        if (opt.onRoundEnd)
-          opt.onRoundEnd(r, round, unflattenParams(graph, flat));
-        agg.report(r, round, std::move(flat), losses ? loss / static_cast<double>(losses) : 0.0,
-                   H[r], rep.bytesSent - bytesBefore, rep.simTime);
-      }
-    } catch (const std::exception &e) {
-      rep.dead = true;
-      rep.diedAtRound = round;
-      rep.error = e.what();
-      comm.markDead(r);
-      agg.died(r, round);
+  // The replicas share one data source: its reads are serialised.
+  class LockedData final : public DataSource {
+  public:
+    explicit LockedData(DataSource &inner) : inner(inner) {}
+    std::map<std::string, HostTensor> batch(Split s, uint64_t i) override {
+      std::lock_guard<std::mutex> lock(mu);
+      return inner.batch(s, i);
     }
-  };
+    std::string describe() const override { return inner.describe(); }
+    int64_t tokensPerBatch() const override { return inner.tokensPerBatch(); }
 
+  private:
+    DataSource &inner;
+    std::mutex mu;
+  } shared(data);
+
+  GossipOptions o = opt;
+  o.replicas = R;
+  o.stopOnPeerFailure = false; // a replica that fails is dropped, the others finish
+  o.consensusEveryRound = true;
+  InProcessGroup group(R);
+  std::vector<GossipResult> results(R);
+  std::vector<std::string> errors(R);
+  std::vector<int64_t> failedAt(R, -1);
+  const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  auto worker = [&](int r) {
+    omp_set_num_threads(std::max(1, cores / R)); // per thread: no oversubscription
+    int64_t round = 0;
+    GossipOptions mine = o;
+    mine.onRoundEnd = [&](int q, int64_t t, const std::map<std::string, HostTensor> &p) {
+      round = t + 1;
+      if (opt.onRoundEnd)
+        opt.onRoundEnd(q, t, p);
+    };
+    try {
+      results[r] = runGossipRank(graph, shared, mine, group.rank(r));
+    } catch (const std::exception &e) {
+      errors[r] = e.what();
+      failedAt[r] = round;
+    }
+    if (!errors[r].empty() || results[r].replicas.empty() || results[r].replicas[r].dead)
+      group.leave(r); // the others' receives from it fail at once
+  };
   std::vector<std::thread> threads;
   for (int r = 0; r < R; ++r) {
     try {
       threads.emplace_back(worker, r);
     } catch (const std::system_error &e) {
       // No thread for replica r (the system's thread limit): the replicas
-      // that run stop at their next round, and the run fails.
-      stopAll = true;
-      for (int q = r; q < R; ++q) {
-        comm.markDead(q);
-        agg.died(q, 0);
-      }
+      // that run fail at their first exchange with it, and the run fails.
+      for (int q = r; q < R; ++q)
+        group.leave(q);
       for (std::thread &t : threads)
         t.join();
       throw std::runtime_error("cannot start a thread for gossip replica " + std::to_string(r) +
@@ -633,14 +388,23 @@ GossipResult runGossip(const Graph &graph, DataSource &data, const GossipOptions
   for (std::thread &t : threads)
     t.join();
 
-  result.rounds = agg.rounds;
-  for (auto &[round, draw] : comm.frozenDraws()) {
-    if (round >= static_cast<int64_t>(result.peers.size()))
-      result.peers.resize(round + 1);
-    result.peers[round] = draw;
+  // Every replica failed before any round closed (bad settings, an
+  // unreadable checkpoint): rank 0's error says why.
+  if (everyReplicaFailed(errors) && results[0].rounds.empty())
+    throw std::runtime_error(errors[0]);
+  // Rank 0 holds the rounds, the draws and the mean model; every replica
+  // its own counters.
+  GossipResult result = results[0];
+  result.replicas.assign(R, ReplicaReport());
+  for (int r = 0; r < R; ++r) {
+    if (!results[r].replicas.empty())
+      result.replicas[r] = results[r].replicas[r];
+    if (!errors[r].empty()) {
+      result.replicas[r].dead = true;
+      result.replicas[r].diedAtRound = failedAt[r];
+      result.replicas[r].error = errors[r];
+    }
   }
-  if (!agg.lastMean.empty())
-    result.meanParams = unflattenParams(graph, agg.lastMean);
   return result;
 }
 
@@ -649,13 +413,83 @@ GossipResult runGossip(const Graph &graph, DataSource &data, const GossipOptions
 //===----------------------------------------------------------------------===//
 
 namespace {
-// Tags: exchanges by (round, mix node, part); reports and parameters to rank 0.
+// Tags: exchanges by (round, mix node, part); reports, parameters, states
+// and acknowledgements to and from rank 0; the resume hand-out.
 constexpr uint64_t kMixTag = 0, kReportTag = uint64_t(1) << 45, kParamTag = uint64_t(2) << 45,
-                   kAckTag = uint64_t(3) << 45;
+                   kAckTag = uint64_t(3) << 45, kStateTag = uint64_t(4) << 45,
+                   kResumeTag = uint64_t(5) << 45;
 uint64_t mixTag(int64_t round, int node, int part) {
   return kMixTag | (uint64_t(round) << 20) | (uint64_t(node) << 2) | uint64_t(part);
 }
+// A replica waits for rank 0's acknowledgement of its report of round
+// t − kAckWindow at the end of round t: no replica runs more than
+// kAckWindow rounds ahead of rank 0, and a stop rank 0 decides while
+// closing round t' (stop after round t' + kAckWindow) reaches everyone in
+// time.
+constexpr size_t kAckWindow = 4;
+
+// Every state of the executor (parameters and optimizer state), in the
+// graph's order, as one vector.
+std::vector<double> flattenStates(const Graph &g, const Executor &ex) {
+  std::vector<double> flat;
+  for (const StateDecl &s : g.states) {
+    HostTensor t = ex.getState(s.name);
+    flat.insert(flat.end(), t.data.begin(), t.data.end());
+  }
+  return flat;
+}
+size_t stateElements(const Graph &g) {
+  size_t n = 0;
+  for (const StateDecl &s : g.states)
+    n += static_cast<size_t>(numElements(s.shape));
+  return n;
+}
+void restoreStates(const Graph &g, Executor &ex, const std::vector<double> &flat) {
+  size_t off = 0;
+  for (const StateDecl &s : g.states) {
+    size_t n = static_cast<size_t>(numElements(s.shape));
+    ex.setState(s.name, HostTensor{s.shape, std::vector<double>(flat.begin() + off,
+                                                                flat.begin() + off + n)});
+    off += n;
+  }
+}
+
+// A replica's counters, as they travel and sit in a checkpoint: executor
+// step count, local steps, rounds, bytes sent, then the simulated clocks.
+std::vector<double> tally(const Executor &ex, const ReplicaReport &rep) {
+  std::vector<double> t = {static_cast<double>(ex.stepCount()),
+                           static_cast<double>(rep.localSteps), static_cast<double>(rep.rounds),
+                           rep.bytesSent};
+  t.insert(t.end(), rep.simTime.begin(), rep.simTime.end());
+  return t;
+}
+
+std::string joinNumbers(const std::vector<double> &v) {
+  std::string s;
+  char b[40];
+  for (double x : v) {
+    std::snprintf(b, sizeof b, "%.17g", x);
+    s += (s.empty() ? "" : ",") + std::string(b);
+  }
+  return s;
+}
+std::vector<double> splitNumbers(const std::string &s) {
+  std::vector<double> v;
+  std::stringstream in(s);
+  std::string item;
+  while (std::getline(in, item, ','))
+    v.push_back(std::strtod(item.c_str(), nullptr));
+  return v;
+}
+std::string joinSteps(const std::vector<int64_t> &H) {
+  std::string s;
+  for (int64_t h : H)
+    s += (s.empty() ? "" : ",") + std::to_string(h);
+  return s;
+}
 } // namespace
+
+std::string gossipCheckpointPath(const std::string &outDir) { return outDir + "/checkpoint.bin"; }
 
 GossipResult runGossipRank(const Graph &graph, DataSource &data, const GossipOptions &opt,
                            Communicator &comm) {
@@ -680,6 +514,8 @@ GossipResult runGossipRank(const Graph &graph, DataSource &data, const GossipOpt
                                                                    : graph.outerLoop.topology);
   if (opt.rounds < 1)
     throw std::runtime_error("gossip needs at least one round, got " + std::to_string(opt.rounds));
+  if (opt.resume && opt.outDir.empty())
+    throw std::runtime_error("--resume needs an output directory holding checkpoint.bin");
   const size_t NN = opt.networks.size();
   GossipResult result;
   result.replicas.assign(R, ReplicaReport());
@@ -699,7 +535,7 @@ GossipResult runGossipRank(const Graph &graph, DataSource &data, const GossipOpt
     result.replicas[j].diedAtRound = round;
     result.replicas[j].error = why;
     std::fprintf(stderr, "replica %d: dropping replica %d in round %lld: %s\n", r, j,
-                 (long long)round + 1, why.c_str());
+                   (long long)round + 1, why.c_str());
   };
 
   std::unique_ptr<Executor> exPtr = makeExecutor(graph, opt);
@@ -707,8 +543,135 @@ GossipResult runGossipRank(const Graph &graph, DataSource &data, const GossipOpt
   ex.initialize(opt.distinctInit ? opt.seed + static_cast<uint64_t>(r) : opt.seed);
   applyInitParameters(ex, graph, opt.initParams);
   std::unique_ptr<Executor> evalEx = r == 0 ? makeExecutor(graph, opt) : nullptr;
-  int64_t k = 0, totalSteps = 0;
+  int64_t k = 0, totalSteps = 0, start = 0;
   double totalBytes = 0;
+  const std::string ckptPath = opt.outDir.empty() ? "" : gossipCheckpointPath(opt.outDir);
+  const size_t nStates = stateElements(graph), nTally = 4 + NN;
+
+  // --resume: rank 0 reads the checkpoint and hands every replica its state
+  // (the others' folders may be on other machines). A header [status,
+  // rounds done] goes first: 1 resume, 2 the run already finished, 0 rank 0
+  // could not read the checkpoint (the others stop too).
+  if (opt.resume) {
+    std::vector<double> header = {0, 0};
+    if (r == 0) {
+      Checkpoint c;
+      std::vector<std::vector<double>> states(R), tallies(R);
+      try {
+        c = loadCheckpoint(ckptPath);
+        auto meta = [&](const std::string &key) {
+          auto it = c.meta.find(key);
+          if (it == c.meta.end())
+            throw std::runtime_error(ckptPath + ": not a gossip checkpoint (no '" + key +
+                                     "'; a single-process or pipelined run wrote it?)");
+          return it->second;
+        };
+        if (meta("gossip.replicas") != std::to_string(R))
+          throw std::runtime_error(ckptPath + ": the checkpoint was written by a run of " +
+                                   meta("gossip.replicas") + " replicas; this run has " +
+                                   std::to_string(R) + " (resume with the same replicas)");
+        if (meta("gossip.topology") != topologyName(topo) ||
+            meta("gossip.local_steps") != joinSteps(H))
+          throw std::runtime_error(ckptPath + ": the checkpoint's topology " +
+                                   meta("gossip.topology") + " and local steps " +
+                                   meta("gossip.local_steps") + " differ from this run's " +
+                                   topologyName(topo) + " and " + joinSteps(H));
+        if (c.seed != opt.seed)
+          throw std::runtime_error(ckptPath + ": the checkpoint was written with seed " +
+                                   std::to_string(c.seed) + ", this run has seed " +
+                                   std::to_string(opt.seed));
+        int firstLive = -1;
+        for (int j = 0; j < R; ++j) {
+          std::string prefix = "replica" + std::to_string(j) + "/";
+          if (!c.states.count(prefix + graph.states.front().name))
+            continue;
+          for (const StateDecl &s : graph.states) {
+            auto it = c.states.find(prefix + s.name);
+            if (it == c.states.end())
+              throw std::runtime_error(ckptPath + ": checkpoint has no state '" + prefix +
+                                       s.name + "' (was it written by another model?)");
+            if (it->second.shape != s.shape)
+              throw std::runtime_error(ckptPath + ": state '" + s.name + "' has shape " +
+                                       shapeToString(it->second.shape) +
+                                       " in the checkpoint but " + shapeToString(s.shape) +
+                                       " in the model");
+            states[j].insert(states[j].end(), it->second.data.begin(), it->second.data.end());
+          }
+          tallies[j] = splitNumbers(meta("replica" + std::to_string(j) + ".tally"));
+          if (tallies[j].size() != nTally)
+            throw std::runtime_error(ckptPath + ": replica " + std::to_string(j) +
+                                     "'s counters have " + std::to_string(tallies[j].size()) +
+                                     " entries, expected " + std::to_string(nTally));
+          if (firstLive < 0)
+            firstLive = j;
+        }
+        if (firstLive < 0)
+          throw std::runtime_error(ckptPath + ": the checkpoint holds no replica");
+        start = c.step;
+        totalSteps = std::stoll(meta("gossip.total_steps"));
+        totalBytes = std::strtod(meta("gossip.total_bytes").c_str(), nullptr);
+        for (int j = 0; j < R; ++j)
+          if (states[j].empty()) {
+            // Dropped before the checkpoint: it comes back with the state of
+            // the first replica that was still training.
+            std::printf("replica %d was not in the checkpoint (dropped in an earlier run); it "
+                        "resumes from replica %d's state\n",
+                        j, firstLive);
+            states[j] = states[firstLive];
+            tallies[j] = tallies[firstLive];
+            tallies[j][0] = tallies[j][1] = static_cast<double>(start * H[j]);
+            tallies[j][3] = 0;
+          }
+        header = {start >= opt.rounds ? 2.0 : 1.0, static_cast<double>(start)};
+      } catch (...) {
+        for (int j = 1; j < R; ++j)
+          try {
+            comm.isend(j, kResumeTag, WireType::F64, header.data(), header.size())->wait();
+          } catch (const CommError &) {
+          }
+        throw;
+      }
+      for (int j = 1; j < R; ++j) {
+        comm.isend(j, kResumeTag, WireType::F64, header.data(), header.size())->wait();
+        if (header[0] == 1.0) {
+          comm.isend(j, kResumeTag | 1, WireType::F64, states[j].data(), states[j].size())->wait();
+          comm.isend(j, kResumeTag | 2, WireType::F64, tallies[j].data(), tallies[j].size())
+              ->wait();
+        }
+      }
+      if (header[0] == 1.0) {
+        restoreStates(graph, ex, states[0]);
+        ex.setStepCount(static_cast<int64_t>(tallies[0][0]));
+        rep.localSteps = static_cast<int64_t>(tallies[0][1]);
+        rep.rounds = static_cast<int64_t>(tallies[0][2]);
+        rep.bytesSent = tallies[0][3];
+        rep.simTime.assign(tallies[0].begin() + 4, tallies[0].end());
+      }
+    } else {
+      comm.recv(0, kResumeTag, WireType::F64, header.data(), header.size());
+      if (header[0] == 0.0)
+        throw std::runtime_error("rank 0 could not resume from its checkpoint (its log says why)");
+      start = static_cast<int64_t>(header[1]);
+      if (header[0] == 1.0) {
+        std::vector<double> states(nStates), t(nTally);
+        comm.recv(0, kResumeTag | 1, WireType::F64, states.data(), states.size());
+        comm.recv(0, kResumeTag | 2, WireType::F64, t.data(), t.size());
+        restoreStates(graph, ex, states);
+        ex.setStepCount(static_cast<int64_t>(t[0]));
+        rep.localSteps = static_cast<int64_t>(t[1]);
+        rep.rounds = static_cast<int64_t>(t[2]);
+        rep.bytesSent = t[3];
+        rep.simTime.assign(t.begin() + 4, t.end());
+      }
+    }
+    result.startRound = start;
+    if (header[0] == 2.0) {
+      result.finished = true;
+      return result;
+    }
+    k = start * H[r] * opt.microBatches;
+  }
+
   struct Report { // to rank 0, with its acknowledgement
     std::unique_ptr<int64_t> ackValue;
     std::unique_ptr<Request> ack;
@@ -716,8 +679,20 @@ GossipResult runGossipRank(const Graph &graph, DataSource &data, const GossipOpt
   };
   std::vector<Report> reports;                    // oldest first
   std::vector<std::pair<int, std::unique_ptr<Request>>> acks; // rank 0's
-  const int64_t one = 1;
-  for (int64_t round = 0; round < opt.rounds; ++round) {
+  int64_t stopAt = -1; // the round after which everyone stops (a Ctrl-C)
+  auto learnAck = [&](int64_t v) {
+    if (v >= 0 && (stopAt < 0 || v < stopAt))
+      stopAt = v;
+  };
+  for (int64_t round = start; round < opt.rounds; ++round) {
+    bool killed = false;
+    for (auto [victim, at] : opt.kills)
+      killed |= victim == r && at == round;
+    if (killed) { // a planned failure (tests): this replica stops here
+      rep.dead = true;
+      rep.diedAtRound = round;
+      return result;
+    }
     double loss = 0, bytesBefore = rep.bytesSent;
     int64_t losses = 0;
     for (int64_t s = 0; s < H[r]; ++s) {
@@ -897,22 +872,18 @@ GossipResult runGossipRank(const Graph &graph, DataSource &data, const GossipOpt
     if (opt.onRoundEnd)
       opt.onRoundEnd(r, round, unflattenParams(graph, flat));
 
-    // The round's report to rank 0; at evaluation rounds the parameters too.
-    const bool evalRound = opt.evalInterval > 0 &&
-                           ((round + 1) % opt.evalInterval == 0 || round + 1 == opt.rounds);
-    const bool lastRound = round + 1 == opt.rounds;
-    std::vector<double> mine = {losses ? loss / static_cast<double>(losses) : 0.0,
-                                static_cast<double>(H[r]), rep.bytesSent - bytesBefore};
-    mine.insert(mine.end(), rep.simTime.begin(), rep.simTime.end());
+    // The round's report to rank 0; at evaluation rounds the parameters
+    // too, and at checkpoint rounds every state.
+    const bool stopRequested = opt.stopRequested && opt.stopRequested->load();
     if (r != 0) {
-      // Rank 0 may be rounds behind (it evaluates): only reports older than
-      // a window are waited for. Each report's acknowledgement is received
-      // first: a receive notices a dead rank 0 at once, where a send would
-      // wait out the timeout.
-      while (reports.size() >= 8) {
+      // Each report's acknowledgement is received before its send is
+      // waited for: a receive notices a dead rank 0 at once, where a send
+      // would wait out the timeout.
+      while (reports.size() >= kAckWindow && !dead[0]) {
         Report &old = reports.front();
         try {
           old.ack->wait();
+          learnAck(*old.ackValue);
           for (auto &q : old.sends)
             q->wait();
         } catch (const CommError &e) {
@@ -920,29 +891,59 @@ GossipResult runGossipRank(const Graph &graph, DataSource &data, const GossipOpt
         }
         reports.erase(reports.begin());
       }
-      if (dead[0])
-        continue;
-      try {
-        Report rp;
-        rp.ackValue = std::make_unique<int64_t>(0);
-        rp.ack = comm.irecv(0, kAckTag | uint64_t(round), WireType::I64, rp.ackValue.get(), 1);
-        rp.sends.push_back(comm.isend(0, kReportTag | uint64_t(round), WireType::F64, mine.data(),
-                                      mine.size()));
-        if (evalRound || lastRound)
-          rp.sends.push_back(comm.isend(0, kParamTag | uint64_t(round), WireType::F64,
-                                        flat.data(), flat.size()));
-        reports.push_back(std::move(rp));
-      } catch (const CommError &e) {
-        drop(0, round, e.what());
+    }
+    const bool lastRound = round + 1 == opt.rounds || round == stopAt;
+    const bool evalRound = opt.evalInterval > 0 &&
+                           ((round + 1) % opt.evalInterval == 0 || lastRound);
+    const bool paramsRound = evalRound || lastRound || opt.consensusEveryRound;
+    const bool ckptRound = !ckptPath.empty() &&
+                           (lastRound || (opt.checkpointInterval > 0 &&
+                                          (round + 1) % opt.checkpointInterval == 0));
+    std::vector<double> mine = {losses ? loss / static_cast<double>(losses) : 0.0,
+                                static_cast<double>(H[r]), rep.bytesSent - bytesBefore,
+                                stopRequested ? 1.0 : 0.0};
+    mine.insert(mine.end(), rep.simTime.begin(), rep.simTime.end());
+    if (r != 0) {
+      if (!dead[0]) {
+        try {
+          Report rp;
+          rp.ackValue = std::make_unique<int64_t>(-1);
+          rp.ack = comm.irecv(0, kAckTag | uint64_t(round), WireType::I64, rp.ackValue.get(), 1);
+          rp.sends.push_back(comm.isend(0, kReportTag | uint64_t(round), WireType::F64,
+                                        mine.data(), mine.size()));
+          if (paramsRound)
+            rp.sends.push_back(comm.isend(0, kParamTag | uint64_t(round), WireType::F64,
+                                          flat.data(), flat.size()));
+          if (ckptRound) {
+            std::vector<double> st = flattenStates(graph, ex), t = tally(ex, rep);
+            st.insert(st.end(), t.begin(), t.end());
+            rp.sends.push_back(comm.isend(0, kStateTag | uint64_t(round), WireType::F64,
+                                          st.data(), st.size()));
+          }
+          reports.push_back(std::move(rp));
+        } catch (const CommError &e) {
+          drop(0, round, e.what());
+        }
+      }
+      if (round == stopAt) {
+        result.stoppedAfter = round;
+        break;
       }
       continue;
     }
     RoundReport rr;
     rr.round = round;
     double lossSum = mine[0], steps = mine[1], bytes = mine[2];
+    bool stopNow = stopRequested;
     rr.simTime.assign(rep.simTime.begin(), rep.simTime.end());
     std::vector<std::vector<double>> params = {flat};
-    int live = 1;
+    std::map<int, std::vector<double>> saved; // checkpoint rounds: states + tally
+    if (ckptRound) {
+      saved[0] = flattenStates(graph, ex);
+      std::vector<double> t = tally(ex, rep);
+      saved[0].insert(saved[0].end(), t.begin(), t.end());
+    }
+    std::vector<int> reported;
     for (int j = 1; j < R; ++j) {
       if (dead[j])
         continue;
@@ -952,19 +953,34 @@ GossipResult runGossipRank(const Graph &graph, DataSource &data, const GossipOpt
         lossSum += v[0];
         steps += v[1];
         bytes += v[2];
+        stopNow |= v[3] != 0.0;
         for (size_t n = 0; n < NN; ++n)
-          rr.simTime[n] = std::max(rr.simTime[n], v[3 + n]);
-        if (evalRound || lastRound) {
+          rr.simTime[n] = std::max(rr.simTime[n], v[4 + n]);
+        if (paramsRound) {
           std::vector<double> p(flat.size());
           comm.recv(j, kParamTag | uint64_t(round), WireType::F64, p.data(), p.size());
           params.push_back(std::move(p));
         }
-        acks.emplace_back(j, comm.isend(j, kAckTag | uint64_t(round), WireType::I64, &one, 1));
-        ++live;
+        if (ckptRound) {
+          std::vector<double> st(nStates + nTally);
+          comm.recv(j, kStateTag | uint64_t(round), WireType::F64, st.data(), st.size());
+          saved[j] = std::move(st);
+        }
+        reported.push_back(j);
       } catch (const CommError &e) {
         drop(j, round, e.what());
       }
     }
+    // One decision for everyone, sent with every acknowledgement of the
+    // round: a replica learns it at the latest at the end of round
+    // round + kAckWindow, which is where everyone stops.
+    if (stopNow && stopAt < 0)
+      stopAt = std::min<int64_t>(round + static_cast<int64_t>(kAckWindow), opt.rounds - 1);
+    for (int j : reported) {
+      int64_t v = stopAt;
+      acks.emplace_back(j, comm.isend(j, kAckTag | uint64_t(round), WireType::I64, &v, 1));
+    }
+    const int live = 1 + static_cast<int>(reported.size());
     rr.live = live;
     rr.loss = lossSum / live;
     totalSteps += static_cast<int64_t>(steps);
@@ -972,7 +988,7 @@ GossipResult runGossipRank(const Graph &graph, DataSource &data, const GossipOpt
     rr.localSteps = totalSteps;
     rr.bytes = totalBytes;
     rr.consensus = -1;
-    if (evalRound || lastRound) {
+    if (paramsRound) {
       std::vector<double> mean(flat.size(), 0.0);
       for (const auto &p : params)
         for (size_t e = 0; e < mean.size(); ++e)
@@ -994,9 +1010,38 @@ GossipResult runGossipRank(const Graph &graph, DataSource &data, const GossipOpt
       }
       result.meanParams = unflattenParams(graph, mean);
     }
+    if (ckptRound) {
+      Checkpoint c;
+      c.step = round + 1; // rounds done
+      c.seed = opt.seed;
+      c.meta = {{"gossip.replicas", std::to_string(R)},
+                {"gossip.topology", topologyName(topo)},
+                {"gossip.local_steps", joinSteps(H)},
+                {"gossip.total_steps", std::to_string(totalSteps)},
+                {"gossip.total_bytes", joinNumbers({totalBytes})}};
+      for (auto &[j, st] : saved) {
+        std::string prefix = "replica" + std::to_string(j) + "/";
+        size_t off = 0;
+        for (const StateDecl &s : graph.states) {
+          size_t n = static_cast<size_t>(numElements(s.shape));
+          c.states.emplace(prefix + s.name,
+                           HostTensor{s.shape, std::vector<double>(st.begin() + off,
+                                                                   st.begin() + off + n)});
+          off += n;
+        }
+        c.meta["replica" + std::to_string(j) + ".tally"] =
+            joinNumbers(std::vector<double>(st.begin() + off, st.end()));
+      }
+      saveCheckpoint(ckptPath, c, opt.precision);
+      result.checkpointRound = round;
+    }
     result.rounds.push_back(rr);
     if (opt.onRound)
       opt.onRound(rr);
+    if (round == stopAt) {
+      result.stoppedAfter = round;
+      break;
+    }
   }
   for (Report &rp : reports) {
     if (dead[0])
@@ -1088,6 +1133,8 @@ GossipResult runDataParallel(const Graph &graph, DataSource &data, int R, int64_
 //===----------------------------------------------------------------------===//
 
 namespace {
+std::atomic<bool> gGossipStop{false};
+extern "C" void onGossipSignal(int) { gGossipStop = true; }
 std::string scientific(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.3e", v);
@@ -1104,18 +1151,34 @@ int runGossipTraining(const Graph &graph, DataSource &data, const GossipOptions 
                       bool quiet, Communicator *comm) {
   try {
     GossipOptions opt = options;
-    if (opt.resume)
-      throw std::runtime_error("--resume: gossip and DiLoCo runs write no checkpoint yet, so "
-                               "there is nothing to continue (start a new run, or --init-from "
-                               "the model.safetensors an earlier one wrote)");
     const bool lead = !comm || comm->rank() == 0; // prints and writes
     quiet = quiet || !lead;
     std::ofstream metrics;
     if (lead && !opt.outDir.empty()) {
       std::filesystem::create_directories(opt.outDir);
-      metrics.open(opt.outDir + "/metrics.jsonl", std::ios::trunc);
+      const std::string ckpt = gossipCheckpointPath(opt.outDir);
+      if (!opt.resume && std::filesystem::exists(ckpt))
+        throw std::runtime_error(ckpt + " already exists: pass --resume to continue that run, "
+                                        "or choose another --out (a new run never overwrites "
+                                        "an earlier run's checkpoint)");
+      const std::string path = opt.outDir + "/metrics.jsonl";
+      if (opt.resume && std::filesystem::exists(ckpt)) {
+        // Lines past the checkpoint's round (written before a crash) go:
+        // the resumed run writes them again.
+        int64_t done = loadCheckpoint(ckpt).step;
+        std::ifstream in(path);
+        std::string line, kept;
+        while (std::getline(in, line)) {
+          long long round = 0;
+          if (std::sscanf(line.c_str(), "{\"round\": %lld", &round) == 1 && round > done)
+            continue;
+          kept += line + "\n";
+        }
+        writeFileAtomically(path, kept);
+      }
+      metrics.open(path, opt.resume ? std::ios::app : std::ios::trunc);
       if (!metrics)
-        throw std::runtime_error("cannot write " + opt.outDir + "/metrics.jsonl");
+        throw std::runtime_error("cannot write " + path);
     }
     const OuterLoop &loop = graph.outerLoop;
     if (!opt.initFrom.empty() && opt.initParams.empty()) {
@@ -1170,11 +1233,44 @@ int runGossipTraining(const Graph &graph, DataSource &data, const GossipOptions 
       }
       std::cout << "\n" << std::flush;
     };
-    GossipResult res = comm ? runGossipRank(graph, data, opt, *comm) : runGossip(graph, data, opt);
+    // Ctrl-C and SIGTERM (a launcher forwards both) stop every replica
+    // after the same round, with a checkpoint.
+    gGossipStop = false;
+    opt.stopRequested = &gGossipStop;
+    auto previous = std::signal(SIGINT, onGossipSignal);
+    auto previousTerm = std::signal(SIGTERM, onGossipSignal);
+    GossipResult res;
+    try {
+      res = comm ? runGossipRank(graph, data, opt, *comm) : runGossip(graph, data, opt);
+    } catch (...) {
+      std::signal(SIGINT, previous);
+      std::signal(SIGTERM, previousTerm);
+      throw;
+    }
+    std::signal(SIGINT, previous);
+    std::signal(SIGTERM, previousTerm);
+    if (res.finished) {
+      if (!quiet)
+        std::cout << "the run in " << opt.outDir << " already finished: its checkpoint is after "
+                  << "round " << res.startRound << " of " << opt.rounds
+                  << "; nothing to train (raise train.steps to continue it)\n";
+      return 0;
+    }
     if (!lead)
       return 0;
+    if (!quiet && res.startRound > 0)
+      std::cout << "resumed from " << gossipCheckpointPath(opt.outDir) << " after round "
+                << res.startRound << "\n";
     if (!opt.outDir.empty() && !res.meanParams.empty())
       saveSafetensors(opt.outDir + "/model.safetensors", res.meanParams);
+    if (res.stoppedAfter >= 0 && res.stoppedAfter + 1 < opt.rounds) {
+      std::cout << "stopped after round " << res.stoppedAfter + 1 << " of " << opt.rounds;
+      if (res.checkpointRound == res.stoppedAfter)
+        std::cout << "; checkpoint written to " << gossipCheckpointPath(opt.outDir)
+                  << " (continue with --resume)";
+      std::cout << "\n" << std::flush;
+      return 130;
+    }
     double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     double sent = 0;
     int dead = 0;
@@ -1270,6 +1366,7 @@ GossipOptions gossipOptionsFor(const Graph &graph, const TrainerOptions &opt,
   g.evalInterval = std::max<int64_t>(1, opt.evalInterval / maxH);
   g.evalBatches = opt.evalBatches;
   g.outDir = opt.outDir;
+  g.checkpointInterval = opt.checkpointInterval > 0 ? std::max<int64_t>(1, opt.checkpointInterval / maxH) : 0;
   g.resume = opt.resume;
   g.initFrom = opt.initFrom;
   NetworkModel net;

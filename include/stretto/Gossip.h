@@ -23,6 +23,7 @@
 #include "stretto/RefExecutor.h"
 #include "stretto/Trainer.h"
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -111,11 +112,24 @@ struct GossipOptions {
   /// `initFrom` into it when it is empty.
   std::map<std::string, HostTensor> initParams;
   std::string initFrom;
-  /// runGossipTraining: per-round metrics.jsonl and the mean model's
-  /// model.safetensors at the end (no checkpoints for gossip runs yet).
+  /// Checkpoints: with an output directory, rank 0 writes
+  /// <outDir>/checkpoint.bin (every replica's states and counters, one
+  /// file, atomically) every `checkpointInterval` rounds (0: none between),
+  /// after the last round and after a stop; runGossipTraining also writes
+  /// per-round metrics.jsonl and the mean model's model.safetensors.
   std::string outDir;
-  /// --resume: refused (gossip runs write no checkpoint yet).
+  int64_t checkpointInterval = 0;
+  /// --resume: continue from <outDir>/checkpoint.bin (same replicas,
+  /// topology, local steps and seed; a replica dropped before it was written
+  /// comes back with the first live replica's state).
   bool resume = false;
+  /// Set (e.g. by a SIGINT handler) to stop: rank 0 collects the request
+  /// from the round reports, and every replica stops after the same round,
+  /// at most 4 rounds later, with a checkpoint.
+  const std::atomic<bool> *stopRequested = nullptr;
+  /// Rank 0 gathers every replica's parameters every round (the consensus
+  /// distance of every round; the in-process runtime sets it).
+  bool consensusEveryRound = false;
   /// Multi-process runs: a peer that fails stops this replica (the default)
   /// instead of being dropped.
   bool stopOnPeerFailure = true;
@@ -147,6 +161,10 @@ struct GossipResult {
   std::vector<ReplicaReport> replicas;
   std::vector<std::vector<std::vector<int>>> peers; // per round, the frozen draw
   std::map<std::string, HostTensor> meanParams;    // θ̄ over live replicas at the end
+  int64_t startRound = 0;     // rounds done before this run (--resume)
+  bool finished = false;      // --resume of a run that had done every round
+  int64_t stoppedAfter = -1;  // the round after which a stop request ended it
+  int64_t checkpointRound = -1; // rank 0: the round of the last checkpoint written
 };
 
 /// Runs the outer loop of `graph` (graph.outerLoop, overridable through
@@ -189,6 +207,9 @@ class Communicator;
 /// validation loss; its result holds the rounds and meanParams.
 GossipResult runGossipRank(const Graph &graph, DataSource &data, const GossipOptions &options,
                            Communicator &comm);
+
+/// <outDir>/checkpoint.bin: where a gossip run's checkpoint lives.
+std::string gossipCheckpointPath(const std::string &outDir);
 
 /// The options of a gossip run of `graph` with the trainer's options
 /// (executors, micro-batches, evaluation) and `settings`.

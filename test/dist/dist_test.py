@@ -138,13 +138,12 @@ def group_equal():
         check("the last stage reports", "[rank 1] done:" in o1 and "on 2 processes" in o1,
               o1[-1500:])
 
-    # Gossip (one-peer) with 4 replicas on 4 processes == 4 replica threads:
-    # the same exchanges in the same order; round losses are means over
-    # replicas summed in another order (to the last ulp), the mean model is
-    # compared bit for bit. DiLoCo on processes mixes through one
-    # all-reduce: the pairwise formula summed in another order, so its
-    # parameters agree to f32 rounding (checked to 1e-4 relative after 4
-    # rounds; the measured gap is printed).
+    # Gossip (one-peer) with 4 replicas on 4 processes == 4 replica threads
+    # (runGossipRank on an in-process group): the same exchanges in the same
+    # order, compared bit for bit. DiLoCo mixes through one f64 all-reduce,
+    # which Gloo may sum in another order than the in-process group's rank
+    # order, so its parameters are checked to 1e-4 relative after 4 rounds
+    # (the measured gap is printed).
     for name, extra in (("gossip", ["train.sync=gossip", "train.topology=one-peer"]),
                         ("diloco", ["train.sync=diloco"])):
         g = plan(name + "4", "train.replicas=4", "train.local_steps=3", "train.steps=12",
@@ -278,6 +277,43 @@ def group_faults():
     check("gossip: by default (--on-peer-failure=stop) a dead replica stops the job",
           p.returncode != 0 and "rank 2 failed (signal 9" in o, o[-2000:])
 
+    # Gossip checkpoints: Ctrl-C stops every replica after the same round
+    # with a checkpoint (rank 0 gathers every replica's state into one
+    # file); kill -9 of a replica leaves the last periodic checkpoint; either
+    # way --resume on 4 processes ends bit-identical to a run never stopped
+    # (here, the 4 replica threads of one process: the same code).
+    g = plan("gossip-ckpt", "train.sync=gossip", "train.topology=one-peer", "train.replicas=4",
+             "train.local_steps=2", "train.steps=80", "train.eval_interval=1000",
+             "train.checkpoint_interval=8")
+    ref = out("gossip-ckpt-ref")
+    rc, o = run([RUN, g, "--out", ref, "--quiet"])
+    check("gossip: an uninterrupted in-process reference", rc == 0, o[-1500:])
+    d = out("gossip-sigint")
+    p = subprocess.Popen([RUN, g, "--nproc", "4", "--out", d, "--timeout", "30"], cwd=WORK,
+                         env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    wait_for(d + "/metrics.jsonl", p)
+    p.send_signal(signal.SIGINT)
+    o, _ = p.communicate(timeout=120)
+    check("gossip: Ctrl-C stops every replica with a checkpoint (exit 130)",
+          p.returncode == 130 and "stopped after round" in o and
+          os.path.exists(d + "/checkpoint.bin"), f"rc={p.returncode}\n{o[-2000:]}")
+    rc, o = run([RUN, g, "--nproc", "4", "--out", d, "--resume", "--timeout", "60"])
+    check("gossip: ... and resumes on 4 processes bit-identically", rc == 0 and
+          "resumed from" in o and
+          tensors(d + "/model.safetensors") == tensors(ref + "/model.safetensors") and
+          losses(d) == losses(ref), o[-2000:])
+    d = out("gossip-kill-resume")
+    p = subprocess.Popen([RUN, g, "--nproc", "4", "--out", d, "--timeout", "10"], cwd=WORK,
+                         env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    wait_for(d + "/checkpoint.bin", p)
+    kill_rank(p, 2, 4)
+    o, _ = p.communicate(timeout=120)
+    rc, o2 = run([RUN, g, "--nproc", "4", "--out", d, "--resume", "--timeout", "60"])
+    check("gossip: after kill -9 of a replica, --resume finishes bit-identically",
+          p.returncode != 0 and rc == 0 and
+          tensors(d + "/model.safetensors") == tensors(ref + "/model.safetensors") and
+          losses(d) == losses(ref), o[-1500:] + o2[-1500:])
+
     # DiLoCo: a killed replica breaks the all-reduce; the survivors fall
     # back to pairwise exchanges among themselves and finish.
     g = plan("diloco-long", "train.sync=diloco", "train.replicas=4", "train.local_steps=2",
@@ -289,13 +325,17 @@ def group_faults():
     wait_for(d + "/metrics.jsonl", p)
     time.sleep(1.0)
     kill_rank(p, 2, 4)
-    t0 = time.time()
     o, _ = p.communicate(timeout=300)
     rounds = [json.loads(l) for l in open(d + "/metrics.jsonl") if l.strip()]
     check("diloco: the survivors of a killed replica re-form and finish",
           p.returncode == 0 and len(rounds) == 30 and rounds[-1]["live"] == 3, o[-2500:])
-    check("diloco: ... without waiting out the timeout", time.time() - t0 < 25,
-          f"{time.time() - t0:.1f} s")
+    # Noticed from the closed connection, not by waiting out the timeout
+    # (the run's own duration depends on the machine's load, so the
+    # message, not the clock, is checked).
+    drops = [l for l in o.splitlines() if "dropping replica 2" in l]
+    check("diloco: ... noticing the closed connection, not waiting out the timeout",
+          drops and all("exited or died" in l and "within the timeout" not in l
+                        for l in drops), "\n".join(drops) or o[-2000:])
 
     # Data parallelism: a killed rank stops the others too.
     dp = plan("dp-long", "train.steps=400")
@@ -374,9 +414,13 @@ def group_settings():
     rc, o = run([RUN, g, "--nproc", "2", "--timeout", "20"])
     check("a 3-replica gossip plan on 2 processes is refused",
           rc != 0 and "3 gossip replicas but the run 2 ranks" in o, o[-1500:])
-    rc, o = run([RUN, g, "--out", out("gossip-resume"), "--resume"])
-    check("--resume of a gossip run is refused (no gossip checkpoints yet)",
-          rc != 0 and "gossip and DiLoCo runs write no checkpoint yet" in o, o[-1500:])
+    g4 = plan("gossip4-small", "train.sync=gossip", "train.replicas=4", "train.local_steps=2",
+              "train.steps=4")
+    d = out("gossip-layout")
+    rc, o = run([RUN, g4, "--out", d, "--quiet"])
+    rc, o = run([RUN, g, "--out", d, "--resume"])
+    check("resuming a 4-replica gossip checkpoint with 3 replicas is refused, naming both",
+          rc != 0 and "a run of 4 replicas; this run has 3" in o, o[-1500:])
 
     pp = plan("pipe-small", "train.steps=3", "train.stages=2", "train.grad_clip=0")
     rc, o = run([RUN, pp, "--nproc", "3", "--timeout", "20"])

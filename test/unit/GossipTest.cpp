@@ -26,8 +26,11 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <filesystem>
+#include <functional>
 #include <future>
 #include <mutex>
+#include <tuple>
 #include <set>
 
 using namespace stretto;
@@ -467,9 +470,14 @@ TEST(Gossip, SimulatedClockAndBytes) {
   EXPECT_EQ(slowLinks, 7); // ceil(28 / 4)
 }
 
-// A replica killed mid-run is dropped from later draws, the others keep
-// training to the end, nothing hangs and the run reports it: on the complete
-// graph (where everyone waits for everyone) and on a ring.
+// A replica killed mid-run is dropped, the others keep training to the end,
+// nothing hangs and the run reports it: on the complete graph (where
+// everyone waits for everyone, and the all-reduce falls back to pairwise
+// exchanges) and on a ring. Draws are made over every replica, as between
+// processes (nobody can tell everyone of a death at once), so later draws
+// still name the dead replica: its peers mix with the others only. On the
+// ring, replica 1's neighbours are 0 and 2, so from round 2 on its mixed
+// value must move towards replica 0's alone: mixed1 − z1 = c·(z0 − z1).
 TEST(Gossip, KilledReplicaIsDroppedWithoutHang) {
   for (const char *topo : {"complete", "ring"}) {
     SCOPED_TRACE(topo);
@@ -480,6 +488,12 @@ TEST(Gossip, KilledReplicaIsDroppedWithoutHang) {
     GossipOptions opt;
     opt.rounds = 4;
     opt.kills = {{2, 1}};
+    std::mutex mu;
+    std::map<std::tuple<int, int64_t, int>, std::pair<HostTensor, HostTensor>> mixes;
+    opt.onMix = [&](int r, int64_t t, int node, const HostTensor &z, const HostTensor &m) {
+      std::lock_guard<std::mutex> lock(mu);
+      mixes[{r, t, node}] = {z, m};
+    };
     GossipResult res = withDeadline(60, [&] { return runGossip(g, *src, opt); });
     ASSERT_EQ(res.replicas.size(), 4u);
     EXPECT_TRUE(res.replicas[2].dead);
@@ -494,12 +508,103 @@ TEST(Gossip, KilledReplicaIsDroppedWithoutHang) {
     EXPECT_EQ(res.rounds[0].live, 4);
     for (int t = 1; t < 4; ++t)
       EXPECT_EQ(res.rounds[t].live, 3);
-    ASSERT_EQ(res.peers.size(), 4u);
-    for (int t = 2; t < 4; ++t)
-      for (const auto &row : res.peers[t])
-        for (int j : row)
-          EXPECT_NE(j, 2) << "round " << t;
     EXPECT_TRUE(std::isfinite(res.rounds.back().loss));
+    if (std::string(topo) != "ring")
+      continue;
+    ASSERT_EQ(res.peers.size(), 4u);
+    ASSERT_EQ(res.peers[3][1], (std::vector<int>{0, 2}));
+    int checked = 0;
+    for (int64_t t = 2; t < 4; ++t)
+      for (int node = 0; mixes.count({1, t, node}); ++node) {
+        const auto &[z1, m1] = mixes.at({1, t, node});
+        const HostTensor &z0 = mixes.at({0, t, node}).first;
+        double c = 0;
+        for (size_t e = 0; e < z1.data.size(); ++e)
+          if (std::fabs(z0.data[e] - z1.data[e]) > 1e-6) {
+            c = (m1.data[e] - z1.data[e]) / (z0.data[e] - z1.data[e]);
+            break;
+          }
+        ASSERT_GT(c, 0.0) << "replica 1 did not move towards replica 0";
+        for (size_t e = 0; e < z1.data.size(); ++e)
+          EXPECT_NEAR(m1.data[e] - z1.data[e], c * (z0.data[e] - z1.data[e]), 1e-9)
+              << "round " << t << " node " << node << " element " << e;
+        ++checked;
+      }
+    EXPECT_GT(checked, 0);
+  }
+}
+
+// Checkpoints: a stop request (what Ctrl-C sets) stops every replica after
+// the same round with a checkpoint, and --resume continues to the same
+// parameters, bit for bit, as a run never stopped (AdamW moments, outer
+// momentum, step counts and data positions all restored); resuming a
+// finished run does nothing; another topology is refused naming both.
+TEST(Gossip, StopCheckpointAndResumeAreExact) {
+  std::string trainer = "optimizer = \"adamw\", lr = 0.05, replicas = 4, sync = \"gossip\", "
+                        "topology = \"one-peer\", local_steps = array<i64: 2, 1, 3, 2>, "
+                        "outer_momentum = 0.9";
+  Graph g = compileOrDie(mlp("f32", trainer), withGossip());
+  auto src = data(g);
+  auto run = [&](GossipOptions o, std::map<int, std::map<std::string, HostTensor>> &last,
+                 const std::function<void(int, int64_t)> &hook = nullptr) {
+    std::mutex mu;
+    const int64_t end = o.rounds - 1;
+    o.onRoundEnd = [&](int r, int64_t t, const std::map<std::string, HostTensor> &p) {
+      std::lock_guard<std::mutex> lock(mu);
+      last[r] = p;
+      (void)end;
+      if (hook)
+        hook(r, t);
+    };
+    return withDeadline(60, [&] { return runGossip(g, *src, o); });
+  };
+  GossipOptions base;
+  base.rounds = 8;
+  std::map<int, std::map<std::string, HostTensor>> straight, resumed, stoppedAt;
+  GossipResult whole = run(base, straight);
+
+  test::TempDir dir;
+  std::atomic<bool> stop{false};
+  GossipOptions first = base;
+  first.outDir = dir.path.string();
+  first.stopRequested = &stop;
+  GossipResult a = run(first, stoppedAt, [&](int r, int64_t t) {
+    if (r == 1 && t == 1)
+      stop = true;
+  });
+  ASSERT_GE(a.stoppedAfter, 1);
+  ASSERT_LT(a.stoppedAfter, 7) << "the stop came too late to test a resume";
+  for (int r = 0; r < 4; ++r)
+    EXPECT_EQ(a.replicas[r].rounds, a.stoppedAfter + 1) << "replica " << r;
+  EXPECT_EQ(a.checkpointRound, a.stoppedAfter);
+  ASSERT_TRUE(std::filesystem::exists(gossipCheckpointPath(dir.path.string())));
+
+  GossipOptions second = base;
+  second.outDir = dir.path.string();
+  second.resume = true;
+  GossipResult b = run(second, resumed);
+  EXPECT_EQ(b.startRound, a.stoppedAfter + 1);
+  ASSERT_EQ(resumed.size(), 4u);
+  for (int r = 0; r < 4; ++r)
+    for (const auto &[name, t] : straight.at(r))
+      EXPECT_EQ(resumed.at(r).at(name).data, t.data) << "replica " << r << " " << name;
+  EXPECT_EQ(b.rounds.back().localSteps, whole.rounds.back().localSteps);
+  EXPECT_EQ(b.replicas[2].localSteps, whole.replicas[2].localSteps);
+  EXPECT_DOUBLE_EQ(b.rounds.back().loss, whole.rounds.back().loss);
+
+  std::map<int, std::map<std::string, HostTensor>> none;
+  GossipResult c = run(second, none);
+  EXPECT_TRUE(c.finished);
+  EXPECT_TRUE(none.empty());
+
+  GossipOptions ring = second;
+  ring.topology = "ring";
+  try {
+    run(ring, none);
+    ADD_FAILURE() << "a checkpoint of another topology was resumed";
+  } catch (const std::runtime_error &e) {
+    EXPECT_NE(std::string(e.what()).find("one-peer"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("ring"), std::string::npos) << e.what();
   }
 }
 

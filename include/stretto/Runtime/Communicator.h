@@ -102,6 +102,11 @@ public:
   ~InProcessGroup();
   Communicator &rank(int r);
   int size() const;
+  /// Rank r stopped (its thread failed or was stopped on purpose): a receive
+  /// from it with no message waiting, and any collective, fails at once
+  /// with a CommError naming it, as a closed connection does between
+  /// processes. Messages it sent before stopping are still delivered.
+  void leave(int r);
 
   struct Shared;
 
