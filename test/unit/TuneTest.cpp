@@ -6,11 +6,15 @@
 //
 //===----------------------------------------------------------------------===//
 #include "stretto/Tune/Partition.h"
+#include "stretto/Tune/Profile.h"
 
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <filesystem>
+#include <fstream>
 #include <random>
+#include <unistd.h>
 
 using namespace stretto::tune;
 
@@ -212,4 +216,95 @@ TEST(TuneSim, OrderMirrorsTheRuntime) {
   for (const Work &x : w)
     k += x.kind;
   EXPECT_EQ(k, "FFBFBBU");
+}
+
+namespace {
+
+Profile sampleProfile() {
+  Profile p;
+  p.key = {{"model", "abc123"}, {"micro_batch", "1"}, {"device", "cpu: Test CPU (avx2)"},
+           {"threads", "1"}, {"precision", "f32"}, {"kernels", "k1"}};
+  p.steps = 4;
+  for (const char *n : {"embed", "block0", "head"}) {
+    UnitProfile u;
+    u.name = n;
+    u.forward = 0.1 / 3;
+    u.backward = 2e-3;
+    u.update = 1e-4;
+    u.paramBytes = 4096;
+    u.optimizerBytes = 8192;
+    u.stashBytes = 123;
+    u.cutBytes = u.name == "embed" ? 0 : 512;
+    p.units.push_back(u);
+  }
+  return p;
+}
+
+std::string scratchDir(const std::string &name) {
+  std::string d = std::filesystem::temp_directory_path().string() + "/stretto-tune-test-" +
+                  std::to_string(::getpid()) + "-" + name;
+  std::filesystem::remove_all(d);
+  std::filesystem::create_directories(d);
+  return d;
+}
+
+} // namespace
+
+TEST(TuneProfile, RoundTripsExactly) {
+  Profile p = sampleProfile();
+  Profile q = parseProfile(profileText(p), "p");
+  EXPECT_EQ(q.key, p.key);
+  EXPECT_EQ(q.steps, 4);
+  ASSERT_EQ(q.units.size(), 3u);
+  EXPECT_EQ(q.units[0].forward, p.units[0].forward); // 17 digits: exact
+  EXPECT_EQ(q.units[2].name, "head");
+  EXPECT_EQ(q.units[2].cutBytes, 512);
+}
+
+TEST(TuneProfile, CorruptOrTruncatedTextIsRefusedWithItsLine) {
+  std::string t = profileText(sampleProfile());
+  std::string edited = t;
+  edited[edited.find("unit block0") + 15] = '4'; // one digit of a time: still a number
+  try {
+    parseProfile(edited, "f");
+    FAIL() << "an edited profile was accepted";
+  } catch (const std::runtime_error &e) {
+    EXPECT_NE(std::string(e.what()).find("checksum mismatch"), std::string::npos) << e.what();
+  }
+  std::string truncated = t.substr(0, t.find("checksum"));
+  EXPECT_THROW(parseProfile(truncated, "f"), std::runtime_error);
+  EXPECT_THROW(parseProfile("stretto-plan 1\n", "f"), std::runtime_error);
+  EXPECT_THROW(parseProfile("", "f"), std::runtime_error);
+}
+
+TEST(TuneProfile, CacheHitsMissesStaleAndCorruptEntries) {
+  std::string dir = scratchDir("cache");
+  Profile p = sampleProfile();
+  EXPECT_EQ(lookupProfile(dir, p.key).status, CacheLookup::Missing);
+  saveProfile(profileCachePath(dir, p.key), p);
+  CacheLookup hit = lookupProfile(dir, p.key);
+  ASSERT_EQ(hit.status, CacheLookup::Hit) << hit.why;
+  EXPECT_EQ(hit.profile.units.size(), 3u);
+  // Another kernel build: same file, stale entry.
+  auto rebuilt = p.key;
+  rebuilt["kernels"] = "k2";
+  EXPECT_EQ(profileCachePath(dir, rebuilt), profileCachePath(dir, p.key));
+  CacheLookup stale = lookupProfile(dir, rebuilt);
+  EXPECT_EQ(stale.status, CacheLookup::Stale);
+  EXPECT_NE(stale.why.find("kernels 'k1', now 'k2'"), std::string::npos) << stale.why;
+  // Other threads: another entry.
+  auto more = p.key;
+  more["threads"] = "2";
+  EXPECT_EQ(lookupProfile(dir, more).status, CacheLookup::Missing);
+  // A corrupted file on disk.
+  {
+    std::string path = profileCachePath(dir, p.key);
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(40);
+    f.put('#');
+  }
+  CacheLookup bad = lookupProfile(dir, p.key);
+  EXPECT_EQ(bad.status, CacheLookup::Corrupt);
+  EXPECT_FALSE(bad.why.empty());
+  std::filesystem::remove_all(dir);
 }
