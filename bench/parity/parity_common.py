@@ -72,11 +72,11 @@ class SyntheticData:
         return x.astype(np.float32), y
 
 
-def write_safetensors(path, tensors):
+def write_safetensors(path, tensors, dtype="f32"):
     header, blobs, offset = {}, [], 0
     for name in sorted(tensors):
-        a = np.ascontiguousarray(tensors[name], dtype="<f4")
-        header[name] = {"dtype": "F32", "shape": list(a.shape),
+        a = np.ascontiguousarray(tensors[name], dtype="<f8" if dtype == "f64" else "<f4")
+        header[name] = {"dtype": dtype.upper(), "shape": list(a.shape),
                         "data_offsets": [offset, offset + a.nbytes]}
         blobs.append(a.tobytes())
         offset += a.nbytes
@@ -94,9 +94,10 @@ def read_safetensors(path):
     for name, info in header.items():
         if name == "__metadata__":
             continue
-        assert info["dtype"] == "F32", (name, info["dtype"])
+        assert info["dtype"] in ("F32", "F64"), (name, info["dtype"])
         b, e = info["data_offsets"]
-        out[name] = np.frombuffer(raw[8 + n + b:8 + n + e], dtype="<f4").reshape(info["shape"])
+        out[name] = np.frombuffer(raw[8 + n + b:8 + n + e],
+                                  dtype="<f4" if info["dtype"] == "F32" else "<f8").reshape(info["shape"])
     return out
 
 
@@ -254,3 +255,153 @@ def check(a, framework, train):
     ok = worst_loss <= a.loss_tol and worst_param <= a.param_tol
     print("PASS" if ok else "FAIL")
     return 0 if ok else 1
+
+
+# --- The GPT (model kind "gpt") on a byte corpus --------------------------
+
+
+VAL = 1  # Split::Val
+
+
+class TokenData:
+    """runtime/Data.cpp's TokenWindows over a byte corpus, in Python: the
+    last floor(val_fraction·n) bytes are the validation split; row b of
+    batch `index` is the window at offset draw(seed, split, index, b) mod
+    (split length − T)."""
+
+    def __init__(self, path, batch, seq, val_fraction, seed):
+        self.tokens = np.frombuffer(open(path, "rb").read(), dtype=np.uint8).astype(np.int32)
+        n = len(self.tokens)
+        self.val_start = n - int(math.floor(val_fraction * n))
+        self.B, self.T, self.seed = batch, seq, seed
+
+    def batch(self, index, split=TRAIN):
+        lo, hi = (0, self.val_start) if split == TRAIN else (self.val_start, len(self.tokens))
+        windows = hi - lo - self.T
+        x = np.empty((self.B, self.T), np.int32)
+        y = np.empty((self.B, self.T), np.int32)
+        for b in range(self.B):
+            off = lo + draw(self.seed, split, index, b) % windows
+            x[b] = self.tokens[off:off + self.T]
+            y[b] = self.tokens[off + 1:off + self.T + 1]
+        return x, y
+
+
+def gpt_initial_params(a):
+    """lib/Frontend/Import.cpp's GPT initialisation drawn with numpy (seed
+    a.init_seed): normal(0, 0.02) matrices and embeddings, the residual
+    projections at 0.02/sqrt(2·layers), zero biases, unit gains."""
+    rng = np.random.default_rng(a.init_seed)
+    d, L, V, T, F = a.d_model, a.layers, a.vocab, a.seq_len, 4 * a.d_model
+    std, resid = 0.02, 0.02 / math.sqrt(2.0 * L)
+    p = {}
+
+    def normal(name, shape, s):
+        p[name] = (rng.standard_normal(shape) * s).astype(np.float32)
+
+    normal("wte", (V, d), std)
+    normal("wpe", (T, d), std)
+    for l in range(L):
+        h = "h%d." % l
+        for ln in ("ln1", "ln2"):
+            p[h + ln + ".g"] = np.ones(d, np.float32)
+            p[h + ln + ".b"] = np.zeros(d, np.float32)
+        for name, shape, s in (("attn.qkv", (d, 3 * d), std), ("attn.proj", (d, d), resid),
+                               ("mlp.fc", (d, F), std), ("mlp.proj", (F, d), resid)):
+            normal(h + name + ".w", shape, s)
+            p[h + name + ".b"] = np.zeros(shape[1], np.float32)
+    p["ln_f.g"] = np.ones(d, np.float32)
+    p["ln_f.b"] = np.zeros(d, np.float32)
+    normal("head.w", (d, V), std)
+    return p
+
+
+def lr_multiplier(a, t):
+    """The learning-rate multiplier of lib/Transforms/Optimizer.cpp at step
+    t (1-based): linear warm-up, then cosine to min_lr_ratio (or constant)."""
+    mult = min(1.0, t / a.warmup) if a.warmup > 0 else 1.0
+    if a.schedule == "cosine":
+        prog = min(1.0, max(0.0, (t - a.warmup) / (a.steps - a.warmup)))
+        mult *= a.min_lr_ratio + (1.0 - a.min_lr_ratio) * 0.5 * (1.0 + math.cos(math.pi * prog))
+    return mult
+
+
+def gpt_config_toml(a):
+    ef = "ef_lambda = %r\n" % a.ef_lambda if a.mode == "delay-ef" else ""
+    return f"""# Written by bench/parity (GPT)
+[model]
+kind = "gpt"
+layers = {a.layers}
+heads = {a.heads}
+d_model = {a.d_model}
+seq_len = {a.seq_len}
+batch = {a.batch}
+vocab = {a.vocab}
+dtype = "{getattr(a, 'dtype', 'f32')}"
+
+[train]
+optimizer = "adamw"
+lr = {a.lr!r}
+beta1 = {a.beta1!r}
+beta2 = {a.beta2!r}
+eps = {a.eps!r}
+weight_decay = {a.weight_decay!r}
+grad_clip = 0.0
+schedule = "{a.schedule}"
+warmup_steps = {a.warmup}
+min_lr_ratio = {a.min_lr_ratio!r}
+steps = {a.steps}
+seed = {a.seed}
+stages = {a.stages}
+micro_batches = {a.micro_batches}
+sync = "{'sync' if a.mode == 'sync' else '2bw'}"
+{ef}eval_interval = {a.eval_interval}
+eval_batches = {a.eval_batches}
+log_interval = 100000
+
+[data]
+path = "{os.path.abspath(a.corpus)}"
+format = "text"
+val_fraction = {a.val_fraction!r}
+"""
+
+
+def run_stretto_config(a, work, config_text, init_path, checkpoints):
+    """Compiles `config_text` once into a plan and trains it from
+    `init_path`, reading model.safetensors after each step in `checkpoints`
+    (stretto-run --steps k, then --resume). Returns (losses per step,
+    {step: params}, {step: val loss})."""
+    env = dict(os.environ)
+    env.setdefault("STRETTO_CACHE_DIR", os.path.join(work, "kernel-cache"))
+    env.setdefault("OMP_NUM_THREADS", "1")
+    cfg = os.path.join(work, "model.toml")
+    with open(cfg, "w") as f:
+        f.write(config_text)
+    plan = os.path.join(work, "model.plan")
+    out = os.path.join(work, "run")
+    snapshots, done = {}, 0
+    if getattr(a, "dtype", "f32") == "f64":
+        # Plans are f32 (compiled runtime): f64 trains with stretto-train on
+        # the reference executor, in one run, and compares the last step.
+        subprocess.run([a.stretto_train, cfg, "--precision", "f64", "--out", out, "--quiet",
+                        "--init-from", init_path], check=True, env=env, stdout=subprocess.DEVNULL)
+        snapshots[a.steps] = read_safetensors(os.path.join(out, "model.safetensors"))
+        checkpoints = []
+    else:
+        subprocess.run([a.stretto_train, cfg, "--save-plan", plan, "--quiet"], check=True, env=env)
+    for k in checkpoints:
+        cmd = [a.stretto_run, plan, "--steps", str(k), "--out", out, "--quiet",
+               "--executor", a.executor]
+        cmd += ["--resume"] if done else ["--init-from", init_path]
+        subprocess.run(cmd, check=True, env=env, stdout=subprocess.DEVNULL)
+        snapshots[k] = read_safetensors(os.path.join(out, "model.safetensors"))
+        done = k
+    losses, vals = [], {}
+    with open(os.path.join(out, "metrics.jsonl")) as f:
+        for line in f:
+            row = json.loads(line)
+            if "loss" in row:
+                losses.append(row["loss"])
+            if "val_loss" in row:
+                vals[row["step"]] = row["val_loss"]
+    return losses, snapshots, vals
