@@ -61,6 +61,29 @@ void stretto::train::tagStages(Operation *after, Operation *before, int64_t stag
   }
 }
 
+std::vector<std::string> stretto::train::partitionUnits(ModelOp model) {
+  int64_t layers = 0;
+  bool embed = false, head = false;
+  for (ParamOp p : model.getBody().getOps<ParamOp>()) {
+    if (auto l = p->getAttrOfType<IntegerAttr>("layer")) {
+      layers = std::max(layers, l.getInt() + 1);
+      continue;
+    }
+    auto role = p->getAttrOfType<StringAttr>("role");
+    (role && role.getValue() == "embedding" ? embed : head) = true;
+  }
+  std::vector<std::string> units;
+  if (layers == 0)
+    return units;
+  if (embed)
+    units.push_back("embed");
+  for (int64_t l = 0; l < layers; ++l)
+    units.push_back("block" + std::to_string(l));
+  if (head)
+    units.push_back("head");
+  return units;
+}
+
 namespace {
 
 /// Rough cost of an op: FLOPs plus bytes of its result (the activation a

@@ -200,7 +200,7 @@ Candidate stretto::tune::searchPartition(const CostModel &model, int S) {
     Candidate c = evaluate(model, evenSplit(blocks, S));
     c.feasible = false;
     c.why = "no partition into " + std::to_string(S) + " stage(s) fits the memory limit (" +
-            (c.why.empty() ? std::string("every one overflows some stage") : "the even split: " + c.why) +
+            (c.why.empty() ? std::string("every one overflows some stage") : "an even split of the units: " + c.why) +
             ")";
     return c;
   }
