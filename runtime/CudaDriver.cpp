@@ -33,6 +33,7 @@ struct CudaDevice::Api {
   int (*streamCreate)(void **, unsigned) = nullptr;
   int (*streamDestroy)(void *) = nullptr;
   int (*streamSynchronize)(void *) = nullptr;
+  int (*streamQuery)(void *) = nullptr;
   int (*htodAsync)(Ptr, const void *, size_t, void *) = nullptr;
   int (*dtodAsync)(Ptr, Ptr, size_t, void *) = nullptr;
   int (*memsetD32Async)(Ptr, unsigned, size_t, void *) = nullptr;
@@ -64,6 +65,7 @@ struct CudaDevice::Api {
     sym(streamCreate, "cuStreamCreate");
     sym(streamDestroy, "cuStreamDestroy_v2");
     sym(streamSynchronize, "cuStreamSynchronize");
+    sym(streamQuery, "cuStreamQuery");
     sym(htodAsync, "cuMemcpyHtoDAsync_v2");
     sym(dtodAsync, "cuMemcpyDtoDAsync_v2");
     sym(memsetD32Async, "cuMemsetD32Async");
@@ -196,6 +198,16 @@ void CudaDevice::downloadSync(void *dst, Ptr src, size_t bytes) {
 void CudaDevice::synchronize() {
   makeCurrent();
   check(api_->streamSynchronize(stream_), "cuStreamSynchronize");
+}
+
+bool CudaDevice::streamIdle() {
+  makeCurrent();
+  constexpr int kNotReady = 600; // CUDA_ERROR_NOT_READY
+  int rc = api_->streamQuery(stream_);
+  if (rc == kNotReady)
+    return false;
+  check(rc, "cuStreamQuery");
+  return true;
 }
 
 void CudaDevice::makeCurrent() {

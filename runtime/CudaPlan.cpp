@@ -144,6 +144,9 @@ public:
   }
   void divide(float *dst, int64_t n, float d) override { launch("st_divide", n, n, dst, d); }
   void finish() override { gpu->synchronize(); }
+  bool onDevice() const override { return true; }
+  void *stream() override { return gpu->nativeStream(); }
+  bool idle() override { return gpu->streamIdle(); }
   void exec(PlanExecutor::Impl &rt, const PhasePlan &p, int i, const TensorMap &inputs, int64_t t,
             StepResult &result) override;
 
@@ -552,6 +555,8 @@ public:
       throw std::runtime_error(e.what() + std::string(msg));
     }
   }
+  void *nativeStream() override { return dev->stream(); }
+  bool streamIdle() override { return dev->streamIdle(); }
   void free(Ptr p) override {
     dev->synchronize();
     dev->free(p);

@@ -34,6 +34,15 @@ public:
   virtual void memsetAsync(Ptr dst, unsigned value, size_t words) = 0;
   virtual void downloadSync(void *dst, Ptr src, size_t bytes) = 0;
   virtual void synchronize() = 0;
+  /// The stream work is queued on (a CUstream), for collective libraries
+  /// (NCCL); null where there is none (an emulated GPU).
+  virtual void *nativeStream() { return nullptr; }
+  /// Whether the queued work has finished, without waiting (an emulated
+  /// GPU waits and says yes).
+  virtual bool streamIdle() {
+    synchronize();
+    return true;
+  }
   /// A runtime op of RuntimeOps.cu / a generated kernel, by name; null when
   /// missing.
   virtual void *opsFunction(const std::string &name) = 0;

@@ -677,10 +677,20 @@ StepResult PlanExecutor::microStep(const TensorMap &inputs) {
 }
 
 void PlanExecutor::reduceGradSums(const std::function<void(GradSums &)> &reduce,
-                                  int64_t ranks) {
-  // Sums on a device are staged through the host.
-  std::vector<std::vector<float>> staged;
+                                  int64_t ranks, bool onDevice) {
   GradSums sums;
+  if (onDevice && impl->dev->onDevice()) {
+    // Reduced where they are (NCCL): the device's addresses and stream.
+    for (planning::DeviceBuffer &b : impl->gradSums)
+      sums.device.f32.emplace_back(b.data, static_cast<size_t>(b.size));
+    sums.device.stream = impl->dev->stream();
+    sums.device.idle = [dev = impl->dev.get()] { return dev->idle(); };
+    reduce(sums);
+    impl->gradCount *= ranks;
+    return;
+  }
+  // Else sums on a device are staged through the host.
+  std::vector<std::vector<float>> staged;
   const bool host = impl->dev->name() == std::string("cpu");
   for (planning::DeviceBuffer &b : impl->gradSums) {
     if (host) {

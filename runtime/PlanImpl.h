@@ -134,6 +134,11 @@ public:
                     const TensorMap &inputs, int64_t t, StepResult &result) = 0;
   // Waits for the queued work (profiling timers; asynchronous devices).
   virtual void finish() {}
+  // A GPU: buffers are device addresses, work is queued on stream() (a
+  // CUstream; null on an emulated GPU), idle() polls it without waiting.
+  virtual bool onDevice() const { return false; }
+  virtual void *stream() { return nullptr; }
+  virtual bool idle() { return true; }
 };
 
 struct PlanExecutor::Impl {

@@ -689,7 +689,8 @@ void RefExecutor::accumulateGrads(const StepResult &r) {
   ++impl->gradCount;
 }
 
-void RefExecutor::reduceGradSums(const std::function<void(GradSums &)> &reduce, int64_t ranks) {
+void RefExecutor::reduceGradSums(const std::function<void(GradSums &)> &reduce, int64_t ranks,
+                                 bool) {
   GradSums sums;
   for (auto &[name, t] : impl->gradSum)
     sums.f64.emplace_back(t.data.data(), t.data.size());

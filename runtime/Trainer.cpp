@@ -374,6 +374,8 @@ int stretto::runTraining(const Graph &graph, DataSource &data, const TrainerOpti
         // stop flag: every rank takes the same step and stops at the same one.
         ex.reduceGradSums(
             [&](Executor::GradSums &g) {
+              if (!g.device.f32.empty())
+                opt.deviceAllReduce(g);
               size_t n = 0;
               for (auto &[p, c] : g.f32)
                 n += c;
@@ -381,7 +383,8 @@ int stretto::runTraining(const Graph &graph, DataSource &data, const TrainerOpti
               flat.reserve(n);
               for (auto &[p, c] : g.f32)
                 flat.insert(flat.end(), p, p + c);
-              dp->allReduceSum(flat.data(), flat.size());
+              if (!flat.empty()) // every rank takes the same path
+                dp->allReduceSum(flat.data(), flat.size());
               size_t off = 0;
               for (auto &[p, c] : g.f32) {
                 std::copy(flat.begin() + off, flat.begin() + off + c, p);
@@ -390,7 +393,7 @@ int stretto::runTraining(const Graph &graph, DataSource &data, const TrainerOpti
               for (auto &[p, c] : g.f64)
                 dp->allReduceSum(p, c);
             },
-            ranks);
+            ranks, static_cast<bool>(opt.deviceAllReduce));
         double shared[2] = {loss, stop ? 1.0 : 0.0};
         dp->allReduceSum(shared, 2);
         loss = shared[0];

@@ -49,5 +49,18 @@ run $B/bin/stretto-run --nccl-check
 # cotangents are staged through the host over Gloo.
 run $B/bin/stretto-run $B/plans/pipe2-gpt-tiny-2bw.plan --data $B/data/kjv.txt --device=cuda \
   --nproc 2 --timeout 120 --steps 20
-grep -E "^check:|^done:|done:|^nccl-check|exit status [^0]" "$LOG" > "$OUT/summary.txt"
+# Data parallelism on one rank with NCCL: the gradients all-reduced on the
+# GPU by a 1-rank NCCL communicator must give the plain GPU run's losses
+# (a 1-rank sum is the identity); with STRETTO_NCCL=0 they go through Gloo.
+run $B/bin/stretto-run $B/plans/gpt-tiny.plan --data $B/data/kjv.txt --device=cuda --steps 20 \
+  --out /tmp/dp-plain --quiet
+run $B/bin/stretto-run $B/plans/gpt-tiny.plan --data $B/data/kjv.txt --device=cuda --steps 20 \
+  --nproc 1 --timeout 120 --out /tmp/dp-nccl
+if cmp -s <(cut -d, -f1-3 /tmp/dp-plain/metrics.csv) <(cut -d, -f1-3 /tmp/dp-nccl/metrics.csv); then
+  echo "check: 1-rank NCCL data parallelism: the plain run's losses" | tee -a "$LOG"
+else
+  echo "check: 1-rank NCCL data parallelism: LOSSES DIFFER" | tee -a "$LOG"
+  diff <(cut -d, -f1-3 /tmp/dp-plain/metrics.csv) <(cut -d, -f1-3 /tmp/dp-nccl/metrics.csv) | head -5 | tee -a "$LOG"
+fi
+grep -E "^check:|^done:|done:|^nccl-check|NCCL|exit status [^0]" "$LOG" > "$OUT/summary.txt"
 cat "$OUT/summary.txt"

@@ -65,6 +65,9 @@ public:
   void downloadSync(void *dst, Ptr src, size_t bytes);
   /// Waits for everything queued on the stream.
   void synchronize();
+  /// Whether everything queued on the stream has finished (cuStreamQuery;
+  /// does not wait). Throws on an error the stream reports.
+  bool streamIdle();
   /// Total and free device memory in bytes.
   void memoryInfo(size_t &free, size_t &total);
   /// Makes the device's context current on the calling thread (pipeline

@@ -101,8 +101,20 @@ public:
   struct GradSums {
     std::vector<std::pair<float *, size_t>> f32;
     std::vector<std::pair<double *, size_t>> f64;
+    /// With `onDevice` on an executor whose sums live on a GPU: the sums'
+    /// device buffers (f32 elements at device addresses), the stream the
+    /// executor queues its work on (a CUstream; null on an emulated GPU)
+    /// and a poll that says that stream has drained; f32 and f64 are then
+    /// empty, nothing is staged through the host, and `reduce` reduces the
+    /// buffers in place (NCCL) before it returns.
+    struct OnDevice {
+      std::vector<std::pair<float *, size_t>> f32;
+      void *stream = nullptr;
+      std::function<bool()> idle;
+    } device;
   };
-  virtual void reduceGradSums(const std::function<void(GradSums &)> &reduce, int64_t ranks) = 0;
+  virtual void reduceGradSums(const std::function<void(GradSums &)> &reduce, int64_t ranks,
+                              bool onDevice = false) = 0;
 };
 
 } // namespace stretto

@@ -106,7 +106,8 @@ public:
                       const std::map<std::string, std::string> &redirect = {}) override;
   HostTensor envValue(ValueEnv &env, int node) const override;
   void accumulateGrads(const StepResult &r) override;
-  void reduceGradSums(const std::function<void(GradSums &)> &reduce, int64_t ranks) override;
+  void reduceGradSums(const std::function<void(GradSums &)> &reduce, int64_t ranks,
+                      bool onDevice = false) override;
 
   const PlanStats &stats() const;
   /// The plan, one line per node: what runs, its buffer (arena offset or

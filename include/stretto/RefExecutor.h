@@ -56,7 +56,8 @@ public:
   HostTensor envValue(ValueEnv &env, int node) const override;
   // Adds a micro-batch's gradients (from runNodes) to the step's sums.
   void accumulateGrads(const StepResult &r) override;
-  void reduceGradSums(const std::function<void(GradSums &)> &reduce, int64_t ranks) override;
+  void reduceGradSums(const std::function<void(GradSums &)> &reduce, int64_t ranks,
+                      bool onDevice = false) override;
   // Any node list runs as it is: nothing to prepare.
   void preparePartialRuns(const std::vector<std::vector<int>> &,
                           const std::vector<int> &) override {}

@@ -94,6 +94,11 @@ struct TrainerOptions {
   // size()·m micro-batches (to the all-reduce's summation order). Rank 0
   // evaluates, prints and writes the output folder.
   Communicator *dataParallel = nullptr;
+  // When set and the executor's gradient sums live on a GPU: reduces them
+  // there, in place (GradSums::device: NCCL's all-reduce over the same
+  // ranks), instead of staging them through the host for `dataParallel`;
+  // the losses and the stop flag still travel over `dataParallel`.
+  std::function<void(Executor::GradSums &)> deviceAllReduce;
 };
 
 struct TrainSummary {

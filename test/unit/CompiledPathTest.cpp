@@ -425,6 +425,67 @@ TEST_P(CompiledPath, CudaDeviceTrainsLikeTheReference) {
   std::filesystem::remove_all(cacheDir);
 }
 
+// Data parallelism with the gradient sums reduced where they live (what
+// NCCL does on GPUs, GradSums::device): two emulated GPUs each take one
+// micro-batch, their device buffers are summed in place by the callback
+// (no host staging: GradSums::f32 is empty), and both then hold, bit for
+// bit, the states of one executor that took both micro-batches.
+TEST(CompiledPath, GradientSumsReducedOnTheDeviceMatchOneProcess) {
+  std::string cacheDir = (std::filesystem::temp_directory_path() /
+                          ("stretto-kcache-dev-" + std::to_string(::getpid())))
+                             .string();
+  HostKernelCache cache(cacheDir);
+  const std::string toml =
+      "[model]\nkind = \"mlp\"\ninputs = 8\nhidden = [16, 16]\nclasses = 4\nbatch = 8\n"
+      "[train]\noptimizer = \"adamw\"\nlr = 0.01\n";
+  Compiled c = compile(toml, true, cache);
+  DataConfig dc;
+  dc.format = "synthetic";
+  auto data = makeDataSource(c.graph, dc, 4);
+  auto a = emulatedGpuExecutor(c.graph, c.kernels), b = emulatedGpuExecutor(c.graph, c.kernels),
+       one = emulatedGpuExecutor(c.graph, c.kernels);
+  for (Executor *e : {a.get(), b.get(), one.get()})
+    e->initialize(3);
+  for (int step = 0; step < 3; ++step) {
+    auto b0 = data->batch(Split::Train, uint64_t(2 * step)),
+         b1 = data->batch(Split::Train, uint64_t(2 * step + 1));
+    one->microStep(b0);
+    one->microStep(b1);
+    one->update();
+    a->microStep(b0);
+    b->microStep(b1);
+    std::vector<std::pair<float *, size_t>> first;
+    a->reduceGradSums(
+        [&](Executor::GradSums &g) {
+          EXPECT_TRUE(g.f32.empty() && g.f64.empty()) << "staged through the host";
+          ASSERT_FALSE(g.device.f32.empty());
+          ASSERT_TRUE(g.device.idle);
+          EXPECT_TRUE(g.device.idle());
+          first = g.device.f32;
+        },
+        2, true);
+    b->reduceGradSums(
+        [&](Executor::GradSums &g) {
+          ASSERT_EQ(g.device.f32.size(), first.size());
+          for (size_t i = 0; i < first.size(); ++i) {
+            ASSERT_EQ(g.device.f32[i].second, first[i].second);
+            for (size_t e = 0; e < first[i].second; ++e) {
+              float sum = first[i].first[e] + g.device.f32[i].first[e];
+              first[i].first[e] = g.device.f32[i].first[e] = sum;
+            }
+          }
+        },
+        2, true);
+    a->update();
+    b->update();
+  }
+  for (const StateDecl &s : c.graph.states) {
+    EXPECT_EQ(a->getState(s.name).data, one->getState(s.name).data) << s.name;
+    EXPECT_EQ(b->getState(s.name).data, one->getState(s.name).data) << s.name;
+  }
+  std::filesystem::remove_all(cacheDir);
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Models, CompiledPath,
     testing::Values(

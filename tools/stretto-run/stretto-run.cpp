@@ -379,6 +379,32 @@ int main(int argc, char **argv) {
     return withStats(runPipelineTraining(graph, *source, opt,
                                          meta("train.schedule", "flush") == "2bw", world.get()));
   opt.dataParallel = world.get();
+  // On GPUs the gradients are all-reduced where they are, by NCCL (created
+  // at the first step, when the device's context is current), unless
+  // STRETTO_NCCL=0 or the library is missing: then through host memory.
+  std::unique_ptr<nccl::Communicator> ncclComm;
+  const char *ncclEnv = std::getenv("STRETTO_NCCL");
+  if (world && opt.cuda && !(ncclEnv && std::string(ncclEnv) == "0")) {
+    std::string why;
+    if (nccl::Api::load(why)) {
+      opt.deviceAllReduce = [&](Executor::GradSums &g) {
+        if (!ncclComm) {
+          ncclComm = std::make_unique<nccl::Communicator>(*world, world->timeout());
+          if (world->rank() == 0 && !quiet)
+            std::cout << "data parallelism: gradients all-reduced on the GPU by NCCL "
+                      << ncclComm->version() << "\n";
+        }
+        ncclComm->groupStart();
+        for (auto &[p, n] : g.device.f32)
+          ncclComm->allReduceSum(p, p, n, nccl::kFloat32, g.device.stream);
+        ncclComm->groupEnd();
+        ncclComm->waitFor(g.device.idle, "gradient all-reduce");
+      };
+    } else if (world->rank() == 0 && !quiet) {
+      std::cout << "data parallelism: NCCL unavailable (" << why
+                << "); GPU gradients travel through host memory over Gloo\n";
+    }
+  }
   if (check <= 0) {
     TrainSummary summary;
     return withStats(runTraining(graph, *source, opt, &summary));
