@@ -73,8 +73,12 @@ static cl::opt<int> measureSteps("measure-steps", cl::desc("Steps per measured r
                                  cl::init(8), cl::cat(cat));
 static cl::opt<int> repeats("repeats", cl::desc("Measured runs per candidate (for the noise)"),
                             cl::init(3), cl::cat(cat));
-static cl::opt<int> profileSteps("profile-steps", cl::desc("Steps of the profiling run"),
+static cl::opt<int> profileSteps("profile-steps", cl::desc("Steps of each profiling run"),
                                  cl::init(6), cl::cat(cat));
+static cl::opt<int> profileRuns("profile-runs",
+                                cl::desc("Profiling runs; each unit's times are the median of "
+                                         "the runs' means (robust to other load)"),
+                                cl::init(3), cl::cat(cat));
 static cl::opt<int> threadsPerStage("threads-per-stage", cl::desc("Kernel threads per stage"),
                                     cl::init(1), cl::cat(cat));
 static cl::opt<std::string> memoryLimitOpt(
@@ -302,22 +306,34 @@ std::optional<Built> buildProfiling(MLIRContext &ctx, HostKernelCache &cache,
 std::optional<Profile> measureProfile(Built *b, const std::vector<std::string> &units,
                                       const std::map<std::string, std::string> &key) {
   int U = int(units.size());
-  PipelineResult r = runPipeline(b->graph, *b->data, runOptions(*b, profileSteps, 1));
-  if (int(r.stages.size()) != U)
-    return fail("the profiling run has " + std::to_string(r.stages.size()) + " stages for " +
-                std::to_string(U) + " units"),
-           std::nullopt;
+  int runs = std::max(1, int(profileRuns));
+  std::vector<std::vector<double>> f(U), bw(U), up(U);
+  for (int run = 0; run < runs; ++run) {
+    PipelineResult r = runPipeline(b->graph, *b->data, runOptions(*b, profileSteps, 1));
+    if (int(r.stages.size()) != U)
+      return fail("the profiling run has " + std::to_string(r.stages.size()) + " stages for " +
+                  std::to_string(U) + " units"),
+             std::nullopt;
+    for (int u = 0; u < U; ++u) {
+      const StageReport &st = r.stages[u];
+      f[u].push_back(st.forwardSeconds / double(std::max<int64_t>(1, st.forwards)));
+      bw[u].push_back(st.backwardSeconds / double(std::max<int64_t>(1, st.backwards)));
+      up[u].push_back(st.updateSeconds / double(std::max<int64_t>(1, st.updates)));
+    }
+  }
+  auto median = [](std::vector<double> v) {
+    std::sort(v.begin(), v.end());
+    return v[v.size() / 2];
+  };
   Profile p;
   p.key = key;
-  p.steps = profileSteps;
+  p.steps = int64_t(profileSteps) * runs;
   p.units.resize(U);
   for (int u = 0; u < U; ++u) {
-    const StageReport &st = r.stages[u];
-    UnitProfile &up = p.units[u];
-    up.name = units[u];
-    up.forward = st.forwardSeconds / double(std::max<int64_t>(1, st.forwards));
-    up.backward = st.backwardSeconds / double(std::max<int64_t>(1, st.backwards));
-    up.update = st.updateSeconds / double(std::max<int64_t>(1, st.updates));
+    p.units[u].name = units[u];
+    p.units[u].forward = median(f[u]);
+    p.units[u].backward = median(bw[u]);
+    p.units[u].update = median(up[u]);
   }
   for (const StateDecl &d : b->graph.states) {
     if (d.stage < 0 || d.stage >= U)
@@ -423,8 +439,10 @@ int main(int argc, char **argv) {
       return fail("--stages must be a stage count from 1 to 64 or 'auto', got '" + stagesOpt + "'");
     fixedS = int(v);
   }
-  if (topK < 1 || measureSteps < 3 || repeats < 1 || profileSteps < 1 || threadsPerStage < 1)
-    return fail("--top, --repeats, --profile-steps and --threads must be >= 1 and --steps >= 3");
+  if (topK < 1 || measureSteps < 3 || repeats < 1 || profileSteps < 1 || profileRuns < 1 ||
+      threadsPerStage < 1)
+    return fail("--top, --repeats, --profile-steps, --profile-runs and --threads-per-stage must "
+                "be >= 1 and --measure-steps >= 3");
   if (!(linkLatency >= 0) || !(linkBandwidth > 0))
     return fail("--link-latency must be >= 0 and --link-bandwidth > 0");
   double memLimit = 0;
@@ -495,9 +513,10 @@ int main(int argc, char **argv) {
       profile = hit.profile;
       std::printf("profile: cached (%s)\n", profileCachePath(dir, key).c_str());
     } else {
-      std::printf("profiling %d partition units (%s): %d steps, 1 micro-batch each, %d "
-                  "thread(s) per stage...\n",
-                  U, joinUnits(units).c_str(), int(profileSteps), int(threadsPerStage));
+      std::printf("profiling %d partition units (%s): %d runs x %d steps, 1 micro-batch each, "
+                  "%d thread(s) per stage...\n",
+                  U, joinUnits(units).c_str(), int(profileRuns), int(profileSteps),
+                  int(threadsPerStage));
       std::fflush(stdout);
       std::optional<Profile> p;
       try {
@@ -655,8 +674,8 @@ int main(int argc, char **argv) {
   size_t shown = 0;
   for (size_t i = 0; i < rows.size(); ++i) {
     const Row &r = rows[i];
-    if (shown >= 12 && !r.measured && !r.even && !r.dpPick)
-      continue;
+    if (!r.measured && !r.even && !r.dpPick && (autoStages || shown >= 12))
+      continue; // --stages auto: per stage count, its DP pick, even split and measured ones
     ++shown;
     std::string compute, xfer, mem;
     for (const StageEstimate &e : r.cand.stages) {
