@@ -9,12 +9,12 @@ def Kernel_Dialect : Dialect {
   let cppNamespace = "::stretto::kernel";
   let summary = "Kernel-level IR of Stretto: fused kernels printed to source by codegen";
   let description = [{
-    Level 3 of DESIGN §2. A `kernel.elementwise` is one fused launch: its
-    region is the per-element computation on scalars, written with the
+    Level 3 of docs/design.md §2. A `kernel.elementwise` is one fused launch:
+    its region is the per-element computation on scalars, written with the
     scalar ops of this dialect, and codegen prints that region once as a
-    kernel body shared by the C++ (host compiler) and CUDA C (NVRTC)
-    targets. The dialect does not depend on `train`; `kernel-fuse-elementwise`
-    builds kernels from `train` ops.
+    kernel body shared by the C++ (host compiler) and CUDA C (NVRTC) targets.
+    The dialect does not depend on `train`; `kernel-fuse-elementwise` builds
+    kernels from `train` ops.
   }];
 }
 

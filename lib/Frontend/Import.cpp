@@ -1,9 +1,9 @@
 //===- Import.cpp - TOML model configs to `train` IR ---------------------===//
 //
 // Two model families, expanded with OpBuilder into one `train.model`:
-//  - gpt: the reference GPT of DESIGN §1 (pre-norm, byte vocabulary, learned
-//    token and position embeddings, fused-QKV causal attention, GELU MLP of
-//    width mlp_ratio·d, biases everywhere but the untied head);
+//  - gpt: the reference GPT of docs/design.md §1 (pre-norm, byte vocabulary,
+//    learned token and position embeddings, fused-QKV causal attention, GELU
+//    MLP of width mlp_ratio·d, biases everywhere but the untied head);
 //  - mlp: a classifier, matmul + bias + activation layers, softmax CE.
 // Every config error is one line naming file, line and column of the key.
 // Sizes are bounded (see "Size limits") so that an absurd config is an error

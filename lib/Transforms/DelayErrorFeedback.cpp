@@ -1,7 +1,7 @@
 //===- DelayErrorFeedback.cpp - train-delay-ef ---------------------------===//
 //
 // Update-level error feedback for a one-step gradient delay (spec of record,
-// DESIGN §4; seed: Zmushko et al., ICML 2026):
+// docs/design.md §4.2; seed: Zmushko et al., ICML 2026):
 //   u(t) = Opt(g(x(t−1)));  x(t+1) = x(t) − γ·[u(t) + λ·(u(t) − u(t−1))],
 // with u(−1) = u(0). Every `train.descend %p, %u, %lr` of the update phase
 // gets one extra state @p.ef_u holding u(t−1). The correction is masked on

@@ -1,12 +1,12 @@
 //===- Gossip.cpp - train-gossip ------------------------------------------===//
 //
 // Adds the `train.outer` phase of local-step data parallelism: per parameter,
-// the gossip outer optimizer of DESIGN §4 (seed: GASLoC, Cagnasso, Belilovsky
-// and Oyallon, arXiv 2606.11081), whose exchange is `train.gossip_mix`. On the
-// complete graph with exact averaging it is DiLoCo (Douillard et al., 2023)
-// with Nesterov outer SGD, μ = γ. The replicas, their local steps, the
-// topology and the seed of the peer draw are attributes of `train.outer`:
-// the runtime runs the local loop and draws the peers.
+// the gossip outer optimizer of docs/design.md §4.6 (seed: GASLoC, Cagnasso,
+// Belilovsky and Oyallon, arXiv 2606.11081), whose exchange is
+// `train.gossip_mix`. On the complete graph with exact averaging it is DiLoCo
+// (Douillard et al., 2023) with Nesterov outer SGD, μ = γ. The replicas, their
+// local steps, the topology and the seed of the peer draw are attributes of
+// `train.outer`: the runtime runs the local loop and draws the peers.
 //
 //===----------------------------------------------------------------------===//
 #include "stretto/Transforms/Passes.h"

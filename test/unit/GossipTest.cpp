@@ -1,12 +1,12 @@
 //===- GossipTest.cpp - train-gossip and its runtime ----------------------===//
 //
-// The invariants of DESIGN §4 "Gossip outer optimizer": the complete graph
-// with exact averaging is DiLoCo (checked against a direct implementation of
-// Nesterov outer SGD written here, on the reference executor), symmetric
-// mixing preserves the mean, with H = 0 and γ = 0 the consensus distance
-// decays; plus the runtime's promises: per-replica local steps, peer draws,
-// the simulated clock and byte counts, and a killed replica that hangs
-// nobody.
+// The invariants of the gossip outer optimizer (docs/design.md §4.6): the
+// complete graph with exact averaging is DiLoCo (checked against a direct
+// implementation of Nesterov outer SGD written here, on the reference
+// executor), symmetric mixing preserves the mean, with H = 0 and γ = 0 the
+// consensus distance decays; plus the runtime's promises: per-replica local
+// steps, peer draws, the simulated clock and byte counts, and a killed
+// replica that hangs nobody.
 //
 //===----------------------------------------------------------------------===//
 #include "TestSupport.h"
@@ -102,10 +102,10 @@ template <typename F> auto withDeadline(double seconds, F fn) {
   return fut.get();
 }
 
-/// DiLoCo written directly (Douillard et al., 2023; DESIGN §4): R replicas
-/// of the inner graph start each round from θ, take H inner steps on their
-/// shards (replica r's k-th batch is index k·R + r, as in runGossip) and keep
-/// their inner optimizer state; Δ = mean_r(θ − θ_r); m ← μm + Δ;
+/// DiLoCo written directly (Douillard et al., 2023; docs/design.md §4.5): R
+/// replicas of the inner graph start each round from θ, take H inner steps on
+/// their shards (replica r's k-th batch is index k·R + r, as in runGossip) and
+/// keep their inner optimizer state; Δ = mean_r(θ − θ_r); m ← μm + Δ;
 /// θ ← θ − η(Δ + μm). Returns θ after each round.
 std::vector<std::map<std::string, std::vector<double>>>
 directDiLoCo(const Graph &inner, DataSource &src, int R, int64_t H, int64_t rounds, double eta,

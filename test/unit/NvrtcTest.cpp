@@ -1,10 +1,10 @@
 //===- NvrtcTest.cpp - every generated CUDA kernel compiles with NVRTC ----===//
 //
-// DESIGN §6: the CUDA kernels emitted for the examples compile with NVRTC for
-// sm_90 and sm_80; no GPU is needed. gpt-tiny goes through the training
-// pipeline and kernel-fuse-elementwise; each kernel's CUDA source is compiled
-// on its own (so a failure names the kernel), ptxas reports registers and
-// spills, and a spill in an elementwise kernel fails the test.
+// docs/design.md §6: the CUDA kernels emitted for the examples compile with
+// NVRTC for sm_90 and sm_80; no GPU is needed. gpt-tiny goes through the
+// training pipeline and kernel-fuse-elementwise; each kernel's CUDA source is
+// compiled on its own (so a failure names the kernel), ptxas reports registers
+// and spills, and a spill in an elementwise kernel fails the test.
 //
 //===----------------------------------------------------------------------===//
 #include "stretto/Compiler/Lowering.h"

@@ -3,7 +3,7 @@
 // The full training pipeline (autodiff, optimizer, canonicalize, cse) runs a
 // small f64 model for a few steps in the reference executor; after every step
 // its parameters (and optimizer state) must equal an independent
-// re-implementation of DESIGN §4 written here with plain loops over
+// re-implementation of docs/design.md §4 written here with plain loops over
 // std::vector<double>. Gradients for the re-implementation come from a
 // separate autodiff-only graph evaluated at the re-implementation's own
 // parameters (so the two trajectories are computed independently), or from
@@ -60,7 +60,7 @@ Vec transpose(const Vec &a, int m, int n) {
   return t;
 }
 
-// Muon's orthogonalisation as DESIGN §4 states it.
+// Muon's orthogonalisation as docs/design.md §4.4 states it.
 Vec newtonSchulz5(const Vec &g, int rows, int cols) {
   const double a = 3.4445, b = -4.7750, c = 2.0315;
   double norm = 0;
