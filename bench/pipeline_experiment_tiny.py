@@ -17,6 +17,9 @@ is the same on 1, 2 or 4 stages (test/unit/PipelineTest.cpp, and against
 JAX: bench/parity/optax_gpt.py). Every run is on the compiled runtime
 (--executor=compiled), one OpenMP thread, at nice 10.
 
+STRETTO_TRAIN=PATH runs another stretto-train binary (e.g. a copy, so
+that a rebuild in a shared tree during the ~35 minutes changes nothing).
+
 Writes bench/results/pipeline/tiny-{runs,curves}.csv, tiny-loss.png and
 docs/experiments/pipeline-gpt-tiny.md, each with the host header of
 bench/hostinfo.py.
@@ -43,7 +46,7 @@ DOC = os.path.join(ROOT, "docs", "experiments", "pipeline-gpt-tiny.md")
 
 def run(name, seed, overrides, steps):
     out = tempfile.mkdtemp(prefix="stretto-exp-")
-    cmd = ["nice", "-n", "10", TRAIN, CONFIG, "--executor=compiled", "--seed", str(seed),
+    cmd = ["nice", "-n", "10", os.environ.get("STRETTO_TRAIN", TRAIN), CONFIG, "--executor=compiled", "--seed", str(seed),
            "--out", out, "--quiet", f"train.steps={steps}"] + overrides
     env = dict(os.environ, OMP_NUM_THREADS="1")
     t0 = time.time()
