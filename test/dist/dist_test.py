@@ -185,6 +185,13 @@ def kill_rank(launcher, index, ranks):
         os.kill(int(children[index]), signal.SIGKILL)
 
 
+def launch(plan_path, nproc, out_dir, timeout, *extra):
+    """stretto-run PLAN --nproc N in the background, output captured."""
+    return subprocess.Popen([RUN, plan_path, "--nproc", str(nproc), "--out", out_dir,
+                             "--timeout", str(timeout), *extra], cwd=WORK, env=ENV,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+
+
 def wait_for(path, proc, limit=120):
     t0 = time.time()
     while not os.path.exists(path):
@@ -233,8 +240,7 @@ def group_faults():
     # Ctrl-C to the launcher: every rank stops after the same step, the last
     # stage checkpoints, and --resume continues bit for bit.
     s = out("sigint")
-    p = subprocess.Popen([RUN, pp, "--nproc", "2", "--out", s, "--timeout", "30"], cwd=WORK,
-                         env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    p = launch(pp, 2, s, 30)
     wait_for(s + "/checkpoint.bin", p)
     p.send_signal(signal.SIGINT)
     o, _ = p.communicate(timeout=60)
@@ -256,9 +262,7 @@ def group_faults():
     g = plan("gossip-long", "train.sync=gossip", "train.topology=one-peer", "train.replicas=4",
              "train.local_steps=2", "train.steps=80", "train.eval_interval=1000")
     d = out("gossip-killed")
-    p = subprocess.Popen([RUN, g, "--nproc", "4", "--out", d, "--timeout", "30",
-                          "--on-peer-failure=continue"], cwd=WORK, env=ENV,
-                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    p = launch(g, 4, d, 30, "--on-peer-failure=continue")
     wait_for(d + "/metrics.jsonl", p)
     time.sleep(1.0)
     kill_rank(p, 2, 4)
@@ -269,8 +273,7 @@ def group_faults():
     check("gossip: the drop is reported", "dropping replica 2" in o and
           "rank 2 failed (signal 9" in o, o[-2500:])
     d = out("gossip-stop")
-    p = subprocess.Popen([RUN, g, "--nproc", "4", "--out", d, "--timeout", "30"], cwd=WORK,
-                         env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    p = launch(g, 4, d, 30)
     wait_for(d + "/metrics.jsonl", p)
     kill_rank(p, 2, 4)
     o, _ = p.communicate(timeout=120)
@@ -289,8 +292,7 @@ def group_faults():
     rc, o = run([RUN, g, "--out", ref, "--quiet"])
     check("gossip: an uninterrupted in-process reference", rc == 0, o[-1500:])
     d = out("gossip-sigint")
-    p = subprocess.Popen([RUN, g, "--nproc", "4", "--out", d, "--timeout", "30"], cwd=WORK,
-                         env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    p = launch(g, 4, d, 30)
     wait_for(d + "/metrics.jsonl", p)
     p.send_signal(signal.SIGINT)
     o, _ = p.communicate(timeout=120)
@@ -303,8 +305,7 @@ def group_faults():
           tensors(d + "/model.safetensors") == tensors(ref + "/model.safetensors") and
           losses(d) == losses(ref), o[-2000:])
     d = out("gossip-kill-resume")
-    p = subprocess.Popen([RUN, g, "--nproc", "4", "--out", d, "--timeout", "10"], cwd=WORK,
-                         env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    p = launch(g, 4, d, 10)
     wait_for(d + "/checkpoint.bin", p)
     kill_rank(p, 2, 4)
     o, _ = p.communicate(timeout=120)
@@ -319,9 +320,7 @@ def group_faults():
     g = plan("diloco-long", "train.sync=diloco", "train.replicas=4", "train.local_steps=2",
              "train.steps=60", "train.eval_interval=1000")
     d = out("diloco-killed")
-    p = subprocess.Popen([RUN, g, "--nproc", "4", "--out", d, "--timeout", "30",
-                          "--on-peer-failure=continue"], cwd=WORK, env=ENV,
-                         stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    p = launch(g, 4, d, 30, "--on-peer-failure=continue")
     wait_for(d + "/metrics.jsonl", p)
     time.sleep(1.0)
     kill_rank(p, 2, 4)
@@ -340,8 +339,7 @@ def group_faults():
     # Data parallelism: a killed rank stops the others too.
     dp = plan("dp-long", "train.steps=400")
     d = out("dp-killed")
-    p = subprocess.Popen([RUN, dp, "--nproc", "2", "--out", d, "--timeout", "10"], cwd=WORK,
-                         env=ENV, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    p = launch(dp, 2, d, 10)
     time.sleep(4)
     kill_rank(p, 0, 2)
     o, _ = p.communicate(timeout=60)
