@@ -12,9 +12,7 @@
 
 using namespace stretto;
 
-//===----------------------------------------------------------------------===//
 // Wire headers
-//===----------------------------------------------------------------------===//
 
 size_t stretto::wire::elementBytes(WireType t) {
   switch (t) {
@@ -82,9 +80,7 @@ void stretto::wire::checkHeader(const Header &h, int peer, uint64_t tag, WireTyp
   }
 }
 
-//===----------------------------------------------------------------------===//
 // Tensors
-//===----------------------------------------------------------------------===//
 
 std::unique_ptr<Request> stretto::sendTensor(Communicator &c, int peer, uint64_t tag,
                                              const HostTensor &t, DType dtype) {
@@ -116,9 +112,7 @@ std::string stretto::describeTimeout(std::chrono::milliseconds t) {
   return std::to_string(t.count()) + " ms";
 }
 
-//===----------------------------------------------------------------------===//
 // In-process group
-//===----------------------------------------------------------------------===//
 
 struct InProcessGroup::Shared {
   explicit Shared(int n) : size(n), aborted(n, false), left(n, false) {}

@@ -43,9 +43,7 @@
 
 namespace stretto {
 
-//===----------------------------------------------------------------------===//
 // Topologies and mixing
-//===----------------------------------------------------------------------===//
 
 Topology parseTopology(const std::string &name) {
   if (name == "complete") return Topology::Complete;
@@ -139,9 +137,7 @@ HostTensor gossipMix(const HostTensor &zi, size_t degree,
   return out;
 }
 
-//===----------------------------------------------------------------------===//
 // Network model
-//===----------------------------------------------------------------------===//
 
 double NetworkModel::stepCost(int replica) const {
   double f = replica < static_cast<int>(replicaFactor.size()) ? replicaFactor[replica] : 1.0;
@@ -288,9 +284,7 @@ std::map<std::string, HostTensor> unflattenParams(const Graph &g, const std::vec
 
 } // namespace
 
-//===----------------------------------------------------------------------===//
 // The gossip run
-//===----------------------------------------------------------------------===//
 
 namespace {
 bool everyReplicaFailed(const std::vector<std::string> &errors) {
@@ -408,9 +402,7 @@ GossipResult runGossip(const Graph &graph, DataSource &data, const GossipOptions
   return result;
 }
 
-//===----------------------------------------------------------------------===//
 // One replica per process
-//===----------------------------------------------------------------------===//
 
 namespace {
 // Tags: exchanges by (round, mix node, part); reports, parameters, states
@@ -1063,9 +1055,7 @@ GossipResult runGossipRank(const Graph &graph, DataSource &data, const GossipOpt
   return result;
 }
 
-//===----------------------------------------------------------------------===//
 // The synchronous baseline
-//===----------------------------------------------------------------------===//
 
 GossipResult runDataParallel(const Graph &graph, DataSource &data, int R, int64_t steps,
                              const GossipOptions &opt) {
@@ -1128,9 +1118,7 @@ GossipResult runDataParallel(const Graph &graph, DataSource &data, int R, int64_
   return result;
 }
 
-//===----------------------------------------------------------------------===//
 // stretto-train's driver
-//===----------------------------------------------------------------------===//
 
 namespace {
 std::atomic<bool> gGossipStop{false};

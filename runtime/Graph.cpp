@@ -109,9 +109,7 @@ const StateDecl *Graph::findState(const std::string &name) const {
   return nullptr;
 }
 
-//===----------------------------------------------------------------------===//
 // Validation
-//===----------------------------------------------------------------------===//
 
 namespace {
 
@@ -441,9 +439,7 @@ static void validatePhase(const Graph &g, const std::vector<Node> &nodes) {
   }
 }
 
-//===----------------------------------------------------------------------===//
 // Initialisation and rounding
-//===----------------------------------------------------------------------===//
 
 uint64_t splitmix64(uint64_t x) {
   x += 0x9E3779B97F4A7C15ull;

@@ -164,9 +164,7 @@ void nccl::Communicator::abort() {
   }
 }
 
-//===----------------------------------------------------------------------===//
 // One-rank self-check (stretto-run --nccl-check, the GPU kit)
-//===----------------------------------------------------------------------===//
 
 #include "stretto/CudaDriver.h"
 

@@ -32,9 +32,7 @@
 
 using namespace stretto;
 
-//===----------------------------------------------------------------------===//
 // Planning
-//===----------------------------------------------------------------------===//
 
 std::vector<StagePlan> stretto::planStages(const Graph &graph) {
   int S = 1;
@@ -163,9 +161,7 @@ enum StopFlag : int64_t { Go = 0, Stop = 1, Failed = 2 };
 
 } // namespace
 
-//===----------------------------------------------------------------------===//
 // Running
-//===----------------------------------------------------------------------===//
 
 PipelineResult stretto::runPipelineRank(const Graph &graph, DataSource &data,
                                         const PipelineOptions &opt, Communicator &comm) {

@@ -136,9 +136,7 @@ void softmaxRows(const float *x, float *y, int64_t rows, int64_t len, bool causa
 }
 
 } // namespace
-//===----------------------------------------------------------------------===//
 // The host device
-//===----------------------------------------------------------------------===//
 
 namespace {
 
@@ -632,9 +630,7 @@ void HostDevice::exec(PlanExecutor::Impl &rt, const PhasePlan &p, int i, const T
   }
 }
 
-//===----------------------------------------------------------------------===//
 // PlanExecutor
-//===----------------------------------------------------------------------===//
 
 PlanExecutor::PlanExecutor(const Graph &graph, std::map<std::string, KernelFn> kernels,
                            GemmPrecision gemm)

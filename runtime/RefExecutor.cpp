@@ -28,9 +28,7 @@ namespace {
 
 template <typename T> using Buf = std::vector<T>;
 
-//===----------------------------------------------------------------------===//
 // Index helpers
-//===----------------------------------------------------------------------===//
 
 // out[i] = in[sum_d idx_d * inStride[d]] over the out index space. Covers
 // broadcasting (stride 0) and transposition (permuted strides).
@@ -131,13 +129,7 @@ template <typename T> Buf<T> transpose2D(const Buf<T> &x, int64_t r, int64_t c) 
   return t;
 }
 
-//===----------------------------------------------------------------------===//
-// Elementwise functions
-//===----------------------------------------------------------------------===//
-
-//===----------------------------------------------------------------------===//
 // Fused kernels
-//===----------------------------------------------------------------------===//
 
 // Softmax over rows of length L; when causal, the row's position in its
 // [T, T] block is (row % T) and entries past it are 0.
@@ -234,9 +226,7 @@ Buf<T> newtonSchulz(const Buf<T> &g, int64_t m, int64_t n, int64_t steps,
 
 } // namespace
 
-//===----------------------------------------------------------------------===//
 // Executor
-//===----------------------------------------------------------------------===//
 
 struct RefExecutor::Impl {
   Graph graph;

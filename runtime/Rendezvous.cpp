@@ -33,9 +33,7 @@
 
 using namespace stretto;
 
-//===----------------------------------------------------------------------===//
 // Environment
-//===----------------------------------------------------------------------===//
 
 namespace {
 
@@ -155,9 +153,7 @@ bool stretto::isLoopback(const std::string &addr) {
   return inet_pton(AF_INET, addr.c_str(), &a) == 1 && (ntohl(a.s_addr) >> 24) == 127;
 }
 
-//===----------------------------------------------------------------------===//
 // Sockets
-//===----------------------------------------------------------------------===//
 
 std::string net::errnoText(int e) { return std::strerror(e); }
 
@@ -264,9 +260,7 @@ net::Fd net::connectTo(const std::string &host, int port, Deadline d) {
   throw std::runtime_error("cannot reach the store at " + where + ": " + errnoText(lastErr));
 }
 
-//===----------------------------------------------------------------------===//
 // Frames
-//===----------------------------------------------------------------------===//
 
 namespace {
 
@@ -304,9 +298,7 @@ bool takeField(const std::string &body, size_t &pos, std::string &out) {
 
 } // namespace
 
-//===----------------------------------------------------------------------===//
 // Server
-//===----------------------------------------------------------------------===//
 
 struct StoreServer::Impl {
   net::Fd listenFd;
@@ -517,9 +509,7 @@ StoreServer::StoreServer(const std::string &bindAddr, int port, const std::strin
 StoreServer::~StoreServer() = default;
 int StoreServer::port() const { return impl->port; }
 
-//===----------------------------------------------------------------------===//
 // Client
-//===----------------------------------------------------------------------===//
 
 struct StoreClient::Impl {
   net::Fd fd;

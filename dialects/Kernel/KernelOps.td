@@ -9,9 +9,7 @@ include "mlir/Interfaces/InferTypeOpInterface.td"
 def Kernel_Float : AnyTypeOf<[F32, F64, BF16]>;
 def Kernel_FloatTensor : RankedTensorOf<[F32, F64, BF16]>;
 
-//===----------------------------------------------------------------------===//
 // Fused kernels
-//===----------------------------------------------------------------------===//
 
 def Kernel_ElementwiseOp : Kernel_Op<"elementwise", [Pure, IsolatedFromAbove,
     SingleBlockImplicitTerminator<"YieldOp">]> {
@@ -162,9 +160,7 @@ def Kernel_GemmOp : Kernel_Op<"gemm", [Pure]> {
   let hasVerifier = 1;
 }
 
-//===----------------------------------------------------------------------===//
 // Scalar ops of kernel bodies (semantics of the `train` op of the same name)
-//===----------------------------------------------------------------------===//
 
 class Kernel_ScalarBinaryOp<string mnemonic, string what, list<Trait> traits = []>
     : Kernel_Op<mnemonic, !listconcat([Pure, SameOperandsAndResultType], traits)> {

@@ -64,9 +64,7 @@ LogicalResult sameElementType(Operation *op, ValueRange values, StringRef what) 
 }
 } // namespace
 
-//===----------------------------------------------------------------------===//
 // Broadcasting helpers
-//===----------------------------------------------------------------------===//
 
 bool stretto::train::isBroadcastableTo(ArrayRef<int64_t> from, ArrayRef<int64_t> to) {
   return stretto::broadcastsTo(from, to);
@@ -93,9 +91,7 @@ Type stretto::train::broadcastResultType(Type lhs, Type rhs) {
   return RankedTensorType::get(*shape, l.getElementType());
 }
 
-//===----------------------------------------------------------------------===//
 // Binary ops: `%c = train.add %a, %b : T` or `: A, B -> C` when they differ.
-//===----------------------------------------------------------------------===//
 
 ParseResult stretto::train::parseBinaryOp(OpAsmParser &p, OperationState &st) {
   OpAsmParser::UnresolvedOperand lhs, rhs;
@@ -164,9 +160,7 @@ OpFoldResult MulOp::fold(FoldAdaptor) {
   return {};
 }
 
-//===----------------------------------------------------------------------===//
 // Model and state
-//===----------------------------------------------------------------------===//
 
 namespace {
 enum class OptionKind { Float, Int, String, Ranges, IntList, Units };
@@ -534,9 +528,7 @@ LogicalResult AccumulatedGradOp::verifySymbolUses(SymbolTableCollection &tables)
   return verifyVarUse(*this, tables, getVarAttr(), getType(), true);
 }
 
-//===----------------------------------------------------------------------===//
 // Constant
-//===----------------------------------------------------------------------===//
 
 void ConstantOp::build(OpBuilder &b, OperationState &st, Type type, double splat) {
   auto t = cast<RankedTensorType>(type);
@@ -574,9 +566,7 @@ LogicalResult ConstantOp::verify() {
 
 OpFoldResult ConstantOp::fold(FoldAdaptor) { return getValue(); }
 
-//===----------------------------------------------------------------------===//
 // Layout ops
-//===----------------------------------------------------------------------===//
 
 void MatmulOp::build(OpBuilder &b, OperationState &st, Value lhs, Value rhs) {
   SmallVector<int64_t> shape(shapeOf(lhs).drop_back());
@@ -772,9 +762,7 @@ LogicalResult PadOp::verify() {
   return verifyWindow(*this, getInput(), getResult(), getAxis(), getOffset());
 }
 
-//===----------------------------------------------------------------------===//
 // Model ops
-//===----------------------------------------------------------------------===//
 
 LogicalResult SoftmaxOp::verify() {
   ArrayRef<int64_t> s = shapeOf(getInput());
@@ -899,9 +887,7 @@ LogicalResult NewtonSchulzOp::verify() {
   return success();
 }
 
-//===----------------------------------------------------------------------===//
 // Gossip ops
-//===----------------------------------------------------------------------===//
 
 // The gossip round is described by discardable attributes of the enclosing
 // train.outer (written by train-gossip, read by the runtime): `replicas`,

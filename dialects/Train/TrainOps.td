@@ -18,9 +18,7 @@ def Differentiable : DeclareOpInterfaceMethods<Train_DifferentiableOpInterface>;
 // Ops that may sit directly in any of the three phases of a model.
 def InPhase : ParentOneOf<["StepOp", "UpdateOp", "OuterOp"]>;
 
-//===----------------------------------------------------------------------===//
 // Structure and state
-//===----------------------------------------------------------------------===//
 
 def Train_ModelOp : Train_Op<"model", [Symbol, SymbolTable, IsolatedFromAbove,
     NoTerminator, SingleBlock, NoRegionArguments]> {
@@ -217,9 +215,7 @@ def Train_StepCountOp : Train_Op<"step_count", [InPhase]> {
   let assemblyFormat = "attr-dict `:` type($result)";
 }
 
-//===----------------------------------------------------------------------===//
 // Elementwise
-//===----------------------------------------------------------------------===//
 
 class Train_BinaryOp<string mnemonic, list<Trait> traits = []>
     : Train_Op<mnemonic, !listconcat([Pure], traits)> {
@@ -284,9 +280,7 @@ def Train_GeluOp : Train_UnaryOp<"gelu", [Differentiable]> {
 }
 def Train_ReluOp : Train_UnaryOp<"relu", [Differentiable]> { let summary = "max(x, 0)"; }
 
-//===----------------------------------------------------------------------===//
 // Layout and reductions
-//===----------------------------------------------------------------------===//
 
 def Train_MatmulOp : Train_Op<"matmul", [Pure, Differentiable]> {
   let summary = "(batched) matrix product";
@@ -358,9 +352,7 @@ def Train_PadOp : Train_Op<"pad", [Pure, Differentiable]> {
   let hasVerifier = 1;
 }
 
-//===----------------------------------------------------------------------===//
 // Model ops
-//===----------------------------------------------------------------------===//
 
 def Train_SoftmaxOp : Train_Op<"softmax", [Pure, SameOperandsAndResultType, Differentiable]> {
   let summary = "softmax over the last dim, optionally causal";
@@ -445,9 +437,7 @@ def Train_CrossEntropyOp : Train_Op<"cross_entropy", [Pure, Differentiable]> {
   let hasVerifier = 1;
 }
 
-//===----------------------------------------------------------------------===//
 // Pipeline ops
-//===----------------------------------------------------------------------===//
 
 def Train_TransferOp : Train_Op<"transfer", [Pure, SameOperandsAndResultType, Differentiable]> {
   let summary = "moves a value from one pipeline stage to another";
@@ -465,9 +455,7 @@ def Train_TransferOp : Train_Op<"transfer", [Pure, SameOperandsAndResultType, Di
   let hasVerifier = 1;
 }
 
-//===----------------------------------------------------------------------===//
 // Optimizer ops
-//===----------------------------------------------------------------------===//
 
 def Train_DescendOp : Train_Op<"descend", [Pure,
     AllTypesMatch<["param", "direction", "result"]>]> {
@@ -506,9 +494,7 @@ def Train_NewtonSchulzOp : Train_Op<"newton_schulz", [Pure, SameOperandsAndResul
   let hasVerifier = 1;
 }
 
-//===----------------------------------------------------------------------===//
 // Gossip ops (decentralized data parallelism; added by `train-gossip`)
-//===----------------------------------------------------------------------===//
 
 def Train_GossipMixOp : Train_Op<"gossip_mix", [HasParent<"OuterOp">,
     SameOperandsAndResultType]> {

@@ -45,12 +45,10 @@ struct ConfigError {
 /// override's text as their source path, so an error can name the override.
 constexpr std::string_view kOverrideSource = "\x01override:";
 
-//===----------------------------------------------------------------------===//
 // Size limits. A config can ask for any integer; these bounds turn absurd
 // sizes into an error naming the key instead of hours of IR building (layers
 // and hidden widths expand into ops), int64 overflow in shapes, or tensors no
 // machine this targets can hold.
-//===----------------------------------------------------------------------===//
 /// (kMaxLayers, kMaxTensorElements and kMaxParameters: Import.h.)
 /// Token ids and class labels are i32.
 constexpr int64_t kMaxIds = std::numeric_limits<int32_t>::max();

@@ -35,9 +35,7 @@ namespace {
 using Vec = std::vector<double>;
 using Inputs = std::map<std::string, HostTensor>;
 
-//===----------------------------------------------------------------------===//
 // IR text helpers
-//===----------------------------------------------------------------------===//
 
 std::string ty(const Shape &s, const char *elem = "f64") {
   std::string r = "tensor<";
@@ -82,9 +80,7 @@ std::string joinDims(const std::vector<int64_t> &d) {
   return r + "]";
 }
 
-//===----------------------------------------------------------------------===//
 // Case description
-//===----------------------------------------------------------------------===//
 
 enum class Gen {
   Normal,       // N(0, 1)
@@ -174,9 +170,7 @@ std::string modelText(const GradCase &c, const Vec &weights) {
   return os.str();
 }
 
-//===----------------------------------------------------------------------===//
 // The finite-difference checker
-//===----------------------------------------------------------------------===//
 
 struct GradReport {
   std::string param;
@@ -301,9 +295,7 @@ Prepared prepare(const GradCase &c, const test::PipelineFn &pipeline = test::aut
   return p;
 }
 
-//===----------------------------------------------------------------------===//
 // The table
-//===----------------------------------------------------------------------===//
 
 std::vector<GradCase> binaryCases() {
   std::vector<GradCase> cases;
@@ -591,9 +583,7 @@ TEST(GradientCheckCoverage, EveryDifferentiableOpHasACase) {
   }
 }
 
-//===----------------------------------------------------------------------===//
 // The checker itself must be able to fail.
-//===----------------------------------------------------------------------===//
 
 TEST(GradientCheckHarness, DetectsAWrongGradient) {
   GradCase c = unaryCases()[1]; // exp
@@ -670,9 +660,7 @@ TEST(GradientCheckFanOut, TwoReadsClosedForm) {
   }
 }
 
-//===----------------------------------------------------------------------===//
 // End to end: a tiny f64 GPT from the TOML importer.
-//===----------------------------------------------------------------------===//
 
 struct GptCase {
   const char *name;

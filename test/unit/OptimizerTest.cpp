@@ -35,9 +35,7 @@ namespace {
 using Vec = std::vector<double>;
 using Inputs = std::map<std::string, HostTensor>;
 
-//===----------------------------------------------------------------------===//
 // Plain-loop linear algebra
-//===----------------------------------------------------------------------===//
 
 // [m, k] x [k, n]
 Vec matmul(const Vec &a, const Vec &b, int m, int k, int n) {
@@ -104,9 +102,7 @@ Vec singularValues(const Vec &x, int m, int n) {
   return ev;
 }
 
-//===----------------------------------------------------------------------===//
 // The reference optimizer
-//===----------------------------------------------------------------------===//
 
 struct Recipe {
   std::string method = "adamw";
@@ -215,9 +211,7 @@ struct RefOptimizer {
   }
 };
 
-//===----------------------------------------------------------------------===//
 // The model
-//===----------------------------------------------------------------------===//
 
 // Embedding, a wide matrix, bias, norm gain, a tall matrix without a role
 // (Muon by default) and the head: every routing case of the optimizer.
@@ -350,9 +344,7 @@ Trajectory runAgainstReference(const Recipe &recipe, int steps = 3) {
   return tr;
 }
 
-//===----------------------------------------------------------------------===//
 // Whole-model updates
-//===----------------------------------------------------------------------===//
 
 TEST(Optimizer, SgdMomentumWithWeightDecay) {
   Recipe r;
@@ -475,9 +467,7 @@ TEST(Optimizer, MuonRouting) {
   EXPECT_EQ(ns, 2);
 }
 
-//===----------------------------------------------------------------------===//
 // Closed-form gradients: loss = sum(W * C) + sum(b * c), so g = (C, c)
-//===----------------------------------------------------------------------===//
 
 const Vec kC = {0.5, -1.0, 2.0, 0.25, -0.75, 1.5}; // [2, 3]
 const Vec kc = {1.0, -2.0, 0.5};                   // [3]
@@ -639,9 +629,7 @@ TEST(Clipping, AdamConstantGradientClosedForm) {
   }
 }
 
-//===----------------------------------------------------------------------===//
 // Newton-Schulz
-//===----------------------------------------------------------------------===//
 
 struct NsShape {
   int rows, cols;
@@ -712,9 +700,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, NewtonSchulz,
                                   std::to_string(info.param.cols);
                          });
 
-//===----------------------------------------------------------------------===//
 // Determinism
-//===----------------------------------------------------------------------===//
 
 std::vector<double> losses(const Compiled &c, uint64_t seed, Precision p, int steps) {
   RefExecutor ex(c.graph, p);

@@ -87,9 +87,7 @@ float bitsToFloat(uint32_t b) {
 
 } // namespace
 
-//===----------------------------------------------------------------------===//
 // Graph helpers and validation
-//===----------------------------------------------------------------------===//
 
 TEST(Graph, ShapeHelpers) {
   EXPECT_EQ(numElements({}), 1);
@@ -175,9 +173,7 @@ TEST(Graph, ValidateConstantSize) {
   EXPECT_THROW(g.validate(), std::runtime_error);
 }
 
-//===----------------------------------------------------------------------===//
 // Initialisation and bf16
-//===----------------------------------------------------------------------===//
 
 TEST(Init, DeterministicAndNameDependent) {
   StateDecl a{"layer0.w", {100}, DType::F32, InitKind::Normal, 0.02, true};
@@ -263,9 +259,7 @@ TEST(BF16, NodesRoundInF32Only) {
   EXPECT_EQ(eval(g, s, {}, Precision::F64).data[0], 1.0 + std::ldexp(1.0, -9));
 }
 
-//===----------------------------------------------------------------------===//
 // Elementwise ops
-//===----------------------------------------------------------------------===//
 
 TEST(Elementwise, BroadcastRowAndColumn) {
   Graph g;
@@ -335,9 +329,7 @@ TEST(Elementwise, Unary) {
   expectVec(eval(g, re).data, {1, 0, 2, 0.5});
 }
 
-//===----------------------------------------------------------------------===//
 // Layout ops
-//===----------------------------------------------------------------------===//
 
 TEST(Layout, Matmul2D) {
   Graph g;
@@ -441,9 +433,7 @@ TEST(Layout, SliceAndPad) {
             {10, 11, 12, 13, 14, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0});
 }
 
-//===----------------------------------------------------------------------===//
 // Fused model ops
-//===----------------------------------------------------------------------===//
 
 TEST(Fused, Softmax) {
   Graph g;
@@ -708,9 +698,7 @@ TEST(Fused, NewtonSchulzOneStepByHand) {
   expectVec(eval(g, g.add(ns)).data, {1.8, 2.4}, 1e-6);
 }
 
-//===----------------------------------------------------------------------===//
 // State, step count, inputs
-//===----------------------------------------------------------------------===//
 
 Graph doublingGraph() {
   Graph g;
