@@ -567,8 +567,9 @@ std::string stretto::formatStageReport(const std::vector<StageReport> &stages) {
 namespace stretto {
 
 /// Trains on the pipeline runtime: one worker per stage, 1F1B. Progress,
-/// the per-stage allocation and idle report, metrics.jsonl and a checkpoint
-/// at the end (resumable); no validation or periodic checkpoints yet.
+/// the per-stage allocation and idle report, periodic validation,
+/// metrics.jsonl, checkpoints every checkpoint_interval steps, at the end
+/// and on Ctrl-C (resumable).
 int runPipelineTraining(const Graph &graph, DataSource &data, const TrainerOptions &opt,
                         bool twoBW, Communicator *comm) {
   PipelineOptions po;

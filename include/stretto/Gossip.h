@@ -1,12 +1,14 @@
 //===- Gossip.h - decentralized data parallelism (no MLIR) ----*- C++ -*-===//
 //
-// Runs a Graph with an Outer phase (train-gossip) as R replicas: worker
-// threads of an in-process communicator, each a RefExecutor over the same
-// Graph with its own data shard. Replica i takes its own H_i local steps,
-// then the outer round, whose `gossip_mix` nodes exchange with the peers
-// drawn for that round by pairwise sends and receives: a replica exchanges
-// as soon as it and its peers are ready, with no global barrier except on
-// the complete graph (DiLoCo), where every replica is everyone's peer.
+// Runs a Graph with an Outer phase (train-gossip) as R replicas, one per rank
+// of a Communicator (threads of one process over an InProcessGroup in
+// runGossip, or processes over Gloo), each with its own executor (reference or
+// compiled) over the same Graph and its own data shard. Replica i takes its
+// own H_i local steps, then the outer round, whose `gossip_mix` nodes exchange
+// with the peers drawn for that round by pairwise sends and receives: a
+// replica exchanges as soon as it and its peers are ready, with no global
+// barrier except on the complete graph (DiLoCo), where every replica is
+// everyone's peer.
 //
 // A network model (per-replica compute speed, per-link bandwidth and
 // latency) drives a simulated clock while the numerics run for real; the

@@ -1,9 +1,10 @@
 //===- Pipeline.h - pipeline-parallel training runtime ---------*- C++ -*-===//
 //
 // Runs a partitioned training step (train-partition, optionally train-2bw
-// and train-delay-ef) with one worker thread per stage, micro-batches
-// streamed in 1F1B order and activations/cotangents moving through an
-// in-process communicator. No MLIR.
+// and train-delay-ef) with one rank per stage (runPipelineRank),
+// micro-batches streamed in 1F1B order and activations/cotangents moving
+// through a Communicator: threads of one process over an InProcessGroup
+// (runPipeline), or processes over Gloo. No MLIR.
 //
 //===----------------------------------------------------------------------===//
 #ifndef STRETTO_PIPELINE_H
@@ -130,9 +131,9 @@ std::string formatStageReport(const std::vector<StageReport> &stages);
 
 /// The pipeline trainer behind stretto-train and stretto-run: one worker
 /// per stage, 1F1B (flush or PipeDream-2BW). Progress lines, the per-stage
-/// allocation and idle report, metrics.jsonl and a checkpoint at the end
-/// (resumable); no validation or periodic checkpoints yet. Returns 0, or 1
-/// after printing the error.
+/// allocation and idle report, periodic validation, metrics.jsonl,
+/// checkpoints every checkpoint_interval steps, at the end and on Ctrl-C
+/// (resumable). Returns 0, or 1 after printing the error.
 /// With `comm`, this process runs stage comm->rank() of a multi-process
 /// run; the last stage prints and writes the output folder.
 int runPipelineTraining(const Graph &graph, DataSource &data, const TrainerOptions &options,

@@ -28,7 +28,8 @@ namespace {
 enum class Method { SGD, AdamW, Muon };
 
 /// Hyper-parameters, read from the model's trainer dictionary. Defaults follow
-/// common GPT practice (nanoGPT, modded-nanogpt); docs/passes.md lists them.
+/// common GPT practice (nanoGPT, modded-nanogpt); docs/design.md §4.3 lists
+/// them.
 struct Recipe {
   Method method = Method::AdamW;
   double lr, muonLr, weightDecay, beta1, beta2, eps, momentum, muonMomentum;
