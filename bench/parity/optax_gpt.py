@@ -47,9 +47,7 @@ Exit status: 0 parity holds, 1 it does not, 77 JAX/optax missing.
 import argparse
 import os
 import re
-import shutil
 import sys
-import tempfile
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 try:
@@ -97,6 +95,24 @@ def gpt_loss(p, tokens, targets, layers, heads):
     return -jnp.mean(jnp.take_along_axis(logp, targets[..., None], axis=-1))
 
 
+GROUPS = {"attention": r"attn\.(qkv|proj)\.w$", "mlp": r"mlp\.(fc|proj)\.w$",
+          "embeddings+head": r"^(wte|wpe|head\.w)$"}
+
+
+@jax.jit
+def update_cosines(u, v):
+    """Cosine between two consecutive optimizer steps, per group of
+    matrices: near -1 when the weights oscillate from step to step."""
+    out = {}
+    for grp, rx in GROUPS.items():
+        keys = [k for k in sorted(u) if re.search(rx, k)]
+        dot = sum(jnp.vdot(u[k], v[k]) for k in keys)
+        nu = jnp.sqrt(sum(jnp.vdot(u[k], u[k]) for k in keys))
+        nv = jnp.sqrt(sum(jnp.vdot(v[k], v[k]) for k in keys))
+        out[grp] = dot / (nu * nv)
+    return out
+
+
 def run_optax(a, init, data):
     """Trains with optax.adamw in the chosen mode; returns (losses,
     {step: params} at a.snapshot_steps, {step: val loss})."""
@@ -130,6 +146,8 @@ def run_optax(a, init, data):
                               for x, y in val_batches]))
 
     prev, u_prev = params, None  # x(t-1) with x(-1) = x(0); u(t-1)
+    upd_prev, cosines = None, {}
+    a.cosines = cosines
     losses, snapshots, vals = [], {}, {}
     m = a.micro_batches
     for t in range(1, a.steps + 1):
@@ -147,6 +165,11 @@ def run_optax(a, init, data):
         if m > 1:
             g = jax.tree_util.tree_map(lambda v: v / m, g)
         updates, state = step(params, g, state)
+        if getattr(a, "jax_only", False):  # diagnostics: do consecutive steps agree?
+            if upd_prev is not None:
+                for grp, c in update_cosines(updates, upd_prev).items():
+                    cosines.setdefault(t, {})[grp] = float(c)
+            upd_prev = updates
         prev = params
         if a.mode == "delay-ef":
             lr = jnp.asarray(lr_of(t - 1), fdt)
@@ -165,52 +188,9 @@ def run_optax(a, init, data):
     return losses, snapshots, vals
 
 
-def without_key_bias(name, v, d):
-    if name.endswith("attn.qkv.b"):
-        return np.concatenate([v[:d], v[2 * d:]])
-    return v
-
-
 def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    here = os.path.dirname(os.path.abspath(__file__))
-    bindir = os.path.join(here, "..", "..", "build", "bin")
-    p.add_argument("--stretto-train", default=os.path.join(bindir, "stretto-train"))
-    p.add_argument("--stretto-run", default=os.path.join(bindir, "stretto-run"))
-    p.add_argument("--executor", default="compiled", choices=["compiled", "reference"])
-    p.add_argument("--dtype", default="f32", choices=["f32", "f64"],
-                   help="f64: Stretto's reference executor and JAX in double precision")
-    p.add_argument("--corpus", default=os.path.join(here, "..", "..", "data", "kjv.txt"))
-    p.add_argument("--mode", default="sync", choices=["sync", "delay", "delay-ef"])
-    p.add_argument("--ef-lambda", type=float, default=1.0)
-    p.add_argument("--stages", type=int, default=1)
-    p.add_argument("--micro-batches", type=int, default=1)
-    p.add_argument("--steps", type=int, default=50)
-    p.add_argument("--param-every", type=int, default=25)
-    p.add_argument("--layers", type=int, default=2)
-    p.add_argument("--heads", type=int, default=4)
-    p.add_argument("--d-model", type=int, default=128)
-    p.add_argument("--seq-len", type=int, default=64)
-    p.add_argument("--batch", type=int, default=16)
-    p.add_argument("--vocab", type=int, default=256)
-    p.add_argument("--lr", type=float, default=3e-3)
-    p.add_argument("--beta1", type=float, default=0.9)
-    p.add_argument("--beta2", type=float, default=0.95)
-    p.add_argument("--eps", type=float, default=1e-8)
-    p.add_argument("--weight-decay", type=float, default=0.1)
-    p.add_argument("--schedule", default="cosine", choices=["constant", "cosine"])
-    p.add_argument("--warmup", type=int, default=10)
-    p.add_argument("--min-lr-ratio", type=float, default=0.1)
-    p.add_argument("--seed", type=int, default=1, help="data order (Stretto's train.seed)")
-    p.add_argument("--init-seed", type=int, default=0, help="numpy seed of the initial weights")
-    p.add_argument("--val-fraction", type=float, default=0.1)
-    p.add_argument("--eval-interval", type=int, default=100000)
-    p.add_argument("--eval-batches", type=int, default=8)
-    # f32 tolerances (see README.md for the measured values).
-    p.add_argument("--loss-tol", type=float, default=1e-4)
-    p.add_argument("--param-tol", type=float, default=1e-4)
-    p.add_argument("--full-curve", action="store_true",
-                   help="train both for --steps and print the validation curves (no check)")
+    common.add_gpt_arguments(p)
     p.add_argument("--mutate", default="none", choices=["none", "no-delay", "ef-on-steps"],
                    help="change the JAX side on purpose (to show the check sees it): no-delay "
                         "takes the gradient at the current weights; ef-on-steps applies the "
@@ -220,95 +200,30 @@ def main():
                    help="train only the JAX side and print its curves (experiments, no check)")
     p.add_argument("--delay-only", default="",
                    help="with --jax-only: delay only the tensors whose name matches this regex")
-    p.add_argument("--work", help="keep the files here (default: a temporary folder)")
     a = p.parse_args()
-    if a.dtype == "f64":
-        a.executor = "reference"
-    if a.batch % a.micro_batches:
-        p.error("--micro-batches must divide --batch")
-    if a.full_curve or a.dtype == "f64":
-        a.snapshot_steps = {a.steps}
-        checkpoints = [a.steps]
-    else:
-        checkpoints = sorted(set(list(range(a.param_every, a.steps + 1, a.param_every)) + [a.steps]))
-        a.snapshot_steps = set(checkpoints)
-
+    common.finish_gpt_arguments(p, a)
+    if a.optimizer != "adamw":
+        p.error("the optax check covers AdamW (Muon: torch_gpt.py)")
     if a.delay_only and not a.jax_only:
         p.error("--delay-only needs --jax-only (Stretto delays every parameter)")
     if a.jax_only:
         init = common.gpt_initial_params(a)
-        data = common.TokenData(a.corpus, a.batch // a.micro_batches, a.seq_len,
-                                a.val_fraction, a.seed)
-        losses, _, vals = run_optax(a, init, data)
+        losses, _, vals = run_optax(a, init, common.gpt_data(a))
         print("jax-only: mode %s%s, lr %g, betas (%g, %g), eps %g, wd %g, warm-up %d, %d steps"
               % (a.mode, " (delayed: %s)" % a.delay_only if a.delay_only else "", a.lr, a.beta1,
                  a.beta2, a.eps, a.weight_decay, a.warmup, a.steps))
+        print("step | train (mean of the last 50) | val | cosine of consecutive steps, mean "
+              "since the last line: " + ", ".join(GROUPS))
+        last = 0
         for t in sorted(vals):
-            print("step %5d | train (mean of the last 50) %.4f | val %.4f"
-                  % (t, float(np.mean(losses[max(0, t - 50):t])), vals[t]))
+            win = [a.cosines[s] for s in range(last + 1, t + 1) if s in a.cosines]
+            cos = ", ".join("%+.2f" % float(np.mean([w[g] for w in win])) for g in GROUPS)
+            print("%5d | %.4f | %.4f | %s" % (t, float(np.mean(losses[max(0, t - 50):t])),
+                                              vals[t], cos))
+            last = t
         return 0
-    work = a.work or tempfile.mkdtemp(prefix="stretto-parity-gpt-")
-    os.makedirs(work, exist_ok=True)
-    try:
-        init = common.gpt_initial_params(a)
-        init_path = os.path.join(work, "init.safetensors")
-        common.write_safetensors(init_path, init, a.dtype)
-        # One micro-batch is batch / micro_batches rows (lib/Frontend/Import.cpp).
-        data = common.TokenData(a.corpus, a.batch // a.micro_batches, a.seq_len,
-                                a.val_fraction, a.seed)
-        s_losses, s_params, s_vals = common.run_stretto_config(
-            a, work, common.gpt_config_toml(a), init_path, checkpoints)
-        o_losses, o_params, o_vals = run_optax(a, init, data)
-    finally:
-        if not a.work:
-            shutil.rmtree(work, ignore_errors=True)
-
-    mode = a.mode + (" lambda %g" % a.ef_lambda if a.mode == "delay-ef" else "")
-    print("optax %s, jax %s; %s executor; GPT %d layers, d %d, %d heads, T %d, batch %d x %d "
-          "micro-batches, %d stage(s); AdamW lr %g (%s, warm-up %d) betas (%g, %g) eps %g wd %g; "
-          "mode %s; %d steps" % (optax.__version__, jax.__version__, a.executor, a.layers,
-                                 a.d_model, a.heads, a.seq_len, a.batch, a.micro_batches, a.stages,
-                                 a.lr, a.schedule, a.warmup, a.beta1, a.beta2, a.eps,
-                                 a.weight_decay, mode, a.steps))
-    if len(s_losses) != a.steps:
-        print("FAIL: Stretto wrote %d losses for %d steps" % (len(s_losses), a.steps))
-        return 1
-    if a.full_curve:
-        print("step | stretto val | optax val")
-        for t in sorted(o_vals):
-            print("%5d | %s | %.4f" % (t, "%.4f" % s_vals[t] if t in s_vals else "   -  ", o_vals[t]))
-        k = max(1, a.steps // 10)
-        print("train loss, mean of the last %d steps: stretto %.4f, optax %.4f"
-              % (k, float(np.mean(s_losses[-k:])), float(np.mean(o_losses[-k:]))))
-        return 0
-    print("step | stretto loss | optax loss | rel diff | max param rel diff")
-    worst_loss, worst_param, worst_name = 0.0, 0.0, ""
-    for t in range(1, a.steps + 1):
-        ls, lo = s_losses[t - 1], o_losses[t - 1]
-        d = abs(ls - lo) / abs(lo)
-        worst_loss = max(worst_loss, d)
-        line = "%4d | %.9f | %.9f | %.2e" % (t, ls, lo, d)
-        if t in s_params:
-            diffs = {k: common.rel(without_key_bias(k, s_params[t][k], a.d_model),
-                                   without_key_bias(k, o_params[t][k], a.d_model))
-                     for k in o_params[t]}
-            k = max(diffs, key=diffs.get)
-            line += " | %.2e (%s)" % (diffs[k], k)
-            if diffs[k] > worst_param:
-                worst_param, worst_name = diffs[k], k
-        print(line)
-    first = abs(s_losses[0] - o_losses[0]) / abs(o_losses[0])
-    print("first-step loss (same weights, same batch: the model and data match): rel diff %.2e"
-          % first)
-    print("max loss rel diff %.2e (tolerance %.0e); parameters at steps %s: max ‖Δθ‖/‖θ‖ %.2e "
-          "in %s (tolerance %.0e)" % (worst_loss, a.loss_tol,
-                                      ",".join(map(str, sorted(s_params))), worst_param,
-                                      worst_name, a.param_tol))
-    if a.mutate != "none":
-        print("optax side mutated: %s" % a.mutate)
-    ok = worst_loss <= a.loss_tol and worst_param <= a.param_tol
-    print("PASS" if ok else "FAIL")
-    return 0 if ok else 1
+    return common.gpt_check(a, "optax %s, jax %s" % (optax.__version__, jax.__version__),
+                            run_optax)
 
 
 if __name__ == "__main__":

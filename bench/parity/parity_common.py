@@ -340,8 +340,11 @@ vocab = {a.vocab}
 dtype = "{getattr(a, 'dtype', 'f32')}"
 
 [train]
-optimizer = "adamw"
+optimizer = "{getattr(a, 'optimizer', 'adamw')}"
 lr = {a.lr!r}
+muon_lr = {getattr(a, 'muon_lr', 0.02)!r}
+muon_scale = "{getattr(a, 'muon_scale', 'shape')}"
+muon_momentum = {getattr(a, 'muon_momentum', 0.95)!r}
 beta1 = {a.beta1!r}
 beta2 = {a.beta2!r}
 eps = {a.eps!r}
@@ -405,3 +408,151 @@ def run_stretto_config(a, work, config_text, init_path, checkpoints):
             if "val_loss" in row:
                 vals[row["step"]] = row["val_loss"]
     return losses, snapshots, vals
+
+
+def add_gpt_arguments(p):
+    """The GPT checks' model, optimizer, mode and tolerance options."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    bindir = os.path.join(here, "..", "..", "build", "bin")
+    p.add_argument("--stretto-train", default=os.path.join(bindir, "stretto-train"))
+    p.add_argument("--stretto-run", default=os.path.join(bindir, "stretto-run"))
+    p.add_argument("--executor", default="compiled", choices=["compiled", "reference"])
+    p.add_argument("--dtype", default="f32", choices=["f32", "f64"],
+                   help="f64: Stretto's reference executor and JAX in double precision")
+    p.add_argument("--corpus", default=os.path.join(here, "..", "..", "data", "kjv.txt"))
+    p.add_argument("--mode", default="sync", choices=["sync", "delay", "delay-ef"])
+    p.add_argument("--ef-lambda", type=float, default=1.0)
+    p.add_argument("--stages", type=int, default=1)
+    p.add_argument("--micro-batches", type=int, default=1)
+    p.add_argument("--steps", type=int, default=50)
+    p.add_argument("--param-every", type=int, default=25)
+    p.add_argument("--layers", type=int, default=2)
+    p.add_argument("--heads", type=int, default=4)
+    p.add_argument("--d-model", type=int, default=128)
+    p.add_argument("--seq-len", type=int, default=64)
+    p.add_argument("--batch", type=int, default=16)
+    p.add_argument("--vocab", type=int, default=256)
+    p.add_argument("--lr", type=float, default=3e-3)
+    p.add_argument("--beta1", type=float, default=0.9)
+    p.add_argument("--beta2", type=float, default=0.95)
+    p.add_argument("--eps", type=float, default=1e-8)
+    p.add_argument("--weight-decay", type=float, default=0.1)
+    p.add_argument("--schedule", default="cosine", choices=["constant", "cosine"])
+    p.add_argument("--warmup", type=int, default=10)
+    p.add_argument("--min-lr-ratio", type=float, default=0.1)
+    p.add_argument("--seed", type=int, default=1, help="data order (Stretto's train.seed)")
+    p.add_argument("--init-seed", type=int, default=0, help="numpy seed of the initial weights")
+    p.add_argument("--val-fraction", type=float, default=0.1)
+    p.add_argument("--eval-interval", type=int, default=100000)
+    p.add_argument("--eval-batches", type=int, default=8)
+    # f32 tolerances (see README.md for the measured values).
+    p.add_argument("--loss-tol", type=float, default=1e-4)
+    p.add_argument("--param-tol", type=float, default=1e-4)
+    p.add_argument("--full-curve", action="store_true",
+                   help="train both for --steps and print the validation curves (no check)")
+    p.add_argument("--optimizer", default="adamw", choices=["adamw", "muon"])
+    p.add_argument("--muon-lr", type=float, default=0.01)
+    p.add_argument("--muon-scale", default="rms", choices=["shape", "rms"])
+    p.add_argument("--muon-momentum", type=float, default=0.95)
+    p.add_argument("--work", help="keep the files here (default: a temporary folder)")
+
+
+def finish_gpt_arguments(p, a):
+    if a.dtype == "f64":
+        a.executor = "reference"
+    if a.batch % a.micro_batches:
+        p.error("--micro-batches must divide --batch")
+    if a.full_curve or a.dtype == "f64":
+        a.snapshot_steps = {a.steps}
+        a.checkpoints = [a.steps]
+    else:
+        a.checkpoints = sorted(set(list(range(a.param_every, a.steps + 1, a.param_every)) +
+                                   [a.steps]))
+        a.snapshot_steps = set(a.checkpoints)
+
+
+def gpt_data(a):
+    # One micro-batch is batch / micro_batches rows (lib/Frontend/Import.cpp).
+    return TokenData(a.corpus, a.batch // a.micro_batches, a.seq_len, a.val_fraction, a.seed)
+
+
+def opt_label(a):
+    if getattr(a, "optimizer", "adamw") == "muon":
+        return "Muon (muon_lr %g, scale %s; AdamW group)" % (a.muon_lr, a.muon_scale)
+    return "AdamW"
+
+
+def without_key_bias(name, v, d):
+    """The key third of an attention qkv bias has a zero gradient in exact
+    arithmetic (softmax is invariant to it): it follows rounding noise."""
+    if name.endswith("attn.qkv.b"):
+        return np.concatenate([v[:d], v[2 * d:]])
+    return v
+
+
+def gpt_check(a, framework, train):
+    """Runs Stretto and `train(a, init, data) -> (losses, {step: params},
+    {step: val loss})` from the same weights on the same batches; prints
+    the table; 0 within the tolerances, else 1."""
+    name = framework.split()[0]
+    checkpoints = a.checkpoints
+    work = a.work or tempfile.mkdtemp(prefix="stretto-parity-gpt-")
+    os.makedirs(work, exist_ok=True)
+    try:
+        init = gpt_initial_params(a)
+        init_path = os.path.join(work, "init.safetensors")
+        write_safetensors(init_path, init, a.dtype)
+        data = gpt_data(a)
+        s_losses, s_params, s_vals = run_stretto_config(
+            a, work, gpt_config_toml(a), init_path, checkpoints)
+        o_losses, o_params, o_vals = train(a, init, data)
+    finally:
+        if not a.work:
+            shutil.rmtree(work, ignore_errors=True)
+
+    mode = a.mode + (" lambda %g" % a.ef_lambda if a.mode == "delay-ef" else "")
+    print("%s; %s executor; GPT %d layers, d %d, %d heads, T %d, batch %d x %d "
+          "micro-batches, %d stage(s); %s lr %g (%s, warm-up %d) betas (%g, %g) eps %g wd %g; "
+          "mode %s; %d steps" % (framework, a.executor, a.layers,
+                                 a.d_model, a.heads, a.seq_len, a.batch, a.micro_batches, a.stages,
+                                 opt_label(a), a.lr, a.schedule, a.warmup, a.beta1, a.beta2, a.eps,
+                                 a.weight_decay, mode, a.steps))
+    if len(s_losses) != a.steps:
+        print("FAIL: Stretto wrote %d losses for %d steps" % (len(s_losses), a.steps))
+        return 1
+    if a.full_curve:
+        print("step | stretto val | %s val" % name)
+        for t in sorted(o_vals):
+            print("%5d | %s | %.4f" % (t, "%.4f" % s_vals[t] if t in s_vals else "   -  ", o_vals[t]))
+        k = max(1, a.steps // 10)
+        print("train loss, mean of the last %d steps: stretto %.4f, %s %.4f"
+              % (k, float(np.mean(s_losses[-k:])), name, float(np.mean(o_losses[-k:]))))
+        return 0
+    print("step | stretto loss | %s loss | rel diff | max param rel diff" % name)
+    worst_loss, worst_param, worst_name = 0.0, 0.0, ""
+    for t in range(1, a.steps + 1):
+        ls, lo = s_losses[t - 1], o_losses[t - 1]
+        d = abs(ls - lo) / abs(lo)
+        worst_loss = max(worst_loss, d)
+        line = "%4d | %.9f | %.9f | %.2e" % (t, ls, lo, d)
+        if t in s_params:
+            diffs = {k: rel(without_key_bias(k, s_params[t][k], a.d_model),
+                            without_key_bias(k, o_params[t][k], a.d_model))
+                     for k in o_params[t]}
+            k = max(diffs, key=diffs.get)
+            line += " | %.2e (%s)" % (diffs[k], k)
+            if diffs[k] > worst_param:
+                worst_param, worst_name = diffs[k], k
+        print(line)
+    first = abs(s_losses[0] - o_losses[0]) / abs(o_losses[0])
+    print("first-step loss (same weights, same batch: the model and data match): rel diff %.2e"
+          % first)
+    print("max loss rel diff %.2e (tolerance %.0e); parameters at steps %s: max ‖Δθ‖/‖θ‖ %.2e "
+          "in %s (tolerance %.0e)" % (worst_loss, a.loss_tol,
+                                      ",".join(map(str, sorted(s_params))), worst_param,
+                                      worst_name, a.param_tol))
+    if a.mutate != "none":
+        print("%s side mutated: %s" % (name, a.mutate))
+    ok = worst_loss <= a.loss_tol and worst_param <= a.param_tol
+    print("PASS" if ok else "FAIL")
+    return 0 if ok else 1
