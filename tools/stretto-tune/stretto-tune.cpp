@@ -49,7 +49,11 @@
 #include <set>
 #include <sstream>
 #include <thread>
+#include <spawn.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+extern char **environ;
 
 namespace cl = llvm::cl;
 using namespace mlir;
@@ -105,6 +109,11 @@ static cl::opt<std::string> saveProfilePath("save-profile",
 static cl::opt<bool> noMeasure("no-measure",
                                cl::desc("Predict only: no measured runs of candidates"),
                                cl::cat(cat));
+static cl::opt<std::string> runtimeOpt(
+    "runtime",
+    cl::desc("Where measured candidates run: 'threads' (one process, a thread per stage) or "
+             "'processes' (stretto-train --nproc S: a process per stage over Gloo)"),
+    cl::init("threads"), cl::cat(cat));
 static cl::opt<bool> noCache("no-cache", cl::desc("Measure the profile even if it is cached"),
                              cl::cat(cat));
 
@@ -370,8 +379,83 @@ struct Measured {
   std::vector<double> runs;
 };
 
+/// The end times of steps 1..N of a `stretto-train --nproc S` run, from its
+/// progress lines ("step k/N | loss L | T tok/s", T cumulative since the
+/// start): k·tokens/T.
+std::optional<std::vector<double>> runProcesses(const std::string &argv0, int S,
+                                                const std::vector<std::string> &extra,
+                                                double tokensPerStep) {
+  std::string train = llvm::sys::path::parent_path(argv0).str();
+  train = (train.empty() ? std::string(".") : train) + "/stretto-train";
+  std::string out = outDir + "/run-" + std::to_string(::getpid());
+  std::vector<std::string> args = {train, configPath};
+  args.insert(args.end(), overrides.begin(), overrides.end());
+  args.insert(args.end(), extra.begin(), extra.end());
+  args.insert(args.end(), {"--steps", std::to_string(std::max(3, int(measureSteps))),
+                           "--log-interval", "1", "--nproc", std::to_string(S), "--out", out,
+                           "train.eval_interval=1000000", "train.warmup_steps=0"});
+  std::vector<char *> cargv;
+  for (std::string &a : args)
+    cargv.push_back(a.data());
+  cargv.push_back(nullptr);
+  int pipefd[2];
+  if (::pipe(pipefd) != 0)
+    return std::nullopt;
+  posix_spawn_file_actions_t fa;
+  posix_spawn_file_actions_init(&fa);
+  posix_spawn_file_actions_adddup2(&fa, pipefd[1], 1);
+  posix_spawn_file_actions_addclose(&fa, pipefd[0]);
+  // The launcher keeps a given OMP_NUM_THREADS: the kernel threads per stage.
+  ::setenv("OMP_NUM_THREADS", std::to_string(int(threadsPerStage)).c_str(), 1);
+  pid_t pid;
+  int rc = posix_spawn(&pid, train.c_str(), &fa, nullptr, cargv.data(), environ);
+  posix_spawn_file_actions_destroy(&fa);
+  ::close(pipefd[1]);
+  if (rc != 0) {
+    ::close(pipefd[0]);
+    llvm::errs() << "stretto-tune: error: cannot start " << train << "\n";
+    return std::nullopt;
+  }
+  std::string text;
+  char buf[4096];
+  for (ssize_t n; (n = ::read(pipefd[0], buf, sizeof buf)) > 0;)
+    text.append(buf, size_t(n));
+  ::close(pipefd[0]);
+  int status = 0;
+  ::waitpid(pid, &status, 0);
+  llvm::sys::fs::remove_directories(out);
+  if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    llvm::errs() << "stretto-tune: error: the measured run `stretto-train ... --nproc " << S
+                 << "` failed:\n"
+                 << text << "\n";
+    return std::nullopt;
+  }
+  std::vector<double> ends;
+  std::istringstream in(text);
+  std::string line;
+  while (std::getline(in, line)) {
+    long long k = 0, n = 0;
+    double loss = 0, tps = 0;
+    size_t at = line.find("step "); // after the launcher's "[rank r] "
+    if (at != std::string::npos &&
+        std::sscanf(line.c_str() + at, "step %lld/%lld | loss %lf | %lf tok/s", &k, &n, &loss,
+                    &tps) == 4 &&
+        tps > 0)
+      ends.push_back(double(k) * tokensPerStep / tps);
+  }
+  if (ends.size() < 3) {
+    llvm::errs() << "stretto-tune: error: no per-step progress lines in the output of "
+                    "`stretto-train ... --nproc "
+                 << S << "`:\n"
+                 << text << "\n";
+    return std::nullopt;
+  }
+  return ends;
+}
+
 std::optional<Measured> measure(MLIRContext &ctx, HostKernelCache &cache, int S,
-                                const std::vector<std::string> &stageUnits) {
+                                const std::vector<std::string> &stageUnits,
+                                const std::string &argv0) {
   std::vector<std::string> extra = {"train.stages=" + std::to_string(S), "train.grad_clip=0"};
   if (S > 1)
     extra.push_back(unitsOverride(stageUnits));
@@ -381,6 +465,19 @@ std::optional<Measured> measure(MLIRContext &ctx, HostKernelCache &cache, int S,
   Measured m;
   for (int rep = 0; rep < std::max(1, int(repeats)); ++rep) {
     std::vector<double> at;
+    if (runtimeOpt == "processes" && S > 1) {
+      auto ends = runProcesses(argv0, S, extra,
+                               double(b->microBatches) * double(b->data->tokensPerBatch()));
+      if (!ends)
+        return std::nullopt;
+      at = *ends;
+      std::vector<double> d;
+      for (size_t i = 2; i < at.size(); ++i)
+        d.push_back(at[i] - at[i - 1]);
+      std::sort(d.begin(), d.end());
+      m.runs.push_back(d.empty() ? 0 : d[d.size() / 2]);
+      continue;
+    }
     PipelineOptions o = runOptions(*b, std::max(3, int(measureSteps)), b->microBatches);
     o.onStep = [&](int64_t, double) {
       at.push_back(std::chrono::duration<double>(
@@ -445,6 +542,8 @@ int main(int argc, char **argv) {
                 "be >= 1 and --measure-steps >= 3");
   if (!(linkLatency >= 0) || !(linkBandwidth > 0))
     return fail("--link-latency must be >= 0 and --link-bandwidth > 0");
+  if (runtimeOpt != "threads" && runtimeOpt != "processes")
+    return fail("--runtime must be 'threads' or 'processes', got '" + runtimeOpt + "'");
   double memLimit = 0;
   if (!memoryLimitOpt.empty() && !parseBytes(memoryLimitOpt, memLimit))
     return fail("--memory-limit must be a byte count such as 512MiB, 2GiB or 1e9, got '" +
@@ -648,13 +747,16 @@ int main(int argc, char **argv) {
                 skippedLarge ? ", larger ones only predicted" : "");
   if (!toMeasure.empty()) {
     std::printf("\nmeasuring %zu candidate(s): %d runs x %d steps each on the pipeline runtime "
-                "(threads, %d kernel thread(s) per stage)...\n",
-                toMeasure.size(), int(repeats), int(measureSteps), int(threadsPerStage));
+                "(%s, %d kernel thread(s) per stage)...\n",
+                toMeasure.size(), int(repeats), int(measureSteps),
+                runtimeOpt == "processes" ? "stretto-train --nproc S, a process per stage"
+                                          : "a thread per stage",
+                int(threadsPerStage));
     std::fflush(stdout);
   }
   for (size_t i : toMeasure) {
     try {
-      rows[i].measured = measure(ctx, cache, rows[i].S, rows[i].stageUnits);
+      rows[i].measured = measure(ctx, cache, rows[i].S, rows[i].stageUnits, argv[0]);
     } catch (const std::exception &e) {
       return fail(std::string("a measured run failed: ") + e.what());
     }
@@ -716,15 +818,15 @@ int main(int argc, char **argv) {
   if (infeasible.size() > 12)
     std::printf("infeasible: ... and %zu more\n", infeasible.size() - 12);
 
-  // The winner: the fastest measured candidate, else the DP's pick.
+  // The winner: the fastest measured candidate, else the fastest predicted
+  // (the simulator sees every stage's update; the DP's flush objective only
+  // the first stage's, so the two can differ by an update).
   const Row *winner = nullptr;
   for (const Row &r : rows)
     if (r.measured && (!winner || r.measured->median < winner->measured->median))
       winner = &r;
   if (!winner)
-    for (const Row &r : rows)
-      if (r.dpPick && (!winner || r.cand.objective < winner->cand.objective))
-        winner = &r;
+    winner = &rows.front();
   const Row *dp = nullptr;
   for (const Row &r : rows)
     if (r.dpPick && r.S == winner->S)
