@@ -375,7 +375,7 @@ std::string stretto::tune::timelineSvg(const SimResult &sim,
                                        const std::vector<std::string> &laneNames,
                                        const std::string &title) {
   const int lanes = int(laneNames.size());
-  const double width = 900, left = 150, laneH = 28, top = 40;
+  const double width = 960, left = 210, laneH = 28, top = 40;
   const double height = top + lanes * laneH + 40;
   double scale = sim.makespan > 0 ? (width - left - 20) / sim.makespan : 1;
   std::string out;
