@@ -357,7 +357,9 @@ PipelineResult stretto::runPipelineRank(const Graph &graph, DataSource &data,
       continue;
     }
     StepResult r = run(plan.backward, bwd, true);
-    ex.accumulateGrads(r);
+    // Summing the micro-batch's gradients is backward work (schedule models
+    // and stretto-tune's profile read backwardSeconds).
+    timed(report.backwardSeconds, [&] { ex.accumulateGrads(r); });
     envs.erase(bwd);
     ++bwd;
     if (bwd % m != 0)

@@ -98,7 +98,8 @@ struct StageReport {
   int64_t optimizerStates = 0;
   int64_t bytes = 0;          // all state of the stage
   double busySeconds = 0, wallSeconds = 0;
-  // Compute time by kind of work, for schedule models (bench/).
+  // Compute time by kind of work, for schedule models (bench/, stretto-tune);
+  // backward includes summing the micro-batch's gradients into the step's.
   double forwardSeconds = 0, backwardSeconds = 0, updateSeconds = 0;
   int64_t forwards = 0, backwards = 0, updates = 0;
   double idleFraction() const { return wallSeconds > 0 ? 1.0 - busySeconds / wallSeconds : 0; }
