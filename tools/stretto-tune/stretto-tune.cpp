@@ -725,14 +725,11 @@ int main(int argc, char **argv) {
   });
   // Measure: per stage count this machine can run, the top k and the even split.
   std::vector<size_t> toMeasure;
-  bool skippedLarge = false;
   if (!noMeasure) {
     std::map<int, int> taken;
     for (size_t i = 0; i < rows.size(); ++i) {
-      if (rows[i].S > maxMeasured) {
-        skippedLarge = true;
+      if (rows[i].S > maxMeasured)
         continue;
-      }
       if (taken[rows[i].S] < topK || rows[i].even) {
         if (!rows[i].even)
           ++taken[rows[i].S];
@@ -741,10 +738,11 @@ int main(int argc, char **argv) {
     }
   }
   if (autoStages)
-    std::printf("\n--stages auto: this machine has %u core(s), %d thread(s) per stage: stage "
-                "counts up to %d are measured%s\n",
+    std::printf("\n--stages auto: this machine has %u core(s) and runs %d thread(s) per stage, "
+                "so it can measure only up to %d stage(s) at a time; larger stage counts are "
+                "predicted only%s\n",
                 cores, int(threadsPerStage), maxMeasured,
-                skippedLarge ? ", larger ones only predicted" : "");
+                noMeasure ? " (--no-measure: nothing is measured)" : "");
   if (!toMeasure.empty()) {
     std::printf("\nmeasuring %zu candidate(s): %d runs x %d steps each on the pipeline runtime "
                 "(%s, %d kernel thread(s) per stage)...\n",
