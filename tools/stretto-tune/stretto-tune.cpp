@@ -819,12 +819,27 @@ int main(int argc, char **argv) {
   // The winner: the fastest measured candidate, else the fastest predicted
   // (the simulator sees every stage's update; the DP's flush objective only
   // the first stage's, so the two can differ by an update).
+  // Measured times within the run-to-run noise of each other are a tie,
+  // which goes to the better prediction.
   const Row *winner = nullptr;
   for (const Row &r : rows)
     if (r.measured && (!winner || r.measured->median < winner->measured->median))
       winner = &r;
-  if (!winner)
+  if (winner) {
+    for (const Row &r : rows) // by prediction: the first measured one within the noise
+      if (r.measured && r.S == winner->S &&
+          r.measured->median <= winner->measured->median *
+                                    (1 + std::max(r.measured->noise, winner->measured->noise))) {
+        if (&r != winner)
+          std::printf("\nmeasured within the noise of the fastest (%s ms vs %s ms): the tie "
+                      "goes to the better prediction\n",
+                      ms(r.measured->median).c_str(), ms(winner->measured->median).c_str());
+        winner = &r;
+        break;
+      }
+  } else {
     winner = &rows.front();
+  }
   const Row *dp = nullptr;
   for (const Row &r : rows)
     if (r.dpPick && r.S == winner->S)
