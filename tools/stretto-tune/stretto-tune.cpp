@@ -109,6 +109,11 @@ static cl::opt<std::string> saveProfilePath("save-profile",
 static cl::opt<bool> noMeasure("no-measure",
                                cl::desc("Predict only: no measured runs of candidates"),
                                cl::cat(cat));
+static cl::list<int64_t> microBatchesOpt(
+    "micro-batches", cl::CommaSeparated,
+    cl::desc("Also search these micro-batch counts (e.g. 2,4,8; each has its own profile, as "
+             "the micro-batch shape changes); default: the config's"),
+    cl::cat(cat));
 static cl::opt<std::string> runtimeOpt(
     "runtime",
     cl::desc("Where measured candidates run: 'threads' (one process, a thread per stage) or "
@@ -302,12 +307,15 @@ PipelineOptions runOptions(const Built &b, int64_t steps, int64_t microBatches) 
 
 /// The profiling build: every unit its own stage.
 std::optional<Built> buildProfiling(MLIRContext &ctx, HostKernelCache &cache,
-                                    const std::vector<std::string> &units) {
+                                    const std::vector<std::string> &units,
+                                    std::vector<std::string> extra) {
   int U = int(units.size());
-  if (U == 1)
-    return build(ctx, cache, {"train.grad_clip=0"});
-  return build(ctx, cache,
-               {"train.stages=" + std::to_string(U), unitsOverride(units), "train.grad_clip=0"});
+  extra.push_back("train.grad_clip=0");
+  if (U > 1) {
+    extra.push_back("train.stages=" + std::to_string(U));
+    extra.push_back(unitsOverride(units));
+  }
+  return build(ctx, cache, extra);
 }
 
 /// Per-unit costs from the profiling build, one micro-batch per step (one
@@ -453,10 +461,11 @@ std::optional<std::vector<double>> runProcesses(const std::string &argv0, int S,
   return ends;
 }
 
-std::optional<Measured> measure(MLIRContext &ctx, HostKernelCache &cache, int S,
+std::optional<Measured> measure(MLIRContext &ctx, HostKernelCache &cache, int S, int64_t mb,
                                 const std::vector<std::string> &stageUnits,
                                 const std::string &argv0) {
-  std::vector<std::string> extra = {"train.stages=" + std::to_string(S), "train.grad_clip=0"};
+  std::vector<std::string> extra = {"train.stages=" + std::to_string(S), "train.grad_clip=0",
+                                    "train.micro_batches=" + std::to_string(mb)};
   if (S > 1)
     extra.push_back(unitsOverride(stageUnits));
   std::optional<Built> b = build(ctx, cache, extra);
@@ -500,6 +509,7 @@ std::optional<Measured> measure(MLIRContext &ctx, HostKernelCache &cache, int S,
 
 struct Row {
   int S = 0;
+  int64_t m = 1; // micro-batches
   Candidate cand;
   SimResult sim;
   std::vector<std::string> stageUnits;
@@ -567,10 +577,20 @@ int main(int argc, char **argv) {
     return fail("--stages " + std::to_string(fixedS) + ": the model has only " +
                 std::to_string(U) + " partition units (" + joinUnits(units) + ")");
 
-  // 1. Profile.
+  // 1. Profile (one per micro-batch count: the micro-batch shape changes).
+  std::vector<int64_t> mbs(microBatchesOpt.begin(), microBatchesOpt.end());
+  if (mbs.empty())
+    mbs.push_back(m);
+  for (int64_t mb : mbs)
+    if (mb < 1)
+      return fail("--micro-batches must list counts >= 1, got " + std::to_string(mb));
+  if (!profilePath.empty() && (mbs.size() > 1 || mbs[0] != m))
+    return fail("--profile holds one micro-batch count (the config's); it does not combine "
+                "with --micro-batches");
+  auto getProfile = [&](int64_t mb) -> std::optional<Profile> {
   std::map<std::string, std::string> key = {
       {"model", fingerprint},
-      {"micro_batch", std::to_string(m)},
+      {"micro_batch", std::to_string(mb)},
       {"device", hostDevice()},
       {"threads", std::to_string(int(threadsPerStage))},
       {"precision", "f32"}};
@@ -579,17 +599,19 @@ int main(int argc, char **argv) {
     try {
       profile = loadProfile(profilePath);
     } catch (const std::exception &e) {
-      return fail(e.what());
+      return fail(e.what()), std::nullopt;
     }
     if (profile.key["model"] != fingerprint)
       return fail(profilePath + ": recorded for another model (fingerprint " +
-                  profile.key["model"] + ", this config's is " + fingerprint + ")");
+                  profile.key["model"] + ", this config's is " + fingerprint + ")"),
+             std::nullopt;
     std::vector<std::string> names;
     for (const UnitProfile &u : profile.units)
       names.push_back(u.name);
     if (names != units)
       return fail(profilePath + ": its units (" + joinUnits(names) + ") are not the model's (" +
-                  joinUnits(units) + ")");
+                  joinUnits(units) + ")"),
+             std::nullopt;
     std::printf("profile: %s (recorded on %s, %s thread(s)/stage)\n", profilePath.c_str(),
                 profile.key["device"].c_str(), profile.key["threads"].c_str());
   } else {
@@ -597,9 +619,10 @@ int main(int argc, char **argv) {
     llvm::sys::fs::create_directories(dir);
     // The profiling build's kernels are part of the key (a kernel-cache hit
     // after the first run): another kernel build makes a cached entry stale.
-    std::optional<Built> pb = buildProfiling(ctx, cache, units);
+    std::optional<Built> pb =
+        buildProfiling(ctx, cache, units, {"train.micro_batches=" + std::to_string(mb)});
     if (!pb)
-      return 1;
+      return std::nullopt;
     key["kernels"] = pb->kernelsKey;
     CacheLookup hit;
     if (!noCache)
@@ -621,10 +644,10 @@ int main(int argc, char **argv) {
       try {
         p = measureProfile(&*pb, units, key);
       } catch (const std::exception &e) {
-        return fail(std::string("the profiling run failed: ") + e.what());
+        return fail(std::string("the profiling run failed: ") + e.what()), std::nullopt;
       }
       if (!p)
-        return 1;
+        return std::nullopt;
       profile = *p;
       try {
         saveProfile(profileCachePath(dir, profile.key), profile);
@@ -637,16 +660,19 @@ int main(int argc, char **argv) {
     try {
       saveProfile(saveProfilePath, profile);
     } catch (const std::exception &e) {
-      return fail(e.what());
+      return fail(e.what()), std::nullopt;
     }
   }
-  std::printf("\n%-8s %9s %9s %9s %11s %11s %11s %11s\n", "unit", "fwd ms", "bwd ms", "upd ms",
+  std::printf("\nunit costs per micro-batch (%lld micro-batches per step):\n", (long long)mb);
+  std::printf("%-8s %9s %9s %9s %11s %11s %11s %11s\n", "unit", "fwd ms", "bwd ms", "upd ms",
               "weights", "optimizer", "stash/mb", "cut before");
   for (const UnitProfile &u : profile.units)
     std::printf("%-8s %9s %9s %9s %11s %11s %11s %11s\n", u.name.c_str(), ms(u.forward).c_str(),
                 ms(u.backward).c_str(), ms(u.update).c_str(), formatBytes(u.paramBytes).c_str(),
                 formatBytes(u.optimizerBytes).c_str(), formatBytes(u.stashBytes).c_str(),
                 formatBytes(u.cutBytes).c_str());
+  return profile;
+  };
 
   // 2. Search.
   std::vector<int> counts;
@@ -663,10 +689,17 @@ int main(int argc, char **argv) {
     isBlock.push_back(u.rfind("block", 0) == 0);
   std::vector<Row> rows;
   std::vector<std::string> infeasible;
+  std::string deviceName;
+  for (int64_t mb : mbs) {
+  std::optional<Profile> got = getProfile(mb);
+  if (!got)
+    return 1;
+  const Profile &profile = *got;
+  deviceName = profile.key.count("device") ? profile.key.at("device") : "";
   for (int S : counts) {
     CostModel cm;
     cm.units = profile.units;
-    cm.microBatches = m;
+    cm.microBatches = mb;
     cm.schedule = twoBW ? Sched::TwoBW : Sched::Flush;
     cm.link = Link{linkLatency, linkBandwidth};
     cm.efMemory = loaded->model.getTrainerOption("ef_lambda") != nullptr;
@@ -675,7 +708,7 @@ int main(int argc, char **argv) {
       cm.memoryLimit = {limit};
     Candidate best = searchPartition(cm, S);
     if (!best.feasible) {
-      infeasible.push_back("S=" + std::to_string(S) + ": " + best.why);
+      infeasible.push_back("S=" + std::to_string(S) + " m=" + std::to_string(mb) + ": " + best.why);
       continue;
     }
     std::vector<int> evenBounds;
@@ -698,18 +731,20 @@ int main(int argc, char **argv) {
       r.S = S;
       r.cand = evaluate(cm, bounds);
       if (!r.cand.feasible) {
-        infeasible.push_back("S=" + std::to_string(S) + " " +
+        infeasible.push_back("S=" + std::to_string(S) + " m=" + std::to_string(mb) + " " +
                              joinUnits(stageUnitsOf(units, bounds)) +
                              (haveEven && bounds == evenBounds ? " (the even split)" : "") + ": " +
                              r.cand.why);
         continue;
       }
-      r.sim = simulate(r.cand.stages, m, twoBW ? 8 : 4, cm.schedule);
+      r.m = mb;
+      r.sim = simulate(r.cand.stages, mb, twoBW ? 8 : 4, cm.schedule);
       r.stageUnits = stageUnitsOf(units, bounds);
       r.dpPick = bounds == best.bounds;
       r.even = haveEven && bounds == evenBounds;
       rows.push_back(std::move(r));
     }
+  }
   }
   if (rows.empty()) {
     for (const std::string &why : infeasible)
@@ -754,7 +789,7 @@ int main(int argc, char **argv) {
   }
   for (size_t i : toMeasure) {
     try {
-      rows[i].measured = measure(ctx, cache, rows[i].S, rows[i].stageUnits, argv[0]);
+      rows[i].measured = measure(ctx, cache, rows[i].S, rows[i].m, rows[i].stageUnits, argv[0]);
     } catch (const std::exception &e) {
       return fail(std::string("a measured run failed: ") + e.what());
     }
@@ -762,12 +797,19 @@ int main(int argc, char **argv) {
       return 1;
   }
 
-  // 3. The table.
-  const Row *evenRow = nullptr;
-  int tableS = autoStages ? 0 : fixedS;
-  for (const Row &r : rows)
-    if (r.even && (r.S == tableS || (autoStages && r.S == std::min(2, U))))
-      evenRow = &r;
+  // 3. The table. The even split at the config's micro-batch count is the
+  // baseline (at the first one searched when that is not among them).
+  const int64_t mBase = std::count(mbs.begin(), mbs.end(), m) ? m : mbs.front();
+  const bool manyM = mbs.size() > 1;
+  auto sLabel = [&](const Row &r) {
+    return manyM ? std::to_string(r.S) + ",m=" + std::to_string(r.m) : std::to_string(r.S);
+  };
+  auto evenOf = [&](int S) -> const Row * {
+    for (const Row &e : rows)
+      if (e.even && e.S == S && e.m == mBase)
+        return &e;
+    return nullptr;
+  };
   std::printf("\n%-3s %-2s %-34s %-22s %-11s %-19s %9s %9s %7s %8s\n", "#", "S", "stage units",
               "pred compute ms/stage", "xfer ms", "memory/stage", "pred ms", "meas ms", "err",
               "vs even");
@@ -779,8 +821,9 @@ int main(int argc, char **argv) {
     ++shown;
     std::string compute, xfer, mem;
     for (const StageEstimate &e : r.cand.stages) {
-      compute += (compute.empty() ? "" : "/") + ms(double(m) * (e.forward + e.backward) + e.update);
-      xfer += (xfer.empty() ? "" : "/") + ms(double(m) * (e.sendForward + e.sendBackward));
+      compute +=
+          (compute.empty() ? "" : "/") + ms(double(r.m) * (e.forward + e.backward) + e.update);
+      xfer += (xfer.empty() ? "" : "/") + ms(double(r.m) * (e.sendForward + e.sendBackward));
       std::string b = formatBytes(e.memory);
       mem += (mem.empty() ? "" : "/") + b.substr(0, b.find(' ') + 2);
     }
@@ -792,23 +835,27 @@ int main(int argc, char **argv) {
       std::snprintf(b, sizeof b, "%+.1f%%",
                     100 * (r.sim.stepTime - r.measured->median) / r.measured->median);
       err = b;
-      const Row *ev = nullptr;
-      for (const Row &e : rows)
-        if (e.even && e.S == r.S && e.measured)
-          ev = &e;
-      if (ev) {
+      const Row *ev = evenOf(r.S);
+      if (ev && ev->measured) {
         std::snprintf(b, sizeof b, "%.2fx", ev->measured->median / r.measured->median);
         vs = b;
       }
     }
-    std::printf("%-3s %-2d %-34s %-22s %-11s %-19s %9s %9s %7s %8s\n",
-                (std::to_string(i + 1) + label).c_str(), r.S, joinUnits(r.stageUnits).c_str(),
+    std::printf("%-3s %-2s %-34s %-22s %-11s %-19s %9s %9s %7s %8s\n",
+                (std::to_string(i + 1) + label).c_str(), sLabel(r).c_str(),
+                joinUnits(r.stageUnits).c_str(),
                 compute.c_str(), xfer.c_str(), mem.c_str(), ms(r.sim.stepTime).c_str(),
                 meas.c_str(), err.c_str(), vs.c_str());
   }
-  std::printf("(* the DP's pick, = the even split; pred: simulated step time of the %s "
-              "schedule with %lld micro-batches)\n",
-              twoBW ? "2BW (steady state)" : "1F1B flush", (long long)m);
+  if (manyM)
+    std::printf("(* the DP's pick, = the even split; pred: simulated step time of the %s "
+                "schedule with the row's m micro-batches; vs even: against the even split with "
+                "%lld)\n",
+                twoBW ? "2BW (steady state)" : "1F1B flush", (long long)mBase);
+  else
+    std::printf("(* the DP's pick, = the even split; pred: simulated step time of the %s "
+                "schedule with %lld micro-batches)\n",
+                twoBW ? "2BW (steady state)" : "1F1B flush", (long long)m);
   size_t listed = 0;
   for (const std::string &why : infeasible)
     if (listed++ < 12)
@@ -842,15 +889,13 @@ int main(int argc, char **argv) {
   }
   const Row *dp = nullptr;
   for (const Row &r : rows)
-    if (r.dpPick && r.S == winner->S)
+    if (r.dpPick && r.S == winner->S && r.m == winner->m)
       dp = &r;
-  std::printf("\nDP pick (S=%d): %s, predicted %s ms/step\n", dp->S,
+  std::printf("\nDP pick (S=%s): %s, predicted %s ms/step\n", sLabel(*dp).c_str(),
               joinUnits(dp->stageUnits).c_str(), ms(dp->sim.stepTime).c_str());
-  std::printf("winner: %s (S=%d)\n", joinUnits(winner->stageUnits).c_str(), winner->S);
-  const Row *even = nullptr;
-  for (const Row &r : rows)
-    if (r.even && r.S == winner->S)
-      even = &r;
+  std::printf("winner: %s (S=%s)\n", joinUnits(winner->stageUnits).c_str(),
+              sLabel(*winner).c_str());
+  const Row *even = evenOf(winner->S);
   if (winner->measured && even && even->measured) {
     double speedup = even->measured->median / winner->measured->median;
     double noise = std::max(winner->measured->noise, even->measured->noise);
@@ -867,7 +912,11 @@ int main(int argc, char **argv) {
   std::string line = "train.stages=" + std::to_string(winner->S);
   if (winner->S > 1)
     line += " '" + unitsOverride(winner->stageUnits) + "'";
+  if (winner->m != m)
+    line += " train.micro_batches=" + std::to_string(winner->m);
   std::string toml = "stages = " + std::to_string(winner->S);
+  if (winner->m != m)
+    toml += "\nmicro_batches = " + std::to_string(winner->m);
   if (winner->S > 1) {
     toml += "\nstage_units = [";
     for (size_t i = 0; i < winner->stageUnits.size(); ++i)
@@ -881,7 +930,7 @@ int main(int argc, char **argv) {
     std::ofstream(dir + "/override.txt") << line << "\n";
     std::ofstream csv(dir + "/tune.csv");
     csv << "rank,stages,stage_units,dp_pick,even,predicted_ms,measured_ms,noise_pct,error_pct,"
-           "feasible,memory_bytes\n";
+           "feasible,memory_bytes,micro_batches\n";
     for (size_t i = 0; i < rows.size(); ++i) {
       const Row &r = rows[i];
       std::string mem;
@@ -894,12 +943,12 @@ int main(int argc, char **argv) {
           << (r.measured ? std::to_string(100 * (r.sim.stepTime - r.measured->median) /
                                           r.measured->median)
                          : "")
-          << ",1," << mem << "\n";
+          << ",1," << mem << "," << r.m << "\n";
     }
     std::ofstream json(dir + "/tune.json");
     json << "{\n  \"config\": \"" << configPath << "\",\n  \"schedule\": \""
          << (twoBW ? "2bw" : "flush") << "\",\n  \"micro_batches\": " << m
-         << ",\n  \"device\": \"" << profile.key["device"] << "\",\n  \"threads_per_stage\": "
+         << ",\n  \"device\": \"" << deviceName << "\",\n  \"threads_per_stage\": "
          << int(threadsPerStage) << ",\n  \"winner\": {\"stages\": " << winner->S
          << ", \"stage_units\": [";
     for (size_t i = 0; i < winner->stageUnits.size(); ++i)
@@ -908,7 +957,8 @@ int main(int argc, char **argv) {
          << "  \"candidates\": [\n";
     for (size_t i = 0; i < rows.size(); ++i) {
       const Row &r = rows[i];
-      json << "    {\"stages\": " << r.S << ", \"stage_units\": \"" << joinUnits(r.stageUnits)
+      json << "    {\"stages\": " << r.S << ", \"micro_batches\": " << r.m
+           << ", \"stage_units\": \"" << joinUnits(r.stageUnits)
            << "\", \"dp_pick\": " << (r.dpPick ? "true" : "false")
            << ", \"even\": " << (r.even ? "true" : "false")
            << ", \"predicted_s\": " << r.sim.stepTime << ", \"objective_s\": " << r.cand.objective;
@@ -923,13 +973,14 @@ int main(int argc, char **argv) {
     }
     json << "  ]\n}\n";
     // The winner's schedule: two steps, one lane per stage.
-    SimResult sim = simulate(winner->cand.stages, m, 2, twoBW ? Sched::TwoBW : Sched::Flush);
+    SimResult sim =
+        simulate(winner->cand.stages, winner->m, 2, twoBW ? Sched::TwoBW : Sched::Flush);
     std::vector<std::string> lanes;
     for (int s = 0; s < winner->S; ++s)
       lanes.push_back("stage " + std::to_string(s) + ": " + winner->stageUnits[s]);
     std::string title = "stretto-tune " + llvm::sys::path::filename(configPath).str() + ": " +
                         joinUnits(winner->stageUnits) + ", " + (twoBW ? "2BW" : "1F1B flush") +
-                        ", m=" + std::to_string(m) + ", 2 steps (predicted)";
+                        ", m=" + std::to_string(winner->m) + ", 2 steps (predicted)";
     std::ofstream(dir + "/timeline.svg") << timelineSvg(sim, lanes, title);
   }
   std::printf("wrote %s/{override.txt,tune.json,tune.csv,timeline.svg}\n", dir.c_str());
