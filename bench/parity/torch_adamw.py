@@ -3,8 +3,8 @@
 
 The same check as optax_adamw.py (same MLP, weights, batches, settings and
 tolerances; see parity_common.py) with PyTorch's own AdamW. Not run in CI
-(PyTorch is about 5 GB) and not yet run here: no PyTorch on the machines
-it was written on; bench/parity/README.md says how to run it.
+(PyTorch is several GB); bench/parity/README.md says how to run it and
+what it measured (torch 2.15.0: PASS, 9.6e-7 losses, 6.8e-7 parameters).
 
 torch.optim.AdamW against Stretto's AdamW:
   - epsilon: denom = sqrt(v) / sqrt(1 - beta2^t) + eps, i.e.
