@@ -385,6 +385,11 @@ struct Measured {
   double median = 0; // median over runs of each run's median step time
   double noise = 0;  // half the range of the run medians, relative
   std::vector<double> runs;
+  // Threads only: each stage's compute per step (forward + backward +
+  // update, the runtime's own report), median over the runs: with the
+  // prediction's per-stage compute it separates cost-model error from
+  // schedule and machine effects.
+  std::vector<double> stageCompute;
 };
 
 /// The end times of steps 1..N of a `stretto-train --nproc S` run, from its
@@ -472,6 +477,7 @@ std::optional<Measured> measure(MLIRContext &ctx, HostKernelCache &cache, int S,
   if (!b)
     return std::nullopt;
   Measured m;
+  std::vector<std::vector<double>> computeRuns;
   for (int rep = 0; rep < std::max(1, int(repeats)); ++rep) {
     std::vector<double> at;
     if (runtimeOpt == "processes" && S > 1) {
@@ -493,7 +499,15 @@ std::optional<Measured> measure(MLIRContext &ctx, HostKernelCache &cache, int S,
                        std::chrono::steady_clock::now().time_since_epoch())
                        .count());
     };
-    runPipeline(b->graph, *b->data, o);
+    PipelineResult res = runPipeline(b->graph, *b->data, o);
+    for (size_t s = 0; s < res.stages.size(); ++s) {
+      const StageReport &st = res.stages[s];
+      double perStep = (st.forwardSeconds + st.backwardSeconds + st.updateSeconds) /
+                       double(std::max<int64_t>(1, st.updates));
+      if (computeRuns.size() <= s)
+        computeRuns.resize(s + 1);
+      computeRuns[s].push_back(perStep);
+    }
     std::vector<double> d;
     for (size_t i = 2; i < at.size(); ++i) // from the end of step 1: step 1 warms up
       d.push_back(at[i] - at[i - 1]);
@@ -504,6 +518,10 @@ std::optional<Measured> measure(MLIRContext &ctx, HostKernelCache &cache, int S,
   std::sort(r.begin(), r.end());
   m.median = r[r.size() / 2];
   m.noise = m.median > 0 ? (r.back() - r.front()) / 2 / m.median : 0;
+  for (std::vector<double> &c : computeRuns) {
+    std::sort(c.begin(), c.end());
+    m.stageCompute.push_back(c[c.size() / 2]);
+  }
   return m;
 }
 
@@ -862,6 +880,29 @@ int main(int argc, char **argv) {
       std::printf("infeasible: %s\n", why.c_str());
   if (infeasible.size() > 12)
     std::printf("infeasible: ... and %zu more\n", infeasible.size() - 12);
+  bool anyCompute = false;
+  for (const Row &r : rows)
+    anyCompute |= r.measured && !r.measured->stageCompute.empty();
+  if (anyCompute) {
+    std::printf("\ncompute ms/stage per step, predicted -> measured by the runtime (busy time, "
+                "not waiting):\n");
+    for (size_t i = 0; i < rows.size(); ++i) {
+      const Row &r = rows[i];
+      if (!r.measured || r.measured->stageCompute.empty())
+        continue;
+      std::string line;
+      for (size_t s = 0; s < r.cand.stages.size(); ++s) {
+        const StageEstimate &e = r.cand.stages[s];
+        double pred = double(r.m) * (e.forward + e.backward) + e.update;
+        double meas = s < r.measured->stageCompute.size() ? r.measured->stageCompute[s] : 0;
+        char b[64];
+        std::snprintf(b, sizeof b, "%s%s -> %s", line.empty() ? "" : "   ", ms(pred).c_str(),
+                      ms(meas).c_str());
+        line += b;
+      }
+      std::printf("%-4zu %-34s %s\n", i + 1, joinUnits(r.stageUnits).c_str(), line.c_str());
+    }
+  }
 
   // The winner: the fastest measured candidate, else the fastest predicted
   // (the simulator sees every stage's update; the DP's flush objective only
