@@ -184,7 +184,9 @@ def run_optax(a, init, data):
         if t in a.snapshot_steps:
             snapshots[t] = {k: np.asarray(v) for k, v in params.items()}
         if t % a.eval_interval == 0 or t == a.steps:
-            vals[t] = val_loss(params)
+            # Stretto validates a 2BW run with the version its step reads,
+            # x(t-1) (the .prev weights), a synchronous one with x(t).
+            vals[t] = val_loss(params if a.mode == "sync" else prev)
     return losses, snapshots, vals
 
 

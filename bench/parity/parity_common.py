@@ -449,7 +449,9 @@ def add_gpt_arguments(p):
     p.add_argument("--loss-tol", type=float, default=1e-4)
     p.add_argument("--param-tol", type=float, default=1e-4)
     p.add_argument("--full-curve", action="store_true",
-                   help="train both for --steps and print the validation curves (no check)")
+                   help="train both for --steps and print the validation curves (no check); "
+                        "under delay both validate x(t-1), the version the step read, as "
+                        "Stretto does")
     p.add_argument("--optimizer", default="adamw", choices=["adamw", "muon"])
     p.add_argument("--muon-lr", type=float, default=0.01)
     p.add_argument("--muon-scale", default="rms", choices=["shape", "rms"])

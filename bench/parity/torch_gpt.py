@@ -128,9 +128,9 @@ def run_torch(a, init, data):
         for k in groups["muon"]:
             lr_of[k] = a.muon_lr
 
-    def val_loss():
+    def val_loss(w):
         with torch.no_grad():
-            return float(np.mean([float(gpt_loss(params, torch.from_numpy(x).long(),
+            return float(np.mean([float(gpt_loss(w, torch.from_numpy(x).long(),
                                                  torch.from_numpy(y).long(), a))
                                   for x, y in (data.batch(i, common.VAL)
                                                for i in range(a.eval_batches))]))
@@ -178,7 +178,9 @@ def run_torch(a, init, data):
         if t in a.snapshot_steps:
             snapshots[t] = snapshot()
         if t % a.eval_interval == 0 or t == a.steps:
-            vals[t] = val_loss()
+            # Stretto validates a 2BW run with the version its step reads,
+            # x(t-1) (the .prev weights), a synchronous one with x(t).
+            vals[t] = val_loss(params if a.mode == "sync" else prev)
     return losses, snapshots, vals
 
 
