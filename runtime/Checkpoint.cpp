@@ -115,8 +115,14 @@ Checkpoint stretto::loadCheckpoint(const std::string &path) {
   const std::string bytes = ss.str();
   size_t magic = sizeof(kMagic) - 1;
   bool v1 = bytes.size() >= magic && bytes.compare(0, magic, kMagicV1) == 0;
-  if (bytes.size() < magic || (!v1 && bytes.compare(0, magic, kMagic) != 0))
+  if (bytes.size() < magic || (!v1 && bytes.compare(0, magic, kMagic) != 0)) {
+    // "STRETTOCKPT" and a version this build does not read: say so.
+    if (bytes.size() >= magic && bytes.compare(0, magic - 1, kMagic, magic - 1) == 0)
+      throw std::runtime_error(path + ": the checkpoint has format " + bytes.substr(magic - 1, 1) +
+                               " but this build reads formats 1 and 2 (written by another "
+                               "version of Stretto)");
     throw std::runtime_error(path + ": not a Stretto checkpoint");
+  }
   if (bytes.size() < magic + 8)
     throw std::runtime_error(path + ": checkpoint is truncated");
   uint64_t stored;

@@ -37,33 +37,6 @@ using Ptr = GpuBackend::Ptr;
 
 inline Ptr dptr(const void *p) { return reinterpret_cast<Ptr>(p); }
 
-// Op codes of RuntimeOps.cu's st_unary / st_binary.
-int unaryCode(OpKind k) {
-  switch (k) {
-  case OpKind::Neg: return 0;
-  case OpKind::Exp: return 1;
-  case OpKind::Log: return 2;
-  case OpKind::Sqrt: return 3;
-  case OpKind::Rsqrt: return 4;
-  case OpKind::Tanh: return 5;
-  case OpKind::Cos: return 6;
-  case OpKind::Gelu: return 7;
-  default: return 8; // Relu
-  }
-}
-int binaryCode(OpKind k) {
-  switch (k) {
-  case OpKind::Add: return 0;
-  case OpKind::Sub: return 1;
-  case OpKind::Mul: return 2;
-  case OpKind::Div: return 3;
-  case OpKind::Max: return 4;
-  case OpKind::Min: return 5;
-  case OpKind::Pow: return 6;
-  default: return 7; // Gt
-  }
-}
-
 // RuntimeOps.cu's StSpace: an index space and two operands' strides in it.
 struct StSpace {
   int rank = 0;
@@ -92,9 +65,20 @@ StSpace spaceOf(const Shape &out, const std::vector<int64_t> &sa,
 std::string cudaRuntimeSource() {
   return std::string("#define ST_FN static __device__ __forceinline__\n"
                      "ST_FN float st_float_bits(int b) { return __int_as_float(b); }\n") +
-         kKernelMathText + kRuntimeOpsText;
+         runtimeOpCodes() + kKernelMathText + kRuntimeOpsText;
 }
 
+std::string runtimeOpCodes() {
+  // ST_OP_<Kind>: the element-wise op codes of st_unary / st_binary, from
+  // the op table (CudaPlan launches with opCode(kind)).
+  std::string s;
+#define STRETTO_OP(Kind, name, arity, cls)                                                        \
+  if (isElementwise(OpKind::Kind))                                                                \
+    s += "#define ST_OP_" #Kind " " + std::to_string(opCode(OpKind::Kind)) + "\n";
+#include "stretto/Ops.def"
+#undef STRETTO_OP
+  return s;
+}
 namespace {
 
 class CudaPlanDevice final : public PlanDevice {
@@ -249,14 +233,14 @@ void CudaPlanDevice::exec(PlanExecutor::Impl &rt, const PhasePlan &p, int i,
   if (isBinary(n.kind)) {
     StSpace s = spaceOf(n.shape, broadcastStrides(inShape(0), n.shape),
                         broadcastStrides(inShape(1), n.shape));
-    launch("st_binary_op", count, binaryCode(n.kind), count, in(0), in(1), out, s);
+    launch("st_binary_op", count, opCode(n.kind), count, in(0), in(1), out, s);
     return;
   }
   if (isUnary(n.kind)) {
     StSpace s;
     if (inShape(0) != n.shape)
       s = spaceOf(n.shape, broadcastStrides(inShape(0), n.shape));
-    launch("st_unary_op", count, unaryCode(n.kind), count, in(0), out, s);
+    launch("st_unary_op", count, opCode(n.kind), count, in(0), out, s);
     return;
   }
 

@@ -50,56 +50,39 @@ const char *dtypeName(DType t) {
   return "?";
 }
 
-const char *opKindName(OpKind k) {
-  switch (k) {
-  case OpKind::Input: return "input";
-  case OpKind::Read: return "read";
-  case OpKind::Write: return "write";
-  case OpKind::Grad: return "grad";
-  case OpKind::Constant: return "constant";
-  case OpKind::StepCount: return "step_count";
-  case OpKind::Yield: return "yield";
-  case OpKind::Add: return "add";
-  case OpKind::Sub: return "sub";
-  case OpKind::Mul: return "mul";
-  case OpKind::Div: return "div";
-  case OpKind::Max: return "max";
-  case OpKind::Min: return "min";
-  case OpKind::Pow: return "pow";
-  case OpKind::Gt: return "gt";
-  case OpKind::Neg: return "neg";
-  case OpKind::Exp: return "exp";
-  case OpKind::Log: return "log";
-  case OpKind::Sqrt: return "sqrt";
-  case OpKind::Rsqrt: return "rsqrt";
-  case OpKind::Tanh: return "tanh";
-  case OpKind::Cos: return "cos";
-  case OpKind::Gelu: return "gelu";
-  case OpKind::Relu: return "relu";
-  case OpKind::Matmul: return "matmul";
-  case OpKind::Transpose: return "transpose";
-  case OpKind::Reshape: return "reshape";
-  case OpKind::Broadcast: return "broadcast";
-  case OpKind::ReduceSum: return "reduce_sum";
-  case OpKind::Slice: return "slice";
-  case OpKind::Pad: return "pad";
-  case OpKind::Softmax: return "softmax";
-  case OpKind::LayerNorm: return "layer_norm";
-  case OpKind::RmsNorm: return "rms_norm";
-  case OpKind::Attention: return "attention";
-  case OpKind::Embedding: return "embedding";
-  case OpKind::ScatterRows: return "scatter_rows";
-  case OpKind::OneHot: return "one_hot";
-  case OpKind::CrossEntropy: return "cross_entropy";
-  case OpKind::NewtonSchulz: return "newton_schulz";
-  case OpKind::AccumulatedGrad: return "accumulated_grad";
-  case OpKind::Transfer: return "transfer";
-  case OpKind::Descend: return "descend";
-  case OpKind::GossipMix: return "gossip_mix";
-  case OpKind::Kernel: return "kernel";
-  case OpKind::Gemm: return "gemm";
-  }
-  return "?";
+namespace {
+struct OpRow {
+  OpKind kind;
+  const char *name;
+  int arity;
+};
+constexpr OpRow kOps[] = {
+#define STRETTO_OP(Kind, name, arity, cls) {OpKind::Kind, name, arity},
+#include "stretto/Ops.def"
+#undef STRETTO_OP
+};
+// The enum is declared from the same table, so row i is enumerator i.
+const OpRow &row(OpKind k) { return kOps[static_cast<size_t>(k)]; }
+} // namespace
+
+const char *opKindName(OpKind k) { return row(k).name; }
+int opArity(OpKind k) { return row(k).arity; }
+bool opKindFromName(const std::string &name, OpKind &kind) {
+  for (const OpRow &r : kOps)
+    if (name == r.name) {
+      kind = r.kind;
+      return true;
+    }
+  return false;
+}
+const std::vector<OpKind> &allOpKinds() {
+  static const std::vector<OpKind> all = [] {
+    std::vector<OpKind> v;
+    for (const OpRow &r : kOps)
+      v.push_back(r.kind);
+    return v;
+  }();
+  return all;
 }
 
 const StateDecl *Graph::findState(const std::string &name) const {
@@ -123,46 +106,6 @@ namespace {
   throw std::runtime_error(os.str());
 }
 
-// Operand count per kind; -1 means "one or more" (Yield).
-int arity(OpKind k) {
-  switch (k) {
-  case OpKind::Input:
-  case OpKind::Read:
-  case OpKind::Constant:
-  case OpKind::StepCount:
-  case OpKind::AccumulatedGrad:
-    return 0;
-  case OpKind::Yield:
-  case OpKind::Kernel:
-    return -1;
-  case OpKind::Add:
-  case OpKind::Sub:
-  case OpKind::Mul:
-  case OpKind::Div:
-  case OpKind::Max:
-  case OpKind::Min:
-  case OpKind::Pow:
-  case OpKind::Gt:
-  case OpKind::Matmul:
-  case OpKind::RmsNorm:
-  case OpKind::Embedding:
-  case OpKind::ScatterRows:
-  case OpKind::CrossEntropy:
-  case OpKind::Gemm:
-    return 2;
-  case OpKind::LayerNorm:
-  case OpKind::Attention:
-  case OpKind::Descend:
-    return 3;
-  default:
-    return 1;
-  }
-}
-
-bool isElementwise(OpKind k) {
-  return k >= OpKind::Add && k <= OpKind::Relu;
-}
-
 using stretto::broadcastsTo; // stretto/Support/Broadcast.h
 
 Shape dropLast(const Shape &s) { return Shape(s.begin(), s.end() - 1); }
@@ -180,7 +123,7 @@ void Graph::validate() const {
 static void validatePhase(const Graph &g, const std::vector<Node> &nodes) {
   for (size_t i = 0; i < nodes.size(); ++i) {
     const Node &n = nodes[i];
-    int want = arity(n.kind);
+    int want = opArity(n.kind);
     int have = static_cast<int>(n.operands.size());
     if (want >= 0 && have != want)
       fail(i, n, "expects " + std::to_string(want) + " operand(s), has " +

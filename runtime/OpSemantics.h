@@ -24,8 +24,8 @@
 
 namespace stretto::ops {
 
-inline bool isBinary(OpKind k) { return k >= OpKind::Add && k <= OpKind::Gt; }
-inline bool isUnary(OpKind k) { return k >= OpKind::Neg && k <= OpKind::Relu; }
+inline bool isBinary(OpKind k) { return opClass(k) == OpClass::Binary; }
+inline bool isUnary(OpKind k) { return opClass(k) == OpClass::Unary; }
 
 template <typename T> T binaryOp(OpKind k, T a, T b) {
   switch (k) {

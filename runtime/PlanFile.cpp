@@ -13,7 +13,10 @@
 namespace stretto {
 namespace {
 
-constexpr const char *kHeader = "stretto-plan 1";
+// The plan-file format's version: bumped whenever the format changes (a
+// record, a field, a spelling); a file of another version is refused.
+constexpr int kPlanFormat = 1;
+const std::string kHeader = "stretto-plan " + std::to_string(kPlanFormat);
 
 const char *initName(InitKind k) {
   switch (k) {
@@ -175,10 +178,10 @@ DType dtypeOf(Reader &r, const std::string &w) {
 }
 
 OpKind kindOf(Reader &r, const std::string &w) {
-  for (int k = static_cast<int>(OpKind::Input); k <= static_cast<int>(OpKind::Gemm); ++k)
-    if (w == opKindName(static_cast<OpKind>(k)))
-      return static_cast<OpKind>(k);
-  r.fail("unknown op '" + w + "'");
+  OpKind k;
+  if (!opKindFromName(w, k))
+    r.fail("unknown op '" + w + "'");
+  return k;
 }
 
 } // namespace
@@ -226,8 +229,17 @@ PlanFile parsePlanFile(const std::string &text, const std::string &path, bool ch
   Reader r;
   r.path = path;
   r.text = text;
-  if (r.text.compare(0, std::string(kHeader).size() + 1, std::string(kHeader) + "\n") != 0)
-    r.fail("not a Stretto plan file (expected the header '" + std::string(kHeader) + "')");
+  if (r.text.compare(0, kHeader.size() + 1, kHeader + "\n") != 0) {
+    const std::string magic = "stretto-plan ";
+    if (r.text.compare(0, magic.size(), magic) == 0)
+      throw std::runtime_error(
+          path + ": the plan file has format '" +
+          r.text.substr(magic.size(), r.text.find('\n') - magic.size()) +
+          "' but this build reads format " + std::to_string(kPlanFormat) +
+          ": it was saved by another version of Stretto (save it again with stretto-train "
+          "--save-plan)");
+    r.fail("not a Stretto plan file (expected the header '" + kHeader + "')");
+  }
   // The checksum covers every byte before its line.
   size_t tail = r.text.rfind("checksum ");
   if (tail == std::string::npos || r.text.back() != '\n')

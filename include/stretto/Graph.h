@@ -24,65 +24,101 @@ int64_t numElements(const Shape &shape);
 std::string shapeToString(const Shape &shape);
 const char *dtypeName(DType t);
 
-// Node kinds. Semantics (all elementwise ops broadcast numpy-style: operand
-// dims align at the right, each operand dim equals the result dim or is 1):
+// Node kinds, from the op table (stretto/Ops.def: name, arity, class).
+// Semantics (all element-wise ops broadcast numpy-style: operand dims align
+// at the right, each operand dim equals the result dim or is 1):
+//  State and I/O:
+//    Input:      name: per-step input fed by the caller (tokens, targets, x, y)
+//    Read:       name: current value of state `name`
+//    Write:      name, operands {v}: state `name` := v (takes effect at once)
+//    Grad:       name, operands {g}: gradient of parameter `name` (sink);
+//                summed over the micro-batches of a step
+//    AccumulatedGrad: name: mean of `name`'s Grad over the step (update phase)
+//    Constant:   data: row-major values; data.size()==1 means splat
+//    StepCount:  scalar: optimizer step t, 1-based (1 on the first step)
+//    Yield:      operands {loss, ...}: the step's results, loss first
+//  Element-wise binary:
+//    Add, Sub, Mul, Div, Max, Min, Pow
+//    Gt:         1 where a > b else 0
+//  Element-wise unary:
+//    Neg, Exp, Log, Sqrt, Rsqrt, Tanh, Cos
+//    Gelu:       tanh form: 0.5x(1+tanh(sqrt(2/pi)(x+0.044715x^3)))
+//    Relu
+//  Layout:
+//    Matmul:     lhs [..., M, K] x rhs [K, N] or [..., K, N] -> [..., M, N]
+//    Transpose:  ints: permutation; out[i_perm...] : out dim d = in dim perm[d]
+//    Reshape:    row-major reinterpretation to `shape`
+//    Broadcast:  operand broadcast to `shape`
+//    ReduceSum:  ints: dims summed and removed (sorted, unique)
+//    Slice:      ints {axis, offset}: out = in[..., offset:offset+shape[axis], ...]
+//    Pad:        ints {axis, offset}: zeros of `shape` with in placed at offset
+//  Fused model ops:
+//    Softmax:    last axis; flag=causal: over [..., T, T], j > i gets prob 0
+//    LayerNorm:  operands {x, gamma, beta}; floats {eps}; biased variance
+//    RmsNorm:    operands {x, gamma}; floats {eps}
+//    Attention:  operands {q, k, v} [B, H, T, D]; floats {scale}; flag=causal
+//    Embedding:  operands {table [V, D], ids [...]} -> [..., D]
+//    ScatterRows:operands {ids [...], g [..., D]} -> `shape` [V, D], rows summed
+//    OneHot:     operands {ids [...]} -> [..., C], C = shape.back()
+//    CrossEntropy: operands {logits [..., C], targets [...]} -> scalar mean NLL
+//  Pipeline:
+//    Transfer:   operands {x}; ints {from, to}: x moved between stages
+//  Optimizer:
+//    NewtonSchulz: operands {G [m, n]}; ints {steps}; floats {a, b, c}
+//    Descend:    operands {p, dir, lr}: p - lr * dir
+//  Gossip (decentralized data parallelism):
+//    GossipMix:  operands {z}; floats {alpha}: z_i - alpha * sum_j lambda_ij (z_i - z_j)
+//                over this round's peers, through the executor's collective hook
+//  Compiled kernels (kernel dialect):
+//    Kernel:     name: a compiled fused kernel; operands are its inputs; ints
+//                {1, trailing} when it sums its values over dims (kernel.reduce;
+//                trailing=1: row sums, 0: column sums), {2} for a row kernel
+//                (kernel.rows), else elementwise
+//    Gemm:       operands {a, b}; ints {transpose_a, transpose_b}; floats {alpha}
 enum class OpKind {
-  // --- state and I/O -------------------------------------------------------
-  Input,      // name: per-step input fed by the caller (tokens, targets, x, y)
-  Read,       // name: current value of state `name`
-  Write,      // name, operands {v}: state `name` := v (takes effect at once)
-  Grad,       // name, operands {g}: gradient of parameter `name` (sink);
-              // summed over the micro-batches of a step
-  AccumulatedGrad, // name: mean of `name`'s Grad over the step (update phase)
-  Constant,   // data: row-major values; data.size()==1 means splat
-  StepCount,  // scalar: optimizer step t, 1-based (1 on the first step)
-  Yield,      // operands {loss, ...}: the step's results, loss first
-  // --- elementwise binary --------------------------------------------------
-  Add, Sub, Mul, Div, Max, Min, Pow,
-  Gt,         // 1 where a > b else 0
-  // --- elementwise unary ---------------------------------------------------
-  Neg, Exp, Log, Sqrt, Rsqrt, Tanh, Cos,
-  Gelu,       // tanh form: 0.5x(1+tanh(sqrt(2/pi)(x+0.044715x^3)))
-  Relu,
-  // --- layout --------------------------------------------------------------
-  Matmul,     // lhs [..., M, K] x rhs [K, N] or [..., K, N] -> [..., M, N]
-  Transpose,  // ints: permutation; out[i_perm...] : out dim d = in dim perm[d]
-  Reshape,    // row-major reinterpretation to `shape`
-  Broadcast,  // operand broadcast to `shape`
-  ReduceSum,  // ints: dims summed and removed (sorted, unique)
-  Slice,      // ints {axis, offset}: out = in[..., offset:offset+shape[axis], ...]
-  Pad,        // ints {axis, offset}: zeros of `shape` with in placed at offset
-  // --- fused model ops -----------------------------------------------------
-  Softmax,    // last axis; flag=causal: over [..., T, T], j > i gets prob 0
-  LayerNorm,  // operands {x, gamma, beta}; floats {eps}; biased variance
-  RmsNorm,    // operands {x, gamma}; floats {eps}
-  Attention,  // operands {q, k, v} [B, H, T, D]; floats {scale}; flag=causal
-  Embedding,  // operands {table [V, D], ids [...]} -> [..., D]
-  ScatterRows,// operands {ids [...], g [..., D]} -> `shape` [V, D], rows summed
-  OneHot,     // operands {ids [...]} -> [..., C], C = shape.back()
-  CrossEntropy, // operands {logits [..., C], targets [...]} -> scalar mean NLL
-  // --- pipeline ------------------------------------------------------------
-  Transfer,   // operands {x}; ints {from, to}: x moved between stages
-  // --- optimizer -----------------------------------------------------------
-  NewtonSchulz, // operands {G [m, n]}; ints {steps}; floats {a, b, c}
-  Descend,    // operands {p, dir, lr}: p - lr * dir
-  // --- gossip (decentralized data parallelism) -------------------------------
-  GossipMix,  // operands {z}; floats {alpha}: z_i - alpha * sum_j lambda_ij (z_i - z_j)
-              // over this round's peers, through the executor's collective hook
-  // --- compiled kernels (kernel dialect) -----------------------------------
-  Kernel,     // name: a compiled fused kernel; operands are its inputs; ints
-              // {1, trailing} when it sums its values over dims (kernel.reduce;
-              // trailing=1: row sums, 0: column sums), {2} for a row kernel
-              // (kernel.rows), else elementwise
-  Gemm,       // operands {a, b}; ints {transpose_a, transpose_b}; floats {alpha}
+#define STRETTO_OP(Kind, name, arity, cls) Kind,
+#include "stretto/Ops.def"
+#undef STRETTO_OP
 };
+
+/// The op table's classes: Binary and Unary are the element-wise ops.
+enum class OpClass { Io, Binary, Unary, Layout, Fused, Pipeline, Optimizer, Gossip, Compiled };
+
+namespace detail {
+inline constexpr OpClass kOpClass[] = {
+#define STRETTO_OP(Kind, name, arity, cls) OpClass::cls,
+#include "stretto/Ops.def"
+#undef STRETTO_OP
+};
+} // namespace detail
+
+/// The op's class in the table.
+constexpr OpClass opClass(OpKind k) { return detail::kOpClass[static_cast<int>(k)]; }
+/// The op's place among the ops of its class, in table order: the CUDA
+/// runtime's element-wise op code (ST_OP_<Kind> in RuntimeOps.cu).
+constexpr int opCode(OpKind k) {
+  int code = 0;
+  for (int i = 0; i < static_cast<int>(k); ++i)
+    code += detail::kOpClass[i] == opClass(k);
+  return code;
+}
 
 /// When a list of nodes runs: once per micro-batch (Step), once per
 /// optimizer step after its micro-batches (Update), once per outer round of
 /// a local-step method (Outer).
 enum class Phase { Step, Update, Outer };
 
+/// From the op table: the plan-file spelling and the operand count (-1: one
+/// or more).
 const char *opKindName(OpKind k);
+int opArity(OpKind k);
+/// The kind spelled `name`; false when there is none.
+bool opKindFromName(const std::string &name, OpKind &kind);
+/// Every kind, in table order.
+const std::vector<OpKind> &allOpKinds();
+constexpr bool isElementwise(OpKind k) {
+  return opClass(k) == OpClass::Binary || opClass(k) == OpClass::Unary;
+}
 
 struct Node {
   OpKind kind;

@@ -61,6 +61,9 @@ struct CudaKernelSet {
 /// The CUDA runtime's own kernels (runtime/cuda/RuntimeOps.cu after the
 /// shared math), as NVRTC compiles them: for --dump and the NVRTC tests.
 std::string cudaRuntimeSource();
+/// The `#define ST_OP_<Kind> <code>` lines of the element-wise op codes that
+/// RuntimeOps.cu switches on, generated from the op table (stretto/Ops.def).
+std::string runtimeOpCodes();
 
 class PlanExecutor final : public Executor {
 public:

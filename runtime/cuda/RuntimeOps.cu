@@ -36,31 +36,33 @@ ST_FN i64 st_at(const StSpace &s, i64 e, const i64 *st) {
   return off;
 }
 
-/* Op codes: CudaPlan.cpp's unaryCode / binaryCode. */
+/* Op codes ST_OP_<Kind>: generated from the op table (runtimeOpCodes()). */
 ST_FN float st_unary(int op, float x) {
   switch (op) {
-  case 0: return -x;
-  case 1: return expf(x);
-  case 2: return logf(x);
-  case 3: return sqrtf(x);
-  case 4: return 1.0f / sqrtf(x);
-  case 5: return st_tanh_f(x);
-  case 6: return cosf(x);
-  case 7: return st_gelu_f(x);
-  default: return x > 0.0f ? x : 0.0f; /* relu */
+  case ST_OP_Neg: return -x;
+  case ST_OP_Exp: return expf(x);
+  case ST_OP_Log: return logf(x);
+  case ST_OP_Sqrt: return sqrtf(x);
+  case ST_OP_Rsqrt: return 1.0f / sqrtf(x);
+  case ST_OP_Tanh: return st_tanh_f(x);
+  case ST_OP_Cos: return cosf(x);
+  case ST_OP_Gelu: return st_gelu_f(x);
+  case ST_OP_Relu: return x > 0.0f ? x : 0.0f;
+  default: return __int_as_float(0x7fc00000); /* an op without a code: NaN */
   }
 }
 
 ST_FN float st_binary(int op, float a, float b) {
   switch (op) {
-  case 0: return a + b;
-  case 1: return a - b;
-  case 2: return a * b;
-  case 3: return a / b;
-  case 4: return a < b ? b : a;
-  case 5: return b < a ? b : a;
-  case 6: return powf(a, b);
-  default: return a > b ? 1.0f : 0.0f; /* gt */
+  case ST_OP_Add: return a + b;
+  case ST_OP_Sub: return a - b;
+  case ST_OP_Mul: return a * b;
+  case ST_OP_Div: return a / b;
+  case ST_OP_Max: return a < b ? b : a;
+  case ST_OP_Min: return b < a ? b : a;
+  case ST_OP_Pow: return powf(a, b);
+  case ST_OP_Gt: return a > b ? 1.0f : 0.0f;
+  default: return __int_as_float(0x7fc00000); /* an op without a code: NaN */
   }
 }
 

@@ -143,6 +143,11 @@ using namespace stretto_emu;
 #define __float_as_uint floatAsUint
 #define __int_as_float intAsFloat
 ST_FN float st_float_bits(int b) { return intAsFloat(b); }
+// The op codes NVRTC gets from runtimeOpCodes(), from the same table.
+#define STRETTO_OP(Kind, name, arity, cls)                                                        \
+  constexpr int ST_OP_##Kind = stretto::opCode(stretto::OpKind::Kind);
+#include "stretto/Ops.def"
+#undef STRETTO_OP
 #include "stretto/Support/KernelMath.inc"
 #include "../../runtime/cuda/RuntimeOps.cu"
 #undef __global__

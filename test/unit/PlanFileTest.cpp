@@ -4,12 +4,15 @@
 #include "stretto/RefExecutor.h"
 
 #include <gtest/gtest.h>
+
 #include <unistd.h>
 
 #include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <map>
+#include <set>
 
 using namespace stretto;
 
@@ -154,6 +157,10 @@ TEST(PlanFile, RefusesBadFiles) {
   flipped[good.find("scale=") + 6] = '7';
   expectRefused(flipped, "checksum mismatch");
   expectRefused("hello\n", "not a Stretto plan file");
+  // Another format version: refused, saying so (not "corrupt").
+  std::string older = good;
+  older.replace(0, std::string("stretto-plan 1").size(), "stretto-plan 0");
+  expectRefused(older, "has format '0' but this build reads format 1");
   // A well-formed checksum over a bad record: the line is named.
   std::string body = "stretto-plan 1\nphase step 1\nn frobnicate dtype=f32\n";
   char sum[40];
@@ -169,3 +176,44 @@ TEST(PlanFile, RefusesBadFiles) {
 }
 
 } // namespace
+
+// The op table (stretto/Ops.def) is the one definition of the op kinds:
+// every kind has one spelling that reads back as itself, each element-wise
+// class numbers its ops 0..n-1 without gaps (the CUDA runtime's op codes),
+// and the generated ST_OP_ lines that NVRTC compiles say exactly that.
+TEST(OpTable, NamesClassesAndCodesComeFromOneTable) {
+  std::set<std::string> names;
+  for (OpKind k : allOpKinds()) {
+    OpKind back;
+    ASSERT_TRUE(opKindFromName(opKindName(k), back)) << opKindName(k);
+    EXPECT_EQ(back, k) << opKindName(k);
+    EXPECT_TRUE(names.insert(opKindName(k)).second) << "two kinds spelled " << opKindName(k);
+  }
+  OpKind none;
+  EXPECT_FALSE(opKindFromName("frobnicate", none));
+  const std::string text = runtimeOpCodes();
+  std::map<OpClass, std::set<int>> codes;
+  size_t elementwise = 0;
+  for (OpKind k : allOpKinds()) {
+    if (!isElementwise(k))
+      continue;
+    ++elementwise;
+    EXPECT_TRUE(codes[opClass(k)].insert(opCode(k)).second) << opKindName(k);
+  }
+  for (const auto &[cls, set] : codes)
+    EXPECT_EQ(*set.rbegin() + 1, static_cast<int>(set.size())) << "a gap in the op codes";
+  EXPECT_EQ(codes[OpClass::Binary].size(), 8u);
+  EXPECT_EQ(codes[OpClass::Unary].size(), 9u);
+  size_t lines = 0;
+  for (size_t at = text.find("#define ST_OP_"); at != std::string::npos;
+       at = text.find("#define ST_OP_", at + 1))
+    ++lines;
+  EXPECT_EQ(lines, elementwise);
+  EXPECT_NE(text.find("#define ST_OP_Gelu " + std::to_string(opCode(OpKind::Gelu)) + "\n"),
+            std::string::npos)
+      << text;
+  EXPECT_EQ(opArity(OpKind::LayerNorm), 3);
+  EXPECT_EQ(opArity(OpKind::Yield), -1);
+  EXPECT_EQ(opClass(OpKind::Relu), OpClass::Unary);
+  EXPECT_FALSE(isElementwise(OpKind::Matmul));
+}

@@ -145,6 +145,21 @@ TEST(Checkpoint, RoundTripAndCorruptionDetected) {
   } catch (const std::runtime_error &e) {
     EXPECT_NE(std::string(e.what()).find(path), std::string::npos);
   }
+  // Another format version: refused, saying so.
+  saveCheckpoint(path, c, Precision::F32);
+  {
+    std::fstream f(path, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekp(11);
+    f.put('9');
+  }
+  try {
+    loadCheckpoint(path);
+    FAIL() << "a checkpoint of format 9 was accepted";
+  } catch (const std::runtime_error &e) {
+    EXPECT_NE(std::string(e.what()).find("has format 9 but this build reads formats 1 and 2"),
+              std::string::npos)
+        << e.what();
+  }
   // Not a checkpoint at all.
   std::ofstream(path) << "hello";
   EXPECT_THROW(loadCheckpoint(path), std::runtime_error);
