@@ -50,6 +50,7 @@
 #include <sstream>
 #include <thread>
 #include <spawn.h>
+#include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -535,6 +536,24 @@ struct Row {
   std::optional<Measured> measured;
 };
 
+/// CPU seconds every process has run (user, nice, system, irq, softirq).
+double machineBusySeconds() {
+  std::ifstream f("/proc/stat");
+  std::string cpu;
+  long long v[7] = {0, 0, 0, 0, 0, 0, 0};
+  f >> cpu >> v[0] >> v[1] >> v[2] >> v[3] >> v[4] >> v[5] >> v[6];
+  return double(v[0] + v[1] + v[2] + v[5] + v[6]) / double(sysconf(_SC_CLK_TCK));
+}
+
+/// CPU seconds this process (all its threads) and its waited-for children used.
+double ownCpuSeconds() {
+  struct rusage self, kids;
+  getrusage(RUSAGE_SELF, &self);
+  getrusage(RUSAGE_CHILDREN, &kids);
+  auto sec = [](const timeval &t) { return double(t.tv_sec) + 1e-6 * double(t.tv_usec); };
+  return sec(self.ru_utime) + sec(self.ru_stime) + sec(kids.ru_utime) + sec(kids.ru_stime);
+}
+
 std::string ms(double s) {
   char b[32];
   std::snprintf(b, sizeof b, "%.2f", s * 1e3);
@@ -805,6 +824,10 @@ int main(int argc, char **argv) {
                 int(threadsPerStage));
     std::fflush(stdout);
   }
+  // Other processes' share of the CPU during the measurements: the
+  // simulator assumes a core per stage, which a busy machine does not give.
+  double busy0 = machineBusySeconds(), own0 = ownCpuSeconds();
+  auto wall0 = std::chrono::steady_clock::now();
   for (size_t i : toMeasure) {
     try {
       rows[i].measured = measure(ctx, cache, rows[i].S, rows[i].m, rows[i].stageUnits, argv[0]);
@@ -815,6 +838,12 @@ int main(int argc, char **argv) {
       return 1;
   }
 
+  double otherShare = 0;
+  if (!toMeasure.empty()) {
+    double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - wall0).count();
+    double other = std::max(0.0, machineBusySeconds() - busy0 - (ownCpuSeconds() - own0));
+    otherShare = wall > 0 ? other / (wall * double(cores)) : 0;
+  }
   // 3. The table. The even split at the config's micro-batch count is the
   // baseline (at the first one searched when that is not among them).
   const int64_t mBase = std::count(mbs.begin(), mbs.end(), m) ? m : mbs.front();
@@ -880,6 +909,11 @@ int main(int argc, char **argv) {
       std::printf("infeasible: %s\n", why.c_str());
   if (infeasible.size() > 12)
     std::printf("infeasible: ... and %zu more\n", infeasible.size() - 12);
+  if (otherShare > 0.1)
+    std::printf("note: other processes used %.0f%% of this machine's CPU time during the "
+                "measured runs; measured times then include waiting for a core, which the "
+                "prediction (a core per stage) does not model\n",
+                100 * otherShare);
   bool anyCompute = false;
   for (const Row &r : rows)
     anyCompute |= r.measured && !r.measured->stageCompute.empty();
