@@ -63,6 +63,7 @@ template <typename T> T unaryOp(OpKind k, T x) {
   case OpKind::Cos: return std::cos(x);
   case OpKind::Gelu: return geluOf(x);
   case OpKind::Relu: return x > T(0) ? x : T(0);
+  case OpKind::Silu: return kernelmath::st_silu(x);
   default: break;
   }
   throw std::logic_error("not a unary op");

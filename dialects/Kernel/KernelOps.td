@@ -197,5 +197,6 @@ def Kernel_CosOp : Kernel_ScalarUnaryOp<"cos", "cosine">;
 def Kernel_GeluOp : Kernel_ScalarUnaryOp<"gelu",
     "GELU, tanh form: 0.5x(1+tanh(sqrt(2/pi)(x+0.044715x^3)))">;
 def Kernel_ReluOp : Kernel_ScalarUnaryOp<"relu", "x if x > 0 else 0">;
+def Kernel_SiluOp : Kernel_ScalarUnaryOp<"silu", "x / (1 + e^-x)">;
 
 #endif // STRETTO_KERNEL_OPS

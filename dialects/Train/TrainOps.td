@@ -279,6 +279,9 @@ def Train_GeluOp : Train_UnaryOp<"gelu", [Differentiable]> {
   let summary = "GELU, tanh form: 0.5x(1+tanh(sqrt(2/pi)(x+0.044715x^3)))";
 }
 def Train_ReluOp : Train_UnaryOp<"relu", [Differentiable]> { let summary = "max(x, 0)"; }
+def Train_SiluOp : Train_UnaryOp<"silu", [Differentiable]> {
+  let summary = "SiLU (swish): x * sigmoid(x) = x / (1 + e^-x)";
+}
 
 // Layout and reductions
 

@@ -181,6 +181,14 @@ void GeluOp::buildVJP(OpBuilder &b, Value g, SmallVectorImpl<Value> &grads) {
   grads.push_back(e.mul(g, e.add(left, right)));
 }
 
+void SiluOp::buildVJP(OpBuilder &b, Value g, SmallVectorImpl<Value> &grads) {
+  Emit e{b, getLoc()};
+  // y = x s, s = 1 / (1 + e^-x): y' = s (1 + x (1 - s))
+  Value x = getInput();
+  Value s = e.div(e.c(x, 1.0), e.add(e.c(x, 1.0), b.create<ExpOp>(getLoc(), e.neg(x))));
+  grads.push_back(e.mul(g, e.mul(s, e.add(e.c(x, 1.0), e.mul(x, e.sub(e.c(x, 1.0), s))))));
+}
+
 void ReluOp::buildVJP(OpBuilder &b, Value g, SmallVectorImpl<Value> &grads) {
   Emit e{b, getLoc()};
   grads.push_back(e.mul(g, e.gt(getInput(), e.c(g, 0.0))));

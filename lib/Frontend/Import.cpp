@@ -2,8 +2,9 @@
 //
 // Two model families, expanded with OpBuilder into one `train.model`:
 //  - gpt: the reference GPT of docs/design.md §1 (pre-norm, byte vocabulary,
-//    learned token and position embeddings, fused-QKV causal attention, GELU
-//    MLP of width mlp_ratio·d, biases everywhere but the untied head);
+//    learned token and position embeddings, fused-QKV causal attention, a
+//    GELU MLP of width mlp_ratio·d with biases everywhere but the untied
+//    head, or with mlp = "swiglu" a bias-free SwiGLU MLP, Llama-style);
 //  - mlp: a classifier, matmul + bias + activation layers, softmax CE.
 // Every config error is one line naming file, line and column of the key.
 // Sizes are bounded (see "Size limits") so that an absurd config is an error
@@ -323,7 +324,12 @@ void buildGpt(ModelBuilder &mb, Section &m, const Common &c) {
   const toml::node *headsNode = m.node("heads");
   int64_t heads = m.integer("heads", std::nullopt, 1);
   int64_t d = m.integer("d_model", std::nullopt, 1);
-  int64_t ratio = m.integer("mlp_ratio", 4, 1);
+  // The MLP's hidden width is round(mlp_ratio * d_model): GELU MLPs
+  // usually take 4; SwiGLU (three matrices instead of two) about 8/3 for
+  // the same parameter count.
+  const std::string mlp = m.string("mlp", "gelu", {"gelu", "swiglu"});
+  const bool swiglu = mlp == "swiglu";
+  double ratio = m.number("mlp_ratio", swiglu ? 8.0 / 3.0 : 4.0);
   int64_t vocab = m.integer("vocab", 256, 2, kMaxIds);
   int64_t seq = m.integer("seq_len", std::nullopt, 1);
   double std = m.number("init_std", 0.02);
@@ -333,9 +339,13 @@ void buildGpt(ModelBuilder &mb, Section &m, const Common &c) {
                         std::to_string(d) + ")");
   if (!(std > 0))
     fail(m.node("init_std"), "'model.init_std' must be positive");
+  if (!(ratio > 0) || ratio * static_cast<double>(d) > 9e15)
+    fail(m.node("mlp_ratio"), "'model.mlp_ratio' must be positive (and mlp_ratio * d_model "
+                              "a width), got " + std::to_string(ratio));
+  const int64_t F = std::max<int64_t>(1, std::llround(ratio * static_cast<double>(d)));
   {
     Factor fb = key(m, "batch", c.batch), ft = key(m, "seq_len", seq),
-           fd = key(m, "d_model", d), fr = key(m, "mlp_ratio", ratio),
+           fd = key(m, "d_model", d), fr = key(m, "mlp_ratio", (F + d - 1) / d),
            fv = key(m, "vocab", vocab), three{3};
     checkTensor("the inputs", "[batch, seq_len]", {fb, ft});
     checkTensor("the parameter wte", "[vocab, d_model]", {fv, fd});
@@ -346,11 +356,12 @@ void buildGpt(ModelBuilder &mb, Section &m, const Common &c) {
     checkTensor("the activation mlp.fc", "[batch, seq_len, mlp_ratio*d_model]", {fb, ft, fr, fd});
     checkTensor("the activation logits", "[batch, seq_len, vocab]", {fb, ft, fv});
   }
-  int64_t B = c.batch, T = seq, H = heads, Dh = d / heads, F = ratio * d;
+  int64_t B = c.batch, T = seq, H = heads, Dh = d / heads;
   {
     // Every product below is bounded by a checked tensor, so no overflow.
     int64_t norms = rms ? d : 2 * d;
-    int64_t perLayer = 2 * norms + (d * 3 * d + 3 * d) + (d * d + d) + (d * F + F) + (F * d + d);
+    int64_t mlpParams = swiglu ? 3 * d * F : (d * F + F) + (F * d + d);
+    int64_t perLayer = 2 * norms + (d * 3 * d + 3 * d) + (d * d + d) + mlpParams;
     int64_t count = satAdd(satAdd(vocab * d + T * d, satMul(layers, perLayer)), norms + d * vocab);
     checkParameters(m.node("layers"), count,
                     "'model.layers', 'model.d_model', 'model.mlp_ratio' or 'model.vocab'");
@@ -385,8 +396,17 @@ void buildGpt(ModelBuilder &mb, Section &m, const Common &c) {
     a = mb.reshape(a, {B, T, d});
     x = b.create<AddOp>(loc, x, mb.linear(a, p + ".attn.proj", d, d, residStd, true, "matrix", l));
     h = mb.layerNorm(x, p + ".ln2", d, rms, l);
-    Value f = b.create<GeluOp>(loc, mb.linear(h, p + ".mlp.fc", d, F, std, true, "matrix", l));
-    x = b.create<AddOp>(loc, x, mb.linear(f, p + ".mlp.proj", F, d, residStd, true, "matrix", l));
+    Value f;
+    if (swiglu) {
+      // SwiGLU (Shazeer, 2020): silu(h W_gate) * (h W_up), no biases.
+      Value gate = mb.linear(h, p + ".mlp.gate", d, F, std, false, "matrix", l);
+      Value up = mb.linear(h, p + ".mlp.up", d, F, std, false, "matrix", l);
+      f = b.create<MulOp>(loc, b.create<SiluOp>(loc, gate), up);
+    } else {
+      f = b.create<GeluOp>(loc, mb.linear(h, p + ".mlp.fc", d, F, std, true, "matrix", l));
+    }
+    x = b.create<AddOp>(loc, x,
+                        mb.linear(f, p + ".mlp.proj", F, d, residStd, !swiglu, "matrix", l));
   }
   x = mb.layerNorm(x, "ln_f", d, rms, std::nullopt);
   Value logits = mb.linear(x, "head", d, vocab, std, false, "head", std::nullopt);

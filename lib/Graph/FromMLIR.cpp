@@ -45,50 +45,16 @@ static Shape shapeOf(Type t) {
 }
 
 static std::optional<OpKind> kindOf(Operation *op) {
+  // A train op is the Graph node of the same name (the op table,
+  // stretto/Ops.def).
+  if (op->getDialect() && op->getDialect()->getNamespace() == "train") {
+    OpKind k;
+    if (opKindFromName(op->getName().stripDialect().str(), k) && k != OpKind::Kernel &&
+        k != OpKind::Gemm)
+      return k;
+    return std::nullopt;
+  }
   return llvm::TypeSwitch<Operation *, std::optional<OpKind>>(op)
-      .Case([](InputOp) { return OpKind::Input; })
-      .Case([](ReadOp) { return OpKind::Read; })
-      .Case([](WriteOp) { return OpKind::Write; })
-      .Case([](GradOp) { return OpKind::Grad; })
-      .Case([](ConstantOp) { return OpKind::Constant; })
-      .Case([](StepCountOp) { return OpKind::StepCount; })
-      .Case([](YieldOp) { return OpKind::Yield; })
-      .Case([](AddOp) { return OpKind::Add; })
-      .Case([](SubOp) { return OpKind::Sub; })
-      .Case([](MulOp) { return OpKind::Mul; })
-      .Case([](DivOp) { return OpKind::Div; })
-      .Case([](MaxOp) { return OpKind::Max; })
-      .Case([](MinOp) { return OpKind::Min; })
-      .Case([](PowOp) { return OpKind::Pow; })
-      .Case([](GtOp) { return OpKind::Gt; })
-      .Case([](NegOp) { return OpKind::Neg; })
-      .Case([](ExpOp) { return OpKind::Exp; })
-      .Case([](LogOp) { return OpKind::Log; })
-      .Case([](SqrtOp) { return OpKind::Sqrt; })
-      .Case([](RsqrtOp) { return OpKind::Rsqrt; })
-      .Case([](TanhOp) { return OpKind::Tanh; })
-      .Case([](CosOp) { return OpKind::Cos; })
-      .Case([](GeluOp) { return OpKind::Gelu; })
-      .Case([](ReluOp) { return OpKind::Relu; })
-      .Case([](MatmulOp) { return OpKind::Matmul; })
-      .Case([](TransposeOp) { return OpKind::Transpose; })
-      .Case([](ReshapeOp) { return OpKind::Reshape; })
-      .Case([](BroadcastOp) { return OpKind::Broadcast; })
-      .Case([](ReduceSumOp) { return OpKind::ReduceSum; })
-      .Case([](SliceOp) { return OpKind::Slice; })
-      .Case([](PadOp) { return OpKind::Pad; })
-      .Case([](SoftmaxOp) { return OpKind::Softmax; })
-      .Case([](LayerNormOp) { return OpKind::LayerNorm; })
-      .Case([](RmsNormOp) { return OpKind::RmsNorm; })
-      .Case([](AttentionOp) { return OpKind::Attention; })
-      .Case([](EmbeddingOp) { return OpKind::Embedding; })
-      .Case([](ScatterRowsOp) { return OpKind::ScatterRows; })
-      .Case([](OneHotOp) { return OpKind::OneHot; })
-      .Case([](CrossEntropyOp) { return OpKind::CrossEntropy; })
-      .Case([](NewtonSchulzOp) { return OpKind::NewtonSchulz; })
-      .Case([](AccumulatedGradOp) { return OpKind::AccumulatedGrad; })
-      .Case([](TransferOp) { return OpKind::Transfer; })
-      .Case([](DescendOp) { return OpKind::Descend; })
       .Case([](kernel::ElementwiseOp op) -> std::optional<OpKind> {
         // Compiled path: one result and a `symbol` given by compileKernels.
         if (op->getNumResults() != 1 || !op->hasAttr("symbol"))
@@ -106,7 +72,6 @@ static std::optional<OpKind> kindOf(Operation *op) {
         return OpKind::Kernel;
       })
       .Case([](kernel::GemmOp) { return OpKind::Gemm; })
-      .Case([](GossipMixOp) { return OpKind::GossipMix; })
       .Default([](Operation *) { return std::nullopt; });
 }
 

@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "stretto/Kernel/Emitter.h"
+#include "stretto/Graph.h"
 #include "stretto/Support/KernelMathText.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
@@ -164,20 +165,15 @@ FailureOr<std::string> scalarExpr(Operation *op, ArrayRef<std::string> a, String
       .Case([&](SubOp) { return a[0] + " - " + a[1]; })
       .Case([&](MulOp) { return a[0] + " * " + a[1]; })
       .Case([&](DivOp) { return a[0] + " / " + a[1]; })
-      .Case([&](MaxOp) { return call("st_max"); })
-      .Case([&](MinOp) { return call("st_min"); })
-      .Case([&](PowOp) { return call("st_pow"); })
       .Case([&](GtOp) { return "(" + a[0] + " > " + a[1] + " ? " + one + " : " + zero + ")"; })
       .Case([&](NegOp) { return "-" + a[0]; })
-      .Case([&](ExpOp) { return call("st_exp"); })
-      .Case([&](LogOp) { return call("st_log"); })
-      .Case([&](SqrtOp) { return call("st_sqrt"); })
-      .Case([&](RsqrtOp) { return call("st_rsqrt"); })
-      .Case([&](TanhOp) { return call("st_tanh"); })
-      .Case([&](CosOp) { return call("st_cos"); })
-      .Case([&](GeluOp) { return call("st_gelu"); })
-      .Case([&](ReluOp) { return call("st_relu"); })
       .Default([&](Operation *o) -> FailureOr<std::string> {
+        // Every other element-wise op of the op table is a call of the
+        // prelude's st_<name> (stretto/Ops.def; KernelMath.inc).
+        OpKind k;
+        std::string name = o->getName().stripDialect().str();
+        if (opKindFromName(name, k) && isElementwise(k))
+          return call(("st_" + name).c_str());
         o->emitOpError("has no C/CUDA form in the kernel emitter");
         return failure();
       });

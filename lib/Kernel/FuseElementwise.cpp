@@ -5,6 +5,7 @@
 // of its own type, stage and with no use outside the kernel.
 //
 //===----------------------------------------------------------------------===//
+#include "stretto/Graph.h"
 #include "stretto/Kernel/Passes.h"
 
 #include "mlir/IR/Builders.h"
@@ -22,42 +23,26 @@ using namespace stretto;
 
 namespace {
 
-bool isFusible(Operation *op) {
-  return isa<train::AddOp, train::SubOp, train::MulOp, train::DivOp, train::MaxOp,
-             train::MinOp, train::PowOp, train::GtOp, train::NegOp, train::ExpOp,
-             train::LogOp, train::SqrtOp, train::RsqrtOp, train::TanhOp, train::CosOp,
-             train::GeluOp, train::ReluOp, train::DescendOp>(op);
+// The train ops that are element-wise in the op table (stretto/Ops.def);
+// each has a scalar twin of the same name in the kernel dialect.
+bool isElementwiseTrainOp(Operation *op) {
+  OpKind k;
+  return op->getDialect() && op->getDialect()->getNamespace() == "train" &&
+         opKindFromName(op->getName().stripDialect().str(), k) && isElementwise(k);
 }
+
+bool isFusible(Operation *op) { return isElementwiseTrainOp(op) || isa<train::DescendOp>(op); }
 
 // The scalar form of one fusible op on already-mapped scalar operands.
 Value emitScalar(OpBuilder &b, Operation *op, ArrayRef<Value> in) {
   Location loc = op->getLoc();
-  auto bin = [&](auto tag) -> Value {
-    using K = decltype(tag);
-    return b.create<K>(loc, in[0], in[1]);
-  };
-  auto un = [&](auto tag) -> Value {
-    using K = decltype(tag);
-    return b.create<K>(loc, in[0]);
-  };
+  if (isElementwiseTrainOp(op)) {
+    OperationState st(loc, "kernel." + op->getName().stripDialect().str());
+    st.addOperands(in);
+    st.addTypes(in[0].getType());
+    return b.create(st)->getResult(0);
+  }
   return llvm::TypeSwitch<Operation *, Value>(op)
-      .Case([&](train::AddOp) { return bin(kernel::AddOp()); })
-      .Case([&](train::SubOp) { return bin(kernel::SubOp()); })
-      .Case([&](train::MulOp) { return bin(kernel::MulOp()); })
-      .Case([&](train::DivOp) { return bin(kernel::DivOp()); })
-      .Case([&](train::MaxOp) { return bin(kernel::MaxOp()); })
-      .Case([&](train::MinOp) { return bin(kernel::MinOp()); })
-      .Case([&](train::PowOp) { return bin(kernel::PowOp()); })
-      .Case([&](train::GtOp) { return bin(kernel::GtOp()); })
-      .Case([&](train::NegOp) { return un(kernel::NegOp()); })
-      .Case([&](train::ExpOp) { return un(kernel::ExpOp()); })
-      .Case([&](train::LogOp) { return un(kernel::LogOp()); })
-      .Case([&](train::SqrtOp) { return un(kernel::SqrtOp()); })
-      .Case([&](train::RsqrtOp) { return un(kernel::RsqrtOp()); })
-      .Case([&](train::TanhOp) { return un(kernel::TanhOp()); })
-      .Case([&](train::CosOp) { return un(kernel::CosOp()); })
-      .Case([&](train::GeluOp) { return un(kernel::GeluOp()); })
-      .Case([&](train::ReluOp) { return un(kernel::ReluOp()); })
       .Case([&](train::DescendOp) -> Value {
         // p - lr * dir, in the reference executor's order of operations.
         Value step = b.create<kernel::MulOp>(loc, in[2], in[1]);

@@ -48,6 +48,7 @@ ST_FN float st_unary(int op, float x) {
   case ST_OP_Cos: return cosf(x);
   case ST_OP_Gelu: return st_gelu_f(x);
   case ST_OP_Relu: return x > 0.0f ? x : 0.0f;
+  case ST_OP_Silu: return st_silu(x);
   default: return __int_as_float(0x7fc00000); /* an op without a code: NaN */
   }
 }

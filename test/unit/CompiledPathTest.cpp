@@ -281,7 +281,7 @@ train.model @r {
 }
 
 const char *const kCaseNames[] = {"MlpSgd", "GptAdamW", "GptMuon", "GptSgd2BWDelayEF",
-                                  "GptTwoMicroBatches"};
+                                  "GptTwoMicroBatches", "GptSwiGluAdamW"};
 
 using MakeExecutor = std::function<std::unique_ptr<Executor>(Compiled &)>;
 
@@ -512,7 +512,11 @@ INSTANTIATE_TEST_SUITE_P(
         // Two micro-batches per step: gradients summed, then their mean.
         "[model]\nkind = \"gpt\"\nlayers = 1\nheads = 2\nd_model = 16\nseq_len = 8\n"
         "batch = 4\nvocab = 128\n[train]\noptimizer = \"adamw\"\nlr = 3e-3\n"
-        "micro_batches = 2\n[data]\npath = \"kjv\"\n"),
+        "micro_batches = 2\n[data]\npath = \"kjv\"\n",
+        // A SwiGLU MLP (silu, fused into the gate's element-wise kernel).
+        "[model]\nkind = \"gpt\"\nlayers = 1\nheads = 2\nd_model = 16\nseq_len = 8\n"
+        "batch = 4\nvocab = 128\nmlp = \"swiglu\"\n[train]\noptimizer = \"adamw\"\n"
+        "lr = 3e-3\n[data]\npath = \"kjv\"\n"),
     [](const testing::TestParamInfo<const char *> &i) {
       return std::string(kCaseNames[i.index]);
     });

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <cstring>
+#include <math.h>
 
 namespace stretto {
 namespace kernelmath {
