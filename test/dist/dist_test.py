@@ -429,6 +429,15 @@ def group_settings():
 # --- other launchers ---------------------------------------------------------
 
 def group_launchers():
+    # stretto-train --nproc on another model: a pipeline rank picks its
+    # stage's kernels (once read through a dangling reference, which gave
+    # garbage kernel names on this model and not on gpt-tiny).
+    wide = os.path.join(ROOT, "examples", "gpt-wide-head.toml")
+    rc, o = run([TRAIN, wide, "train.stages=2", "train.steps=3", "train.eval_interval=1000",
+                 "--nproc", "2", "--out", out("wide2"), "--timeout", "120"])
+    check("a 2-stage gpt-wide-head pipeline on 2 processes trains",
+          rc == 0 and "2 stages on 2 processes" in o, o[-1500:])
+
     dp = plan("dp", "train.steps=12")
     ref = os.path.join(WORK, "dp2")
     if not os.path.exists(ref + "/model.safetensors"):

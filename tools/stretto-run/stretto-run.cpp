@@ -278,7 +278,10 @@ int main(int argc, char **argv) {
     const int64_t stages = metaInt(plan, "train.stages", 1);
     if (w && w->size > 1 && stages > 1 && w->size == stages && graph.outer.empty()) {
       std::set<std::string> mine;
-      const Graph &stage = planStages(graph).at(static_cast<size_t>(w->rank)).graph;
+      // The stages must outlive `stage` (a reference into a temporary
+      // vector here read freed memory: garbage kernel names on some plans).
+      const auto stagePlans = planStages(graph);
+      const Graph &stage = stagePlans.at(static_cast<size_t>(w->rank)).graph;
       for (Phase ph : {Phase::Step, Phase::Update})
         for (const Node &n : stage.phase(ph))
           if (n.kind == OpKind::Kernel)
