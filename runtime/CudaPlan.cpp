@@ -65,19 +65,23 @@ StSpace spaceOf(const Shape &out, const std::vector<int64_t> &sa,
 std::string cudaRuntimeSource() {
   return std::string("#define ST_FN static __device__ __forceinline__\n"
                      "ST_FN float st_float_bits(int b) { return __int_as_float(b); }\n") +
-         runtimeOpCodes() + kKernelMathText + kRuntimeOpsText;
+         kKernelMathText + runtimeOpDispatch() + kRuntimeOpsText;
 }
 
-std::string runtimeOpCodes() {
-  // ST_OP_<Kind>: the element-wise op codes of st_unary / st_binary, from
-  // the op table (CudaPlan launches with opCode(kind)).
-  std::string s;
-#define STRETTO_OP(Kind, name, arity, cls)                                                        \
-  if (isElementwise(OpKind::Kind))                                                                \
-    s += "#define ST_OP_" #Kind " " + std::to_string(opCode(OpKind::Kind)) + "\n";
+std::string runtimeOpDispatch() {
+  // st_unary / st_binary: op code (opCode, the op's place in its class) ->
+  // the op table's scalar function. An op without a code yields NaN.
+  std::string unary = "ST_FN float st_unary(int op, float x) {\n  switch (op) {\n";
+  std::string binary = "ST_FN float st_binary(int op, float a, float b) {\n  switch (op) {\n";
+#define STRETTO_OP(Kind, name, arity, cls, fn)                                                   \
+  if (opClass(OpKind::Kind) == OpClass::Unary)                                                   \
+    unary += "  case " + std::to_string(opCode(OpKind::Kind)) + ": return st_" #fn "(x);\n";     \
+  if (opClass(OpKind::Kind) == OpClass::Binary)                                                  \
+    binary += "  case " + std::to_string(opCode(OpKind::Kind)) + ": return st_" #fn "(a, b);\n";
 #include "stretto/Ops.def"
 #undef STRETTO_OP
-  return s;
+  const std::string nan = "  default: return __int_as_float(0x7fc00000);\n  }\n}\n";
+  return unary + nan + binary + nan;
 }
 namespace {
 

@@ -57,7 +57,7 @@ struct OpRow {
   int arity;
 };
 constexpr OpRow kOps[] = {
-#define STRETTO_OP(Kind, name, arity, cls) {OpKind::Kind, name, arity},
+#define STRETTO_OP(Kind, name, arity, cls, fn) {OpKind::Kind, name, arity},
 #include "stretto/Ops.def"
 #undef STRETTO_OP
 };

@@ -27,43 +27,48 @@ namespace stretto::ops {
 inline bool isBinary(OpKind k) { return opClass(k) == OpClass::Binary; }
 inline bool isUnary(OpKind k) { return opClass(k) == OpClass::Unary; }
 
+// The element-wise ops call the scalar functions of the op table
+// (st_<fn> of Support/KernelMath.inc), the same the generated kernels and
+// the CUDA runtime call, so every executor rounds alike.
+#define STRETTO_BINARY_Binary(Kind, fn)                                                          \
+  case OpKind::Kind:                                                                             \
+    return kernelmath::st_##fn(a, b);
+#define STRETTO_UNARY_Unary(Kind, fn)                                                            \
+  case OpKind::Kind:                                                                             \
+    return kernelmath::st_##fn(x);
+#define STRETTO_BINARY_Unary(Kind, fn)
+#define STRETTO_UNARY_Binary(Kind, fn)
+#define STRETTO_OTHER(Kind, fn)
+#define STRETTO_BINARY_Io STRETTO_OTHER
+#define STRETTO_BINARY_Layout STRETTO_OTHER
+#define STRETTO_BINARY_Fused STRETTO_OTHER
+#define STRETTO_BINARY_Pipeline STRETTO_OTHER
+#define STRETTO_BINARY_Optimizer STRETTO_OTHER
+#define STRETTO_BINARY_Gossip STRETTO_OTHER
+#define STRETTO_BINARY_Compiled STRETTO_OTHER
+#define STRETTO_UNARY_Io STRETTO_OTHER
+#define STRETTO_UNARY_Layout STRETTO_OTHER
+#define STRETTO_UNARY_Fused STRETTO_OTHER
+#define STRETTO_UNARY_Pipeline STRETTO_OTHER
+#define STRETTO_UNARY_Optimizer STRETTO_OTHER
+#define STRETTO_UNARY_Gossip STRETTO_OTHER
+#define STRETTO_UNARY_Compiled STRETTO_OTHER
+
 template <typename T> T binaryOp(OpKind k, T a, T b) {
   switch (k) {
-  case OpKind::Add: return a + b;
-  case OpKind::Sub: return a - b;
-  case OpKind::Mul: return a * b;
-  case OpKind::Div: return a / b;
-  case OpKind::Max: return std::max(a, b);
-  case OpKind::Min: return std::min(a, b);
-  case OpKind::Pow: return std::pow(a, b);
-  case OpKind::Gt: return a > b ? T(1) : T(0);
+#define STRETTO_OP(Kind, name, arity, cls, fn) STRETTO_BINARY_##cls(Kind, fn)
+#include "stretto/Ops.def"
+#undef STRETTO_OP
   default: break;
   }
   throw std::logic_error("not a binary op");
 }
 
-// f32 tanh and GELU are the fused kernels' own (Support/KernelMath.inc),
-// so compiled kernels and the executors round alike; f64 uses libm.
-inline float tanhOf(float x) { return kernelmath::st_tanh_f(x); }
-inline double tanhOf(double x) { return std::tanh(x); }
-inline float geluOf(float x) { return kernelmath::st_gelu_f(x); }
-inline double geluOf(double x) {
-  const double c = 0.79788456080286535587989211986876; // sqrt(2/pi)
-  return 0.5 * x * (1.0 + std::tanh(c * (x + 0.044715 * x * x * x)));
-}
-
 template <typename T> T unaryOp(OpKind k, T x) {
   switch (k) {
-  case OpKind::Neg: return -x;
-  case OpKind::Exp: return std::exp(x);
-  case OpKind::Log: return std::log(x);
-  case OpKind::Sqrt: return std::sqrt(x);
-  case OpKind::Rsqrt: return T(1) / std::sqrt(x);
-  case OpKind::Tanh: return tanhOf(x);
-  case OpKind::Cos: return std::cos(x);
-  case OpKind::Gelu: return geluOf(x);
-  case OpKind::Relu: return x > T(0) ? x : T(0);
-  case OpKind::Silu: return kernelmath::st_silu(x);
+#define STRETTO_OP(Kind, name, arity, cls, fn) STRETTO_UNARY_##cls(Kind, fn)
+#include "stretto/Ops.def"
+#undef STRETTO_OP
   default: break;
   }
   throw std::logic_error("not a unary op");

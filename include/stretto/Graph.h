@@ -76,7 +76,7 @@ const char *dtypeName(DType t);
 //                (kernel.rows), else elementwise
 //    Gemm:       operands {a, b}; ints {transpose_a, transpose_b}; floats {alpha}
 enum class OpKind {
-#define STRETTO_OP(Kind, name, arity, cls) Kind,
+#define STRETTO_OP(Kind, name, arity, cls, fn) Kind,
 #include "stretto/Ops.def"
 #undef STRETTO_OP
 };
@@ -86,7 +86,7 @@ enum class OpClass { Io, Binary, Unary, Layout, Fused, Pipeline, Optimizer, Goss
 
 namespace detail {
 inline constexpr OpClass kOpClass[] = {
-#define STRETTO_OP(Kind, name, arity, cls) OpClass::cls,
+#define STRETTO_OP(Kind, name, arity, cls, fn) OpClass::cls,
 #include "stretto/Ops.def"
 #undef STRETTO_OP
 };

@@ -61,9 +61,10 @@ struct CudaKernelSet {
 /// The CUDA runtime's own kernels (runtime/cuda/RuntimeOps.cu after the
 /// shared math), as NVRTC compiles them: for --dump and the NVRTC tests.
 std::string cudaRuntimeSource();
-/// The `#define ST_OP_<Kind> <code>` lines of the element-wise op codes that
-/// RuntimeOps.cu switches on, generated from the op table (stretto/Ops.def).
-std::string runtimeOpCodes();
+/// The CUDA runtime's st_unary(op, x) and st_binary(op, a, b): each
+/// element-wise op's code (opCode) dispatched to its scalar function,
+/// generated from the op table (stretto/Ops.def).
+std::string runtimeOpDispatch();
 
 class PlanExecutor final : public Executor {
 public:

@@ -37,37 +37,13 @@ const char *kCudaPrelude =
     "ST_FN float st_float_bits(int b) { return __int_as_float(b); }\n"
     "#endif\n";
 
-// Math helpers for float and double with the reference executor's formulas;
-// float tanh and GELU come from KernelMath.inc (kKernelMathText).
+// The scalar functions (st_<fn> of every element-wise op, f32 and f64) come
+// from KernelMath.inc (kKernelMathText), which the reference executor and
+// the CUDA runtime use too.
 const char *kSharedPreludeHead = R"(#ifndef STRETTO_KERNEL_PRELUDE
 #define STRETTO_KERNEL_PRELUDE
 )";
-const char *kSharedPrelude = R"(ST_FN float st_max(float a, float b) { return a < b ? b : a; }
-ST_FN double st_max(double a, double b) { return a < b ? b : a; }
-ST_FN float st_min(float a, float b) { return b < a ? b : a; }
-ST_FN double st_min(double a, double b) { return b < a ? b : a; }
-ST_FN float st_pow(float a, float b) { return powf(a, b); }
-ST_FN double st_pow(double a, double b) { return pow(a, b); }
-ST_FN float st_exp(float x) { return expf(x); }
-ST_FN double st_exp(double x) { return exp(x); }
-ST_FN float st_log(float x) { return logf(x); }
-ST_FN double st_log(double x) { return log(x); }
-ST_FN float st_sqrt(float x) { return sqrtf(x); }
-ST_FN double st_sqrt(double x) { return sqrt(x); }
-ST_FN float st_rsqrt(float x) { return 1.0f / sqrtf(x); }
-ST_FN double st_rsqrt(double x) { return 1.0 / sqrt(x); }
-ST_FN float st_tanh(float x) { return st_tanh_f(x); }
-ST_FN double st_tanh(double x) { return tanh(x); }
-ST_FN float st_cos(float x) { return cosf(x); }
-ST_FN double st_cos(double x) { return cos(x); }
-ST_FN float st_gelu(float x) { return st_gelu_f(x); }
-ST_FN double st_gelu(double x) {
-  const double c = 0.79788456080286535587989211986876;
-  return 0.5 * x * (1.0 + tanh(c * (x + 0.044715 * x * x * x)));
-}
-ST_FN float st_relu(float x) { return x > 0.0f ? x : 0.0f; }
-ST_FN double st_relu(double x) { return x > 0.0 ? x : 0.0; }
-#endif
+const char *kSharedPrelude = R"(#endif
 )";
 
 std::string typeText(Type t) {

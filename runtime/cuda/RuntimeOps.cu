@@ -36,36 +36,8 @@ ST_FN i64 st_at(const StSpace &s, i64 e, const i64 *st) {
   return off;
 }
 
-/* Op codes ST_OP_<Kind>: generated from the op table (runtimeOpCodes()). */
-ST_FN float st_unary(int op, float x) {
-  switch (op) {
-  case ST_OP_Neg: return -x;
-  case ST_OP_Exp: return expf(x);
-  case ST_OP_Log: return logf(x);
-  case ST_OP_Sqrt: return sqrtf(x);
-  case ST_OP_Rsqrt: return 1.0f / sqrtf(x);
-  case ST_OP_Tanh: return st_tanh_f(x);
-  case ST_OP_Cos: return cosf(x);
-  case ST_OP_Gelu: return st_gelu_f(x);
-  case ST_OP_Relu: return x > 0.0f ? x : 0.0f;
-  case ST_OP_Silu: return st_silu(x);
-  default: return __int_as_float(0x7fc00000); /* an op without a code: NaN */
-  }
-}
-
-ST_FN float st_binary(int op, float a, float b) {
-  switch (op) {
-  case ST_OP_Add: return a + b;
-  case ST_OP_Sub: return a - b;
-  case ST_OP_Mul: return a * b;
-  case ST_OP_Div: return a / b;
-  case ST_OP_Max: return a < b ? b : a;
-  case ST_OP_Min: return b < a ? b : a;
-  case ST_OP_Pow: return powf(a, b);
-  case ST_OP_Gt: return a > b ? 1.0f : 0.0f;
-  default: return __int_as_float(0x7fc00000); /* an op without a code: NaN */
-  }
-}
+/* st_unary(op, x) and st_binary(op, a, b), the element-wise ops by code,
+   are generated from the op table (runtimeOpDispatch() in CudaPlan.cpp). */
 
 extern "C" __global__ void st_unary_op(int op, i64 n, const float *x, float *y, StSpace s) {
   ST_LOOP(e, n) y[e] = st_unary(op, x[s.rank ? st_at(s, e, s.a) : e]);

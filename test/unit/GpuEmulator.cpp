@@ -143,12 +143,48 @@ using namespace stretto_emu;
 #define __float_as_uint floatAsUint
 #define __int_as_float intAsFloat
 ST_FN float st_float_bits(int b) { return intAsFloat(b); }
-// The op codes NVRTC gets from runtimeOpCodes(), from the same table.
-#define STRETTO_OP(Kind, name, arity, cls)                                                        \
-  constexpr int ST_OP_##Kind = stretto::opCode(stretto::OpKind::Kind);
+#include "stretto/Support/KernelMath.inc"
+// st_unary / st_binary as runtimeOpDispatch() generates them for NVRTC,
+// from the same table.
+#define EMU_UNARY_Unary(Kind, fn)                                                                \
+  case stretto::opCode(stretto::OpKind::Kind):                                                   \
+    return st_##fn(x);
+#define EMU_BINARY_Binary(Kind, fn)                                                              \
+  case stretto::opCode(stretto::OpKind::Kind):                                                   \
+    return st_##fn(a, b);
+#define EMU_NONE(Kind, fn)
+#define EMU_UNARY_Binary EMU_NONE
+#define EMU_BINARY_Unary EMU_NONE
+#define EMU_UNARY_Io EMU_NONE
+#define EMU_BINARY_Io EMU_NONE
+#define EMU_UNARY_Layout EMU_NONE
+#define EMU_BINARY_Layout EMU_NONE
+#define EMU_UNARY_Fused EMU_NONE
+#define EMU_BINARY_Fused EMU_NONE
+#define EMU_UNARY_Pipeline EMU_NONE
+#define EMU_BINARY_Pipeline EMU_NONE
+#define EMU_UNARY_Optimizer EMU_NONE
+#define EMU_BINARY_Optimizer EMU_NONE
+#define EMU_UNARY_Gossip EMU_NONE
+#define EMU_BINARY_Gossip EMU_NONE
+#define EMU_UNARY_Compiled EMU_NONE
+#define EMU_BINARY_Compiled EMU_NONE
+ST_FN float st_unary(int op, float x) {
+  switch (op) {
+#define STRETTO_OP(Kind, name, arity, cls, fn) EMU_UNARY_##cls(Kind, fn)
 #include "stretto/Ops.def"
 #undef STRETTO_OP
-#include "stretto/Support/KernelMath.inc"
+  default: return intAsFloat(0x7fc00000);
+  }
+}
+ST_FN float st_binary(int op, float a, float b) {
+  switch (op) {
+#define STRETTO_OP(Kind, name, arity, cls, fn) EMU_BINARY_##cls(Kind, fn)
+#include "stretto/Ops.def"
+#undef STRETTO_OP
+  default: return intAsFloat(0x7fc00000);
+  }
+}
 #include "../../runtime/cuda/RuntimeOps.cu"
 #undef __global__
 #undef __forceinline__
