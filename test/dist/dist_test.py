@@ -179,10 +179,21 @@ def group_equal():
 
 def kill_rank(launcher, index, ranks):
     """kill -9 of the launcher's rank process `index` (of `ranks`)."""
+    # The rank is read from each child's environment (RANK=...): process ids
+    # need not follow the order the launcher started the ranks in.
     children = subprocess.run(["pgrep", "-P", str(launcher.pid)], text=True,
                               stdout=subprocess.PIPE).stdout.split()
-    if len(children) == ranks:
-        os.kill(int(children[index]), signal.SIGKILL)
+    if len(children) != ranks:
+        return
+    for pid in children:
+        try:
+            with open("/proc/%s/environ" % pid, "rb") as f:
+                env = f.read().split(b"\0")
+        except OSError:
+            continue
+        if ("RANK=%d" % index).encode() in env:
+            os.kill(int(pid), signal.SIGKILL)
+            return
 
 
 def launch(plan_path, nproc, out_dir, timeout, *extra):

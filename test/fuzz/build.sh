@@ -105,9 +105,15 @@ LIB_SRCS=(dialects/Train/TrainDialect.cpp dialects/Train/TrainOps.cpp
 for s in "${LIB_SRCS[@]}"; do
   compile "$ROOT/$s" "$OUT_DIR/obj/$(basename "${s%.cpp}").o" "${LIB_FLAGS[@]}" "${TOML_FLAGS[@]}"
 done
+# The runtime's MLIR-free sources: the plan-file parser, and the op table
+# (runtime/Graph.cpp) that the fusion pass and the emitter ask as well.
+for s in runtime/PlanFile.cpp runtime/Graph.cpp runtime/Checkpoint.cpp; do
+  compile "$ROOT/$s" "$OUT_DIR/obj/rt-$(basename "${s%.cpp}").o" "${LIB_FLAGS[@]}"
+done
 DIALECT_OBJS=("$OUT_DIR/obj/TrainDialect.o" "$OUT_DIR/obj/TrainOps.o" "$OUT_DIR/obj/TrainVJP.o")
 KERNEL_OBJS=("$OUT_DIR/obj/KernelOps.o" "$OUT_DIR/obj/Emitter.o" "$OUT_DIR/obj/FuseElementwise.o"
-             "$OUT_DIR/obj/FuseReductions.o" "$OUT_DIR/obj/LowerRows.o" "$OUT_DIR/obj/LowerMatmul.o")
+             "$OUT_DIR/obj/FuseReductions.o" "$OUT_DIR/obj/LowerRows.o" "$OUT_DIR/obj/LowerMatmul.o"
+             "$OUT_DIR/obj/rt-Graph.o")  # the op table the fusion pass and emitter ask
 
 # link NAME OBJ...: relink when an input is newer than the binary.
 link() {
@@ -128,10 +134,6 @@ compile "$HERE/ConfigFuzzer.cpp" "$OUT_DIR/obj/ConfigFuzzer.o" -fsanitize=fuzzer
 compile "$HERE/MLIRFuzzer.cpp" "$OUT_DIR/obj/MLIRFuzzer.o" -fsanitize=fuzzer,$SAN "${NO_SAN[@]}"
 link config-fuzzer "$OUT_DIR/obj/ConfigFuzzer.o" "$OUT_DIR/obj/Import.o" "${DIALECT_OBJS[@]}"
 link mlir-fuzzer "$OUT_DIR/obj/MLIRFuzzer.o" "${DIALECT_OBJS[@]}" "${KERNEL_OBJS[@]}"
-# Plan files: the runtime's parser (no MLIR).
-for s in runtime/PlanFile.cpp runtime/Graph.cpp runtime/Checkpoint.cpp; do
-  compile "$ROOT/$s" "$OUT_DIR/obj/rt-$(basename "${s%.cpp}").o" "${LIB_FLAGS[@]}"
-done
 compile "$HERE/PlanFuzzer.cpp" "$OUT_DIR/obj/PlanFuzzer.o" -fsanitize=fuzzer,$SAN "${NO_SAN[@]}"
 link plan-fuzzer "$OUT_DIR/obj/PlanFuzzer.o" "$OUT_DIR/obj/rt-PlanFile.o" "$OUT_DIR/obj/rt-Graph.o" \
   "$OUT_DIR/obj/rt-Checkpoint.o"
