@@ -237,7 +237,7 @@ def main():
         + "; ".join(f"λ = {n[-3:]}: {m:.0f} ± {s:.0f} %" for n, (m, s) in rec.items()) + ".",
         "- The same for AdamW at the synchronous lr: "
         + "; ".join(f"λ = {n[-3:]}: {m:.0f} ± {s:.0f} %" for n, (m, s) in reca.items()) + ".",
-        "- The paper's claims (DESIGN §4, 360M model): AdamW's delay penalty large (> 0.2),",
+        "- The paper's claims (docs/design.md §4.2, 360M model): AdamW's delay penalty large (> 0.2),",
         "  Muon's small (~0.012), EF recovering 50–90 % of Muon's.",
         "- Why the delayed AdamW run plateaus at the synchronous lr: "
         "[adamw-delay-plateau.md](adamw-delay-plateau.md).",

@@ -26,7 +26,7 @@ count). The training modes wrap it, they do not re-implement it:
   delay-ef  u(t) = -optax_update(g(x(t-1))) / lr(t), i.e. the optimizer's
             direction including the decoupled decay term;
             x(t+1) = x(t) - lr(t)·[u(t) + lambda·(u(t) - u(t-1))], u(-1) = u(0)
-            (DESIGN §4, "delayed-gradient error feedback")
+            (docs/design.md §4.2, "delayed-gradient error feedback")
 
 The loss of step t is the loss at the weights its gradient was taken at
 (x(t-2) under delay, 1-based t), which is what Stretto logs.

@@ -147,7 +147,7 @@ def TrainGossip : Pass<"train-gossip", "::stretto::train::ModelOp"> {
     Runs after `train-optimizer`. Adds the `train.outer` phase that R
     replicas run after their local steps: replica i takes H_i local steps
     (`train.step` × micro-batches, then `train.update`), then one outer round.
-    The round is the gossip outer optimizer of DESIGN §4 (seed: GASLoC,
+    The round is the gossip outer optimizer of docs/design.md §4.6 (seed: GASLoC,
     Cagnasso, Belilovsky and Oyallon, arXiv 2606.11081), per parameter θ,
     with the anchor θ_i and the previous iterate y_i(t−1) kept as
     `train.state` (`copy_of` the parameter, so y_i(−1) = θ_i(0)):
@@ -174,7 +174,7 @@ def TrainGossip : Pass<"train-gossip", "::stretto::train::ModelOp"> {
     `gossip_seed`); an option given explicitly wins. Without a trainer
     topology, `sync = "diloco"` means `complete`, anything else `one-peer`.
     γ defaults to 0.9 on the complete graph (DiLoCo's μ) and to 0.5
-    elsewhere (the value DESIGN §4 measured best on small models); η to 0.7.
+    elsewhere (the value docs/design.md §4.6 says measured best on small models); η to 0.7.
 
     Before (after `train-optimizer`, abridged):
     ```mlir

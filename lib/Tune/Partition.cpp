@@ -257,9 +257,7 @@ std::vector<int> stretto::tune::evenSplit(const std::vector<bool> &isBlock, int 
   return bounds;
 }
 
-// ---------------------------------------------------------------------------
-// Simulator
-// ---------------------------------------------------------------------------
+// The simulator.
 
 std::vector<Work> stretto::tune::stageOrder(int s, int S, int64_t m, int64_t steps,
                                             Sched sched) {

@@ -110,9 +110,7 @@ std::vector<int> evenSplit(const std::vector<bool> &isBlock, int S);
 /// A human-readable byte count ("1.50 MiB").
 std::string formatBytes(double bytes);
 
-// ---------------------------------------------------------------------------
-// Simulator
-// ---------------------------------------------------------------------------
+// The simulator.
 
 struct SimEvent {
   int stage;
