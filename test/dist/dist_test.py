@@ -185,6 +185,7 @@ def kill_rank(launcher, index, ranks):
                               stdout=subprocess.PIPE).stdout.split()
     if len(children) != ranks:
         return
+    index %= ranks  # -1: the last rank
     for pid in children:
         try:
             with open("/proc/%s/environ" % pid, "rb") as f:
