@@ -4,7 +4,8 @@
 //                                 [--json FILE] [--profile]
 //
 // In one process, on the config's model and data:
-//  - the OpenBLAS sgemm peak of this machine (best of a few 1024^3 and
+//  - the sgemm peak of this machine with the runtime's GEMM library
+//    (stretto::sgemm: oneDNN or OpenBLAS, runtime/Gemm.cpp; best of a few 1024^3 and
 //    model-shaped GEMMs, same thread count);
 //  - cold start (empty kernel cache: passes + host compile) and warm start
 //    (cache hit: config to a ready executor), in seconds;
@@ -12,21 +13,27 @@
 //    executor, their ratio, the model FLOPs (GEMMs and attention counted from
 //    the graph) per step, achieved GFLOP/s and the fraction of sgemm peak;
 //  - that both executors give the same losses on the first steps;
-//  - with --profile, the compiled runtime's time per op kind.
+//  - with --profile, the compiled runtime's time per op kind, and the
+//    fused kernels' GB/s against a memory-bandwidth roof measured here;
+//  - with --gemm-libraries, only the step's GEMMs, timed on every GEMM
+//    library installed (bench/GemmLibraries.cpp), nothing else.
 // Prints figures; asserts nothing about speed.
 //
 //===----------------------------------------------------------------------===//
+#include "GemmLibraries.h"
 #include "stretto/Compiler/Lowering.h"
 #include "stretto/Frontend/Load.h"
 #include "stretto/Kernel/Compile.h"
 #include "stretto/PlanExecutor.h"
+#include "stretto/Runtime/Gemm.h"
 #include "stretto/Trainer.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
 
-#include <cblas.h>
 #include <omp.h>
+
+#include <filesystem>
 
 #include <chrono>
 #include <cmath>
@@ -55,12 +62,30 @@ double sgemmRate(int m, int n, int k) {
     auto t0 = Clock::now();
     int iters = 0;
     do {
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a.data(), k, b.data(),
-                  n, 0.0f, c.data(), n);
+      sgemm(false, false, m, n, k, 1.0f, a.data(), k, b.data(), n, 0.0f, c.data(), n);
       ++iters;
     } while (since(t0) < 0.1);
     best = std::max(best, 2.0 * m * n * k * iters / since(t0) / 1e9);
   }
+  return best;
+}
+
+// Memory bandwidth roof: the best of a few STREAM-style triads a = b + s c
+// over arrays far larger than the caches, on every thread; bytes counted as
+// STREAM does (two reads, one write per element).
+double triadRate() {
+  const int64_t n = int64_t(1) << 24; // 64 MB per array
+  std::vector<float> a(n), b(n, 1.0f), c(n, 2.0f);
+  double best = 0;
+  for (int rep = 0; rep < 5; ++rep) {
+    auto t0 = Clock::now();
+#pragma omp parallel for schedule(static)
+    for (int64_t i = 0; i < n; ++i)
+      a[i] = b[i] + 0.5f * c[i];
+    best = std::max(best, 3.0 * 4 * n / since(t0) / 1e9);
+  }
+  volatile float sink = a[n / 2]; // a is read: the stores stay
+  (void)sink;
   return best;
 }
 
@@ -168,7 +193,7 @@ RunFigures timeSteps(Executor &ex, DataSource &data, int64_t steps, int64_t micr
 int main(int argc, char **argv) {
   std::string config, jsonPath;
   int64_t steps = 10, refSteps = 2;
-  bool profile = false;
+  bool profile = false, gemmLibraries = false;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     if (a == "--steps" && i + 1 < argc)
@@ -179,20 +204,34 @@ int main(int argc, char **argv) {
       jsonPath = argv[++i];
     else if (a == "--profile")
       profile = true;
+    else if (a == "--gemm-libraries")
+      gemmLibraries = true;
     else if (config.empty() && a[0] != '-')
       config = a;
     else {
-      std::fprintf(stderr, "usage: %s CONFIG.toml [--steps N] [--ref-steps N] [--json FILE] [--profile]\n",
+      std::fprintf(stderr, "usage: %s CONFIG.toml [--steps N] [--ref-steps N] [--json FILE] [--profile] [--gemm-libraries]\n",
                    argv[0]);
       return 2;
     }
   }
   if (config.empty()) {
-    std::fprintf(stderr, "usage: %s CONFIG.toml [--steps N] [--ref-steps N] [--json FILE] [--profile]\n",
+    std::fprintf(stderr, "usage: %s CONFIG.toml [--steps N] [--ref-steps N] [--json FILE] [--profile] [--gemm-libraries]\n",
                  argv[0]);
     return 2;
   }
   int threads = omp_get_max_threads();
+  if (gemmLibraries) {
+    // The compiled runtime's graph: its GEMMs carry transposes as flags
+    // (kernel pipeline), unlike the reference graph's matmuls.
+    char tmpl[] = "/tmp/stretto-bench-cache-XXXXXX";
+    std::string dir = ::mkdtemp(tmpl) ? tmpl : "/tmp/stretto-bench-cache";
+    auto b = build(config, /*compiled=*/true, dir);
+    if (!b)
+      return 1;
+    stretto::bench::compareGemmLibraries(b->graph, stdout);
+    std::filesystem::remove_all(dir);
+    return 0;
+  }
 
   // Cold start: a fresh cache directory; warm start: the same one again.
   char tmpl[] = "/tmp/stretto-bench-cache-XXXXXX";
@@ -243,7 +282,7 @@ int main(int argc, char **argv) {
   std::string name = warm->loaded->model.getSymName().str();
   std::printf("model %s: %lld tokens/step, %d threads, %zu fused kernels\n", name.c_str(),
               (long long)(data->tokensPerBatch() * micro), threads, warm->kernels.size());
-  std::printf("  sgemm peak (OpenBLAS, measured)   %8.1f GFLOP/s\n", peak);
+  std::printf("  sgemm peak (%s, measured) %8.1f GFLOP/s\n", gemmLibrary().c_str(), peak);
   std::printf("  model FLOPs per step (graph)      %8.3f GFLOP\n", flops / 1e9);
   std::printf("  compiled   %9.0f tok/s  %6.1f GFLOP/s  %5.1f%% of sgemm peak  (%lld steps)\n",
               comp.tokensPerSecond, achieved, 100 * achieved / peak, (long long)steps);
@@ -261,17 +300,23 @@ int main(int argc, char **argv) {
               ps.unplannedBytes / 1e6);
   std::printf("  max |loss diff| over %zu steps     %10.3g\n",
               std::min(comp.losses.size(), refr.losses.size()), maxDiff);
+  double triad = profile ? triadRate() : 0;
   if (profile)
-    std::printf("\n%s", compiledEx->profileReport().c_str());
+    std::printf("  memory bandwidth (triad, measured) %7.1f GB/s: the roof for the fused "
+                "kernels' GB/s below\n\n%s",
+                triad, compiledEx->profileReport().c_str());
   if (!jsonPath.empty()) {
     std::ofstream j(jsonPath);
     j << "{\"model\": \"" << name << "\", \"threads\": " << threads
       << ", \"tokens_per_step\": " << data->tokensPerBatch() * micro
-      << ", \"kernels\": " << warm->kernels.size() << ", \"sgemm_peak_gflops\": " << peak
+      << ", \"kernels\": " << warm->kernels.size() << ", \"sgemm_peak_gflops\": " << peak << ", \"gemm_library\": \"" << gemmLibrary() << "\""
       << ", \"step_gflop\": " << flops / 1e9 << ", \"compiled_tok_s\": " << comp.tokensPerSecond
       << ", \"compiled_gflops\": " << achieved << ", \"reference_tok_s\": " << refr.tokensPerSecond
       << ", \"cold_start_s\": " << coldSeconds << ", \"warm_start_s\": " << warmSeconds
-      << ", \"peak_bytes\": " << ps.peakBytes() << ", \"max_loss_diff\": " << maxDiff << "}\n";
+      << ", \"peak_bytes\": " << ps.peakBytes() << ", \"max_loss_diff\": " << maxDiff;
+    if (profile)
+      j << ", \"triad_gbs\": " << triad;
+    j << "}\n";
   }
   std::string rm = "rm -rf '" + cacheDir + "'";
   if (std::system(rm.c_str()) != 0)

@@ -8,8 +8,9 @@
 
 For each config, runs `stretto-bench-train CONFIG --steps N --ref-steps M
 --json FILE` with OMP_NUM_THREADS set to --threads; that binary measures the
-OpenBLAS sgemm peak, cold and warm start, and the train-step tokens/s of the
-compiled runtime and of the reference executor. Then, when torch imports
+sgemm peak with the runtime's GEMM library (oneDNN where installed, else
+OpenBLAS; STRETTO_GEMM=openblas|onednn chooses), cold and warm start, and the
+train-step tokens/s of the compiled runtime and of the reference executor. Then, when torch imports
 (and --no-torch is not given), the same GPT is built in PyTorch from the
 config's [model] and [train] sections and its train step (forward, backward,
 gradient clipping, AdamW step, zero_grad) is timed eagerly and under
@@ -82,6 +83,12 @@ def parse_args():
     p.add_argument("--bin", default=DEFAULT_BIN, help="the C++ bench (default %(default)s)")
     p.add_argument("--out", help="write all results as JSON to this file")
     p.add_argument("--no-torch", action="store_true", help="skip the PyTorch figures")
+    p.add_argument("--gemm", nargs="+", default=[None], metavar="LIB",
+                   help="run Stretto once per GEMM library (STRETTO_GEMM: openblas, onednn, "
+                        "auto), one row each; default: the runtime's own choice")
+    p.add_argument("--repeat", type=int, default=1,
+                   help="run Stretto N times per library, interleaved, and keep the best "
+                        "(default 1)")
     p.add_argument("--log", help="also write everything printed to this file")
     p.add_argument("--note", help="a note for the host header (default: $STRETTO_BENCH_NOTE)")
     a = p.parse_args()
@@ -106,14 +113,18 @@ def parse_bench_json(text):
         return json.loads(fixed)
 
 
-def run_stretto(binary, config, args):
-    """Runs the C++ bench, echoing its output; its JSON dict, or {'error': ...}."""
+def run_stretto(binary, config, args, gemm=None):
+    """Runs the C++ bench (STRETTO_GEMM=gemm when given), echoing its output;
+    its JSON dict, or {'error': ...}."""
     fd, json_path = tempfile.mkstemp(prefix="stretto-kernel-bench-", suffix=".json")
     os.close(fd)
     cmd = [binary, config, "--steps", str(args.steps), "--ref-steps", str(args.ref_steps),
            "--json", json_path]
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
-    print("$ OMP_NUM_THREADS=%d %s" % (args.threads, " ".join(cmd)), flush=True)
+    if gemm:
+        env["STRETTO_GEMM"] = gemm
+    print("$ %sOMP_NUM_THREADS=%d %s" % ("STRETTO_GEMM=%s " % gemm if gemm else "", args.threads,
+                                         " ".join(cmd)), flush=True)
     try:
         t0 = time.perf_counter()
         proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, env=env, text=True)
@@ -358,7 +369,7 @@ def ratio(a, b):
 
 
 def table(results):
-    cols = ["model", "threads", "sgemm peak GFLOP/s", "stretto compiled tok/s", "% sgemm peak",
+    cols = ["model", "threads", "GEMM library", "sgemm peak GFLOP/s", "stretto compiled tok/s", "% sgemm peak",
             "reference tok/s", "compiled/reference", "torch eager tok/s", "compiled/eager",
             "torch.compile tok/s", "compiled/torch.compile", "cold start s", "warm start s",
             "plan peak MB"]
@@ -375,6 +386,7 @@ def table(results):
         rows.append([
             s.get("model") or r["name"],
             str(s.get("threads", r["threads"])),
+            s.get("gemm_library") or "OpenBLAS",
             fmt(peak, ".1f"),
             fmt(comp, ".0f"),
             fmt(None if pct is None else 100 * pct, ".1f", "%"),
@@ -464,15 +476,28 @@ def main():
     for config in configs:
         name = os.path.splitext(os.path.basename(config))[0]
         print("\n== %s ==" % config, flush=True)
-        r = {"config": config, "name": name, "threads": args.threads}
-        r["stretto"] = run_stretto(binary, config, args)
-        if "error" in r["stretto"]:
-            print("stretto bench: %s" % r["stretto"]["error"], flush=True)
+        rows = [{"config": config, "name": name, "threads": args.threads, "runs": []}
+                for _ in args.gemm]
+        for rep in range(args.repeat):  # interleaved, so drifting load hits every library
+            for r, gemm in zip(rows, args.gemm):
+                res = run_stretto(binary, config, args, gemm)
+                if "error" in res:
+                    print("stretto bench: %s" % res["error"], flush=True)
+                r["runs"].append(res)
+        for r in rows:  # the best of the repeats (throughput under noise)
+            ok = [x for x in r["runs"] if "error" not in x]
+            r["stretto"] = max(ok, key=lambda x: x.get("compiled_tok_s") or 0) if ok else r["runs"][0]
+            if args.repeat > 1:
+                print("%s: compiled tok/s over %d runs: %s (best kept)" % (
+                    r["stretto"].get("gemm_library", "default"), args.repeat,
+                    ", ".join("%.0f" % (x.get("compiled_tok_s") or 0) for x in ok)), flush=True)
         if torch is not None:
-            r["torch"] = run_torch(torch, config, args)
-            if "error" in r["torch"]:
-                print("torch: %s" % r["torch"]["error"], flush=True)
-        results.append(r)
+            t = run_torch(torch, config, args)
+            if "error" in t:
+                print("torch: %s" % t["error"], flush=True)
+            for r in rows:  # one PyTorch measurement, compared with every row
+                r["torch"] = t
+        results += rows
 
     print("\n" + table(results))
     print("\n%s; threads %d; timed steps: compiled %d, reference %d, torch %s. "

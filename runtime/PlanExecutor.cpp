@@ -10,9 +10,9 @@
 //===----------------------------------------------------------------------===//
 
 #include "stretto/PlanExecutor.h"
+#include "stretto/Runtime/Gemm.h"
 #include "PlanImpl.h"
 
-#include <cblas.h>
 #include <omp.h>
 
 #include <algorithm>
@@ -71,10 +71,9 @@ void stridedGather(const float *in, const Shape &out, const std::vector<int64_t>
 void batchedGemm(const float *a, const float *b, float *c, int64_t batch, int64_t m, int64_t n,
                  int64_t k, bool ta, bool tb, bool rhsBatched, float alpha) {
   auto one = [&](int64_t rows, const float *ap, const float *bp, float *cp) {
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-                static_cast<int>(rows), static_cast<int>(n), static_cast<int>(k), alpha, ap,
-                ta ? static_cast<int>(rows) : static_cast<int>(k), bp,
-                tb ? static_cast<int>(k) : static_cast<int>(n), 0.0f, cp, static_cast<int>(n));
+    sgemm(ta, tb, static_cast<int>(rows), static_cast<int>(n), static_cast<int>(k), alpha, ap,
+          ta ? static_cast<int>(rows) : static_cast<int>(k), bp,
+          tb ? static_cast<int>(k) : static_cast<int>(n), 0.0f, cp, static_cast<int>(n));
   };
   if (!rhsBatched && !ta) {
     one(batch * m, a, b, c);
@@ -82,7 +81,8 @@ void batchedGemm(const float *a, const float *b, float *c, int64_t batch, int64_
   }
   // Many small matrices (attention's per-head products): one matrix per
   // thread beats splitting each small GEMM over every thread. Inside the
-  // parallel region OpenBLAS's OpenMP build runs single-threaded.
+  // parallel region the GEMM library (OpenBLAS's OpenMP build, oneDNN) runs
+  // single-threaded.
   if (batch >= 2 * omp_get_max_threads() && m * n * k <= (int64_t(1) << 22)) {
 #pragma omp parallel for schedule(static)
     for (int64_t i = 0; i < batch; ++i)
@@ -258,8 +258,21 @@ StepResult PlanExecutor::Impl::runRange(const PhasePlan &p, size_t begin, size_t
           key += " t" + std::to_string(pn.ints[0]) + std::to_string(pn.ints[1]);
       }
       auto &k = kernelProfile[key];
-      k.first += sec;
-      ++k.second;
+      k.seconds += sec;
+      ++k.calls;
+      if (pn.kind == OpKind::Kernel) {
+        double elems = static_cast<double>(numElements(pn.shape));
+        for (int o : pn.operands)
+          elems += static_cast<double>(numElements(nodes[o].shape));
+        k.bytes += 4 * elems;
+      } else if (pn.kind == OpKind::Gemm) {
+        GemmDims g = gemmDims(pn, nodes[pn.operands[0]].shape, nodes[pn.operands[1]].shape);
+        k.flops += 2.0 * g.batch * g.m * g.n * g.k;
+      } else {
+        AttentionDims a = attentionDims(nodes[pn.operands[0]].shape, nodes[pn.operands[1]].shape,
+                                        nodes[pn.operands[2]].shape);
+        k.flops += 2.0 * a.batch * a.tq * a.tk * (a.d + a.dv); // Q K^T and P V
+      }
     }
   }
   return result;
@@ -477,25 +490,23 @@ void HostDevice::exec(PlanExecutor::Impl &rt, const PhasePlan &p, int i, const T
       roundOperands({&q, &k, &v},
                     {numElements(inShape(0)), numElements(inShape(1)), numElements(inShape(2))});
     float *S = rt.scratchFloats(batch * tq * tk);
-    // One (batch, head) block per thread; OpenBLAS runs single-threaded
-    // inside the region (OpenMP build). Causal: query row i sees keys 0..i
+    // One (batch, head) block per thread; the GEMM library runs
+    // single-threaded inside the region. Causal: query row i sees keys 0..i
     // (tq == tk, checked by the verifier).
 #pragma omp parallel for schedule(static) if (batch > 1)
     for (int64_t b = 0; b < batch; ++b) {
       float *Sb = S + b * tq * tk;
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, static_cast<int>(tq),
-                  static_cast<int>(tk), static_cast<int>(d), scale, q + b * tq * d,
-                  static_cast<int>(d), k + b * tk * d, static_cast<int>(d), 0.0f, Sb,
-                  static_cast<int>(tk));
+      sgemm(false, true, static_cast<int>(tq), static_cast<int>(tk), static_cast<int>(d), scale,
+            q + b * tq * d, static_cast<int>(d), k + b * tk * d, static_cast<int>(d), 0.0f, Sb,
+            static_cast<int>(tk));
       softmaxRowsSerial(Sb, Sb, tq, tk, n.flag, tq);
       // bf16: P is the second product's operand (the CUDA device rounds it too).
       if (bf16)
         for (int64_t e = 0; e < tq * tk; ++e)
           Sb[e] = roundToBF16(Sb[e]);
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, static_cast<int>(tq),
-                  static_cast<int>(dv), static_cast<int>(tk), 1.0f, Sb, static_cast<int>(tk),
-                  v + b * tk * dv, static_cast<int>(dv), 0.0f, out + b * tq * dv,
-                  static_cast<int>(dv));
+      sgemm(false, false, static_cast<int>(tq), static_cast<int>(dv), static_cast<int>(tk), 1.0f,
+            Sb, static_cast<int>(tk), v + b * tk * dv, static_cast<int>(dv), 0.0f,
+            out + b * tq * dv, static_cast<int>(dv));
     }
     return;
   }
@@ -604,15 +615,12 @@ void HostDevice::exec(PlanExecutor::Impl &rt, const PhasePlan &p, int i, const T
     }
     const int ir = static_cast<int>(r), is = static_cast<int>(s);
     for (int64_t st = 0; st < steps; ++st) {
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, ir, ir, is, 1.0f, X, is, X, is, 0.0f,
-                  A, ir);
+      sgemm(false, true, ir, ir, is, 1.0f, X, is, X, is, 0.0f, A, ir);
       // B = b A + c A A
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, ir, ir, ir, c, A, ir, A, ir, 0.0f,
-                  B, ir);
+      sgemm(false, false, ir, ir, ir, c, A, ir, A, ir, 0.0f, B, ir);
       for (int64_t e = 0; e < r * r; ++e)
         B[e] += b * A[e];
-      cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, ir, is, ir, 1.0f, B, ir, X, is,
-                  0.0f, BX, is);
+      sgemm(false, false, ir, is, ir, 1.0f, B, ir, X, is, 0.0f, BX, is);
       for (int64_t e = 0; e < r * s; ++e)
         X[e] = a * X[e] + BX[e];
     }
@@ -873,15 +881,34 @@ std::string PlanExecutor::profileReport() const {
     os << line;
   }
   // The slowest fused kernels, by name (their sources: --dump).
+  // Fused kernels with their bytes per second (operands and result read or
+  // written once: the least traffic they need), GEMMs and attention with
+  // their FLOP/s.
   std::vector<std::pair<double, std::string>> ks;
   for (auto &[name, e] : impl->kernelProfile)
-    ks.push_back({e.first, name});
+    ks.push_back({e.seconds, name});
   std::sort(ks.rbegin(), ks.rend());
   if (!ks.empty())
     os << "slowest kernels, GEMMs and attention (by operand shapes):\n";
   for (size_t k = 0; k < std::min<size_t>(ks.size(), 12); ++k) {
-    std::snprintf(line, sizeof line, "  %-48s %10.4f %6.1f%%\n", ks[k].second.c_str(), ks[k].first,
-                  total > 0 ? 100 * ks[k].first / total : 0.0);
+    const Impl::KernelTime &e = impl->kernelProfile.at(ks[k].second);
+    char rate[32] = "";
+    if (e.seconds > 0 && e.bytes > 0)
+      std::snprintf(rate, sizeof rate, "%7.1f GB/s", e.bytes / e.seconds / 1e9);
+    else if (e.seconds > 0 && e.flops > 0)
+      std::snprintf(rate, sizeof rate, "%5.1f GFLOP/s", e.flops / e.seconds / 1e9);
+    std::snprintf(line, sizeof line, "  %-48s %10.4f %6.1f%% %s\n", ks[k].second.c_str(),
+                  ks[k].first, total > 0 ? 100 * ks[k].first / total : 0.0, rate);
+    os << line;
+  }
+  // All fused kernels together against memory bandwidth.
+  double kSec = 0, kBytes = 0;
+  for (auto &[name, e] : impl->kernelProfile)
+    if (e.bytes > 0)
+      kSec += e.seconds, kBytes += e.bytes;
+  if (kSec > 0) {
+    std::snprintf(line, sizeof line, "fused kernels: %.4f s, %.1f GB moved at least, %.1f GB/s\n",
+                  kSec, kBytes / 1e9, kBytes / kSec / 1e9);
     os << line;
   }
   return os.str();

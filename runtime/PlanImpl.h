@@ -170,7 +170,13 @@ struct PlanExecutor::Impl {
 
   bool profiling = false;
   std::map<OpKind, std::pair<double, int64_t>> profile; // seconds, calls
-  std::map<std::string, std::pair<double, int64_t>> kernelProfile;
+  struct KernelTime {
+    double seconds = 0;
+    int64_t calls = 0;
+    double bytes = 0; // fused kernels: operands + result, once each (f32)
+    double flops = 0; // GEMMs and attention: 2 m n k per product
+  };
+  std::map<std::string, KernelTime> kernelProfile;
 
   Phase cur = Phase::Step;
 

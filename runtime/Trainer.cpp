@@ -1,8 +1,11 @@
 //===- Trainer.cpp - the training loop ------------------------------------===//
 #include "stretto/Trainer.h"
+#include "stretto/Runtime/Gemm.h"
 #include "stretto/PlanExecutor.h"
 #include "stretto/RunChecks.h"
 #include "stretto/Runtime/Communicator.h"
+
+#include <omp.h>
 
 #include <algorithm>
 #include <atomic>
@@ -294,6 +297,9 @@ int stretto::runTraining(const Graph &graph, DataSource &data, const TrainerOpti
         std::cout << "device: " << plan->deviceName() << " (CUDA, "
                   << (opt.gemmPrecision == GemmPrecision::BF16 ? "bf16" : "f32")
                   << " GEMMs through cuBLASLt)\n";
+      else if (!quiet)
+        std::cout << "GEMMs: " << gemmLibrary() << ", " << omp_get_max_threads()
+                  << " threads (STRETTO_GEMM=openblas|onednn chooses)\n";
       if (!quiet) {
         const PlanStats &ps = plan->stats();
         std::printf("buffer plan: %.1f MB peak (states, gradient sums and constants %.1f MB, "

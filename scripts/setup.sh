@@ -12,6 +12,7 @@ PACKAGES=(
   llvm-19-dev libmlir-19-dev mlir-19-tools llvm-19-tools   # MLIR 19, FileCheck, lit
   libtomlplusplus-dev libfmt-dev libopenblas-dev libopenblas-openmp-dev libgtest-dev
   clang-14 libclang-rt-14-dev                              # libFuzzer targets
+  libdnnl2                                  # oneDNN: the compiled runtime's GEMMs (dlopen)
 )
 missing=()
 for p in "${PACKAGES[@]}"; do
