@@ -22,6 +22,7 @@
 //===----------------------------------------------------------------------===//
 #include "GemmLibraries.h"
 #include "stretto/Compiler/Lowering.h"
+#include "stretto/Transforms/Pipelines.h"
 #include "stretto/Frontend/Load.h"
 #include "stretto/Kernel/Compile.h"
 #include "stretto/PlanExecutor.h"

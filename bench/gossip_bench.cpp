@@ -17,6 +17,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "stretto/Compiler/Lowering.h"
+#include "stretto/Transforms/Pipelines.h"
 #include "stretto/Frontend/Import.h"
 #include "stretto/Gossip.h"
 #include "stretto/Transforms/Passes.h"

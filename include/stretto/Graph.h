@@ -4,7 +4,7 @@
 // the reference executor (the numerical oracle) and, later, the runtime plan.
 // It is a flat SSA list: node i may only use nodes < i. Every node kind is
 // one `train` dialect op (same name, same semantics, see docs/TrainDialect.md)
-// and lib/Graph/FromMLIR.cpp is the only producer from IR.
+// and lib/Graph/Lowering.cpp is the only producer from IR.
 //
 //===----------------------------------------------------------------------===//
 #ifndef STRETTO_GRAPH_H

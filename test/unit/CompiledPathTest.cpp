@@ -25,6 +25,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "stretto/Compiler/Lowering.h"
+#include "stretto/Transforms/Pipelines.h"
 #include "stretto/Device.h"
 #include "GpuEmulator.h"
 #include "stretto/Frontend/Import.h"

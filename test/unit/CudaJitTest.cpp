@@ -6,6 +6,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "stretto/Compiler/Lowering.h"
+#include "stretto/Transforms/Pipelines.h"
 #include "stretto/CudaJit.h"
 #include "stretto/Frontend/Load.h"
 #include "stretto/Kernel/Compile.h"

@@ -13,6 +13,7 @@
 
 #include "GpuEmulator.h"
 #include "stretto/Compiler/Lowering.h"
+#include "stretto/Transforms/Pipelines.h"
 #include "stretto/Gossip.h"
 #include "stretto/Transforms/Passes.h"
 

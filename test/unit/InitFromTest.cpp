@@ -8,6 +8,7 @@
 #include "TestSupport.h"
 
 #include "stretto/Compiler/Lowering.h"
+#include "stretto/Transforms/Pipelines.h"
 #include "stretto/Gossip.h"
 #include "stretto/Pipeline.h"
 #include "stretto/Trainer.h"

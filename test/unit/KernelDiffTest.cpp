@@ -12,6 +12,7 @@
 #include "TestSupport.h"
 
 #include "stretto/Compiler/Lowering.h"
+#include "stretto/Transforms/Pipelines.h"
 #include "stretto/Frontend/Load.h"
 #include "stretto/HostJit.h"
 #include "stretto/Kernel/Emitter.h"

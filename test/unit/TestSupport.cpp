@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include "stretto/Compiler/Lowering.h"
+#include "stretto/Transforms/Pipelines.h"
 #include "stretto/Frontend/Import.h"
 #include "stretto/Dialect/Train/TrainOps.h"
 #include "stretto/Transforms/Passes.h"

@@ -1,4 +1,4 @@
-//===- FromMLIR.cpp - `train` IR to Graph --------------------------------===//
+//===- Lowering.cpp - `train` IR to Graph --------------------------------===//
 //
 // The only bridge from IR to the MLIR-free world (reference executor now,
 // runtime plans later). A table maps each op to its OpKind; the few ops with
@@ -222,26 +222,4 @@ FailureOr<Graph> stretto::lowerToGraph(ModelOp model) {
       g.outerLoop.seed = static_cast<uint64_t>(s.getInt());
   }
   return g;
-}
-
-TrainingPipelineOptions TrainingPipelineOptions::fromTrainer(ModelOp model) {
-  TrainingPipelineOptions o;
-  o.stages = model.getTrainerInt("stages", 1);
-  o.twoBW = model.getTrainerString("sync", "sync") == "2bw";
-  o.efLambda = model.getTrainerFloat("ef_lambda", 0.0);
-  return o;
-}
-
-void stretto::buildTrainingPipeline(OpPassManager &pm, const TrainingPipelineOptions &o) {
-  OpPassManager &model = pm.nest<ModelOp>();
-  if (o.stages > 1)
-    model.addPass(train::createTrainPartition());
-  model.addPass(train::createTrainAutodiff());
-  model.addPass(train::createTrainOptimizer());
-  if (o.twoBW)
-    model.addPass(train::createTrainTwoBufferWeights());
-  if (o.twoBW && o.efLambda > 0)
-    model.addPass(train::createTrainDelayErrorFeedback());
-  model.addPass(createCanonicalizerPass());
-  model.addPass(createCSEPass());
 }
