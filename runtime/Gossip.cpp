@@ -287,6 +287,20 @@ std::map<std::string, HostTensor> unflattenParams(const Graph &g, const std::vec
 // The gossip run
 
 namespace {
+// The options' local steps, else the plan's: one value for every replica,
+// or one per replica.
+std::vector<int64_t> localStepsPerReplica(const Graph &graph, const GossipOptions &opt, int R) {
+  std::vector<int64_t> H = !opt.localSteps.empty() ? opt.localSteps : graph.outerLoop.localSteps;
+  if (H.empty())
+    H = {1};
+  if (H.size() == 1)
+    H.assign(R, H[0]);
+  if (static_cast<int>(H.size()) != R)
+    throw std::runtime_error("local steps: " + std::to_string(H.size()) + " values for " +
+                             std::to_string(R) + " replicas");
+  return H;
+}
+
 bool everyReplicaFailed(const std::vector<std::string> &errors) {
   return std::all_of(errors.begin(), errors.end(), [](const std::string &e) { return !e.empty(); });
 }
@@ -298,14 +312,7 @@ GossipResult runGossip(const Graph &graph, DataSource &data, const GossipOptions
   int R = static_cast<int>(opt.replicas > 0 ? opt.replicas : graph.outerLoop.replicas);
   if (R < 1)
     throw std::runtime_error("gossip needs at least one replica, got " + std::to_string(R));
-  std::vector<int64_t> H = !opt.localSteps.empty() ? opt.localSteps : graph.outerLoop.localSteps;
-  if (H.empty())
-    H = {1};
-  if (H.size() == 1)
-    H.assign(R, H[0]);
-  if (static_cast<int>(H.size()) != R)
-    throw std::runtime_error("local steps: " + std::to_string(H.size()) + " values for " +
-                             std::to_string(R) + " replicas");
+  std::vector<int64_t> H = localStepsPerReplica(graph, opt, R);
   for (int64_t h : H)
     if (h < 0)
       throw std::runtime_error("local steps must be >= 0, got " + std::to_string(h));
@@ -493,14 +500,7 @@ GossipResult runGossipRank(const Graph &graph, DataSource &data, const GossipOpt
     throw std::runtime_error("the plan has " + std::to_string(planned) +
                              " gossip replicas but the run " + std::to_string(R) +
                              " ranks: a gossip/DiLoCo plan runs one rank per replica");
-  std::vector<int64_t> H = !opt.localSteps.empty() ? opt.localSteps : graph.outerLoop.localSteps;
-  if (H.empty())
-    H = {1};
-  if (H.size() == 1)
-    H.assign(R, H[0]);
-  if (static_cast<int>(H.size()) != R)
-    throw std::runtime_error("local steps: " + std::to_string(H.size()) + " values for " +
-                             std::to_string(R) + " replicas");
+  std::vector<int64_t> H = localStepsPerReplica(graph, opt, R);
   Topology topo = parseTopology(!opt.topology.empty() ? opt.topology
                                 : graph.outerLoop.topology.empty() ? std::string("complete")
                                                                    : graph.outerLoop.topology);

@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "stretto/Runtime/Distributed.h"
+#include "stretto/Graph.h" // fnv1a64
 #include "Socket.h"
 
 #include <algorithm>
@@ -57,15 +58,6 @@ int parseCount(const std::string &var, const std::string &value, int min) {
   return static_cast<int>(v);
 }
 
-uint64_t fnv(const std::string &s) {
-  uint64_t h = 1469598103934665603ull;
-  for (unsigned char c : s) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  return h;
-}
-
 } // namespace
 
 std::string stretto::jobTokenFromEnvironment(const std::vector<std::string> &env) {
@@ -76,7 +68,7 @@ std::string stretto::jobTokenFromEnvironment(const std::vector<std::string> &env
     if (auto id = lookup(env, var)) {
       char buf[32];
       std::snprintf(buf, sizeof buf, "%016llx",
-                    static_cast<unsigned long long>(fnv(std::string(var) + "=" + *id)));
+                    static_cast<unsigned long long>(fnv1a64(std::string(var) + "=" + *id)));
       return buf;
     }
   return "";

@@ -190,10 +190,13 @@ LogicalResult nameAndType(Operation *op, Type elem, StringRef name, KernelSource
   return success();
 }
 
-FailureOr<Prepared> prepare(Operation *op, Block &block, ValueRange inputs, Type elem,
-                            StringRef name, KernelSource &ks) {
+// Also fills the kernel's result shape and element count from `outType`.
+FailureOr<Prepared> prepare(Operation *op, Block &block, ValueRange inputs,
+                            RankedTensorType outType, StringRef name, KernelSource &ks) {
   Prepared p;
-  if (failed(nameAndType(op, elem, name, ks)))
+  ks.resultShape.assign(outType.getShape().begin(), outType.getShape().end());
+  ks.numElements = outType.getNumElements();
+  if (failed(nameAndType(op, outType.getElementType(), name, ks)))
     return failure();
   p.T = ks.dtype;
   for (Value v : inputs) {
@@ -310,12 +313,9 @@ FailureOr<KernelSource> stretto::kernel::emitElementwise(ElementwiseOp op, Strin
   RankedTensorType outType = op.getResultType();
   KernelSource ks;
   ks.kind = "elementwise";
-  ks.resultShape.assign(outType.getShape().begin(), outType.getShape().end());
-  ks.iterationShape = ks.resultShape;
-  ks.numElements = outType.getNumElements();
+  ks.iterationShape.assign(outType.getShape().begin(), outType.getShape().end());
   ks.numResults = op.getNumResults();
-  FailureOr<Prepared> pr =
-      prepare(op, op.getBodyBlock(), op.getInputs(), outType.getElementType(), name, ks);
+  FailureOr<Prepared> pr = prepare(op, op.getBodyBlock(), op.getInputs(), outType, name, ks);
   if (failed(pr))
     return failure();
   const Prepared &p = *pr;
@@ -375,12 +375,9 @@ FailureOr<KernelSource> stretto::kernel::emitReduce(ReduceOp op, StringRef name)
   KernelSource ks;
   bool rowsKind = op.reducesTrailing();
   ks.kind = rowsKind ? "row-sum" : "column-sum";
-  ks.resultShape.assign(outType.getShape().begin(), outType.getShape().end());
   ks.iterationShape.assign(op.getSpace().begin(), op.getSpace().end());
-  ks.numElements = outType.getNumElements();
   ks.numResults = 1;
-  FailureOr<Prepared> pr =
-      prepare(op, op.getBodyBlock(), op.getInputs(), outType.getElementType(), name, ks);
+  FailureOr<Prepared> pr = prepare(op, op.getBodyBlock(), op.getInputs(), outType, name, ks);
   if (failed(pr))
     return failure();
   const Prepared &p = *pr;
