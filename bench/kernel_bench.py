@@ -46,6 +46,11 @@ import time
 import hostinfo
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+# --emulate-avx2: Stretto's fused kernels (-march), OpenBLAS, oneDNN (Stretto's
+# and PyTorch's) and MKL and ATen (PyTorch) limited to AVX2 + FMA.
+AVX2_ENV = {"STRETTO_HOST_ARCH": "haswell", "OPENBLAS_CORETYPE": "Haswell",
+            "ONEDNN_MAX_CPU_ISA": "AVX2", "DNNL_MAX_CPU_ISA": "AVX2",
+            "MKL_ENABLE_INSTRUCTIONS": "AVX2", "ATEN_CPU_CAPABILITY": "avx2"}
 DEFAULT_CONFIGS = ["examples/gpt-tiny.toml", "examples/gpt-mini.toml"]
 DEFAULT_BIN = "build/bin/stretto-bench-train"
 DASH = "\u2014"
@@ -86,6 +91,10 @@ def parse_args():
     p.add_argument("--gemm", nargs="+", default=[None], metavar="LIB",
                    help="run Stretto once per GEMM library (STRETTO_GEMM: openblas, onednn, "
                         "auto), one row each; default: the runtime's own choice")
+    p.add_argument("--emulate-avx2", action="store_true",
+                   help="restrict every library to AVX2 on an AVX-512 host (an approximation of "
+                        "an AVX2 host: same cores and memory): " + " ".join(
+                            "%s=%s" % kv for kv in sorted(AVX2_ENV.items())))
     p.add_argument("--repeat", type=int, default=1,
                    help="run Stretto N times per library, interleaved, and keep the best "
                         "(default 1)")
@@ -436,6 +445,10 @@ class _Tee:
 
 def main():
     args = parse_args()
+    if args.emulate_avx2:  # before torch is imported; the C++ bench inherits it
+        os.environ.update(AVX2_ENV)
+        args.note = ((args.note + "; ") if args.note else "") + \
+            "AVX2 emulated on this host: " + " ".join("%s=%s" % kv for kv in sorted(AVX2_ENV.items()))
     if args.log:
         sys.stdout = _Tee(sys.stdout, args.log)
     command = " ".join(["python3", os.path.relpath(os.path.abspath(__file__), ROOT)] + sys.argv[1:])

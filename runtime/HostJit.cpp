@@ -7,7 +7,10 @@
 #include <sys/file.h>
 #include <unistd.h>
 
+#include <cctype>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -92,15 +95,28 @@ std::vector<std::string> HostKernelCache::defaultFlags() {
   // -march=native: the kernels run where they are compiled (the cache key
   // holds this machine's CPU model); -fno-math-errno lets sqrt vectorise
   // (it only drops errno updates, not a rounding change).
-  return {"-O3", "-march=native", "-std=c++17", "-fPIC", "-shared", "-fopenmp",
+  // STRETTO_HOST_ARCH=haswell (any -march value) targets another ISA
+  // instead, e.g. AVX2 kernels on an AVX-512 host for a benchmark.
+  // (A value the shell could misread is refused when a kernel is loaded.)
+  const char *a = std::getenv("STRETTO_HOST_ARCH");
+  std::string arch = a && *a ? a : "native";
+  return {"-O3", "-march=" + arch, "-std=c++17", "-fPIC", "-shared", "-fopenmp",
           "-ffp-contract=off", "-fno-math-errno"};
 }
 
 HostKernelCache::HostKernelCache(std::string dir, std::string compiler,
                                  std::vector<std::string> flags)
     : dir_(std::move(dir)), compiler_(std::move(compiler)) {
-  for (const std::string &f : flags)
+  for (const std::string &f : flags) {
     flagText_ += " " + f;
+    // The compiler runs through the shell: a flag is one plain word.
+    for (char c : f)
+      if (!std::isalnum(static_cast<unsigned char>(c)) && !std::strchr("-_.=+,/:", c))
+        flagError_ = "host compiler flag '" + f + "' is not one plain word" +
+                     (f.rfind("-march=", 0) == 0 ? " (set by STRETTO_HOST_ARCH: a -march value "
+                                                    "such as native, haswell or x86-64-v3)"
+                                                  : "");
+  }
   std::error_code ec;
   fs::create_directories(dir_, ec);
   std::string out;
@@ -135,6 +151,10 @@ HostKernelFn HostKernelCache::load(const std::string &source, const std::string 
 std::vector<HostKernelFn> HostKernelCache::loadAll(const std::string &source,
                                                    const std::vector<std::string> &symbols,
                                                    std::string &error) {
+  if (!flagError_.empty()) {
+    error = flagError_;
+    return {};
+  }
   std::string stem = entryPath(source);
   std::string so = stem + ".so", sum = stem + ".sum";
   std::string first = symbols.empty() ? std::string("(none)") : symbols.front();

@@ -64,6 +64,7 @@ public:
 private:
   std::function<void(size_t)> onCompile_;
   std::string dir_, compiler_, flagText_, compilerVersion_;
+  std::string flagError_; // a flag the shell could misread: every load fails with it
   std::vector<void *> handles_;
   Stats stats_;
 };

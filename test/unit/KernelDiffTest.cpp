@@ -26,6 +26,8 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <gtest/gtest.h>
+
+#include <algorithm>
 #include <unistd.h>
 
 #include <cmath>
@@ -477,6 +479,31 @@ TEST(HostKernelCacheTest, CompileErrorNamesTheKernel) {
             nullptr);
   EXPECT_NE(error.find("kernel broken"), std::string::npos) << error;
   EXPECT_NE(error.find("undeclared_name"), std::string::npos) << error;
+  fs::remove_all(dir);
+}
+
+// STRETTO_HOST_ARCH picks the -march value; one the shell could misread
+// (the compiler runs through it) fails every load with a message, and
+// nothing runs.
+TEST(HostKernelCacheTest, HostArchChoosesTheTargetAndRejectsShellWords) {
+  std::string dir = cacheDir("arch");
+  ::setenv("STRETTO_HOST_ARCH", "x86-64-v3", 1);
+  std::vector<std::string> v3 = HostKernelCache::defaultFlags();
+  ::setenv("STRETTO_HOST_ARCH", "native; touch /tmp/stretto-pwned", 1);
+  std::vector<std::string> bad = HostKernelCache::defaultFlags();
+  ::unsetenv("STRETTO_HOST_ARCH");
+  EXPECT_NE(std::find(v3.begin(), v3.end(), "-march=x86-64-v3"), v3.end());
+  std::vector<std::string> native = HostKernelCache::defaultFlags();
+  EXPECT_NE(std::find(native.begin(), native.end(), "-march=native"), native.end());
+  EXPECT_NE(HostKernelCache(dir, "c++", v3).entryPath(kSmallKernel),
+            HostKernelCache(dir).entryPath(kSmallKernel));
+
+  fs::remove("/tmp/stretto-pwned");
+  HostKernelCache cache(dir, "c++", bad);
+  std::string error;
+  EXPECT_EQ(cache.load(kSmallKernel, "k", error), nullptr);
+  EXPECT_NE(error.find("STRETTO_HOST_ARCH"), std::string::npos) << error;
+  EXPECT_FALSE(fs::exists("/tmp/stretto-pwned"));
   fs::remove_all(dir);
 }
 
