@@ -8,8 +8,9 @@
 // - the reference executor's f32 path (runtime/OpSemantics.h: exp is expf,
 //   tanh and GELU are Support/KernelMath.inc);
 // - the generated C++ kernels (kernel-fuse-elementwise, the emitter's
-//   prelude, compiled by the host JIT with its real flags: -O3
-//   -march=native -ffp-contract=off -fno-math-errno).
+//   prelude, compiled by the host JIT with its real flags,
+//   HostKernelCache::defaultFlags: -O3 -march=native -ffp-contract=off
+//   -fno-math-errno -fno-trapping-math).
 // Error is counted in ulps of the exact result rounded to f32 (the spacing
 // of f32 values at |exact|; 2^-149 below the normal range). The bounds are
 // the largest errors measured here, rounded up, and stated per function:
