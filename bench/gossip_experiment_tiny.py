@@ -145,8 +145,8 @@ def main():
     p.add_argument("--seeds", type=int, nargs="+", default=[1, 2])
     p.add_argument("--gammas", type=float, nargs="+", default=[0.0, 0.5, 0.9],
                    help="one-peer γ (before the mixing)")
-    p.add_argument("--ring-gammas", type=float, nargs="+", default=[0.0, 0.5])
-    p.add_argument("--complete-seeds", type=int, nargs="*", default=[1],
+    p.add_argument("--ring-gammas", type=float, nargs="+", default=[0.0, 0.5, 0.9])
+    p.add_argument("--complete-seeds", type=int, nargs="*", default=[1, 2],
                    help="seeds with a complete-graph gossip run (the DiLoCo equality check)")
     p.add_argument("--jobs", type=int, default=2)
     p.add_argument("--rounds", type=int, default=30, help="outer rounds (smoke tests)")
