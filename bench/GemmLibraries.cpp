@@ -4,13 +4,13 @@
 // training step (shapes, transposes and batching taken from the lowered
 // graph, run the way the compiled runtime runs them: runtime/PlanExecutor.cpp
 // batchedGemm) on each GEMM library this host has:
-//   - OpenBLAS, the runtime's own (linked);
-//   - BLIS (Debian libblis4, loaded with dlopen, its CBLAS layer);
-//   - oneDNN (Debian libdnnl2, dlopen, dnnl_sgemm: row-major, like CBLAS).
+//   - OpenBLAS and oneDNN (Debian libdnnl2), as the runtime loads them
+//     (runtime/Gemm.cpp: loadGemmLibrary);
+//   - BLIS (Debian libblis4, loaded here with dlopen, its CBLAS layer, with
+//     RTLD_DEEPBIND so that its own BLAS symbols do not resolve to the
+//     OpenBLAS already in the process).
 // A library that is not installed is reported as such. Each is also timed
-// on a 1024^3 product (its peak on this host and thread count). The
-// libraries are loaded with RTLD_DEEPBIND so that their own BLAS symbols do
-// not resolve to the OpenBLAS already in the process.
+// on a 1024^3 product (its peak on this host and thread count).
 //
 // libxsmm (Debian libxsmm-dev) ships only static libraries and so cannot be
 // chosen at run time; its JIT is for small matrices (M, N, K up to 64 by
@@ -21,6 +21,7 @@
 #include "GemmLibraries.h"
 
 #include "../runtime/OpSemantics.h"
+#include "stretto/Runtime/Gemm.h"
 
 #include <cblas.h>
 #include <dlfcn.h>
@@ -48,33 +49,29 @@ double since(Clock::time_point t) {
   return std::chrono::duration<double>(Clock::now() - t).count();
 }
 
-// Row-major C = alpha op(A) op(B), CBLAS's conventions.
-using GemmFn = std::function<void(bool ta, bool tb, int m, int n, int k, float alpha,
-                                  const float *a, int lda, const float *b, int ldb, float *c,
-                                  int ldc)>;
-
+// A library to time: OpenBLAS and oneDNN as the runtime loads them
+// (stretto::loadGemmLibrary), BLIS here only.
 struct Library {
   std::string name, version, missing; // missing: why it cannot run here
-  GemmFn gemm;
+  GemmFunction gemm;
 };
 
 using CblasSgemm = void (*)(int, int, int, int, int, int, float, const float *, int,
                             const float *, int, float, float *, int);
-// oneDNN's dnnl_sgemm (dnnl.h): row-major; dnnl_dim_t is int64_t.
-using DnnlSgemm = int (*)(char, char, int64_t, int64_t, int64_t, float, const float *, int64_t,
-                          const float *, int64_t, float, float *, int64_t);
+
+Library fromRuntime(const char *name, const char *key) {
+  Library l{name, "", "", nullptr};
+  GemmLibrary lib;
+  if (loadGemmLibrary(key, lib, l.missing)) {
+    l.version = lib.name;
+    l.gemm = lib.gemm;
+  }
+  return l;
+}
 
 std::vector<Library> libraries() {
   std::vector<Library> libs;
-  Library ob{"OpenBLAS", "", "", nullptr};
-  ob.version = openblas_get_config();
-  ob.gemm = [](bool ta, bool tb, int m, int n, int k, float alpha, const float *a, int lda,
-               const float *b, int ldb, float *c, int ldc) {
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m,
-                n, k, alpha, a, lda, b, ldb, 0.0f, c, ldc);
-  };
-  libs.push_back(ob);
-
+  libs.push_back(fromRuntime("OpenBLAS", "openblas"));
   Library blis{"BLIS", "", "", nullptr};
   if (void *h = dlopen("libblis.so.4", RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND)) {
     auto f = reinterpret_cast<CblasSgemm>(dlsym(h, "cblas_sgemm"));
@@ -89,38 +86,15 @@ std::vector<Library> libraries() {
       blis.missing = "libblis.so.4 has no cblas_sgemm";
     else
       blis.gemm = [f](bool ta, bool tb, int m, int n, int k, float alpha, const float *a, int lda,
-                      const float *b, int ldb, float *c, int ldc) {
+                      const float *b, int ldb, float beta, float *c, int ldc) {
         f(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k,
-          alpha, a, lda, b, ldb, 0.0f, c, ldc);
+          alpha, a, lda, b, ldb, beta, c, ldc);
       };
   } else {
     blis.missing = "not installed (apt-get install libblis4)";
   }
   libs.push_back(blis);
-
-  Library dnnl{"oneDNN", "", "", nullptr};
-  if (void *h = dlopen("libdnnl.so.2", RTLD_NOW | RTLD_LOCAL | RTLD_DEEPBIND)) {
-    auto f = reinterpret_cast<DnnlSgemm>(dlsym(h, "dnnl_sgemm"));
-    struct Version {
-      int major, minor, patch;
-      const char *hash;
-      unsigned cpu_runtime, gpu_runtime;
-    };
-    auto ver = reinterpret_cast<const Version *(*)()>(dlsym(h, "dnnl_version"));
-    if (ver)
-      dnnl.version = std::to_string(ver()->major) + "." + std::to_string(ver()->minor) + "." +
-                     std::to_string(ver()->patch);
-    if (!f)
-      dnnl.missing = "libdnnl.so.2 has no dnnl_sgemm";
-    else
-      dnnl.gemm = [f](bool ta, bool tb, int m, int n, int k, float alpha, const float *a, int lda,
-                      const float *b, int ldb, float *c, int ldc) {
-        f(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, alpha, a, lda, b, ldb, 0.0f, c, ldc);
-      };
-  } else {
-    dnnl.missing = "not installed (apt-get install libdnnl2)";
-  }
-  libs.push_back(dnnl);
+  libs.push_back(fromRuntime("oneDNN", "onednn"));
   return libs;
 }
 
@@ -170,20 +144,21 @@ double timeShape(const Library &lib, const Shape4 &s, std::vector<float> &A,
   auto run = [&] {
     if (!s.rhsBatched && !s.ta) {
       lib.gemm(false, s.tb, static_cast<int>(s.batch * s.m), n, k, 1.0f, A.data(), k, B.data(),
-               ldb, C.data(), n);
+               ldb, 0.0f, C.data(), n);
       return;
     }
     if (s.batch >= 2 * omp_get_max_threads() && s.m * s.n * s.k <= (int64_t(1) << 22)) {
 #pragma omp parallel for schedule(static)
       for (int64_t i = 0; i < s.batch; ++i)
         lib.gemm(s.ta, s.tb, m, n, k, 1.0f, A.data() + i * s.m * s.k,
-                 lda, B.data() + (s.rhsBatched ? i * s.k * s.n : 0), ldb,
+                 lda, B.data() + (s.rhsBatched ? i * s.k * s.n : 0), ldb, 0.0f,
                  C.data() + i * s.m * s.n, n);
       return;
     }
     for (int64_t i = 0; i < s.batch; ++i)
       lib.gemm(s.ta, s.tb, m, n, k, 1.0f, A.data() + i * s.m * s.k, lda,
-               B.data() + (s.rhsBatched ? i * s.k * s.n : 0), ldb, C.data() + i * s.m * s.n, n);
+               B.data() + (s.rhsBatched ? i * s.k * s.n : 0), ldb, 0.0f, C.data() + i * s.m * s.n,
+               n);
   };
   run(); // warm: packing buffers, JIT, thread pools
   double best = 1e30;

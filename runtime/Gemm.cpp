@@ -23,13 +23,8 @@ struct DnnlVersion {
   unsigned cpuRuntime, gpuRuntime;
 };
 
-struct Choice {
-  DnnlSgemm dnnl = nullptr; // null: OpenBLAS
-  std::string name;
-};
-
 std::mutex gMutex;
-Choice *gChoice = nullptr; // set once, under gMutex; read without it after
+GemmLibrary *gChoice = nullptr; // set under gMutex; read without it after
 
 std::string openblasName() {
   // "OpenBLAS 0.3.21 NO_LAPACKE DYNAMIC_ARCH ..." -> "OpenBLAS 0.3.21"
@@ -38,7 +33,13 @@ std::string openblasName() {
   return sp == std::string::npos ? s : s.substr(0, sp);
 }
 
-bool loadDnnl(Choice &c, std::string &error) {
+void openblasGemm(bool ta, bool tb, int m, int n, int k, float alpha, const float *a, int lda,
+                  const float *b, int ldb, float beta, float *c, int ldc) {
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m,
+              n, k, alpha, a, lda, b, ldb, beta, c, ldc);
+}
+
+bool loadDnnl(GemmLibrary &lib, std::string &error) {
   void *h = dlopen("libdnnl.so.2", RTLD_NOW | RTLD_LOCAL);
   if (!h) {
     const char *e = dlerror();
@@ -51,37 +52,36 @@ bool loadDnnl(Choice &c, std::string &error) {
     error = "libdnnl.so.2 has no dnnl_sgemm";
     return false;
   }
-  c.dnnl = f;
-  c.name = "oneDNN";
+  lib.name = "oneDNN";
   if (auto v = reinterpret_cast<const DnnlVersion *(*)()>(dlsym(h, "dnnl_version")))
-    c.name += " " + std::to_string(v()->major) + "." + std::to_string(v()->minor) + "." +
-              std::to_string(v()->patch);
+    lib.name += " " + std::to_string(v()->major) + "." + std::to_string(v()->minor) + "." +
+                std::to_string(v()->patch);
+  lib.gemm = [f](bool ta, bool tb, int m, int n, int k, float alpha, const float *a, int lda,
+                 const float *b, int ldb, float beta, float *c, int ldc) {
+    if (int status = f(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, alpha, a, lda, b, ldb, beta, c,
+                       ldc))
+      throw std::runtime_error("oneDNN sgemm failed (status " + std::to_string(status) +
+                               ") on " + std::to_string(m) + "x" + std::to_string(n) + "x" +
+                               std::to_string(k));
+  };
   return true;
 }
 
-bool choose(const std::string &name, Choice &c, std::string &error) {
-  if (name == "openblas") {
-    c.name = openblasName();
-    return true;
-  }
-  if (name == "onednn")
-    return loadDnnl(c, error);
+// "auto": oneDNN when it loads, else OpenBLAS.
+bool choose(const std::string &name, GemmLibrary &lib, std::string &error) {
   if (name == "auto" || name.empty()) {
     std::string ignored;
-    if (!loadDnnl(c, ignored))
-      c.name = openblasName();
-    return true;
+    return loadGemmLibrary("onednn", lib, ignored) || loadGemmLibrary("openblas", lib, error);
   }
-  error = "unknown GEMM library '" + name + "' (expected openblas, onednn or auto)";
-  return false;
+  return loadGemmLibrary(name, lib, error);
 }
 
-const Choice &current() {
-  if (Choice *c = __atomic_load_n(&gChoice, __ATOMIC_ACQUIRE))
+const GemmLibrary &current() {
+  if (GemmLibrary *c = __atomic_load_n(&gChoice, __ATOMIC_ACQUIRE))
     return *c;
   std::lock_guard<std::mutex> lock(gMutex);
   if (!gChoice) {
-    auto *c = new Choice;
+    auto *c = new GemmLibrary;
     const char *env = std::getenv("STRETTO_GEMM");
     std::string error;
     if (!choose(env ? env : "auto", *c, error))
@@ -93,25 +93,27 @@ const Choice &current() {
 
 } // namespace
 
+bool stretto::loadGemmLibrary(const std::string &name, GemmLibrary &lib, std::string &error) {
+  if (name == "openblas") {
+    lib.name = openblasName();
+    lib.gemm = openblasGemm;
+    return true;
+  }
+  if (name == "onednn")
+    return loadDnnl(lib, error);
+  error = "unknown GEMM library '" + name + "' (expected openblas, onednn or auto)";
+  return false;
+}
+
 void stretto::sgemm(bool ta, bool tb, int m, int n, int k, float alpha, const float *a, int lda,
                     const float *b, int ldb, float beta, float *c, int ldc) {
-  const Choice &ch = current();
-  if (!ch.dnnl) {
-    cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m,
-                n, k, alpha, a, lda, b, ldb, beta, c, ldc);
-    return;
-  }
-  if (int status = ch.dnnl(ta ? 'T' : 'N', tb ? 'T' : 'N', m, n, k, alpha, a, lda, b, ldb, beta,
-                           c, ldc))
-    throw std::runtime_error("oneDNN sgemm failed (status " + std::to_string(status) + ") on " +
-                             std::to_string(m) + "x" + std::to_string(n) + "x" +
-                             std::to_string(k));
+  current().gemm(ta, tb, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc);
 }
 
 const std::string &stretto::gemmLibrary() { return current().name; }
 
 bool stretto::selectGemmLibrary(const std::string &name, std::string &error) {
-  auto *c = new Choice;
+  auto *c = new GemmLibrary;
   if (!choose(name, *c, error)) {
     delete c;
     return false;

@@ -17,6 +17,7 @@
 #ifndef STRETTO_RUNTIME_GEMM_H
 #define STRETTO_RUNTIME_GEMM_H
 
+#include <functional>
 #include <string>
 
 namespace stretto {
@@ -34,6 +35,20 @@ const std::string &gemmLibrary();
 /// False with `error` set when it is unknown or cannot be loaded. Meant for
 /// tests and tools; runs use STRETTO_GEMM.
 bool selectGemmLibrary(const std::string &name, std::string &error);
+
+/// Row-major sgemm with sgemm's arguments, of one library.
+using GemmFunction = std::function<void(bool ta, bool tb, int m, int n, int k, float alpha,
+                                        const float *a, int lda, const float *b, int ldb,
+                                        float beta, float *c, int ldc)>;
+struct GemmLibrary {
+  std::string name; // with its version: "oneDNN 2.6.3"
+  GemmFunction gemm;
+};
+
+/// One library by name ("openblas" or "onednn"), as sgemm calls it; false
+/// with `error` set when it cannot be loaded. For benchmarks that compare
+/// the libraries (bench/GemmLibraries.cpp).
+bool loadGemmLibrary(const std::string &name, GemmLibrary &lib, std::string &error);
 
 } // namespace stretto
 
