@@ -416,3 +416,43 @@ std::string stretto::tune::timelineSvg(const SimResult &sim,
   out += buf;
   return out;
 }
+
+Pick stretto::tune::pickWinner(const std::vector<Choice> &choices) {
+  Pick pick;
+  int fastest = -1;
+  for (size_t i = 0; i < choices.size(); ++i)
+    if (choices[i].measured && (fastest < 0 || choices[i].median < choices[size_t(fastest)].median))
+      fastest = int(i);
+  if (fastest < 0)
+    return pick;
+  const Choice &w = choices[size_t(fastest)];
+  // Beats its even split by more than the noise of either measurement.
+  auto clearsEven = [&](size_t i) {
+    const Choice &c = choices[i];
+    if (c.even < 0 || size_t(c.even) == i || !choices[size_t(c.even)].measured)
+      return false;
+    if (c.vsEven > 0)
+      return c.vsEven > 1 + c.vsEvenNoise;
+    const Choice &e = choices[size_t(c.even)];
+    return e.median > c.median * (1 + std::max(c.noise, e.noise));
+  };
+  const bool fastestClears = clearsEven(size_t(fastest));
+  pick.index = size_t(fastest);
+  for (size_t i = 0; i < choices.size(); ++i) {
+    const Choice &c = choices[i];
+    if (!c.measured || c.stages != w.stages ||
+        c.median > w.median * (1 + std::max(c.noise, w.noise)))
+      continue;
+    if (int(i) == fastest)
+      break;
+    if (fastestClears && !clearsEven(i)) {
+      if (pick.passedOver < 0)
+        pick.passedOver = int(i);
+      continue;
+    }
+    pick.index = i;
+    pick.tieToPrediction = true;
+    break;
+  }
+  return pick;
+}

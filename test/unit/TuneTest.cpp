@@ -308,3 +308,59 @@ TEST(TuneProfile, CacheHitsMissesStaleAndCorruptEntries) {
   EXPECT_FALSE(bad.why.empty());
   std::filesystem::remove_all(dir);
 }
+
+// The winner among measured candidates (given best-predicted first).
+TEST(TunePick, MeasuredFastestWinsWhenThePredictedOnesLeadIsNoise) {
+  // The idle-machine session of bench/results/tune: the DP's pick ran 1.05x
+  // over even within +-9.3 % noise, the head-alone split 1.14x.
+  std::vector<Choice> c(3);
+  c[0] = {2, true, 0.1000 / 1.05, 0.093, 2}; // DP pick, best prediction
+  c[1] = {2, true, 0.1000 / 1.14, 0.05, 2};  // head alone
+  c[2] = {2, true, 0.1000, 0.04, 2};         // even
+  Pick p = pickWinner(c);
+  EXPECT_EQ(p.index, 1u);
+  EXPECT_EQ(p.passedOver, 0);
+  EXPECT_FALSE(p.tieToPrediction);
+}
+
+TEST(TunePick, ATieGoesToTheBetterPredictionWhenBothClearEven) {
+  std::vector<Choice> c(3);
+  c[0] = {2, true, 0.081, 0.03, 2}; // predicted best, measured 1% slower
+  c[1] = {2, true, 0.080, 0.03, 2};
+  c[2] = {2, true, 0.100, 0.03, 2};
+  Pick p = pickWinner(c);
+  EXPECT_EQ(p.index, 0u);
+  EXPECT_TRUE(p.tieToPrediction);
+  EXPECT_EQ(p.passedOver, -1);
+}
+
+TEST(TunePick, OutsideTheNoiseTheFasterWinsAndNothingMeasuredTakesThePrediction) {
+  std::vector<Choice> c(3);
+  c[0] = {2, true, 0.095, 0.02, 2};
+  c[1] = {2, true, 0.080, 0.02, 2};
+  c[2] = {2, true, 0.100, 0.02, 2};
+  EXPECT_EQ(pickWinner(c).index, 1u);
+  EXPECT_FALSE(pickWinner(c).tieToPrediction);
+  // Another stage count's candidate does not tie with this one.
+  c[0] = {3, true, 0.0805, 0.05, -1};
+  EXPECT_EQ(pickWinner(c).index, 1u);
+  std::vector<Choice> none(2);
+  none[0].stages = none[1].stages = 2;
+  EXPECT_EQ(pickWinner(none).index, 0u);
+}
+
+TEST(TunePick, PairedRatiosDecideWhenGiven) {
+  // Unpaired, the medians' lead (5 %) is inside a 10 % noise; paired round by
+  // round it is 5 % +- 1 %: the measured-fastest clears even, the better
+  // predicted one (paired 1.01 +- 2 %) does not.
+  std::vector<Choice> c(3);
+  c[0] = {2, true, 0.0990, 0.10, 2, 1.01, 0.02};
+  c[1] = {2, true, 0.0952, 0.10, 2, 1.05, 0.01};
+  c[2] = {2, true, 0.1000, 0.10, 2};
+  Pick p = pickWinner(c);
+  EXPECT_EQ(p.index, 1u);
+  EXPECT_EQ(p.passedOver, 0);
+  // Without the pairing neither clears even: the tie goes to the prediction.
+  c[0].vsEven = c[1].vsEven = 0;
+  EXPECT_EQ(pickWinner(c).index, 0u);
+}

@@ -19,8 +19,10 @@
 //    simulator predicts each one's step time.
 // 3. Measure: the best k candidates and the even split run a few steps on
 //    the pipeline runtime (one thread per stage, `--threads` kernel threads
-//    each), repeated; the table gives predicted and measured step time, the
-//    error and the speedup over the even split.
+//    each), repeated in interleaved rounds (one run of every candidate per
+//    round, after one warm-up run each); the table gives predicted and
+//    measured step time, the error and the speedup over the even split (the
+//    median of the rounds' ratios).
 // 4. Write: the winner as a config override line and in the trainer's TOML
 //    form, a JSON and a CSV report, and an SVG timeline of its schedule.
 //
@@ -468,63 +470,100 @@ std::optional<std::vector<double>> runProcesses(const std::string &argv0, int S,
   return ends;
 }
 
-std::optional<Measured> measure(MLIRContext &ctx, HostKernelCache &cache, int S, int64_t mb,
-                                const std::vector<std::string> &stageUnits,
-                                const std::string &argv0) {
-  std::vector<std::string> extra = {"train.stages=" + std::to_string(S), "train.grad_clip=0",
-                                    "train.micro_batches=" + std::to_string(mb)};
-  if (S > 1)
-    extra.push_back(unitsOverride(stageUnits));
-  std::optional<Built> b = build(ctx, cache, extra);
-  if (!b)
-    return std::nullopt;
+/// A candidate being measured: built once, then run once per round, the
+/// candidates' runs interleaved (round 1 of every candidate, then round 2,
+/// ...), so that a machine that slows down for a while slows every
+/// candidate's run of that round alike and the per-round ratios against the
+/// even split (pairedSpeedup) stay steady.
+struct Measurement {
+  Built built;
+  std::vector<std::string> extra;
+  int S = 0;
   Measured m;
   std::vector<std::vector<double>> computeRuns;
-  for (int rep = 0; rep < std::max(1, int(repeats)); ++rep) {
-    std::vector<double> at;
-    if (runtimeOpt == "processes" && S > 1) {
-      auto ends = runProcesses(argv0, S, extra,
-                               double(b->microBatches) * double(b->data->tokensPerBatch()));
-      if (!ends)
-        return std::nullopt;
-      at = *ends;
-      std::vector<double> d;
-      for (size_t i = 2; i < at.size(); ++i)
-        d.push_back(at[i] - at[i - 1]);
-      std::sort(d.begin(), d.end());
-      m.runs.push_back(d.empty() ? 0 : d[d.size() / 2]);
-      continue;
-    }
-    PipelineOptions o = runOptions(*b, std::max(3, int(measureSteps)), b->microBatches);
+};
+
+std::optional<Measurement> prepareMeasurement(MLIRContext &ctx, HostKernelCache &cache, int S,
+                                              int64_t mb,
+                                              const std::vector<std::string> &stageUnits) {
+  Measurement r;
+  r.S = S;
+  r.extra = {"train.stages=" + std::to_string(S), "train.grad_clip=0",
+             "train.micro_batches=" + std::to_string(mb)};
+  if (S > 1)
+    r.extra.push_back(unitsOverride(stageUnits));
+  std::optional<Built> b = build(ctx, cache, r.extra);
+  if (!b)
+    return std::nullopt;
+  r.built = std::move(*b);
+  return r;
+}
+
+/// One measured run: its median step time (from the end of step 1: step 1
+/// warms up) is appended to m.runs unless `warmUp`. False on a failed run.
+bool measureOnce(Measurement &x, const std::string &argv0, bool warmUp) {
+  Built &b = x.built;
+  std::vector<double> at;
+  if (runtimeOpt == "processes" && x.S > 1) {
+    auto ends = runProcesses(argv0, x.S, x.extra,
+                             double(b.microBatches) * double(b.data->tokensPerBatch()));
+    if (!ends)
+      return false;
+    at = *ends;
+  } else {
+    PipelineOptions o = runOptions(b, std::max(3, int(measureSteps)), b.microBatches);
     o.onStep = [&](int64_t, double) {
       at.push_back(std::chrono::duration<double>(
                        std::chrono::steady_clock::now().time_since_epoch())
                        .count());
     };
-    PipelineResult res = runPipeline(b->graph, *b->data, o);
-    for (size_t s = 0; s < res.stages.size(); ++s) {
+    PipelineResult res = runPipeline(b.graph, *b.data, o);
+    for (size_t s = 0; s < res.stages.size() && !warmUp; ++s) {
       const StageReport &st = res.stages[s];
       double perStep = (st.forwardSeconds + st.backwardSeconds + st.updateSeconds) /
                        double(std::max<int64_t>(1, st.updates));
-      if (computeRuns.size() <= s)
-        computeRuns.resize(s + 1);
-      computeRuns[s].push_back(perStep);
+      if (x.computeRuns.size() <= s)
+        x.computeRuns.resize(s + 1);
+      x.computeRuns[s].push_back(perStep);
     }
-    std::vector<double> d;
-    for (size_t i = 2; i < at.size(); ++i) // from the end of step 1: step 1 warms up
-      d.push_back(at[i] - at[i - 1]);
-    std::sort(d.begin(), d.end());
-    m.runs.push_back(d.empty() ? 0 : d[d.size() / 2]);
   }
+  std::vector<double> d;
+  for (size_t i = 2; i < at.size(); ++i)
+    d.push_back(at[i] - at[i - 1]);
+  std::sort(d.begin(), d.end());
+  if (!warmUp)
+    x.m.runs.push_back(d.empty() ? 0 : d[d.size() / 2]);
+  return true;
+}
+
+/// The median over the runs, the noise (half their range, relative) and
+/// each stage's median compute.
+Measured finishMeasurement(Measurement &x) {
+  Measured m = x.m;
   std::vector<double> r = m.runs;
   std::sort(r.begin(), r.end());
   m.median = r[r.size() / 2];
   m.noise = m.median > 0 ? (r.back() - r.front()) / 2 / m.median : 0;
-  for (std::vector<double> &c : computeRuns) {
+  for (std::vector<double> &c : x.computeRuns) {
     std::sort(c.begin(), c.end());
     m.stageCompute.push_back(c[c.size() / 2]);
   }
   return m;
+}
+
+/// The speedup of `x` over `even` round by round (their runs were
+/// interleaved): the median of the per-round ratios, and their noise (half
+/// the range of the ratios, relative to the median).
+std::pair<double, double> pairedSpeedup(const Measured &x, const Measured &even) {
+  std::vector<double> q;
+  for (size_t k = 0; k < x.runs.size() && k < even.runs.size(); ++k)
+    if (x.runs[k] > 0)
+      q.push_back(even.runs[k] / x.runs[k]);
+  if (q.empty())
+    return {0, 0};
+  std::sort(q.begin(), q.end());
+  double med = q[q.size() / 2];
+  return {med, (q.back() - q.front()) / 2 / med};
 }
 
 struct Row {
@@ -829,14 +868,26 @@ int main(int argc, char **argv) {
   // simulator assumes a core per stage, which a busy machine does not give.
   double busy0 = machineBusySeconds(), own0 = ownCpuSeconds();
   auto wall0 = std::chrono::steady_clock::now();
-  for (size_t i : toMeasure) {
+  {
+    std::vector<Measurement> ms;
     try {
-      rows[i].measured = measure(ctx, cache, rows[i].S, rows[i].m, rows[i].stageUnits, argv[0]);
+      for (size_t i : toMeasure) {
+        std::optional<Measurement> x =
+            prepareMeasurement(ctx, cache, rows[i].S, rows[i].m, rows[i].stageUnits);
+        if (!x)
+          return 1;
+        ms.push_back(std::move(*x));
+      }
+      // A warm-up run of each (not counted), then the rounds, interleaved.
+      for (int rep = -1; rep < std::max(1, int(repeats)); ++rep)
+        for (Measurement &x : ms)
+          if (!measureOnce(x, argv[0], rep < 0))
+            return 1;
     } catch (const std::exception &e) {
       return fail(std::string("a measured run failed: ") + e.what());
     }
-    if (!rows[i].measured)
-      return 1;
+    for (size_t k = 0; k < toMeasure.size(); ++k)
+      rows[toMeasure[k]].measured = finishMeasurement(ms[k]);
   }
 
   double otherShare = 0;
@@ -885,7 +936,7 @@ int main(int argc, char **argv) {
       err = b;
       const Row *ev = evenOf(r.S);
       if (ev && ev->measured) {
-        std::snprintf(b, sizeof b, "%.2fx", ev->measured->median / r.measured->median);
+        std::snprintf(b, sizeof b, "%.2fx", pairedSpeedup(*r.measured, *ev->measured).first);
         vs = b;
       }
     }
@@ -898,11 +949,12 @@ int main(int argc, char **argv) {
   if (manyM)
     std::printf("(* the DP's pick, = the even split; pred: simulated step time of the %s "
                 "schedule with the row's m micro-batches; vs even: against the even split with "
-                "%lld)\n",
+                "%lld, the median of the interleaved rounds' ratios)\n",
                 twoBW ? "2BW (steady state)" : "1F1B flush", (long long)mBase);
   else
     std::printf("(* the DP's pick, = the even split; pred: simulated step time of the %s "
-                "schedule with %lld micro-batches)\n",
+                "schedule with %lld micro-batches; vs even: the median of the interleaved "
+                "rounds' ratios)\n",
                 twoBW ? "2BW (steady state)" : "1F1B flush", (long long)m);
   size_t listed = 0;
   for (const std::string &why : infeasible)
@@ -943,25 +995,43 @@ int main(int argc, char **argv) {
   // (the simulator sees every stage's update; the DP's flush objective only
   // the first stage's, so the two can differ by an update).
   // Measured times within the run-to-run noise of each other are a tie,
-  // which goes to the better prediction.
-  const Row *winner = nullptr;
-  for (const Row &r : rows)
-    if (r.measured && (!winner || r.measured->median < winner->measured->median))
-      winner = &r;
-  if (winner) {
-    for (const Row &r : rows) // by prediction: the first measured one within the noise
-      if (r.measured && r.S == winner->S &&
-          r.measured->median <= winner->measured->median *
-                                    (1 + std::max(r.measured->noise, winner->measured->noise))) {
-        if (&r != winner)
-          std::printf("\nmeasured within the noise of the fastest (%s ms vs %s ms): the tie "
-                      "goes to the better prediction\n",
-                      ms(r.measured->median).c_str(), ms(winner->measured->median).c_str());
-        winner = &r;
-        break;
-      }
-  } else {
-    winner = &rows.front();
+  // which goes to the better prediction -- but only among candidates that
+  // themselves beat the even split by more than the noise: a prediction
+  // never outvotes a measured speedup that the noise cannot explain.
+  std::vector<tune::Choice> choices;
+  for (const Row &r : rows) {
+    tune::Choice c;
+    c.stages = r.S;
+    if (r.measured) {
+      c.measured = true;
+      c.median = r.measured->median;
+      c.noise = r.measured->noise;
+    }
+    if (const Row *ev = evenOf(r.S)) {
+      c.even = int(ev - rows.data());
+      if (r.measured && ev->measured)
+        std::tie(c.vsEven, c.vsEvenNoise) = pairedSpeedup(*r.measured, *ev->measured);
+    }
+    choices.push_back(c);
+  }
+  const tune::Pick pick = tune::pickWinner(choices);
+  const Row *winner = &rows[pick.index];
+  if (pick.passedOver >= 0) {
+    const Row &r = rows[size_t(pick.passedOver)];
+    std::printf("\n%s is within the noise of the fastest (%s ms vs %s ms) and predicted "
+                "faster, but its lead over the even split is within the noise: the "
+                "measured-fastest wins\n",
+                joinUnits(r.stageUnits).c_str(), ms(r.measured->median).c_str(),
+                ms(winner->measured->median).c_str());
+  }
+  if (pick.tieToPrediction) {
+    double fastest = winner->measured->median;
+    for (const Row &r : rows)
+      if (r.measured)
+        fastest = std::min(fastest, r.measured->median);
+    std::printf("\nmeasured within the noise of the fastest (%s ms vs %s ms): the tie "
+                "goes to the better prediction\n",
+                ms(winner->measured->median).c_str(), ms(fastest).c_str());
   }
   const Row *dp = nullptr;
   for (const Row &r : rows)
@@ -973,11 +1043,11 @@ int main(int argc, char **argv) {
               sLabel(*winner).c_str());
   const Row *even = evenOf(winner->S);
   if (winner->measured && even && even->measured) {
-    double speedup = even->measured->median / winner->measured->median;
-    double noise = std::max(winner->measured->noise, even->measured->noise);
-    std::printf("%.2fx over even (measured %s vs %s ms/step; run-to-run noise +-%.1f%%)\n",
+    auto [speedup, noise] = pairedSpeedup(*winner->measured, *even->measured);
+    std::printf("%.2fx over even (measured %s vs %s ms/step; the median of %zu interleaved "
+                "rounds' ratios, run-to-run noise +-%.1f%%)\n",
                 speedup, ms(winner->measured->median).c_str(), ms(even->measured->median).c_str(),
-                100 * noise);
+                winner->measured->runs.size(), 100 * noise);
   } else if (even) {
     std::printf("%.2fx over even (predicted: %s vs %s ms/step; not measured)\n",
                 even->sim.stepTime / winner->sim.stepTime, ms(winner->sim.stepTime).c_str(),

@@ -145,6 +145,35 @@ std::vector<Work> stageOrder(int s, int S, int64_t microBatches, int64_t steps, 
 std::string timelineSvg(const SimResult &sim, const std::vector<std::string> &laneNames,
                         const std::string &title);
 
+/// A candidate partition as the tuner chooses among them.
+struct Choice {
+  int stages = 0;
+  bool measured = false;
+  double median = 0; // measured seconds per step (median over runs)
+  double noise = 0;  // run-to-run noise, relative (half the range of the run medians)
+  int even = -1;     // index of the even split with the same stage count; -1: none
+  // Paired against the even split (runs interleaved round by round): the
+  // median ratio even/this and its noise; 0: not paired, the medians and
+  // the larger of the two noises are compared instead.
+  double vsEven = 0, vsEvenNoise = 0;
+};
+struct Pick {
+  size_t index = 0;
+  // A candidate within the noise of the fastest and predicted better, that
+  // lost because its own lead over the even split is within the noise; -1:
+  // none.
+  int passedOver = -1;
+  bool tieToPrediction = false; // the pick is not the measured-fastest: a tie
+};
+/// The tuner's winner among `choices`, given in the order of their
+/// prediction (best first): the measured-fastest; measured times within the
+/// run-to-run noise of each other are a tie, which goes to the better
+/// prediction -- but only to a candidate that itself beats its even split by
+/// more than the noise (paired when vsEven is set), when the
+/// measured-fastest does. Nothing measured:
+/// the best prediction (index 0).
+Pick pickWinner(const std::vector<Choice> &choices);
+
 } // namespace stretto::tune
 
 #endif
