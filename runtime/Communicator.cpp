@@ -200,16 +200,10 @@ public:
   std::unique_ptr<Request> irecv(int peer, uint64_t tag, WireType type, void *data,
                                  size_t count) override {
     checkPeer(peer);
-    struct Deferred final : Request {
+    struct Deferred final : RecvRequest {
       InProcessComm &c;
-      int peer;
-      uint64_t tag;
-      WireType type;
-      void *data;
-      size_t count;
-      bool done = false;
       Deferred(InProcessComm &c, int p, uint64_t t, WireType ty, void *d, size_t n)
-          : c(c), peer(p), tag(t), type(ty), data(d), count(n) {}
+          : RecvRequest(p, t, ty, d, n), c(c) {}
       void wait() override {
         if (!done) {
           done = true;

@@ -257,9 +257,9 @@ private:
     std::unique_ptr<gloo::transport::UnboundBuffer> hb, pb;
   };
 
-  struct Recv final : Request {
+  struct Recv final : RecvRequest {
     Recv(GlooComm &c, int peer, uint64_t tag, WireType type, void *data, size_t count)
-        : c(c), peer(peer), tag(tag), type(type), data(data), count(count) {}
+        : RecvRequest(peer, tag, type, data, count), c(c) {}
     ~Recv() override {
       if (!done && hb)
         hb->abortWaitRecv();
@@ -287,12 +287,6 @@ private:
       c.trace("irecv from", peer, tag, "done");
     }
     GlooComm &c;
-    int peer;
-    uint64_t tag;
-    WireType type;
-    void *data;
-    size_t count;
-    bool done = false;
     wire::Header header;
     std::unique_ptr<gloo::transport::UnboundBuffer> hb;
   };

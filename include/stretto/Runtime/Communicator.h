@@ -49,6 +49,19 @@ public:
   virtual void wait() = 0;
 };
 
+/// A posted receive of every transport: what irecv was asked for; its
+/// wait() fills `data` (once: `done`).
+struct RecvRequest : Request {
+  RecvRequest(int peer, uint64_t tag, WireType type, void *data, size_t count)
+      : peer(peer), tag(tag), type(type), data(data), count(count) {}
+  int peer;
+  uint64_t tag;
+  WireType type;
+  void *data;
+  size_t count;
+  bool done = false;
+};
+
 class Communicator {
 public:
   virtual ~Communicator() = default;
