@@ -189,6 +189,12 @@ NetworkModel NetworkModel::heterogeneous(int replicas, double slowReplicas, doub
 
 namespace {
 
+/// A replica whose loss or state went non-finite: the run stops (unlike a
+/// replica that dies, which the others survive).
+struct Diverged : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
 size_t elementBytes(DType t) {
   switch (t) {
   case DType::F64: return 8;
@@ -352,6 +358,8 @@ GossipResult runGossip(const Graph &graph, DataSource &data, const GossipOptions
   std::vector<GossipResult> results(R);
   std::vector<std::string> errors(R);
   std::vector<int64_t> failedAt(R, -1);
+  std::mutex divergedMu;
+  std::string diverged; // the first replica whose loss or state went non-finite
   const int cores = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
   auto worker = [&](int r) {
     omp_set_num_threads(std::max(1, cores / R)); // per thread: no oversubscription
@@ -364,6 +372,16 @@ GossipResult runGossip(const Graph &graph, DataSource &data, const GossipOptions
     };
     try {
       results[r] = runGossipRank(graph, shared, mine, group.rank(r));
+    } catch (const Diverged &e) {
+      // Not a fault to tolerate: every replica stops.
+      {
+        std::lock_guard<std::mutex> lock(divergedMu);
+        if (diverged.empty())
+          diverged = e.what();
+      }
+      errors[r] = e.what();
+      failedAt[r] = round;
+      group.rank(r).abort(e.what());
     } catch (const std::exception &e) {
       errors[r] = e.what();
       failedAt[r] = round;
@@ -388,6 +406,9 @@ GossipResult runGossip(const Graph &graph, DataSource &data, const GossipOptions
   }
   for (std::thread &t : threads)
     t.join();
+  if (!diverged.empty())
+    throw std::runtime_error(diverged + "; stopping without checkpointing this state (the last "
+                                        "good checkpoint, if any, is kept)");
 
   // Every replica failed before any round closed (bad settings, an
   // unreadable checkpoint): rank 0's error says why.
@@ -688,20 +709,28 @@ GossipResult runGossipRank(const Graph &graph, DataSource &data, const GossipOpt
     double loss = 0, bytesBefore = rep.bytesSent;
     int64_t losses = 0;
     for (int64_t s = 0; s < H[r]; ++s) {
+      double stepLoss = 0;
       for (int64_t m = 0; m < opt.microBatches; ++m) {
-        loss += ex.microStep(data.batch(Split::Train, static_cast<uint64_t>(k * R + r)))
-                    .outputs.at(0);
+        stepLoss += ex.microStep(data.batch(Split::Train, static_cast<uint64_t>(k * R + r)))
+                        .outputs.at(0);
         ++k;
         ++losses;
       }
+      // A diverged replica stops the run (it is not a fault to tolerate):
+      // before the update on a non-finite loss, after it on a non-finite
+      // state (a finite loss can hide one).
+      if (!std::isfinite(stepLoss))
+        throw Diverged("replica " + std::to_string(r) + ": the local loss is " +
+                       std::to_string(stepLoss) + " in round " + std::to_string(round + 1));
       ex.update();
+      if (std::string bad = ex.nonFiniteState(); !bad.empty())
+        throw Diverged("replica " + std::to_string(r) + ": after a local update in round " +
+                       std::to_string(round + 1) + ", state " + bad);
+      loss += stepLoss;
       ++rep.localSteps;
       for (size_t n = 0; n < NN; ++n)
         rep.simTime[n] += opt.networks[n].stepCost(r) * static_cast<double>(opt.microBatches);
     }
-    if (!std::isfinite(loss))
-      throw std::runtime_error("the local loss is " + std::to_string(loss) + " in round " +
-                               std::to_string(round + 1));
 
     // The round's exchanges, with the peers of the draw over every replica.
     std::vector<std::vector<int>> draw = drawPeers(topo, everyone, graph.outerLoop.seed, round);

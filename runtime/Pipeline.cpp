@@ -322,6 +322,7 @@ PipelineResult stretto::runPipelineRank(const Graph &graph, DataSource &data,
   // none starts one after, so nothing is left in flight.
   int64_t stopAfter = -1;
   bool failed = false;
+  std::string why; // this stage's own reason to raise Failed
   std::vector<std::unique_ptr<Request>> flagSends; // waited a step later
   auto readFlags = [&](int64_t u, int64_t own) {
     int64_t agg = own;
@@ -368,11 +369,19 @@ PipelineResult stretto::runPipelineRank(const Graph &graph, DataSource &data,
     ++report.updates;
     ++updates;
     const int64_t step = updates;
-    // The last stage knows the loss: a non-finite one stops the run.
+    // The last stage knows the loss: a non-finite one stops the run, as
+    // does a non-finite state of any stage (a finite loss can hide one).
     int64_t flag = Go;
-    if (s == S - 1 && !losses.empty() && !std::isfinite(losses.back()))
+    if (s == S - 1 && !losses.empty() && !std::isfinite(losses.back())) {
       flag = Failed;
-    else if (opt.stopRequested && opt.stopRequested())
+      if (why.empty())
+        why = "the loss became " + std::to_string(losses.back()) + " at step " +
+              std::to_string(step);
+    } else if (std::string bad = ex.nonFiniteState(); !bad.empty()) {
+      flag = Failed;
+      if (why.empty())
+        why = "after the update of step " + std::to_string(step) + ", state " + bad;
+    } else if (opt.stopRequested && opt.stopRequested())
       flag = Stop;
     std::vector<std::unique_ptr<Request>> sentNow;
     for (int p = 0; p < S; ++p)
@@ -443,8 +452,9 @@ PipelineResult stretto::runPipelineRank(const Graph &graph, DataSource &data,
   drain();
   result.lastStep = updates;
   if (failed)
-    throw std::runtime_error("the loss became non-finite by step " +
-                             std::to_string(result.lastStep) +
+    throw std::runtime_error((why.empty() ? "another stage stopped the run at step " +
+                                                std::to_string(result.lastStep)
+                                          : why) +
                              "; stopping without a checkpoint (the last good one is kept)");
 
   report.busySeconds = busy;
@@ -532,7 +542,10 @@ PipelineResult stretto::runPipeline(const Graph &graph, DataSource &data,
       } catch (const std::exception &e) {
         {
           std::lock_guard<std::mutex> lock(errMu);
-          if (error.empty())
+          // The stage that saw why wins over one that only heard of it.
+          const char *echo = "another stage stopped the run";
+          if (error.empty() || (error.find(echo) != std::string::npos &&
+                                std::string(e.what()).find(echo) == std::string::npos))
             error = "stage " + std::to_string(s) + ": " + e.what();
         }
         c.abort("stage " + std::to_string(s) + " failed");

@@ -844,6 +844,30 @@ HostTensor PlanExecutor::getState(const std::string &name) const {
   return impl->hostTensor(impl->graph.states[it->second].shape, impl->states[it->second].data);
 }
 
+std::string PlanExecutor::nonFiniteState() const {
+  const bool host = impl->dev->name() == std::string("cpu");
+  std::vector<float> staged;
+  for (size_t i = 0; i < impl->graph.states.size(); ++i) {
+    const float *p = impl->states[i].data;
+    const int64_t n = impl->states[i].size;
+    if (!host) { // a device's states are read through the host
+      staged.resize(static_cast<size_t>(n));
+      impl->dev->download(staged.data(), p, n);
+      p = staged.data();
+    }
+    // One pass that vectorises: x - x is 0 for finite x, NaN for inf/NaN.
+    float acc = 0;
+    for (int64_t k = 0; k < n; ++k)
+      acc += p[k] - p[k];
+    if (acc == 0)
+      continue;
+    for (int64_t k = 0; k < n; ++k)
+      if (!std::isfinite(p[k]))
+        return "'" + impl->graph.states[i].name + "' holds " + std::to_string(p[k]);
+  }
+  return "";
+}
+
 void PlanExecutor::setState(const std::string &name, const HostTensor &value) {
   auto it = impl->stateIndex.find(name);
   if (it == impl->stateIndex.end())

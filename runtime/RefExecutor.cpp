@@ -720,6 +720,18 @@ HostTensor RefExecutor::getState(const std::string &name) const {
   return it->second;
 }
 
+std::string RefExecutor::nonFiniteState() const {
+  for (const StateDecl &d : impl->graph.states) {
+    auto it = impl->state.find(d.name);
+    if (it == impl->state.end())
+      continue;
+    for (double v : it->second.data)
+      if (!std::isfinite(v))
+        return "'" + d.name + "' holds " + std::to_string(v);
+  }
+  return "";
+}
+
 void RefExecutor::setState(const std::string &name, const HostTensor &value) {
   const StateDecl *s = impl->graph.findState(name);
   if (!s)

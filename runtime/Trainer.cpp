@@ -408,8 +408,12 @@ int stretto::runTraining(const Graph &graph, DataSource &data, const TrainerOpti
       loss /= static_cast<double>(opt.microBatches * ranks);
       if (std::isfinite(loss))
         ex.update();
-      if (!std::isfinite(loss)) {
-        std::cerr << "\nerror: step " << step << ": the loss is " << loss
+      // A finite loss can still hide a non-finite state (relu(NaN) is 0).
+      std::string bad = std::isfinite(loss) ? ex.nonFiniteState() : "";
+      if (!std::isfinite(loss) || !bad.empty()) {
+        std::cerr << "\nerror: step " << step << ": "
+                  << (bad.empty() ? "the loss is " + std::to_string(loss)
+                                  : "after the update, state " + bad)
                   << "; stopping without checkpointing this state (the last good checkpoint, "
                      "if any, is kept). Try a lower learning rate or grad_clip.\n";
         exitCode = 1;

@@ -69,6 +69,11 @@ public:
   virtual StepResult evaluate(const TensorMap &inputs, const std::vector<int> &probes = {}) = 0;
   virtual HostTensor getState(const std::string &name) const = 0;
   virtual void setState(const std::string &name, const HostTensor &value) = 0;
+  // The first state (in the graph's order) holding an inf or NaN, as
+  // "'name' holds nan"; empty when every state is finite. The trainers ask
+  // after every update, so that a run stops at the step where a state turns
+  // non-finite (a finite loss can hide it: relu(NaN) is 0 here).
+  virtual std::string nonFiniteState() const = 0;
   virtual int64_t stepCount() const = 0;
   virtual void setStepCount(int64_t t) = 0;
   // Runs the Outer phase (local-step methods) once.

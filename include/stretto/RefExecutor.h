@@ -70,6 +70,7 @@ public:
                       const std::vector<int> &probes = {}) override;
 
   HostTensor getState(const std::string &name) const override;
+  std::string nonFiniteState() const override;
   void setState(const std::string &name, const HostTensor &value) override;
   int64_t stepCount() const override;
   void setStepCount(int64_t t) override;
