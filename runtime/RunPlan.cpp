@@ -14,6 +14,7 @@
 #include "stretto/Pipeline.h"
 #include "stretto/PlanFile.h"
 #include "stretto/RunChecks.h"
+#include "stretto/Support/Text.h"
 #include "stretto/Runtime/Communicator.h"
 #include "stretto/Runtime/Distributed.h"
 
@@ -29,14 +30,6 @@ using namespace stretto;
 
 namespace {
 
-// Where compiled kernels are cached: $STRETTO_CACHE_DIR, else
-// ~/.cache/stretto/kernels.
-std::string cacheDirectory() {
-  const char *env = std::getenv("STRETTO_CACHE_DIR");
-  const char *home = std::getenv("HOME");
-  return env ? env : std::string(home ? home : "/tmp") + "/.cache/stretto/kernels";
-}
-
 int64_t parseInt(const std::string &v, const std::string &what) {
   char *end = nullptr;
   errno = 0;
@@ -46,13 +39,13 @@ int64_t parseInt(const std::string &v, const std::string &what) {
   return n;
 }
 
-std::string formatDouble(double v) {
-  char b[40];
-  std::snprintf(b, sizeof b, "%.17g", v);
-  return b;
-}
-
 } // namespace
+
+std::string stretto::kernelCacheDirectory() {
+  const char *env = std::getenv("STRETTO_CACHE_DIR");
+  const char *home = std::getenv("HOME");
+  return env ? env : std::string(home ? home : "/tmp") + "/.cache/stretto/kernels";
+}
 
 //===--- settings <-> plan files ----------------------------------------===//
 
@@ -63,7 +56,7 @@ std::map<std::string, std::string> RunSettings::toMeta() const {
       {"model.vocab", std::to_string(vocab)},
       {"data.format", data.format},
       {"data.path", data.path},
-      {"data.val_fraction", formatDouble(data.valFraction)},
+      {"data.val_fraction", exactDecimal(data.valFraction)},
       {"train.optimizer", optimizer},
       {"train.steps", std::to_string(steps)},
       {"train.micro_batches", std::to_string(microBatches)},
@@ -299,7 +292,7 @@ PlanKernels stretto::loadPlanKernels(const PlanFile &plan, const RunSettings &s)
     return k;
   if (plan.cppSource.empty())
     throw std::runtime_error("the plan has kernel nodes but no kernel source");
-  auto cache = std::make_shared<HostKernelCache>(cacheDirectory());
+  auto cache = std::make_shared<HostKernelCache>(kernelCacheDirectory());
   if (!s.flags.quiet)
     cache->setOnCompile([](size_t n) {
       std::cout << "compiling " << n << " fused kernels with the host compiler...\n" << std::flush;
@@ -495,7 +488,7 @@ int stretto::runPlan(const Graph &graph, DataSource &data, const RunSettings &s,
                           : "";
     if (why.empty()) {
       opt.cuda = true;
-      opt.cudaKernels = CudaKernelSet{kernels.cudaSource, cacheDirectory()};
+      opt.cudaKernels = CudaKernelSet{kernels.cudaSource, kernelCacheDirectory()};
     } else if (f.device == "cuda") {
       std::cerr << tool << ": --device=cuda: " << why << "; training on the CPU\n";
     }

@@ -22,12 +22,6 @@ using namespace stretto;
 
 namespace {
 
-std::string cacheDirectory() {
-  const char *env = std::getenv("STRETTO_CACHE_DIR");
-  const char *home = std::getenv("HOME");
-  return env ? env : std::string(home ? home : "/tmp") + "/.cache/stretto/kernels";
-}
-
 bool fail(const std::string &msg) {
   llvm::errs() << "stretto-train: " << msg << "\n";
   return false;
@@ -78,7 +72,7 @@ bool writeDump(const TrainerBuild &b, const std::optional<CompiledKernels> &ck,
     } catch (const std::exception &e) {
       return fail(e.what());
     }
-    CudaKernelCache cuda(cacheDirectory());
+    CudaKernelCache cuda(kernelCacheDirectory());
     std::string why, error;
     CudaBinary bin;
     if (!cuda.available(why)) {
@@ -154,7 +148,7 @@ std::optional<TrainerBuild> stretto::buildTrainer(MLIRContext &ctx, LoadedModel 
     PassManager pm(&ctx);
     dumpPasses(pm, o.dumpDir + "/kernel"); // the kernel passes, on the trained model
     buildKernelPipeline(pm);
-    std::string dir = cacheDirectory(), error;
+    std::string dir = kernelCacheDirectory(), error;
     auto t0 = std::chrono::steady_clock::now();
     FailureOr<CompiledKernels> built = failure();
     auto cache = std::make_shared<HostKernelCache>(dir);

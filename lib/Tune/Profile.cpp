@@ -1,5 +1,6 @@
 //===- Profile.cpp - measured unit costs, cached on disk ------------------===//
 #include "stretto/Tune/Profile.h"
+#include "stretto/Support/Text.h"
 
 #include <cstdio>
 #include <fstream>
@@ -19,18 +20,6 @@ uint64_t fnv(const std::string &s) {
   return h;
 }
 
-std::string hex(uint64_t v) {
-  char b[17];
-  std::snprintf(b, sizeof b, "%016llx", (unsigned long long)v);
-  return b;
-}
-
-std::string num(double v) {
-  char b[40];
-  std::snprintf(b, sizeof b, "%.17g", v);
-  return b;
-}
-
 } // namespace
 
 std::string stretto::tune::profileText(const Profile &p) {
@@ -38,11 +27,14 @@ std::string stretto::tune::profileText(const Profile &p) {
   for (const auto &[k, v] : p.key)
     out += "key " + k + " " + std::to_string(v.size()) + ":" + v + "\n";
   out += "steps " + std::to_string(p.steps) + "\n";
-  for (const UnitProfile &u : p.units)
-    out += "unit " + u.name + " " + num(u.forward) + " " + num(u.backward) + " " +
-           num(u.update) + " " + num(u.paramBytes) + " " + num(u.optimizerBytes) + " " +
-           num(u.stashBytes) + " " + num(u.cutBytes) + "\n";
-  out += "checksum " + hex(fnv(out)) + "\n";
+  for (const UnitProfile &u : p.units) {
+    out += "unit " + u.name;
+    for (double v : {u.forward, u.backward, u.update, u.paramBytes, u.optimizerBytes,
+                     u.stashBytes, u.cutBytes})
+      out += " " + stretto::exactDecimal(v);
+    out += "\n";
+  }
+  out += "checksum " + stretto::hex64(fnv(out)) + "\n";
   return out;
 }
 
@@ -107,7 +99,7 @@ Profile stretto::tune::parseProfile(const std::string &text, const std::string &
     } else if (tag == "checksum") {
       std::string sum;
       ls >> sum;
-      if (sum != hex(fnv(text.substr(0, lineStart))))
+      if (sum != stretto::hex64(fnv(text.substr(0, lineStart))))
         fail("checksum mismatch: the file was edited or truncated");
       sawChecksum = true;
     } else {
@@ -152,7 +144,7 @@ std::string stretto::tune::profileCachePath(const std::string &dir,
   for (const auto &[k, v] : key)
     if (k != "kernels")
       id += k + "=" + v + "\n";
-  return dir + "/" + hex(fnv(id)) + ".profile";
+  return dir + "/" + stretto::hex64(fnv(id)) + ".profile";
 }
 
 CacheLookup stretto::tune::lookupProfile(const std::string &dir,

@@ -34,6 +34,7 @@
 #include "stretto/Pipeline.h"
 #include "stretto/PlanExecutor.h"
 #include "stretto/Transforms/Passes.h"
+#include "stretto/Runtime/RunSettings.h"
 #include "stretto/Tune/Partition.h"
 #include "stretto/Tune/Profile.h"
 
@@ -140,11 +141,6 @@ std::string tuneCacheDirectory() {
   return env ? std::string(env) + "/tune" : std::string(home ? home : "/tmp") + "/.cache/stretto/tune";
 }
 
-std::string kernelCacheDirectory() {
-  const char *env = std::getenv("STRETTO_CACHE_DIR");
-  const char *home = std::getenv("HOME");
-  return env ? env : std::string(home ? home : "/tmp") + "/.cache/stretto/kernels";
-}
 
 /// "cpu: <model name> (<isa>)" from /proc/cpuinfo.
 std::string hostDevice() {

@@ -88,6 +88,10 @@ struct RunSettings {
 std::vector<std::string> takeRunFlags(const std::vector<std::string> &args, RunFlags &flags);
 extern const char *const kRunFlagsHelp;
 
+/// Where compiled kernels are cached: $STRETTO_CACHE_DIR, else
+/// ~/.cache/stretto/kernels.
+std::string kernelCacheDirectory();
+
 /// The fused kernels a run needs, and the cache that owns them.
 struct PlanKernels {
   std::map<std::string, RefExecutor::KernelFn> functions;
