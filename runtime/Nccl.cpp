@@ -43,19 +43,9 @@ const Api *Api::load(std::string &why) {
       error = "libnccl.so.2 not found (the CUDA toolkit's NCCL, or nvidia-nccl-cu13)";
       return;
     }
-    lib.bind(api.getVersion, "ncclGetVersion");
-    lib.bind(api.getUniqueId, "ncclGetUniqueId");
-    lib.bind(api.commInitRankConfig, "ncclCommInitRankConfig");
-    lib.bind(api.commGetAsyncError, "ncclCommGetAsyncError");
-    lib.bind(api.commAbort, "ncclCommAbort");
-    lib.bind(api.commDestroy, "ncclCommDestroy");
-    lib.bind(api.commFinalize, "ncclCommFinalize");
-    lib.bind(api.groupStart, "ncclGroupStart");
-    lib.bind(api.groupEnd, "ncclGroupEnd");
-    lib.bind(api.send, "ncclSend");
-    lib.bind(api.recv, "ncclRecv");
-    lib.bind(api.allReduce, "ncclAllReduce");
-    lib.bind(api.getErrorString, "ncclGetErrorString");
+#define STRETTO_NCCL_BIND(member, name, ...) lib.bind(api.member, "nccl" #name);
+    STRETTO_NCCL_FUNCTIONS(STRETTO_NCCL_BIND)
+#undef STRETTO_NCCL_BIND
     if (!lib.missing().empty()) {
       error = "libnccl has no " + lib.missing() + " (NCCL 2.14 or later is needed)";
       return;

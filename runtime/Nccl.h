@@ -20,6 +20,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <type_traits>
 
 namespace stretto::nccl {
 
@@ -61,20 +62,27 @@ Config defaultConfig();
 
 using Comm = struct ncclComm *;
 
+/// Every NCCL function the runtime calls, once: (member of Api, the name
+/// after "nccl" in libnccl, the function's type).
+#define STRETTO_NCCL_FUNCTIONS(X)                                                          \
+  X(getVersion, GetVersion, int(int *))                                                    \
+  X(getUniqueId, GetUniqueId, int(UniqueId *))                                             \
+  X(commInitRankConfig, CommInitRankConfig, int(Comm *, int, UniqueId, int, Config *))     \
+  X(commGetAsyncError, CommGetAsyncError, int(Comm, int *))                                \
+  X(commAbort, CommAbort, int(Comm))                                                       \
+  X(commDestroy, CommDestroy, int(Comm))                                                   \
+  X(commFinalize, CommFinalize, int(Comm))                                                 \
+  X(groupStart, GroupStart, int())                                                         \
+  X(groupEnd, GroupEnd, int())                                                             \
+  X(send, Send, int(const void *, size_t, int, int, Comm, void *))                         \
+  X(recv, Recv, int(void *, size_t, int, int, Comm, void *))                               \
+  X(allReduce, AllReduce, int(const void *, void *, size_t, int, int, Comm, void *))       \
+  X(getErrorString, GetErrorString, const char *(int))
+
 struct Api {
-  int (*getVersion)(int *);
-  int (*getUniqueId)(UniqueId *);
-  int (*commInitRankConfig)(Comm *, int, UniqueId, int, Config *);
-  int (*commGetAsyncError)(Comm, int *);
-  int (*commAbort)(Comm);
-  int (*commDestroy)(Comm);
-  int (*commFinalize)(Comm);
-  int (*groupStart)();
-  int (*groupEnd)();
-  int (*send)(const void *, size_t, int, int, Comm, void *);
-  int (*recv)(void *, size_t, int, int, Comm, void *);
-  int (*allReduce)(const void *, void *, size_t, int, int, Comm, void *);
-  const char *(*getErrorString)(int);
+#define STRETTO_NCCL_MEMBER(member, name, ...) std::add_pointer_t<__VA_ARGS__> member;
+  STRETTO_NCCL_FUNCTIONS(STRETTO_NCCL_MEMBER)
+#undef STRETTO_NCCL_MEMBER
   /// The library, or null with `why` (not installed, a symbol missing).
   static const Api *load(std::string &why);
 };
