@@ -457,6 +457,20 @@ void CudaPlanDevice::exec(PlanExecutor::Impl &rt, const PhasePlan &p, int i,
     launchShaped("st_mean", 1, 32, rows, static_cast<const float *>(loss), out);
     return;
   }
+  case OpKind::StageSum: {
+    double sum = 0;
+    for (size_t k = 0; k < n.operands.size(); ++k)
+      sum += fetch(in(static_cast<int>(k)), 1)[0];
+    if (!n.ints.empty()) { // a pipeline stage's copy: all-reduced over the stages
+      if (!rt.collective)
+        rt.fail(i, "stage_sum of a pipeline stage runs only under the pipeline runtime");
+      sum = rt.collective(n, HostTensor{n.shape, {sum}}).data.at(0);
+    }
+    staging.assign(1, static_cast<float>(sum));
+    upload(out, staging.data(), 1);
+    gpu->synchronize(); // staging is reused
+    return;
+  }
   case OpKind::GossipMix: {
     if (!rt.collective) {
       copy(out, in(0), count);

@@ -354,6 +354,15 @@ static void validatePhase(const Graph &g, const std::vector<Node> &nodes) {
       if (numElements(n.shape) != 1)
         fail(i, n, "result must be a scalar");
       break;
+    case OpKind::StageSum:
+      if (n.ints.size() > 1 || (n.ints.size() == 1 && n.ints[0] != 1))
+        fail(i, n, "stage_sum's only int is 1 (all-reduce over the stages)");
+      for (size_t k = 0; k < n.operands.size(); ++k)
+        if (numElements(opShape(k)) != 1)
+          fail(i, n, "stage_sum sums scalars, got " + shapeToString(opShape(k)));
+      if (numElements(n.shape) != 1)
+        fail(i, n, "result must be a scalar");
+      break;
     case OpKind::Transfer:
       needInts(2);
       needShape(opShape(0), "transfer");

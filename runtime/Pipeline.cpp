@@ -97,6 +97,22 @@ std::vector<StagePlan> stretto::planStages(const Graph &graph) {
           }
           continue;
         }
+        if (n.kind == OpKind::StageSum) {
+          // Each stage keeps its own partial and all-reduces it (ints {1}).
+          Node copy = n;
+          copy.operands.clear();
+          for (int o : n.operands)
+            if (map[o] >= 0 && src[o].stage == s)
+              copy.operands.push_back(map[o]);
+          if (copy.operands.size() != 1)
+            throw std::runtime_error("stage " + std::to_string(s) + ": stage_sum at " + n.loc +
+                                     " has " + std::to_string(copy.operands.size()) +
+                                     " partials of this stage; it needs one");
+          copy.ints = {1};
+          map[i] = static_cast<int>(dst.size());
+          dst.push_back(std::move(copy));
+          continue;
+        }
         bool mine = n.stage == s;
         bool shared = n.stage < 0 && std::all_of(n.operands.begin(), n.operands.end(),
                                                  [&](int o) { return map[o] >= 0; });
@@ -202,6 +218,15 @@ PipelineResult stretto::runPipelineRank(const Graph &graph, DataSource &data,
   for (const StagePlan::Send &snd : plan.sends)
     sent.push_back(snd.node);
   ex.preparePartialRuns({plan.forward, plan.backward}, sent);
+  // The update's stage_sum (global-norm clipping) sums over the stages.
+  ex.setCollective([&comm](const Node &n, const HostTensor &v) {
+    if (n.kind != OpKind::StageSum)
+      throw std::runtime_error(std::string("a pipeline stage cannot run ") +
+                               opKindName(n.kind));
+    std::vector<double> x = v.data;
+    comm.allReduceSum(x.data(), x.size());
+    return HostTensor{v.shape, std::move(x)};
+  });
   ex.initialize(opt.seed);
   if (!opt.resumeStates.empty()) {
     for (const StateDecl &d : plan.graph.states) {

@@ -567,6 +567,18 @@ void HostDevice::exec(PlanExecutor::Impl &rt, const PhasePlan &p, int i, const T
     out[0] = rows ? total / static_cast<float>(rows) : 0.0f;
     return;
   }
+  case OpKind::StageSum: {
+    double sum = 0;
+    for (size_t k = 0; k < n.operands.size(); ++k)
+      sum += in(static_cast<int>(k))[0];
+    if (!n.ints.empty()) { // a pipeline stage's copy: all-reduced over the stages
+      if (!rt.collective)
+        rt.fail(i, "stage_sum of a pipeline stage runs only under the pipeline runtime");
+      sum = rt.collective(n, HostTensor{n.shape, {sum}}).data.at(0);
+    }
+    out[0] = static_cast<float>(sum);
+    return;
+  }
   case OpKind::GossipMix: {
     // The replica's exchange with this round's peers (setCollective).
     if (!rt.collective) {

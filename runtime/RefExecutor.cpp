@@ -429,6 +429,18 @@ RefExecutor::Impl::run(const std::map<std::string, HostTensor> &inputs,
       case OpKind::Transfer:
         out = in(0);
         break;
+      case OpKind::StageSum: {
+        double sum = 0;
+        for (size_t k = 0; k < n.operands.size(); ++k)
+          sum += toHost(in(static_cast<int>(k)), inShape(static_cast<int>(k))).data.at(0);
+        if (!n.ints.empty()) { // a pipeline stage's copy: all-reduced over the stages
+          if (!collective)
+            fail(i, "stage_sum of a pipeline stage runs only under the pipeline runtime");
+          sum = collective(n, HostTensor{n.shape, {sum}}).data.at(0);
+        }
+        out = fromHost({sum}, n.dtype);
+        break;
+      }
       case OpKind::GossipMix:
         if (collective)
           out = fromHost(collective(n, toHost(in(0), inShape(0))).data, n.dtype);

@@ -872,6 +872,19 @@ LogicalResult TransferOp::verify() {
   return success();
 }
 
+LogicalResult StageSumOp::verify() {
+  if (getPartials().empty())
+    return emitOpError() << "needs one partial per stage, got none";
+  if (!shapeOf(getResult()).empty())
+    return emitOpError() << "sums scalars: the result must be a rank-0 tensor, got "
+                         << getResult().getType();
+  for (Value v : getPartials())
+    if (v.getType() != getResult().getType())
+      return emitOpError() << "partial " << v.getType() << " must have the result's type "
+                           << getResult().getType();
+  return success();
+}
+
 LogicalResult DescendOp::verify() {
   if (elemOf(getLr()) != elemOf(getParam()))
     return emitOpError() << "lr " << getLr().getType() << " must have the element type of param "

@@ -458,6 +458,26 @@ def Train_TransferOp : Train_Op<"transfer", [Pure, SameOperandsAndResultType, Di
   let hasVerifier = 1;
 }
 
+def Train_StageSumOp : Train_Op<"stage_sum", [Pure, SameOperandsAndResultType]> {
+  let summary = "sums per-stage partial scalars across the pipeline's stages";
+  let description = [{
+    `train-optimizer` emits it for global-norm clipping (`grad_clip`) of a
+    partitioned model: operand i is the sum of squared gradients of one
+    stage's parameters, and the result (the squared global norm) is their
+    sum. Unstaged, so every stage gets the result. Executed on one whole
+    graph it adds its operands; the pipeline runtime gives each stage only
+    its own operand and sums it over the stages with an all-reduce of the
+    stages' communicator.
+    ```mlir
+    %sq = train.stage_sum %sq0, %sq1 : tensor<f32>
+    ```
+  }];
+  let arguments = (ins Variadic<Train_FloatTensor>:$partials);
+  let results = (outs Train_FloatTensor:$result);
+  let assemblyFormat = "$partials attr-dict `:` type($result)";
+  let hasVerifier = 1;
+}
+
 // Optimizer ops
 
 def Train_DescendOp : Train_Op<"descend", [Pure,

@@ -66,6 +66,9 @@ const char *dtypeName(DType t);
 //  Optimizer:
 //    NewtonSchulz: operands {G [m, n]}; ints {steps}; floats {a, b, c}
 //    Descend:    operands {p, dir, lr}: p - lr * dir
+//    StageSum:   operands {x_0, ..., x_k} scalars: their sum; ints {1} (a
+//                pipeline stage's copy, planStages): plus the other stages'
+//                values, through the executor's collective hook
 //  Gossip (decentralized data parallelism):
 //    GossipMix:  operands {z}; floats {alpha}: z_i - alpha * sum_j lambda_ij (z_i - z_j)
 //                over this round's peers, through the executor's collective hook

@@ -207,15 +207,34 @@ void OptimizerPass::runOnOperation() {
     meanGrads.push_back(b.create<AccumulatedGradOp>(g.getLoc(), g.getValue().getType(),
                                                     g.getVarAttr()));
   Value clipScale;
-  if (r.gradClip > 0 && model->hasAttr("stages") && model.getTrainerInt("stages", 1) > 1) {
-    model.emitError() << "grad_clip needs the global gradient norm across pipeline stages, "
-                         "which is not supported yet; set grad_clip = 0 with stages > 1";
-    return signalPassFailure();
-  }
   if (r.gradClip > 0) {
-    Value sq = m.c(0.0);
-    for (Value g : meanGrads)
-      sq = m.add(sq, m.sumAll(m.mul(g, g)));
+    // ‖g‖² over every parameter. A partitioned model sums each stage's
+    // parameters on that stage, and train.stage_sum adds the stages'
+    // partials (the pipeline runtime all-reduces them).
+    const int64_t stages = model->hasAttr("stages") ? model.getTrainerInt("stages", 1) : 1;
+    Value sq;
+    if (stages <= 1) {
+      sq = m.c(0.0);
+      for (Value g : meanGrads)
+        sq = m.add(sq, m.sumAll(m.mul(g, g)));
+    } else {
+      SmallVector<Value> partials;
+      for (int64_t s = 0; s < stages; ++s) {
+        Operation *before = b.getInsertionPoint() == b.getBlock()->begin()
+                                ? nullptr
+                                : &*std::prev(b.getInsertionPoint());
+        Value part = m.c(0.0);
+        for (auto [gradOp, g] : llvm::zip(grads, meanGrads)) {
+          auto param = cast<ParamOp>(SymbolTable::lookupSymbolIn(model, gradOp.getVarAttr()));
+          if (getStage(param) == s)
+            part = m.add(part, m.sumAll(m.mul(g, g)));
+        }
+        // Everything computed for this partial runs on stage s.
+        tagStages(before, &*b.getInsertionPoint(), s);
+        partials.push_back(part);
+      }
+      sq = b.create<StageSumOp>(loc, partials.front().getType(), partials);
+    }
     clipScale = m.min(m.c(1.0), m.div(m.c(r.gradClip), m.add(m.sqrt(sq), m.c(1e-6))));
   }
 

@@ -1016,3 +1016,24 @@ train.model @reshape_overflow {
     train.yield %l : tensor<f32>
   }
 }
+
+// -----
+
+// stage_sum adds scalars (one partial per pipeline stage).
+train.model @m {
+  train.step {
+    %g = train.input "g" : tensor<4xf32>
+    // expected-error @+1 {{'train.stage_sum' op sums scalars: the result must be a rank-0 tensor, got 'tensor<4xf32>'}}
+    %s = train.stage_sum %g, %g : tensor<4xf32>
+  }
+}
+
+// -----
+
+// stage_sum needs its partials.
+train.model @m {
+  train.step {
+    // expected-error @+1 {{'train.stage_sum' op expected 1 or more operands, but found 0}}
+    %s = train.stage_sum : tensor<f32>
+  }
+}
