@@ -25,12 +25,14 @@ static cl::opt<double> temperature("temperature", cl::desc("Softmax temperature;
                                    cl::init(0.8), cl::cat(cat));
 static cl::opt<uint64_t> seed("seed", cl::desc("Sampling seed"), cl::init(1), cl::cat(cat));
 
+static const char *const kOverview =
+    "stretto-sample: continue a prompt with a trained byte-level GPT\n\n"
+    "  stretto-sample examples/gpt-tiny.toml --checkpoint runs/gpt-tiny/checkpoint.bin "
+    "--prompt \"And God said\"\n";
+
 int main(int argc, char **argv) {
   cl::HideUnrelatedOptions(cat);
-  cl::ParseCommandLineOptions(argc, argv,
-                              "stretto-sample: continue a prompt with a trained byte-level GPT\n\n"
-                              "  stretto-sample examples/gpt-tiny.toml --checkpoint "
-                              "runs/gpt-tiny/checkpoint.bin --prompt \"And God said\"\n");
+  cl::ParseCommandLineOptions(argc, argv, kOverview);
   if (tokens < 0)
     return llvm::errs() << "stretto-sample: --tokens must be >= 0\n", 1;
   mlir::MLIRContext ctx;

@@ -598,12 +598,13 @@ std::string ms(double s) {
 
 } // namespace
 
+static const char *const kOverview =
+    "stretto-tune: profile a model's partition units, search stage partitions (DP under "
+    "memory limits), simulate and measure the best, write the winner\n";
+
 int main(int argc, char **argv) {
   cl::HideUnrelatedOptions(cat);
-  cl::ParseCommandLineOptions(argc, argv,
-                              "stretto-tune: profile a model's partition units, search stage "
-                              "partitions (DP under memory limits), simulate and measure the "
-                              "best, write the winner\n");
+  cl::ParseCommandLineOptions(argc, argv, kOverview);
   MLIRContext ctx;
   auto diagnostics = printDiagnostics(ctx);
 
