@@ -124,9 +124,11 @@ def group_equal():
         check("only rank 0 prints progress",
               "[rank 0] step" in o1 and "[rank 1] step" not in o1, o1[-1500:])
 
-    # A 2-stage PipeDream-2BW + delay-EF pipeline on 2 processes == threads.
+    # A 2-stage PipeDream-2BW + delay-EF pipeline on 2 processes == threads,
+    # clipping by the global gradient norm (the stages all-reduce their
+    # partial sums over Gloo; 0.5 is below the norm, so it clips).
     pp = plan("pipe", "train.steps=16", "train.stages=2", "train.micro_batches=4",
-              "train.sync=2bw", "train.ef_lambda=0.5", "train.grad_clip=0")
+              "train.sync=2bw", "train.ef_lambda=0.5", "train.grad_clip=0.5")
     a, b = out("pp2"), out("pp1")
     rc1, o1 = run([RUN, pp, "--nproc", "2", "--out", a, "--timeout", "60"])
     rc2, o2 = run([RUN, pp, "--out", b, "--quiet"])
