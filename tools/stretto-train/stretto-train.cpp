@@ -107,9 +107,9 @@ int launchTraining(int argc, char **argv) {
   if (launch.nproc <= 1 && launch.nnodes <= 1)
     return -1;
   // Flags of the run (every rank), flags of both, and the compile's.
-  static const std::set<std::string> runValued = {"--out",   "--device",     "--timeout",
-                                                  "--iface", "--rendezvous", "--on-peer-failure",
-                                                  "--init-from"};
+  static const std::set<std::string> runValued = {
+      "--out",        "--device",          "--timeout",   "--iface",
+      "--rendezvous", "--on-peer-failure", "--init-from", "--kill-replica"};
   static const std::set<std::string> runSwitch = {"--resume", "--profile", "--force-resume"};
   static const std::set<std::string> bothValued = {"--precision"};
   static const std::set<std::string> bothSwitch = {"--quiet"};
