@@ -403,6 +403,8 @@ struct StoreServer::Impl {
       }
       if (fds[0].revents)
         return;
+      // Clients accepted below have no entry in `fds` yet (polled next time).
+      const size_t polled = fds.size() - 2;
       if (fds[1].revents & POLLIN) {
         int f = ::accept4(listenFd.fd, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
         if (f >= 0) {
@@ -414,7 +416,7 @@ struct StoreServer::Impl {
       bool changed = false;
       for (size_t i = 0; i < clients.size(); ++i) {
         Client &c = *clients[i];
-        short ev = fds[i + 2].revents;
+        short ev = i < polled ? fds[i + 2].revents : 0;
         if (ev & (POLLIN | POLLHUP | POLLERR)) {
           char buf[65536];
           ssize_t k = ::recv(c.fd.fd, buf, sizeof buf, MSG_DONTWAIT);
