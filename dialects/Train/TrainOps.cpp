@@ -873,8 +873,7 @@ LogicalResult TransferOp::verify() {
 }
 
 LogicalResult StageSumOp::verify() {
-  if (getPartials().empty())
-    return emitOpError() << "needs one partial per stage, got none";
+  // At least one partial: SameOperandsAndResultType's verifier says so.
   if (!shapeOf(getResult()).empty())
     return emitOpError() << "sums scalars: the result must be a rank-0 tensor, got "
                          << getResult().getType();
