@@ -11,6 +11,7 @@ PACKAGES=(
   python3-venv python3-numpy                               # the tests' Python environment
   llvm-19-dev libmlir-19-dev mlir-19-tools llvm-19-tools   # MLIR 19, FileCheck, lit
   libtomlplusplus-dev libfmt-dev libopenblas-dev libopenblas-openmp-dev libgtest-dev
+  libgloo-dev openmpi-bin iproute2                         # multi-process runs and their tests
   clang-14 libclang-rt-14-dev                              # libFuzzer targets
   libdnnl2                                  # oneDNN: the compiled runtime's GEMMs (dlopen)
 )
