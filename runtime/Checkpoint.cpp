@@ -10,6 +10,11 @@
 //
 //===----------------------------------------------------------------------===//
 #include "stretto/Trainer.h"
+#include "stretto/Runtime/Communicator.h"
+
+#include <algorithm>
+#include <filesystem>
+#include <optional>
 
 #include <cerrno>
 #include <cstdio>
@@ -180,4 +185,96 @@ Checkpoint stretto::loadCheckpoint(const std::string &path) {
     c.states.emplace(std::move(name), std::move(t));
   }
   return c;
+}
+
+std::string stretto::rankCheckpointPath(const std::string &outDir, int rank, int64_t step) {
+  return outDir + "/checkpoint-rank" + std::to_string(rank) + "-step" + std::to_string(step) +
+         ".bin";
+}
+
+namespace {
+/// "checkpoint-rank<r>-step<N>.bin" → (r, N); anything else → nullopt.
+std::optional<std::pair<int, int64_t>> parseRankFile(const std::string &name) {
+  int rank = -1;
+  long long step = -1;
+  int used = 0;
+  if (std::sscanf(name.c_str(), "checkpoint-rank%d-step%lld.bin%n", &rank, &step, &used) != 2 ||
+      used != static_cast<int>(name.size()) || rank < 0 || step < 0 ||
+      name != "checkpoint-rank" + std::to_string(rank) + "-step" + std::to_string(step) + ".bin")
+    return std::nullopt;
+  return std::make_pair(rank, static_cast<int64_t>(step));
+}
+
+std::vector<std::string> namesIn(const std::string &dir) {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const auto &e : std::filesystem::directory_iterator(dir, ec))
+    names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+} // namespace
+
+std::vector<int64_t> stretto::rankCheckpointSteps(const std::string &outDir, int rank) {
+  std::vector<int64_t> steps;
+  for (const std::string &n : namesIn(outDir))
+    if (auto rs = parseRankFile(n); rs && rs->first == rank)
+      steps.push_back(rs->second);
+  std::sort(steps.rbegin(), steps.rend());
+  return steps;
+}
+
+void stretto::removeRankCheckpointsBefore(const std::string &outDir, int rank, int64_t step) {
+  for (int64_t s : rankCheckpointSteps(outDir, rank))
+    if (s < step)
+      std::filesystem::remove(rankCheckpointPath(outDir, rank, s));
+}
+
+std::vector<std::string> stretto::checkpointFilesIn(const std::string &outDir) {
+  std::vector<std::string> files;
+  for (const std::string &n : namesIn(outDir))
+    if (n == "checkpoint.bin" || parseRankFile(n))
+      files.push_back(outDir + "/" + n);
+  return files;
+}
+
+void stretto::refuseExistingCheckpoint(const std::string &outDir, int rank) {
+  std::vector<std::string> files;
+  for (const std::string &f : checkpointFilesIn(outDir)) {
+    auto rs = parseRankFile(std::filesystem::path(f).filename().string());
+    if (rank < 0 || !rs || rs->first == rank)
+      files.push_back(f);
+  }
+  if (!files.empty())
+    throw std::runtime_error(files.front() +
+                             " already exists: pass --resume to continue that run, or choose "
+                             "another --out (a new run never overwrites an earlier run's "
+                             "checkpoint)");
+}
+
+int64_t stretto::newestCommonCheckpointStep(const std::string &outDir, int ranks,
+                                            Communicator *comm) {
+  // Each rank's newest step + 1 (0: none); exact in a double.
+  std::vector<double> newest(ranks, 0.0);
+  auto newestOf = [&](int r) {
+    std::vector<int64_t> s = rankCheckpointSteps(outDir, r);
+    return s.empty() ? 0.0 : static_cast<double>(s.front() + 1);
+  };
+  if (comm) {
+    newest[comm->rank()] = newestOf(comm->rank());
+    comm->allReduceSum(newest.data(), newest.size());
+  } else {
+    for (int r = 0; r < ranks; ++r)
+      newest[r] = newestOf(r);
+  }
+  std::string missing;
+  for (int r = 0; r < ranks; ++r)
+    if (newest[r] == 0.0)
+      missing += (missing.empty() ? "" : ", ") + std::to_string(r);
+  if (!missing.empty())
+    throw std::runtime_error(
+        outDir + ": no checkpoint of rank" + (missing.find(',') != std::string::npos ? "s " : " ") +
+        missing + " (checkpoint-rank<r>-step<N>.bin; each rank resumes from its own file" +
+        (comm ? ", in its own --out folder" : "") + ")");
+  return static_cast<int64_t>(*std::min_element(newest.begin(), newest.end())) - 1;
 }

@@ -436,7 +436,7 @@ namespace {
 // Tags: exchanges by (round, mix node, part); reports, parameters, states
 // and acknowledgements to and from rank 0; the resume hand-out.
 constexpr uint64_t kMixTag = 0, kReportTag = uint64_t(1) << 45, kParamTag = uint64_t(2) << 45,
-                   kAckTag = uint64_t(3) << 45, kStateTag = uint64_t(4) << 45,
+                   kAckTag = uint64_t(3) << 45,
                    kResumeTag = uint64_t(5) << 45;
 uint64_t mixTag(int64_t round, int node, int part) {
   return kMixTag | (uint64_t(round) << 20) | (uint64_t(node) << 2) | uint64_t(part);
@@ -448,16 +448,6 @@ uint64_t mixTag(int64_t round, int node, int part) {
 // time.
 constexpr size_t kAckWindow = 4;
 
-// Every state of the executor (parameters and optimizer state), in the
-// graph's order, as one vector.
-std::vector<double> flattenStates(const Graph &g, const Executor &ex) {
-  std::vector<double> flat;
-  for (const StateDecl &s : g.states) {
-    HostTensor t = ex.getState(s.name);
-    flat.insert(flat.end(), t.data.begin(), t.data.end());
-  }
-  return flat;
-}
 size_t stateElements(const Graph &g) {
   size_t n = 0;
   for (const StateDecl &s : g.states)
@@ -509,7 +499,6 @@ std::string joinSteps(const std::vector<int64_t> &H) {
 }
 } // namespace
 
-std::string gossipCheckpointPath(const std::string &outDir) { return outDir + "/checkpoint.bin"; }
 
 GossipResult runGossipRank(const Graph &graph, DataSource &data, const GossipOptions &opt,
                            Communicator &comm) {
@@ -558,130 +547,155 @@ GossipResult runGossipRank(const Graph &graph, DataSource &data, const GossipOpt
   std::unique_ptr<Executor> evalEx = r == 0 ? makeExecutor(graph, opt) : nullptr;
   int64_t k = 0, totalSteps = 0, start = 0;
   double totalBytes = 0;
-  const std::string ckptPath = opt.outDir.empty() ? "" : gossipCheckpointPath(opt.outDir);
   const size_t nStates = stateElements(graph), nTally = 4 + NN;
 
-  // --resume: rank 0 reads the checkpoint and hands every replica its state
-  // (the others' folders may be on other machines). A header [status,
-  // rounds done] goes first: 1 resume, 2 the run already finished, 0 rank 0
-  // could not read the checkpoint (the others stop too).
+  // Checkpoints: every replica writes its own file (rankCheckpointPath) at
+  // the end of a checkpoint round, before its report of that round; rank 0
+  // writes its own once the reports of the round are in, naming the replicas
+  // that sent them ("gossip.live"). Rank 0's newest file is thus the newest
+  // complete checkpoint; a replica removes its older files when rank 0 has
+  // acknowledged the round.
+  const std::map<std::string, std::string> runMeta = {{"gossip.replicas", std::to_string(R)},
+                                                      {"gossip.topology", topologyName(topo)},
+                                                      {"gossip.local_steps", joinSteps(H)}};
+  auto ownStates = [&] {
+    std::map<std::string, HostTensor> st;
+    for (const StateDecl &s : graph.states)
+      st.emplace(s.name, ex.getState(s.name));
+    return st;
+  };
+  auto metaOf = [](const Checkpoint &c, const std::string &path, const std::string &key) {
+    auto it = c.meta.find(key);
+    if (it == c.meta.end())
+      throw std::runtime_error(path + ": not a gossip checkpoint (no '" + key +
+                               "'; a single-process or pipelined run wrote it?)");
+    return it->second;
+  };
+  // The file is this run's: replicas, topology, local steps and seed.
+  auto checkRun = [&](const Checkpoint &c, const std::string &path) {
+    if (metaOf(c, path, "gossip.replicas") != std::to_string(R))
+      throw std::runtime_error(path + ": the checkpoint was written by a run of " +
+                               metaOf(c, path, "gossip.replicas") + " replicas; this run has " +
+                               std::to_string(R) + " (resume with the same replicas)");
+    if (metaOf(c, path, "gossip.topology") != topologyName(topo) ||
+        metaOf(c, path, "gossip.local_steps") != joinSteps(H))
+      throw std::runtime_error(path + ": the checkpoint's topology " +
+                               metaOf(c, path, "gossip.topology") + " and local steps " +
+                               metaOf(c, path, "gossip.local_steps") + " differ from this run's " +
+                               topologyName(topo) + " and " + joinSteps(H));
+    if (c.seed != opt.seed)
+      throw std::runtime_error(path + ": the checkpoint was written with seed " +
+                               std::to_string(c.seed) + ", this run has seed " +
+                               std::to_string(opt.seed));
+  };
+
+  // --resume. Rank 0's newest file gives the round and who was live; it
+  // goes to everyone as [status, rounds done, total steps, total bytes,
+  // live mask]: status 1 resume, 2 the run already finished, 0 rank 0 could
+  // not read its checkpoint (everyone stops).
   if (opt.resume) {
-    std::vector<double> header = {0, 0};
+    std::vector<double> header(4 + static_cast<size_t>(R), 0.0);
+    std::string error;
+    std::optional<Checkpoint> own;
     if (r == 0) {
-      Checkpoint c;
-      std::vector<std::vector<double>> states(R), tallies(R);
       try {
-        c = loadCheckpoint(ckptPath);
-        auto meta = [&](const std::string &key) {
-          auto it = c.meta.find(key);
-          if (it == c.meta.end())
-            throw std::runtime_error(ckptPath + ": not a gossip checkpoint (no '" + key +
-                                     "'; a single-process or pipelined run wrote it?)");
-          return it->second;
-        };
-        if (meta("gossip.replicas") != std::to_string(R))
-          throw std::runtime_error(ckptPath + ": the checkpoint was written by a run of " +
-                                   meta("gossip.replicas") + " replicas; this run has " +
-                                   std::to_string(R) + " (resume with the same replicas)");
-        if (meta("gossip.topology") != topologyName(topo) ||
-            meta("gossip.local_steps") != joinSteps(H))
-          throw std::runtime_error(ckptPath + ": the checkpoint's topology " +
-                                   meta("gossip.topology") + " and local steps " +
-                                   meta("gossip.local_steps") + " differ from this run's " +
-                                   topologyName(topo) + " and " + joinSteps(H));
-        if (c.seed != opt.seed)
-          throw std::runtime_error(ckptPath + ": the checkpoint was written with seed " +
-                                   std::to_string(c.seed) + ", this run has seed " +
-                                   std::to_string(opt.seed));
-        int firstLive = -1;
-        for (int j = 0; j < R; ++j) {
-          std::string prefix = "replica" + std::to_string(j) + "/";
-          if (!c.states.count(prefix + graph.states.front().name))
-            continue;
-          for (const StateDecl &s : graph.states) {
-            auto it = c.states.find(prefix + s.name);
-            if (it == c.states.end())
-              throw std::runtime_error(ckptPath + ": checkpoint has no state '" + prefix +
-                                       s.name + "' (was it written by another model?)");
-            if (it->second.shape != s.shape)
-              throw std::runtime_error(ckptPath + ": state '" + s.name + "' has shape " +
-                                       shapeToString(it->second.shape) +
-                                       " in the checkpoint but " + shapeToString(s.shape) +
-                                       " in the model");
-            states[j].insert(states[j].end(), it->second.data.begin(), it->second.data.end());
-          }
-          tallies[j] = splitNumbers(meta("replica" + std::to_string(j) + ".tally"));
-          if (tallies[j].size() != nTally)
-            throw std::runtime_error(ckptPath + ": replica " + std::to_string(j) +
-                                     "'s counters have " + std::to_string(tallies[j].size()) +
-                                     " entries, expected " + std::to_string(nTally));
-          if (firstLive < 0)
-            firstLive = j;
-        }
-        if (firstLive < 0)
-          throw std::runtime_error(ckptPath + ": the checkpoint holds no replica");
-        start = c.step;
-        totalSteps = std::stoll(meta("gossip.total_steps"));
-        totalBytes = std::strtod(meta("gossip.total_bytes").c_str(), nullptr);
-        for (int j = 0; j < R; ++j)
-          if (states[j].empty()) {
-            // Dropped before the checkpoint: it comes back with the state of
-            // the first replica that was still training.
-            std::printf("replica %d was not in the checkpoint (dropped in an earlier run); it "
-                        "resumes from replica %d's state\n",
-                        j, firstLive);
-            states[j] = states[firstLive];
-            tallies[j] = tallies[firstLive];
-            tallies[j][0] = tallies[j][1] = static_cast<double>(start * H[j]);
-            tallies[j][3] = 0;
-          }
-        header = {start >= opt.rounds ? 2.0 : 1.0, static_cast<double>(start)};
-      } catch (...) {
-        for (int j = 1; j < R; ++j)
-          try {
-            comm.isend(j, kResumeTag, WireType::F64, header.data(), header.size())->wait();
-          } catch (const CommError &) {
-          }
-        throw;
-      }
-      for (int j = 1; j < R; ++j) {
-        comm.isend(j, kResumeTag, WireType::F64, header.data(), header.size())->wait();
-        if (header[0] == 1.0) {
-          comm.isend(j, kResumeTag | 1, WireType::F64, states[j].data(), states[j].size())->wait();
-          comm.isend(j, kResumeTag | 2, WireType::F64, tallies[j].data(), tallies[j].size())
-              ->wait();
-        }
-      }
-      if (header[0] == 1.0) {
-        restoreStates(graph, ex, states[0]);
-        ex.setStepCount(static_cast<int64_t>(tallies[0][0]));
-        rep.localSteps = static_cast<int64_t>(tallies[0][1]);
-        rep.rounds = static_cast<int64_t>(tallies[0][2]);
-        rep.bytesSent = tallies[0][3];
-        rep.simTime.assign(tallies[0].begin() + 4, tallies[0].end());
-      }
-    } else {
-      comm.recv(0, kResumeTag, WireType::F64, header.data(), header.size());
-      if (header[0] == 0.0)
-        throw std::runtime_error("rank 0 could not resume from its checkpoint (its log says why)");
-      start = static_cast<int64_t>(header[1]);
-      if (header[0] == 1.0) {
-        std::vector<double> states(nStates), t(nTally);
-        comm.recv(0, kResumeTag | 1, WireType::F64, states.data(), states.size());
-        comm.recv(0, kResumeTag | 2, WireType::F64, t.data(), t.size());
-        restoreStates(graph, ex, states);
-        ex.setStepCount(static_cast<int64_t>(t[0]));
-        rep.localSteps = static_cast<int64_t>(t[1]);
-        rep.rounds = static_cast<int64_t>(t[2]);
-        rep.bytesSent = t[3];
-        rep.simTime.assign(t.begin() + 4, t.end());
+        std::vector<int64_t> steps = rankCheckpointSteps(opt.outDir, 0);
+        if (steps.empty())
+          throw std::runtime_error(opt.outDir +
+                                   ": no checkpoint of rank 0 (checkpoint-rank0-step<N>.bin)");
+        const std::string path = rankCheckpointPath(opt.outDir, 0, steps.front());
+        own = loadRankCheckpoint(opt.outDir, 0, steps.front(), graph.states);
+        checkRun(*own, path);
+        header[1] = static_cast<double>(own->step);
+        header[2] = std::strtod(metaOf(*own, path, "gossip.total_steps").c_str(), nullptr);
+        header[3] = std::strtod(metaOf(*own, path, "gossip.total_bytes").c_str(), nullptr);
+        for (double j : splitNumbers(metaOf(*own, path, "gossip.live")))
+          if (j >= 0 && j < R)
+            header[4 + static_cast<size_t>(j)] = 1.0;
+        if (header[4] != 1.0)
+          throw std::runtime_error(path + ": rank 0 is not among the live replicas it lists");
+        header[0] = own->step >= opt.rounds ? 2.0 : 1.0;
+      } catch (const std::exception &e) {
+        error = e.what();
+        header[0] = 0.0;
       }
     }
+    comm.broadcast(header.data(), header.size() * sizeof(double), 0);
+    if (header[0] == 0.0)
+      throw std::runtime_error(r == 0 ? error
+                                      : "rank 0 could not resume from its checkpoint (its log "
+                                        "says why)");
+    start = static_cast<int64_t>(header[1]);
     result.startRound = start;
     if (header[0] == 2.0) {
       result.finished = true;
       return result;
     }
+    totalSteps = static_cast<int64_t>(header[2]);
+    totalBytes = header[3];
+    auto live = [&](int j) { return header[4 + static_cast<size_t>(j)] == 1.0; };
+    int firstLive = 0;
+    while (!live(firstLive))
+      ++firstLive;
+    // Every replica live at that round reads its own file (on its own
+    // machine's disk); the ranks agree that all could before going on.
+    std::vector<double> states, t;
+    std::vector<double> ok(static_cast<size_t>(R), 0.0);
+    try {
+      if (live(r)) {
+        if (r != 0) {
+          own = loadRankCheckpoint(opt.outDir, r, start, graph.states);
+          checkRun(*own, rankCheckpointPath(opt.outDir, r, start));
+        }
+        for (const StateDecl &s : graph.states) {
+          const HostTensor &v = own->states.at(s.name);
+          states.insert(states.end(), v.data.begin(), v.data.end());
+        }
+        t = splitNumbers(metaOf(*own, rankCheckpointPath(opt.outDir, r, start), "gossip.tally"));
+        if (t.size() != nTally)
+          throw std::runtime_error(rankCheckpointPath(opt.outDir, r, start) +
+                                   ": the replica's counters have " + std::to_string(t.size()) +
+                                   " entries, expected " + std::to_string(nTally));
+      }
+      ok[static_cast<size_t>(r)] = 1.0;
+    } catch (const std::exception &e) {
+      error = e.what();
+    }
+    comm.allReduceSum(ok.data(), ok.size());
+    for (int j = 0; j < R; ++j)
+      if (ok[static_cast<size_t>(j)] != 1.0)
+        throw std::runtime_error(j == r ? error
+                                        : "replica " + std::to_string(j) +
+                                              " could not read its checkpoint (its log says why)");
+    // A replica dropped before that round comes back with the first live
+    // replica's state, and its own counters restarted.
+    if (r == firstLive) {
+      for (int j = 0; j < R; ++j)
+        if (!live(j)) {
+          comm.isend(j, kResumeTag | 1, WireType::F64, states.data(), states.size())->wait();
+          comm.isend(j, kResumeTag | 2, WireType::F64, t.data(), t.size())->wait();
+        }
+    }
+    if (r == 0)
+      for (int j = 0; j < R; ++j)
+        if (!live(j))
+          std::printf("replica %d was not in the checkpoint (dropped in an earlier run); it "
+                      "resumes from replica %d's state\n",
+                      j, firstLive);
+    if (!live(r)) {
+      states.resize(nStates);
+      t.resize(nTally);
+      comm.recv(firstLive, kResumeTag | 1, WireType::F64, states.data(), states.size());
+      comm.recv(firstLive, kResumeTag | 2, WireType::F64, t.data(), t.size());
+      t[0] = t[1] = static_cast<double>(start * H[r]);
+      t[3] = 0;
+    }
+    restoreStates(graph, ex, states);
+    ex.setStepCount(static_cast<int64_t>(t[0]));
+    rep.localSteps = static_cast<int64_t>(t[1]);
+    rep.rounds = static_cast<int64_t>(t[2]);
+    rep.bytesSent = t[3];
+    rep.simTime.assign(t.begin() + 4, t.end());
     k = start * H[r] * opt.microBatches;
   }
 
@@ -689,6 +703,7 @@ GossipResult runGossipRank(const Graph &graph, DataSource &data, const GossipOpt
     std::unique_ptr<int64_t> ackValue;
     std::unique_ptr<Request> ack;
     std::vector<std::unique_ptr<Request>> sends;
+    int64_t checkpoint = -1; // rounds done, when the replica wrote its file
   };
   std::vector<Report> reports;                    // oldest first
   std::vector<std::pair<int, std::unique_ptr<Request>>> acks; // rank 0's
@@ -894,7 +909,7 @@ GossipResult runGossipRank(const Graph &graph, DataSource &data, const GossipOpt
       opt.onRoundEnd(r, round, unflattenParams(graph, flat));
 
     // The round's report to rank 0; at evaluation rounds the parameters
-    // too, and at checkpoint rounds every state.
+    // too. At checkpoint rounds the replica's file is written first.
     const bool stopRequested = opt.stopRequested && opt.stopRequested->load();
     if (r != 0) {
       // Each report's acknowledgement is received before its send is
@@ -907,6 +922,8 @@ GossipResult runGossipRank(const Graph &graph, DataSource &data, const GossipOpt
           learnAck(*old.ackValue);
           for (auto &q : old.sends)
             q->wait();
+          if (old.checkpoint > 0) // rank 0 holds this round's checkpoint
+            removeRankCheckpointsBefore(opt.outDir, r, old.checkpoint);
         } catch (const CommError &e) {
           drop(0, round, e.what());
         }
@@ -917,7 +934,7 @@ GossipResult runGossipRank(const Graph &graph, DataSource &data, const GossipOpt
     const bool evalRound = opt.evalInterval > 0 &&
                            ((round + 1) % opt.evalInterval == 0 || lastRound);
     const bool paramsRound = evalRound || lastRound || opt.consensusEveryRound;
-    const bool ckptRound = !ckptPath.empty() &&
+    const bool ckptRound = !opt.outDir.empty() &&
                            (lastRound || (opt.checkpointInterval > 0 &&
                                           (round + 1) % opt.checkpointInterval == 0));
     std::vector<double> mine = {losses ? loss / static_cast<double>(losses) : 0.0,
@@ -928,6 +945,13 @@ GossipResult runGossipRank(const Graph &graph, DataSource &data, const GossipOpt
       if (!dead[0]) {
         try {
           Report rp;
+          if (ckptRound) {
+            std::map<std::string, std::string> meta = runMeta;
+            meta["gossip.tally"] = joinNumbers(tally(ex, rep));
+            saveRankCheckpoint(opt.outDir, r, round + 1, opt.seed, ownStates(), opt.precision,
+                               meta);
+            rp.checkpoint = round + 1;
+          }
           rp.ackValue = std::make_unique<int64_t>(-1);
           rp.ack = comm.irecv(0, kAckTag | uint64_t(round), WireType::I64, rp.ackValue.get(), 1);
           rp.sends.push_back(comm.isend(0, kReportTag | uint64_t(round), WireType::F64,
@@ -935,12 +959,6 @@ GossipResult runGossipRank(const Graph &graph, DataSource &data, const GossipOpt
           if (paramsRound)
             rp.sends.push_back(comm.isend(0, kParamTag | uint64_t(round), WireType::F64,
                                           flat.data(), flat.size()));
-          if (ckptRound) {
-            std::vector<double> st = flattenStates(graph, ex), t = tally(ex, rep);
-            st.insert(st.end(), t.begin(), t.end());
-            rp.sends.push_back(comm.isend(0, kStateTag | uint64_t(round), WireType::F64,
-                                          st.data(), st.size()));
-          }
           reports.push_back(std::move(rp));
         } catch (const CommError &e) {
           drop(0, round, e.what());
@@ -958,11 +976,12 @@ GossipResult runGossipRank(const Graph &graph, DataSource &data, const GossipOpt
     bool stopNow = stopRequested;
     rr.simTime.assign(rep.simTime.begin(), rep.simTime.end());
     std::vector<std::vector<double>> params = {flat};
-    std::map<int, std::vector<double>> saved; // checkpoint rounds: states + tally
+    std::map<std::string, std::string> ckptMeta; // checkpoint rounds: rank 0's file
+    std::map<std::string, HostTensor> ckptStates;
     if (ckptRound) {
-      saved[0] = flattenStates(graph, ex);
-      std::vector<double> t = tally(ex, rep);
-      saved[0].insert(saved[0].end(), t.begin(), t.end());
+      ckptMeta = runMeta;
+      ckptMeta["gossip.tally"] = joinNumbers(tally(ex, rep));
+      ckptStates = ownStates();
     }
     std::vector<int> reported;
     for (int j = 1; j < R; ++j) {
@@ -982,11 +1001,6 @@ GossipResult runGossipRank(const Graph &graph, DataSource &data, const GossipOpt
           comm.recv(j, kParamTag | uint64_t(round), WireType::F64, p.data(), p.size());
           params.push_back(std::move(p));
         }
-        if (ckptRound) {
-          std::vector<double> st(nStates + nTally);
-          comm.recv(j, kStateTag | uint64_t(round), WireType::F64, st.data(), st.size());
-          saved[j] = std::move(st);
-        }
         reported.push_back(j);
       } catch (const CommError &e) {
         drop(j, round, e.what());
@@ -997,10 +1011,6 @@ GossipResult runGossipRank(const Graph &graph, DataSource &data, const GossipOpt
     // round + kAckWindow, which is where everyone stops.
     if (stopNow && stopAt < 0)
       stopAt = std::min<int64_t>(round + static_cast<int64_t>(kAckWindow), opt.rounds - 1);
-    for (int j : reported) {
-      int64_t v = stopAt;
-      acks.emplace_back(j, comm.isend(j, kAckTag | uint64_t(round), WireType::I64, &v, 1));
-    }
     const int live = 1 + static_cast<int>(reported.size());
     rr.live = live;
     rr.loss = lossSum / live;
@@ -1009,6 +1019,22 @@ GossipResult runGossipRank(const Graph &graph, DataSource &data, const GossipOpt
     rr.localSteps = totalSteps;
     rr.bytes = totalBytes;
     rr.consensus = -1;
+    // Every replica that reported has written its file: rank 0's completes
+    // the checkpoint, before any acknowledgement lets one remove an older.
+    if (ckptRound) {
+      ckptMeta["gossip.live"] = "0";
+      for (int j : reported)
+        ckptMeta["gossip.live"] += "," + std::to_string(j);
+      ckptMeta["gossip.total_steps"] = std::to_string(totalSteps);
+      ckptMeta["gossip.total_bytes"] = joinNumbers({totalBytes});
+      saveRankCheckpoint(opt.outDir, 0, round + 1, opt.seed, ckptStates, opt.precision, ckptMeta);
+      removeRankCheckpointsBefore(opt.outDir, 0, round + 1);
+      result.checkpointRound = round;
+    }
+    for (int j : reported) {
+      int64_t v = stopAt;
+      acks.emplace_back(j, comm.isend(j, kAckTag | uint64_t(round), WireType::I64, &v, 1));
+    }
     if (paramsRound) {
       std::vector<double> mean(flat.size(), 0.0);
       for (const auto &p : params)
@@ -1031,31 +1057,6 @@ GossipResult runGossipRank(const Graph &graph, DataSource &data, const GossipOpt
       }
       result.meanParams = unflattenParams(graph, mean);
     }
-    if (ckptRound) {
-      Checkpoint c;
-      c.step = round + 1; // rounds done
-      c.seed = opt.seed;
-      c.meta = {{"gossip.replicas", std::to_string(R)},
-                {"gossip.topology", topologyName(topo)},
-                {"gossip.local_steps", joinSteps(H)},
-                {"gossip.total_steps", std::to_string(totalSteps)},
-                {"gossip.total_bytes", joinNumbers({totalBytes})}};
-      for (auto &[j, st] : saved) {
-        std::string prefix = "replica" + std::to_string(j) + "/";
-        size_t off = 0;
-        for (const StateDecl &s : graph.states) {
-          size_t n = static_cast<size_t>(numElements(s.shape));
-          c.states.emplace(prefix + s.name,
-                           HostTensor{s.shape, std::vector<double>(st.begin() + off,
-                                                                   st.begin() + off + n)});
-          off += n;
-        }
-        c.meta["replica" + std::to_string(j) + ".tally"] =
-            joinNumbers(std::vector<double>(st.begin() + off, st.end()));
-      }
-      saveCheckpoint(ckptPath, c, opt.precision);
-      result.checkpointRound = round;
-    }
     result.rounds.push_back(rr);
     if (opt.onRound)
       opt.onRound(rr);
@@ -1071,6 +1072,8 @@ GossipResult runGossipRank(const Graph &graph, DataSource &data, const GossipOpt
       rp.ack->wait();
       for (auto &q : rp.sends)
         q->wait();
+      if (rp.checkpoint > 0)
+        removeRankCheckpointsBefore(opt.outDir, r, rp.checkpoint);
     } catch (const CommError &e) {
       drop(0, opt.rounds - 1, e.what());
     }
@@ -1171,18 +1174,20 @@ int runGossipTraining(const Graph &graph, DataSource &data, const GossipOptions 
     const bool lead = !comm || comm->rank() == 0; // prints and writes
     quiet = quiet || !lead;
     std::ofstream metrics;
+    const std::string files = opt.outDir + "/checkpoint-rank*-step";
+    if (!opt.outDir.empty()) {
+      // Every replica writes its own checkpoint files there.
+      prepareOutputDirectory(opt.outDir);
+      if (!opt.resume)
+        refuseExistingCheckpoint(opt.outDir, comm ? comm->rank() : -1);
+    }
     if (lead && !opt.outDir.empty()) {
-      std::filesystem::create_directories(opt.outDir);
-      const std::string ckpt = gossipCheckpointPath(opt.outDir);
-      if (!opt.resume && std::filesystem::exists(ckpt))
-        throw std::runtime_error(ckpt + " already exists: pass --resume to continue that run, "
-                                        "or choose another --out (a new run never overwrites "
-                                        "an earlier run's checkpoint)");
       const std::string path = opt.outDir + "/metrics.jsonl";
-      if (opt.resume && std::filesystem::exists(ckpt)) {
+      const std::vector<int64_t> done0 = rankCheckpointSteps(opt.outDir, 0);
+      if (opt.resume && !done0.empty()) {
         // Lines past the checkpoint's round (written before a crash) go:
         // the resumed run writes them again.
-        int64_t done = loadCheckpoint(ckpt).step;
+        int64_t done = done0.front();
         std::ifstream in(path);
         std::string line, kept;
         while (std::getline(in, line)) {
@@ -1276,15 +1281,15 @@ int runGossipTraining(const Graph &graph, DataSource &data, const GossipOptions 
     if (!lead)
       return 0;
     if (!quiet && res.startRound > 0)
-      std::cout << "resumed from " << gossipCheckpointPath(opt.outDir) << " after round "
+      std::cout << "resumed from " << files << res.startRound << ".bin after round "
                 << res.startRound << "\n";
     if (!opt.outDir.empty() && !res.meanParams.empty())
       saveSafetensors(opt.outDir + "/model.safetensors", res.meanParams);
     if (res.stoppedAfter >= 0 && res.stoppedAfter + 1 < opt.rounds) {
       std::cout << "stopped after round " << res.stoppedAfter + 1 << " of " << opt.rounds;
       if (res.checkpointRound == res.stoppedAfter)
-        std::cout << "; checkpoint written to " << gossipCheckpointPath(opt.outDir)
-                  << " (continue with --resume)";
+        std::cout << "; checkpoint written to " << files << res.checkpointRound + 1
+                  << ".bin (continue with --resume)";
       std::cout << "\n" << std::flush;
       return 130;
     }

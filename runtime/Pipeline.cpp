@@ -315,20 +315,24 @@ PipelineResult stretto::runPipelineRank(const Graph &graph, DataSource &data,
     return res;
   };
 
-  // Every stage's state, gathered on the last stage (checkpoints, the end).
-  auto gatherStates = [&](int64_t step) {
+  // Every stage's states (or parameters), gathered on the last stage
+  // (periodic checkpoints' model file, the end).
+  auto gatherStates = [&](int64_t step, bool paramsOnly) {
     std::map<std::string, HostTensor> all;
     if (s != S - 1) {
       int k = 0;
       for (const StateDecl &d : plan.graph.states)
-        sendTensor(comm, S - 1, kTagState | (uint64_t(step) << 12) | uint64_t(k++),
-                   ex.getState(d.name), wire(d.dtype))
-            ->wait();
+        if (!paramsOnly || d.isParam)
+          sendTensor(comm, S - 1, kTagState | (uint64_t(step) << 12) | uint64_t(k++),
+                     ex.getState(d.name), wire(d.dtype))
+              ->wait();
       return all;
     }
     for (int from = 0; from < S; ++from) {
       int k = 0;
       for (const StateDecl &d : plans[from].graph.states) {
+        if (paramsOnly && !d.isParam)
+          continue;
         if (from == s)
           all[d.name] = ex.getState(d.name);
         else
@@ -438,13 +442,22 @@ PipelineResult stretto::runPipelineRank(const Graph &graph, DataSource &data,
     }
     if (step == stopAfter && step < opt.steps)
       result.stopped = true;
-    bool ckpt = !failed && opt.onCheckpoint && step < opt.steps &&
+    bool ckpt = !failed && opt.onCheckpoint &&
                 ((opt.checkpointInterval > 0 && step % opt.checkpointInterval == 0) ||
-                 result.stopped);
+                 result.stopped || step == opt.steps);
     if (ckpt) {
-      std::map<std::string, HostTensor> all = gatherStates(step);
-      if (s == S - 1)
-        opt.onCheckpoint(step, all);
+      std::map<std::string, HostTensor> own;
+      for (const StateDecl &d : plan.graph.states)
+        own[d.name] = ex.getState(d.name);
+      opt.onCheckpoint(step, s, own);
+      comm.barrier(); // every stage has written this step
+      if (opt.onCheckpointKept)
+        opt.onCheckpointKept(step, s);
+      if (opt.onModel && step < opt.steps && !result.stopped) {
+        std::map<std::string, HostTensor> params = gatherStates(step, /*paramsOnly=*/true);
+        if (s == S - 1)
+          opt.onModel(step, params);
+      }
     }
     if (!failed && opt.evalInterval > 0 && opt.evalBatches > 0 &&
         (step % opt.evalInterval == 0 || step == opt.steps)) {
@@ -486,7 +499,7 @@ PipelineResult stretto::runPipelineRank(const Graph &graph, DataSource &data,
   report.wallSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   result.seconds = report.wallSeconds;
   // The last stage gathers the final states, the reports and holds the losses.
-  std::map<std::string, HostTensor> all = gatherStates(opt.steps + 1);
+  std::map<std::string, HostTensor> all = gatherStates(opt.steps + 1, /*paramsOnly=*/false);
   std::vector<double> mine = {double(report.stage), double(report.parameters),
                               double(report.weightVersions), double(report.efStates),
                               double(report.optimizerStates), double(report.bytes),
@@ -662,22 +675,38 @@ int runPipelineTraining(const Graph &graph, DataSource &data, const TrainerOptio
     }
   } restore{prevInt, prevTerm};
   try {
+    // Each stage writes and reads its own files (rankCheckpointPath), on
+    // its own machine's disk when the stages are processes on several.
+    const std::vector<StagePlan> plans = planStages(graph);
+    const std::string files = opt.outDir + "/checkpoint-rank*-step";
     if (!opt.outDir.empty()) {
-      if (lead)
-        prepareOutputDirectory(opt.outDir);
-      if (std::optional<Checkpoint> c = openRun(graph, opt)) {
-        if (c->step >= opt.steps) {
+      prepareOutputDirectory(opt.outDir);
+      if (opt.resume) {
+        const int64_t step = newestCommonCheckpointStep(opt.outDir, S, comm);
+        for (int r = 0; r < S; ++r) {
+          if (comm && r != comm->rank())
+            continue;
+          Checkpoint c = loadRankCheckpoint(opt.outDir, r, step, plans[r].graph.states);
+          RunCheck check(graph, opt);
+          check.resumeFrom = &c;
+          check.checkpointPath = rankCheckpointPath(opt.outDir, r, step);
+          validateRunSettings(check);
+          po.resumeStates.merge(c.states);
+        }
+        if (step >= opt.steps) {
           // Nothing left to do: not an error, and no step counts below zero.
-          std::printf("the run in %s already finished: its checkpoint is at step %lld of %lld; "
-                      "nothing to train (raise --steps to continue it)\n",
-                      opt.outDir.c_str(), (long long)c->step, (long long)opt.steps);
+          if (lead)
+            std::printf("the run in %s already finished: its checkpoint is at step %lld of "
+                        "%lld; nothing to train (raise --steps to continue it)\n",
+                        opt.outDir.c_str(), (long long)step, (long long)opt.steps);
           return 0;
         }
-        po.startStep = c->step;
-        po.resumeStates = std::move(c->states);
+        po.startStep = step;
         if (lead)
-          std::printf("resuming from %s/checkpoint.bin at step %lld\n", opt.outDir.c_str(),
-                      (long long)po.startStep);
+          std::printf("resuming from %s%lld.bin at step %lld\n", files.c_str(), (long long)step,
+                      (long long)step);
+      } else {
+        refuseExistingCheckpoint(opt.outDir, comm ? comm->rank() : -1);
       }
       checkWorld(opt.outDir, opt.resume, "pipeline stages " + std::to_string(S), lead);
       if (lead) {
@@ -687,9 +716,16 @@ int runPipelineTraining(const Graph &graph, DataSource &data, const TrainerOptio
           throw std::runtime_error("output directory '" + opt.outDir + "' is not writable");
       }
       po.checkpointInterval = opt.checkpointInterval;
-      po.onCheckpoint = [&](int64_t step, const std::map<std::string, HostTensor> &states) {
-        saveRun(opt.outDir, graph, step, opt.seed, states, opt.precision,
-                checkpointMeta(graph, opt));
+      const std::map<std::string, std::string> meta = checkpointMeta(graph, opt);
+      po.onCheckpoint = [&, meta](int64_t step, int stage,
+                                  const std::map<std::string, HostTensor> &states) {
+        saveRankCheckpoint(opt.outDir, stage, step, opt.seed, states, opt.precision, meta);
+      };
+      po.onCheckpointKept = [&](int64_t step, int stage) {
+        removeRankCheckpointsBefore(opt.outDir, stage, step);
+      };
+      po.onModel = [&](int64_t, const std::map<std::string, HostTensor> &params) {
+        saveSafetensors(opt.outDir + "/model.safetensors", params);
       };
     } else if (opt.resume) {
       throw std::runtime_error("--resume needs --out");
@@ -697,7 +733,9 @@ int runPipelineTraining(const Graph &graph, DataSource &data, const TrainerOptio
     if (!opt.initFrom.empty() && !po.resumeStates.empty()) {
       if (lead && !opt.quiet)
         std::printf("%s\n",
-                    initFromIgnoredLine(opt.initFrom, opt.outDir + "/checkpoint.bin").c_str());
+                    initFromIgnoredLine(opt.initFrom, files + std::to_string(po.startStep) +
+                                                          ".bin")
+                        .c_str());
     } else if (!opt.initFrom.empty()) {
       po.initParams = loadInitParameters(opt.initFrom, graph);
       if (lead && !opt.quiet)
@@ -711,17 +749,20 @@ int runPipelineTraining(const Graph &graph, DataSource &data, const TrainerOptio
       if (!std::isfinite(l))
         throw std::runtime_error("the loss became " + std::to_string(l) +
                                  "; no checkpoint written (the last good one is kept)");
+    std::map<std::string, HostTensor> params;
+    for (const StateDecl &d : graph.states)
+      if (d.isParam)
+        params.emplace(d.name, r.states.at(d.name));
+    if (!opt.outDir.empty())
+      saveSafetensors(opt.outDir + "/model.safetensors", params);
     if (r.stopped) {
       std::printf("interrupted at step %lld", (long long)r.lastStep);
       if (!opt.outDir.empty())
-        std::printf("; checkpoint written to %s/checkpoint.bin (continue with --resume)",
-                    opt.outDir.c_str());
+        std::printf("; checkpoint written to %s%lld.bin (continue with --resume)", files.c_str(),
+                    (long long)r.lastStep);
       std::printf("\n");
       return 130;
     }
-    if (!opt.outDir.empty())
-      saveRun(opt.outDir, graph, opt.steps, opt.seed, r.states, opt.precision,
-              checkpointMeta(graph, opt));
     std::printf("%s", formatStageReport(r.stages).c_str());
     int64_t ran = opt.steps - po.startStep;
     std::printf("done: %lld steps in %.1f s (%s, %zu stages%s, %lld micro-batches), %.0f tok/s; "
@@ -732,7 +773,8 @@ int runPipelineTraining(const Graph &graph, DataSource &data, const TrainerOptio
                 ran * opt.microBatches * data.tokensPerBatch() / r.seconds,
                 r.losses.empty() ? 0.0 : r.losses.front(), r.losses.empty() ? 0.0 : r.losses.back());
     if (!opt.outDir.empty())
-      std::printf("wrote %s/{metrics.jsonl,checkpoint.bin,model.safetensors}\n", opt.outDir.c_str());
+      std::printf("wrote %s/{metrics.jsonl,checkpoint-rank*-step%lld.bin,model.safetensors}\n",
+                  opt.outDir.c_str(), (long long)opt.steps);
     std::fflush(stdout);
     return 0;
   } catch (const std::exception &e) {

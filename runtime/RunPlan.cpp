@@ -152,7 +152,8 @@ const char *const stretto::kRunFlagsHelp =
     "  --seed S              seed for initialisation and data order\n"
     "  --log-interval N      steps between progress lines\n"
     "  --out DIR             metrics, loss plot, checkpoints, model.safetensors\n"
-    "  --resume              continue from DIR/checkpoint.bin\n"
+    "  --resume              continue from the checkpoint in DIR (checkpoint.bin, or each\n"
+    "                        rank's newest checkpoint-rank<r>-step<N>.bin)\n"
     "  --force-resume        --resume even from another seed's, model's or micro-batch\n"
     "                        count's checkpoint\n"
     "  --init-from FILE      start from a safetensors file's parameters (with --resume the\n"
@@ -169,6 +170,29 @@ const char *const stretto::kRunFlagsHelp =
     "  [--log-dir DIR]; in each rank --timeout S (300) bounds rendezvous and every wait,\n"
     "  --iface NAME, --rendezvous file:DIR, --on-peer-failure stop|continue.\n";
 
+namespace {
+using D = RunFlagSpec::Destination;
+const RunFlagSpec kRunFlagSpecs[] = {
+    {"--steps", true, D::Compile},         {"--seed", true, D::Compile},
+    {"--log-interval", true, D::Compile},  {"--out", true, D::Ranks},
+    {"--data", true, D::Compile},          {"--resume", false, D::Ranks},
+    {"--force-resume", false, D::Ranks},   {"--init-from", true, D::Ranks},
+    {"--device", true, D::Ranks},          {"--precision", true, D::Both},
+    {"--executor", true, D::Compile},      {"--check", true, D::Compile},
+    {"--profile", false, D::Ranks},        {"--quiet", false, D::Both},
+    {"--timeout", true, D::Ranks},         {"--iface", true, D::Ranks},
+    {"--rendezvous", true, D::Ranks},      {"--on-peer-failure", true, D::Ranks},
+    {"--kill-replica", true, D::Ranks},
+};
+} // namespace
+
+const RunFlagSpec *stretto::findRunFlag(const std::string &name) {
+  for (const RunFlagSpec &s : kRunFlagSpecs)
+    if (name == s.name)
+      return &s;
+  return nullptr;
+}
+
 std::vector<std::string> stretto::takeRunFlags(const std::vector<std::string> &args,
                                                RunFlags &f) {
   std::vector<std::string> rest;
@@ -179,6 +203,13 @@ std::vector<std::string> stretto::takeRunFlags(const std::vector<std::string> &a
       inlineValue = a.substr(a.find('=') + 1);
       a = a.substr(0, a.find('='));
       hasInline = true;
+    }
+    // Not a run flag, or a switch given a value ("--resume=1"): the
+    // caller's (which refuses what it does not know either).
+    const RunFlagSpec *spec = findRunFlag(a);
+    if (!spec || (!spec->takesValue && hasInline)) {
+      rest.push_back(args[i]);
+      continue;
     }
     auto value = [&]() -> std::string {
       if (hasInline)
@@ -209,9 +240,9 @@ std::vector<std::string> stretto::takeRunFlags(const std::vector<std::string> &a
       f.outDir = value();
     else if (a == "--data")
       f.dataPath = value();
-    else if (a == "--resume" && !hasInline)
+    else if (a == "--resume")
       f.resume = true;
-    else if (a == "--force-resume" && !hasInline)
+    else if (a == "--force-resume")
       f.resume = f.forceResume = true;
     else if (a == "--init-from")
       f.initFrom = value();
@@ -224,9 +255,9 @@ std::vector<std::string> stretto::takeRunFlags(const std::vector<std::string> &a
       f.executorGiven = true;
     } else if (a == "--check")
       f.check = number();
-    else if (a == "--profile" && !hasInline)
+    else if (a == "--profile")
       f.profile = true;
-    else if (a == "--quiet" && !hasInline)
+    else if (a == "--quiet")
       f.quiet = true;
     else if (a == "--timeout") {
       f.timeoutSeconds = number();
@@ -248,7 +279,7 @@ std::vector<std::string> stretto::takeRunFlags(const std::vector<std::string> &a
         throw std::runtime_error("--kill-replica " + k + ": expected R@K with R >= 0 and K >= 1");
       f.kills.emplace_back(replica, round - 1);
     } else
-      rest.push_back(args[i]);
+      throw std::logic_error(a + " is in the run-flag table but has no parser");
   }
   if (f.executor == "reference" && f.precision == "bf16")
     throw std::runtime_error("--precision=bf16 is a mode of the compiled runtime; the reference "

@@ -148,6 +148,55 @@ std::optional<Checkpoint> stretto::openRun(const Graph &graph, const TrainerOpti
   return c;
 }
 
+namespace {
+/// The checkpoint at `path` holds exactly `expected`'s states and shapes.
+void checkStatesOf(const std::string &path, const Checkpoint &c,
+                   const std::vector<StateDecl> &expected) {
+  for (const StateDecl &s : expected) {
+    auto it = c.states.find(s.name);
+    if (it == c.states.end())
+      throw std::runtime_error(path + ": checkpoint has no state '" + s.name +
+                               "' (was it written by another model?)");
+    if (it->second.shape != s.shape)
+      throw std::runtime_error(path + ": state '" + s.name + "' has shape " +
+                               shapeToString(it->second.shape) + " in the checkpoint but " +
+                               shapeToString(s.shape) + " in the model");
+  }
+  if (c.states.size() != expected.size())
+    throw std::runtime_error(path + ": checkpoint holds " + std::to_string(c.states.size()) +
+                             " states, the model " + std::to_string(expected.size()));
+}
+
+/// `states` as a checkpoint; refuses inf/NaN.
+Checkpoint checkpointOf(int64_t step, uint64_t seed,
+                        const std::map<std::string, HostTensor> &states,
+                        const std::map<std::string, std::string> &meta) {
+  Checkpoint c;
+  c.step = step;
+  c.seed = seed;
+  c.meta = meta;
+  for (const auto &[name, t] : states) {
+    // A finite loss can still leave inf/NaN in the state (an overflowing
+    // update): such a state must not replace the last good checkpoint.
+    for (double v : t.data)
+      if (!std::isfinite(v))
+        throw std::runtime_error("step " + std::to_string(step) + ": state '" + name +
+                                 "' holds " + std::to_string(v) +
+                                 "; not checkpointing it (the last good checkpoint is kept)");
+    c.states.emplace(name, t);
+  }
+  return c;
+}
+} // namespace
+
+void stretto::saveRankCheckpoint(const std::string &outDir, int rank, int64_t step,
+                                 uint64_t seed, const std::map<std::string, HostTensor> &states,
+                                 Precision precision,
+                                 const std::map<std::string, std::string> &meta) {
+  saveCheckpoint(rankCheckpointPath(outDir, rank, step), checkpointOf(step, seed, states, meta),
+                 precision);
+}
+
 std::optional<Checkpoint> stretto::openRun(const std::string &outDir, bool resume,
                                            const Graph &graph) {
   if (outDir.empty()) {
@@ -157,26 +206,22 @@ std::optional<Checkpoint> stretto::openRun(const std::string &outDir, bool resum
   }
   std::string ckptPath = outDir + "/checkpoint.bin";
   if (!resume) {
-    if (::access(ckptPath.c_str(), F_OK) == 0)
-      throw std::runtime_error(ckptPath + " already exists: pass --resume to continue that run, "
-                                          "or choose another --out (a new run never overwrites "
-                                          "an earlier run's checkpoint)");
+    refuseExistingCheckpoint(outDir);
     return std::nullopt;
   }
   Checkpoint c = loadCheckpoint(ckptPath);
-  for (const StateDecl &s : graph.states) {
-    auto it = c.states.find(s.name);
-    if (it == c.states.end())
-      throw std::runtime_error(ckptPath + ": checkpoint has no state '" + s.name +
-                               "' (was it written by another model?)");
-    if (it->second.shape != s.shape)
-      throw std::runtime_error(ckptPath + ": state '" + s.name + "' has shape " +
-                               shapeToString(it->second.shape) + " in the checkpoint but " +
-                               shapeToString(s.shape) + " in the model");
-  }
-  if (c.states.size() != graph.states.size())
-    throw std::runtime_error(ckptPath + ": checkpoint holds " + std::to_string(c.states.size()) +
-                             " states, the model " + std::to_string(graph.states.size()));
+  checkStatesOf(ckptPath, c, graph.states);
+  return c;
+}
+
+Checkpoint stretto::loadRankCheckpoint(const std::string &outDir, int rank, int64_t step,
+                                       const std::vector<StateDecl> &expected) {
+  const std::string path = rankCheckpointPath(outDir, rank, step);
+  Checkpoint c = loadCheckpoint(path);
+  if (c.step != step)
+    throw std::runtime_error(path + ": the file holds step " + std::to_string(c.step) +
+                             " (renamed?)");
+  checkStatesOf(path, c, expected);
   return c;
 }
 
@@ -201,25 +246,14 @@ void stretto::checkWorld(const std::string &outDir, bool resume, const std::stri
 void stretto::saveRun(const std::string &outDir, const Graph &graph, int64_t step,
                       uint64_t seed, const std::map<std::string, HostTensor> &states,
                       Precision precision, const std::map<std::string, std::string> &meta) {
-  Checkpoint c;
-  c.step = step;
-  c.seed = seed;
-  c.meta = meta;
-  std::map<std::string, HostTensor> params;
+  std::map<std::string, HostTensor> own, params;
   for (const StateDecl &s : graph.states) {
     const HostTensor &t = states.at(s.name);
-    // A finite loss can still leave inf/NaN in the state (an overflowing
-    // update): such a state must not replace the last good checkpoint.
-    for (double v : t.data)
-      if (!std::isfinite(v))
-        throw std::runtime_error("step " + std::to_string(step) + ": state '" + s.name +
-                                 "' holds " + std::to_string(v) +
-                                 "; not checkpointing it (the last good checkpoint is kept)");
-    c.states.emplace(s.name, t);
+    own.emplace(s.name, t);
     if (s.isParam)
       params.emplace(s.name, t);
   }
-  saveCheckpoint(outDir + "/checkpoint.bin", c, precision);
+  saveCheckpoint(outDir + "/checkpoint.bin", checkpointOf(step, seed, own, meta), precision);
   saveSafetensors(outDir + "/model.safetensors", params);
 }
 
@@ -270,6 +304,53 @@ std::string stretto::initFromIgnoredLine(const std::string &initFrom,
          " (the checkpoint's parameters win)";
 }
 
+namespace {
+/// openRun for one rank of `dp` (may be null): rank 0 opens the output
+/// folder and reads the checkpoint, then sends the others its states, so
+/// ranks on machines without a shared file system need no copy of it.
+std::optional<Checkpoint> openDataParallelRun(const Graph &graph, const TrainerOptions &opt,
+                                              Communicator *dp) {
+  if (!dp || dp->size() == 1)
+    return openRun(graph, opt);
+  const bool root = dp->rank() == 0;
+  std::optional<Checkpoint> c;
+  double header[2] = {0, 0}; // 1 resume, 0 a new run, -1 rank 0 failed; the step
+  std::string error;
+  if (root) {
+    try {
+      c = openRun(graph, opt);
+      if (c) {
+        header[0] = 1;
+        header[1] = static_cast<double>(c->step);
+      }
+    } catch (const std::exception &e) {
+      error = e.what();
+      header[0] = -1;
+    }
+  }
+  dp->broadcast(header, sizeof header, 0);
+  if (header[0] == -1)
+    throw std::runtime_error(root ? error
+                                  : "rank 0 could not open the run's checkpoint (its log says "
+                                    "why)");
+  if (header[0] == 0)
+    return c;
+  if (!root) {
+    c.emplace();
+    c->step = static_cast<int64_t>(header[1]);
+    c->seed = opt.seed;
+  }
+  for (const StateDecl &s : graph.states) {
+    std::vector<double> v = root ? c->states.at(s.name).data
+                                 : std::vector<double>(static_cast<size_t>(numElements(s.shape)));
+    dp->broadcast(v.data(), v.size() * sizeof(double), 0);
+    if (!root)
+      c->states[s.name] = HostTensor{s.shape, std::move(v)};
+  }
+  return c;
+}
+} // namespace
+
 int stretto::runTraining(const Graph &graph, DataSource &data, const TrainerOptions &opt,
                    TrainSummary *summary) {
   Communicator *dp = opt.dataParallel;
@@ -312,7 +393,7 @@ int stretto::runTraining(const Graph &graph, DataSource &data, const TrainerOpti
     Executor &ex = *exPtr;
     ex.initialize(opt.seed);
     int64_t start = 0;
-    if (std::optional<Checkpoint> c = openRun(graph, opt)) {
+    if (std::optional<Checkpoint> c = openDataParallelRun(graph, opt, dp)) {
       if (c->step >= opt.steps) {
         // Nothing left to do: not an error, and no step counts below zero.
         std::cout << "the run in " << opt.outDir << " already finished: its checkpoint is at step "

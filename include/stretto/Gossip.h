@@ -114,16 +114,18 @@ struct GossipOptions {
   /// `initFrom` into it when it is empty.
   std::map<std::string, HostTensor> initParams;
   std::string initFrom;
-  /// Checkpoints: with an output directory, rank 0 writes
-  /// <outDir>/checkpoint.bin (every replica's states and counters, one
-  /// file, atomically) every `checkpointInterval` rounds (0: none between),
-  /// after the last round and after a stop; runGossipTraining also writes
-  /// per-round metrics.jsonl and the mean model's model.safetensors.
+  /// Checkpoints: with an output directory, every replica writes its own
+  /// file (rankCheckpointPath in Trainer.h: its states and counters) every
+  /// `checkpointInterval` rounds (0: none between), after the last round and
+  /// after a stop; rank 0's file, written when every live replica's is,
+  /// completes the checkpoint. runGossipTraining also writes per-round
+  /// metrics.jsonl and the mean model's model.safetensors.
   std::string outDir;
   int64_t checkpointInterval = 0;
-  /// --resume: continue from <outDir>/checkpoint.bin (same replicas,
-  /// topology, local steps and seed; a replica dropped before it was written
-  /// comes back with the first live replica's state).
+  /// --resume: continue from rank 0's newest checkpoint file, every live
+  /// replica from its own (same replicas, topology, local steps and seed; a
+  /// replica dropped before it was written comes back with the first live
+  /// replica's state).
   bool resume = false;
   /// Set (e.g. by a SIGINT handler) to stop: rank 0 collects the request
   /// from the round reports, and every replica stops after the same round,
@@ -209,9 +211,6 @@ class Communicator;
 /// validation loss; its result holds the rounds and meanParams.
 GossipResult runGossipRank(const Graph &graph, DataSource &data, const GossipOptions &options,
                            Communicator &comm);
-
-/// <outDir>/checkpoint.bin: where a gossip run's checkpoint lives.
-std::string gossipCheckpointPath(const std::string &outDir);
 
 /// The options of a gossip run of `graph` with the trainer's options
 /// (executors, micro-batches, evaluation) and `settings`.

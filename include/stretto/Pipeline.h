@@ -68,8 +68,9 @@ struct PipelineOptions {
   uint64_t seed = 1337;
   /// Called by the last stage when a step's loss is known (progress lines).
   std::function<void(int64_t step, double loss)> onStep;
-  /// Resume: the steps already done and the state they left (every stage's,
-  /// by name, e.g. from a checkpoint). Steps run from startStep + 1 to steps.
+  /// Resume: the steps already done and the state they left, by name (a
+  /// stage's own or every stage's, e.g. from checkpoints). Steps run from
+  /// startStep + 1 to steps.
   int64_t startStep = 0;
   std::map<std::string, HostTensor> resumeStates;
   /// --init-from (when not resuming): each stage sets the parameters it
@@ -79,10 +80,18 @@ struct PipelineOptions {
   /// one step later (a flag message to every other stage, received at the
   /// end of the next step), so all stop after the same step.
   std::function<bool()> stopRequested;
-  /// Called on the last stage with every stage's state (gathered there) every
-  /// `checkpointInterval` steps (0: never) and when the run stops early.
+  /// Checkpoints every `checkpointInterval` steps (0: never), when the run
+  /// stops early and at its last step. Each stage calls onCheckpoint with its
+  /// own states (on its thread or in its process); the stages then meet at a
+  /// barrier and each calls onCheckpointKept (every stage has written `step`:
+  /// its older files can go). At the periodic ones the last stage also gets
+  /// every stage's parameters in onModel (the end's are
+  /// PipelineResult::states).
   int64_t checkpointInterval = 0;
-  std::function<void(int64_t step, const std::map<std::string, HostTensor> &)> onCheckpoint;
+  std::function<void(int64_t step, int stage, const std::map<std::string, HostTensor> &)>
+      onCheckpoint;
+  std::function<void(int64_t step, int stage)> onCheckpointKept;
+  std::function<void(int64_t step, const std::map<std::string, HostTensor> &params)> onModel;
   /// Validation every `evalInterval` steps and at the last step (0: never):
   /// `evalBatches` validation batches flow forward through every stage with
   /// the weights of that step; the last stage calls onEval with their mean.

@@ -171,6 +171,44 @@ void saveRun(const std::string &outDir, const Graph &graph, int64_t step, uint64
              const std::map<std::string, std::string> &meta = {});
 
 
+//===--- checkpoints of runs of several ranks ------------------------------===//
+//
+// A run of several ranks (pipeline stages, gossip/DiLoCo replicas) keeps one
+// file per rank and checkpoint step, <outDir>/checkpoint-rank<r>-step<N>.bin
+// (saveCheckpoint's format, holding that rank's states), so that no rank
+// reads or writes another's folder: ranks on machines without a shared file
+// system resume from their own disks, and a one-process run's files serve a
+// multi-process run as they are. A rank removes its older files only once
+// every rank has written step N (pipelines: a barrier; gossip: rank 0's
+// acknowledgement), so the newest step that every rank holds is complete.
+// A run of one rank keeps <outDir>/checkpoint.bin.
+
+std::string rankCheckpointPath(const std::string &outDir, int rank, int64_t step);
+/// The steps of `rank`'s files in outDir, newest first (none: empty).
+std::vector<int64_t> rankCheckpointSteps(const std::string &outDir, int rank);
+/// Removes `rank`'s files of steps before `step`.
+void removeRankCheckpointsBefore(const std::string &outDir, int rank, int64_t step);
+/// The checkpoint files in outDir (checkpoint.bin, every rank's), sorted.
+std::vector<std::string> checkpointFilesIn(const std::string &outDir);
+/// Throws when outDir holds a checkpoint (checkpoint.bin, or a file of
+/// `rank`; -1: of any rank): a new run never overwrites one.
+void refuseExistingCheckpoint(const std::string &outDir, int rank = -1);
+/// The newest step for which each of `ranks` ranks has a file. With `comm`
+/// (one rank of several processes) each rank reads its own folder and the
+/// ranks agree through an all-reduce; without, outDir holds every rank's
+/// files. Throws naming the ranks that have none.
+int64_t newestCommonCheckpointStep(const std::string &outDir, int ranks, Communicator *comm);
+
+/// Writes `rank`'s file for `step` holding `states` (that rank's), with
+/// `meta`, atomically; refuses a state holding inf or NaN, as saveRun does.
+void saveRankCheckpoint(const std::string &outDir, int rank, int64_t step, uint64_t seed,
+                        const std::map<std::string, HostTensor> &states, Precision precision,
+                        const std::map<std::string, std::string> &meta);
+/// Loads `rank`'s file for `step` and checks its states against `expected`
+/// (names, shapes, count), as openRun does; throws naming the file.
+Checkpoint loadRankCheckpoint(const std::string &outDir, int rank, int64_t step,
+                              const std::vector<StateDecl> &expected);
+
 //===--- export and sampling ----------------------------------------------===//
 
 /// Writes tensors as safetensors (https://github.com/huggingface/safetensors

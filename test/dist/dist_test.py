@@ -9,6 +9,7 @@ GROUP is one of: equal, faults, settings, launchers, netns (default: all).
 Exit 0 when every check passed, 77 when the group cannot run here (reported
 skipped by ctest), 1 otherwise. Each check prints one line.
 """
+import glob
 import json
 import os
 import re
@@ -207,8 +208,10 @@ def launch(plan_path, nproc, out_dir, timeout, *extra):
 
 
 def wait_for(path, proc, limit=120):
+    """Waits until a file matching `path` (a glob) exists; False when `proc`
+    ended first or after `limit` seconds."""
     t0 = time.time()
-    while not os.path.exists(path):
+    while not glob.glob(path):
         if proc.poll() is not None or time.time() - t0 > limit:
             return False
         time.sleep(0.05)
@@ -221,6 +224,7 @@ def group_faults():
               "train.sync=2bw", "train.ef_lambda=0.5", "train.grad_clip=0",
               "train.checkpoint_interval=10")
     ref = out("ref")
+    pipe_ref = ref
     rc, o = run([RUN, pp, "--out", ref, "--quiet"])
     check("uninterrupted reference run", rc == 0, o[-1500:])
 
@@ -230,7 +234,7 @@ def group_faults():
     log = open(os.path.join(WORK, "killed.log"), "w")
     p = subprocess.Popen([RUN, pp, "--nproc", "2", "--out", k, "--timeout", "10"], cwd=WORK,
                          env=ENV, stdout=log, stderr=subprocess.STDOUT)
-    ok = wait_for(k + "/checkpoint.bin", p)
+    ok = wait_for(k + "/checkpoint-rank1-step*.bin", p)
     time.sleep(0.3)
     t0 = time.time()
     if ok:
@@ -255,7 +259,7 @@ def group_faults():
     # stage checkpoints, and --resume continues bit for bit.
     s = out("sigint")
     p = launch(pp, 2, s, 30)
-    wait_for(s + "/checkpoint.bin", p)
+    wait_for(s + "/checkpoint-rank1-step*.bin", p)
     p.send_signal(signal.SIGINT)
     o, _ = p.communicate(timeout=60)
     check("Ctrl-C stops the job with a checkpoint (exit 130)",
@@ -295,8 +299,7 @@ def group_faults():
           p.returncode != 0 and "rank 2 failed (signal 9" in o, o[-2000:])
 
     # Gossip checkpoints: Ctrl-C stops every replica after the same round
-    # with a checkpoint (rank 0 gathers every replica's state into one
-    # file); kill -9 of a replica leaves the last periodic checkpoint; either
+    # with a checkpoint (every replica writes its own file); kill -9 of a replica leaves the last periodic checkpoint; either
     # way --resume on 4 processes ends bit-identical to a run never stopped
     # (here, the 4 replica threads of one process: the same code).
     g = plan("gossip-ckpt", "train.sync=gossip", "train.topology=one-peer", "train.replicas=4",
@@ -312,7 +315,7 @@ def group_faults():
     o, _ = p.communicate(timeout=120)
     check("gossip: Ctrl-C stops every replica with a checkpoint (exit 130)",
           p.returncode == 130 and "stopped after round" in o and
-          os.path.exists(d + "/checkpoint.bin"), f"rc={p.returncode}\n{o[-2000:]}")
+          len(glob.glob(d + "/checkpoint-rank*-step*.bin")) == 4, f"rc={p.returncode}\n{o[-2000:]}")
     rc, o = run([RUN, g, "--nproc", "4", "--out", d, "--resume", "--timeout", "60"])
     check("gossip: ... and resumes on 4 processes bit-identically", rc == 0 and
           "resumed from" in o and
@@ -320,7 +323,7 @@ def group_faults():
           losses(d) == losses(ref), o[-2000:])
     d = out("gossip-kill-resume")
     p = launch(g, 4, d, 10)
-    wait_for(d + "/checkpoint.bin", p)
+    wait_for(d + "/checkpoint-rank0-step*.bin", p)
     kill_rank(p, 2, 4)
     o, _ = p.communicate(timeout=120)
     rc, o2 = run([RUN, g, "--nproc", "4", "--out", d, "--resume", "--timeout", "60"])
@@ -328,6 +331,50 @@ def group_faults():
           p.returncode != 0 and rc == 0 and
           tensors(d + "/model.safetensors") == tensors(ref + "/model.safetensors") and
           losses(d) == losses(ref), o[-1500:] + o2[-1500:])
+
+    # Ranks on machines without a shared file system: every rank gets its
+    # own --out folder (node0, node1, ...). Each writes its checkpoint files
+    # there and resumes from them alone; after kill -9 of a rank the resumed
+    # run ends bit-identical to a run never stopped. Pipelines first (the
+    # last stage, in the last folder, writes the model), then gossip (rank 0,
+    # in node0).
+    def own_folders(plan_path, n, base, *extra):
+        port = free_port()
+        return [subprocess.Popen([RUN, plan_path, "--out", f"{base}/node{r}", "--timeout", "10",
+                                  "--quiet", *extra], cwd=WORK,
+                                 env=dict(ENV, RANK=str(r), WORLD_SIZE=str(n),
+                                          MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port)),
+                                 stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+                for r in range(n)]
+    dp = plan("dp-own", "train.steps=40", "train.checkpoint_interval=10", "train.eval_interval=1000")
+    dp_ref = out("dp-own-ref")
+    rc, o = run([RUN, dp, "--nproc", "2", "--out", dp_ref, "--timeout", "60", "--quiet"])
+    check("data parallelism: a 2-rank reference run", rc == 0, o[-1500:])
+    # (name, plan, ranks, the rank whose first checkpoint is awaited, the
+    # rank that writes the model, the reference run)
+    for name, pl, n, first, lead, reference in (("pipeline", pp, 2, 1, 1, pipe_ref),
+                                                ("gossip", g, 4, 0, 0, ref),
+                                                ("data parallelism", dp, 2, 0, 0, dp_ref)):
+        base = out(name.replace(" ", "-") + "-own-folders")
+        own = (lambda r: [] if r else ["checkpoint.bin"]) if name == "data parallelism" else None
+        procs = own_folders(pl, n, base)
+        ok = wait_for(f"{base}/node{first}/checkpoint*.bin", procs[first])
+        time.sleep(0.3)
+        procs[n - 1 - first].kill()
+        texts = [q.communicate(timeout=120)[0] for q in procs]
+        mine = [sorted(os.path.basename(f) for f in glob.glob(f"{base}/node{r}/checkpoint*"))
+                for r in range(n)]
+        check(f"{name} in one folder per rank: each rank wrote only its own files",
+              ok and all((m == own(r)) if own else
+                         (m and all(f.startswith(f"checkpoint-rank{r}-") for f in m))
+                         for r, m in enumerate(mine)), f"{mine}\n" + texts[first][-1500:])
+        procs = own_folders(pl, n, base, "--resume")
+        texts = [q.communicate(timeout=180)[0] for q in procs]
+        check(f"{name} in one folder per rank: --resume from each rank's own files finishes "
+              "bit-identically",
+              all(q.returncode == 0 for q in procs) and
+              tensors(f"{base}/node{lead}/model.safetensors") ==
+              tensors(reference + "/model.safetensors"), "\n".join(t[-1000:] for t in texts))
 
     # DiLoCo: a killed replica breaks the all-reduce; the survivors fall
     # back to pairwise exchanges among themselves and finish.

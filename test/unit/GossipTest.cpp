@@ -578,7 +578,11 @@ TEST(Gossip, StopCheckpointAndResumeAreExact) {
   for (int r = 0; r < 4; ++r)
     EXPECT_EQ(a.replicas[r].rounds, a.stoppedAfter + 1) << "replica " << r;
   EXPECT_EQ(a.checkpointRound, a.stoppedAfter);
-  ASSERT_TRUE(std::filesystem::exists(gossipCheckpointPath(dir.path.string())));
+  // Every replica wrote its own file of the stop's round.
+  for (int r = 0; r < 4; ++r)
+    EXPECT_EQ(rankCheckpointSteps(dir.path.string(), r),
+              std::vector<int64_t>{a.stoppedAfter + 1})
+        << "replica " << r;
 
   GossipOptions second = base;
   second.outDir = dir.path.string();

@@ -18,7 +18,9 @@
 #include <atomic>
 #include <cmath>
 #include <csignal>
+#include <filesystem>
 #include <fstream>
+#include <set>
 
 using namespace stretto;
 
@@ -126,8 +128,26 @@ protected:
     return runPlan(build->graph, source ? *source : *data, s, build->kernels);
   }
 
+  /// The run's ranks: one for a single run, else stages or replicas.
+  static int ranksIn(const std::string &out) {
+    int n = 0;
+    while (!rankCheckpointSteps(out, n).empty())
+      ++n;
+    return n;
+  }
+  /// The run's checkpoint: checkpoint.bin, or every rank's file of the
+  /// newest step they all hold, their states named "rank<r>/<state>".
   static Checkpoint checkpointIn(const std::string &out) {
-    return loadCheckpoint(out + "/checkpoint.bin");
+    if (std::filesystem::exists(out + "/checkpoint.bin"))
+      return loadCheckpoint(out + "/checkpoint.bin");
+    const int ranks = ranksIn(out);
+    EXPECT_GT(ranks, 1) << out;
+    Checkpoint all;
+    all.step = newestCommonCheckpointStep(out, ranks, nullptr);
+    for (int r = 0; r < ranks; ++r)
+      for (auto &[name, t] : loadCheckpoint(rankCheckpointPath(out, r, all.step)).states)
+        all.states.emplace("rank" + std::to_string(r) + "/" + name, t);
+    return all;
   }
   static void expectSameStates(const Checkpoint &x, const Checkpoint &y) {
     EXPECT_EQ(x.step, y.step);
@@ -148,6 +168,53 @@ TEST_P(RunPlanModes, ResumeIsBitIdentical) {
   ASSERT_EQ(run(dir / "whole", 12, false), 0);
   ASSERT_EQ(run(dir / "split", 4, false), 0);
   EXPECT_LT(checkpointIn(dir / "split").step, checkpointIn(dir / "whole").step);
+  ASSERT_EQ(run(dir / "split", 12, true), 0);
+  expectSameStates(checkpointIn(dir / "whole"), checkpointIn(dir / "split"));
+}
+
+TEST_P(RunPlanModes, EachRankKeepsOnlyItsOwnNewestFile) {
+  ASSERT_EQ(run(dir / "whole", 12, false), 0);
+  const int ranks = ranksIn(dir / "whole");
+  if (std::filesystem::exists(dir / "whole/checkpoint.bin")) {
+    EXPECT_EQ(ranks, 0); // a single run: one file
+    return;
+  }
+  ASSERT_EQ(ranks, 2);
+  std::set<std::string> names;
+  size_t held = 0;
+  for (int r = 0; r < ranks; ++r) {
+    // The periodic checkpoints' older files are gone once all ranks wrote.
+    std::vector<int64_t> steps = rankCheckpointSteps(dir / "whole", r);
+    ASSERT_EQ(steps.size(), 1u) << "rank " << r;
+    Checkpoint c = loadCheckpoint(rankCheckpointPath(dir / "whole", r, steps[0]));
+    for (auto &[name, t] : c.states)
+      names.insert(name);
+    held += c.states.size();
+  }
+  // Stages hold disjoint parts of the model; replicas a whole copy each.
+  if (GetParam().overrides[0] == "train.stages=2")
+    EXPECT_EQ(names.size(), held);
+  else
+    EXPECT_EQ(names.size() * ranks, held);
+  EXPECT_EQ(names.size(), build->graph.states.size());
+}
+
+TEST_P(RunPlanModes, ResumeTakesTheNewestStepEveryRankCompleted) {
+  // A crash while the ranks were writing a checkpoint: the last rank's file
+  // of a later step exists, the other ranks' do not (or, in gossip, rank 0
+  // did not complete it). The resume takes the earlier, complete one.
+  ASSERT_EQ(run(dir / "whole", 12, false), 0);
+  ASSERT_EQ(run(dir / "split", 4, false), 0);
+  const int ranks = ranksIn(dir / "split");
+  if (ranks == 0)
+    return; // a single run writes one file
+  ASSERT_EQ(run(dir / "ahead", 8, false), 0);
+  const int last = ranks - 1;
+  const int64_t later = rankCheckpointSteps(dir / "ahead", last).front();
+  const int64_t earlier = rankCheckpointSteps(dir / "split", last).front();
+  ASSERT_GT(later, earlier);
+  std::filesystem::copy_file(rankCheckpointPath(dir / "ahead", last, later),
+                             rankCheckpointPath(dir / "split", last, later));
   ASSERT_EQ(run(dir / "split", 12, true), 0);
   expectSameStates(checkpointIn(dir / "whole"), checkpointIn(dir / "split"));
 }

@@ -21,7 +21,6 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <cstring>
-#include <set>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -106,25 +105,20 @@ int launchTraining(int argc, char **argv) {
   }
   if (launch.nproc <= 1 && launch.nnodes <= 1)
     return -1;
-  // Flags of the run (every rank), flags of both, and the compile's.
-  static const std::set<std::string> runValued = {
-      "--out",        "--device",          "--timeout",   "--iface",
-      "--rendezvous", "--on-peer-failure", "--init-from", "--kill-replica"};
-  static const std::set<std::string> runSwitch = {"--resume", "--profile", "--force-resume"};
-  static const std::set<std::string> bothValued = {"--precision"};
-  static const std::set<std::string> bothSwitch = {"--quiet"};
+  // Each run flag goes where its RunFlagSpec says; the rest (overrides,
+  // compile flags) to the compile.
   std::vector<std::string> compile, run;
   for (size_t i = 0; i < rest.size(); ++i) {
     std::string a = rest[i], name = a.substr(0, a.find('='));
     bool inl = a.find('=') != std::string::npos && a.rfind("--", 0) == 0;
     if (name == "--save-plan")
       return fail("--save-plan compiles a plan for later; it does not combine with --nproc");
+    const RunFlagSpec *spec = findRunFlag(name);
     std::vector<std::string> item = {a};
-    if (!inl && (runValued.count(name) || bothValued.count(name)) && i + 1 < rest.size())
+    if (!inl && spec && spec->takesValue && i + 1 < rest.size())
       item.push_back(rest[++i]);
-    bool toRun = runValued.count(name) || runSwitch.count(name) || bothValued.count(name) ||
-                 bothSwitch.count(name);
-    bool toCompile = !(runValued.count(name) || runSwitch.count(name));
+    bool toRun = spec && spec->goesTo != RunFlagSpec::Compile;
+    bool toCompile = !spec || spec->goesTo != RunFlagSpec::Ranks;
     if (toRun)
       run.insert(run.end(), item.begin(), item.end());
     if (toCompile)

@@ -88,6 +88,20 @@ struct RunSettings {
 std::vector<std::string> takeRunFlags(const std::vector<std::string> &args, RunFlags &flags);
 extern const char *const kRunFlagsHelp;
 
+/// One run flag, as takeRunFlags reads it. `goesTo`: where stretto-train
+/// --nproc sends it, to the compile (it becomes the plan's setting: --steps,
+/// --seed, --executor), to every rank (--out, --resume, --timeout) or both
+/// (--precision, --quiet).
+struct RunFlagSpec {
+  enum Destination { Compile, Ranks, Both };
+  const char *name;
+  bool takesValue;
+  Destination goesTo;
+};
+/// The run flag called `name` ("--out", without "=value"); null when it is
+/// not one.
+const RunFlagSpec *findRunFlag(const std::string &name);
+
 /// Where compiled kernels are cached: $STRETTO_CACHE_DIR, else
 /// ~/.cache/stretto/kernels.
 std::string kernelCacheDirectory();
