@@ -19,6 +19,7 @@
 #include "stretto/Gossip.h"
 #include "stretto/PlanExecutor.h"
 #include "stretto/Runtime/Communicator.h"
+#include "stretto/Runtime/StopSignals.h"
 
 #include <omp.h>
 
@@ -1154,7 +1155,6 @@ GossipResult runDataParallel(const Graph &graph, DataSource &data, int R, int64_
 
 namespace {
 std::atomic<bool> gGossipStop{false};
-extern "C" void onGossipSignal(int) { gGossipStop = true; }
 std::string scientific(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.3e", v);
@@ -1259,18 +1259,11 @@ int runGossipTraining(const Graph &graph, DataSource &data, const GossipOptions 
     // after the same round, with a checkpoint.
     gGossipStop = false;
     opt.stopRequested = &gGossipStop;
-    auto previous = std::signal(SIGINT, onGossipSignal);
-    auto previousTerm = std::signal(SIGTERM, onGossipSignal);
     GossipResult res;
-    try {
+    {
+      StopOnSignal stopOnSignal(gGossipStop);
       res = comm ? runGossipRank(graph, data, opt, *comm) : runGossip(graph, data, opt);
-    } catch (...) {
-      std::signal(SIGINT, previous);
-      std::signal(SIGTERM, previousTerm);
-      throw;
     }
-    std::signal(SIGINT, previous);
-    std::signal(SIGTERM, previousTerm);
     if (res.finished) {
       if (!quiet)
         std::cout << "the run in " << opt.outDir << " already finished: its checkpoint is after "

@@ -13,6 +13,7 @@
 #include "stretto/PlanExecutor.h"
 #include "stretto/RunChecks.h"
 #include "stretto/Runtime/Communicator.h"
+#include "stretto/Runtime/StopSignals.h"
 
 #include <algorithm>
 #include <atomic>
@@ -664,16 +665,7 @@ int runPipelineTraining(const Graph &graph, DataSource &data, const TrainerOptio
   static std::atomic<bool> interrupted{false};
   interrupted = false;
   po.stopRequested = [] { return interrupted.load(); };
-  auto onSignal = [](int) { interrupted = true; };
-  auto prevInt = std::signal(SIGINT, onSignal);
-  auto prevTerm = std::signal(SIGTERM, onSignal);
-  struct Restore {
-    void (*i)(int), (*t)(int);
-    ~Restore() {
-      std::signal(SIGINT, i);
-      std::signal(SIGTERM, t);
-    }
-  } restore{prevInt, prevTerm};
+  StopOnSignal stopOnSignal(interrupted); // Ctrl-C, and SIGTERM from a launcher
   try {
     // Each stage writes and reads its own files (rankCheckpointPath), on
     // its own machine's disk when the stages are processes on several.

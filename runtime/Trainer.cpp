@@ -4,6 +4,7 @@
 #include "stretto/PlanExecutor.h"
 #include "stretto/RunChecks.h"
 #include "stretto/Runtime/Communicator.h"
+#include "stretto/Runtime/StopSignals.h"
 
 #include <omp.h>
 
@@ -31,7 +32,6 @@ using namespace stretto;
 namespace {
 
 std::atomic<bool> gInterrupted{false};
-extern "C" void onSigint(int) { gInterrupted = true; }
 
 std::string fmtDuration(double s) {
   char buf[32];
@@ -438,8 +438,8 @@ int stretto::runTraining(const Graph &graph, DataSource &data, const TrainerOpti
     };
 
     gInterrupted = false;
-    auto previous = std::signal(SIGINT, onSigint);
-    auto previousTerm = std::signal(SIGTERM, onSigint); // a launcher forwards both
+    std::optional<StopOnSignal> stopOnSignal; // a launcher forwards both signals
+    stopOnSignal.emplace(gInterrupted);
     TrainSummary sum;
     std::vector<std::pair<int64_t, double>> trainCurve, valCurve;
     auto t0 = std::chrono::steady_clock::now();
@@ -567,8 +567,7 @@ int stretto::runTraining(const Graph &graph, DataSource &data, const TrainerOpti
         break;
       }
     }
-    std::signal(SIGINT, previous);
-    std::signal(SIGTERM, previousTerm);
+    stopOnSignal.reset();
     if (tty && !quiet)
       std::cout << "\n";
     auto t1 = std::chrono::steady_clock::now();

@@ -19,6 +19,7 @@
 //===----------------------------------------------------------------------===//
 #include "stretto/PlanFile.h"
 #include "stretto/Runtime/Launcher.h"
+#include "stretto/Runtime/StopSignals.h"
 #include "stretto/Runtime/RunSettings.h"
 #include "../../runtime/Nccl.h"
 
@@ -59,6 +60,8 @@ int main(int argc, char **argv) {
       launch.command.insert(launch.command.end(), args.begin(), args.end());
       return launchRanks(launch);
     }
+    // A run: one thread takes Ctrl-C and SIGTERM, before any other starts.
+    takeStopSignalsOnOneThread();
     args = takeRunFlags(args, flags);
   } catch (const std::exception &e) {
     std::cerr << "stretto-run: " << e.what() << "\n" << kUsage;
