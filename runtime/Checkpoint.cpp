@@ -6,21 +6,21 @@
 // i64 dims[rank], values; finally u64 FNV-1a of every preceding byte.
 // "STRETTOCKPT1" files (no meta entries) still load. A checksum only says
 // the file is what was written: shapes are bounded by the bytes present,
-// and openRun compares them with the model.
+// and openRun compares them with the model. A run of several ranks keeps
+// one such file per rank and step, checkpoint-rank<r>-step<N>.bin.
 //
 //===----------------------------------------------------------------------===//
 #include "stretto/Trainer.h"
 #include "stretto/Runtime/Communicator.h"
 
 #include <algorithm>
-#include <filesystem>
-#include <optional>
-
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
 #include <fcntl.h>
+#include <filesystem>
 #include <fstream>
+#include <optional>
 #include <sstream>
 #include <stdexcept>
 #include <unistd.h>

@@ -367,11 +367,19 @@ private:
       // timeout; the pairs' own contexts keep point-to-point working.
       ctx.reset();
       std::string w = e.what();
-      throw CommError(-1, "rank " + std::to_string(rank()) + ": " + what + " over " +
-                              std::to_string(size()) + " ranks failed: " +
-                              (w.find("imed out") != std::string::npos
-                                   ? "not every rank joined within " + describeTimeout(timeout_)
-                                   : w));
+      const std::string head = "rank " + std::to_string(rank()) + ": " + what + " over " +
+                               std::to_string(size()) + " ranks failed: ";
+      if (w.find("closed") != std::string::npos || w.find("reset") != std::string::npos) {
+        // Of two ranks, the other one is gone; of more, Gloo's message only
+        // gives the socket address.
+        if (size() == 2)
+          throw failure(1 - rank(), (std::string(what) + " with").c_str(), e);
+        throw CommError(-1, head + "a connection was closed: a rank exited or died [gloo: " + w +
+                                "]");
+      }
+      throw CommError(-1, head + (w.find("imed out") != std::string::npos
+                                      ? "not every rank joined within " + describeTimeout(timeout_)
+                                      : w));
     }
     commSeconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   }

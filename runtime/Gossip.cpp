@@ -437,7 +437,7 @@ namespace {
 // Tags: exchanges by (round, mix node, part); reports, parameters, states
 // and acknowledgements to and from rank 0; the resume hand-out.
 constexpr uint64_t kMixTag = 0, kReportTag = uint64_t(1) << 45, kParamTag = uint64_t(2) << 45,
-                   kAckTag = uint64_t(3) << 45,
+                   kAckTag = uint64_t(3) << 45, kFallbackTag = uint64_t(4) << 45,
                    kResumeTag = uint64_t(5) << 45;
 uint64_t mixTag(int64_t round, int node, int part) {
   return kMixTag | (uint64_t(round) << 20) | (uint64_t(node) << 2) | uint64_t(part);
@@ -527,6 +527,7 @@ GossipResult runGossipRank(const Graph &graph, DataSource &data, const GossipOpt
   std::vector<bool> dead(R, false);
   const std::vector<bool> everyone(R, true);
   bool allReduceBroken = false; // DiLoCo: exchange pairwise after a failure
+  int64_t pairwiseFrom = 0;      // ... from this (round << 20 | node) on
   auto drop = [&](int j, int64_t round, const std::string &why) {
     if (dead[j])
       return;
@@ -802,10 +803,51 @@ GossipResult runGossipRank(const Graph &graph, DataSource &data, const GossipOpt
             throw std::runtime_error(std::string(e.what()) +
                                      " (--on-peer-failure=continue finishes with the survivors)");
           allReduceBroken = true;
+          // A ring all-reduce can complete on some survivors and fail on
+          // others: they fail at this node or the next. The survivors agree
+          // on the last failing node, mix nothing before it, and exchange
+          // pairwise from there, so no one waits for a message of a node a
+          // peer already mixed. Every survivor fails at its next all-reduce
+          // (the dead rank never joins), so every one sends its position.
+          int64_t mine = (int64_t(round) << 20) | node;
+          std::vector<int64_t> theirs(static_cast<size_t>(R), -1);
+          std::vector<std::pair<int, std::unique_ptr<Request>>> asks, tells;
+          for (int j = 0; j < R; ++j)
+            if (j != r && !dead[j])
+              try {
+                asks.emplace_back(j, comm.irecv(j, kFallbackTag, WireType::I64, &theirs[j], 1));
+                tells.emplace_back(j, comm.isend(j, kFallbackTag, WireType::I64, &mine, 1));
+              } catch (const CommError &err) {
+                drop(j, round, err.what());
+              }
+          pairwiseFrom = mine;
+          for (auto &[j, q] : asks)
+            if (!dead[j])
+              try {
+                q->wait();
+                pairwiseFrom = std::max(pairwiseFrom, theirs[static_cast<size_t>(j)]);
+              } catch (const CommError &err) {
+                drop(j, round, err.what());
+              }
+          for (auto &[j, q] : tells)
+            if (!dead[j])
+              try {
+                q->wait();
+              } catch (const CommError &err) {
+                drop(j, round, err.what());
+              }
           std::fprintf(stderr, "replica %d: the all-reduce failed (%s); exchanging pairwise "
-                               "from round %lld on\n",
-                       r, e.what(), (long long)round + 1);
+                               "from round %lld, node %lld on\n",
+                       r, e.what(), (long long)(pairwiseFrom >> 20) + 1,
+                       (long long)(pairwiseFrom & ((1 << 20) - 1)));
         }
+      }
+      if (allReduceBroken && ((int64_t(round) << 20) | node) < pairwiseFrom) {
+        // Before the agreed node: this replica's value stays unmixed.
+        if (opt.onMix)
+          opt.onMix(r, round, node, z, z);
+        ++node;
+        return z;
       }
       std::vector<double> meta = {static_cast<double>(peers.size())};
       meta.insert(meta.end(), ready.begin(), ready.end());

@@ -633,7 +633,8 @@ int runPipelineTraining(const Graph &graph, DataSource &data, const TrainerOptio
   po.executorFactory = executorFactory(opt);
   po.seed = opt.seed;
   // The last stage holds the loss: it prints and writes the output folder.
-  const int S = static_cast<int>(planStages(graph).size());
+  const std::vector<StagePlan> plans = planStages(graph);
+  const int S = static_cast<int>(plans.size());
   const bool lead = !comm || comm->rank() == S - 1;
   auto t0 = std::chrono::steady_clock::now();
   std::ofstream metrics;
@@ -669,7 +670,6 @@ int runPipelineTraining(const Graph &graph, DataSource &data, const TrainerOptio
   try {
     // Each stage writes and reads its own files (rankCheckpointPath), on
     // its own machine's disk when the stages are processes on several.
-    const std::vector<StagePlan> plans = planStages(graph);
     const std::string files = opt.outDir + "/checkpoint-rank*-step";
     if (!opt.outDir.empty()) {
       prepareOutputDirectory(opt.outDir);
