@@ -4,8 +4,9 @@
 // training step (shapes, transposes and batching taken from the lowered
 // graph, run the way the compiled runtime runs them: runtime/PlanExecutor.cpp
 // batchedGemm) on each GEMM library this host has:
-//   - OpenBLAS and oneDNN (Debian libdnnl2), as the runtime loads them
-//     (runtime/Gemm.cpp: loadGemmLibrary);
+//   - OpenBLAS, oneDNN (Debian libdnnl2) and Intel MKL (libmkl_rt on
+//     LD_LIBRARY_PATH), as the runtime loads them (runtime/Gemm.cpp:
+//     loadGemmLibrary);
 //   - BLIS (Debian libblis4, loaded here with dlopen, its CBLAS layer, with
 //     RTLD_DEEPBIND so that its own BLAS symbols do not resolve to the
 //     OpenBLAS already in the process).
@@ -95,6 +96,7 @@ std::vector<Library> libraries() {
   }
   libs.push_back(blis);
   libs.push_back(fromRuntime("oneDNN", "onednn"));
+  libs.push_back(fromRuntime("MKL", "mkl"));
   return libs;
 }
 

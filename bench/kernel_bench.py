@@ -8,8 +8,9 @@
 
 For each config, runs `stretto-bench-train CONFIG --steps N --ref-steps M
 --json FILE` with OMP_NUM_THREADS set to --threads; that binary measures the
-sgemm peak with the runtime's GEMM library (oneDNN where installed, else
-OpenBLAS; STRETTO_GEMM=openblas|onednn chooses), cold and warm start, and the
+sgemm peak with the runtime's GEMM library (on Intel CPUs MKL where it loads,
+else oneDNN where installed, else OpenBLAS; STRETTO_GEMM=openblas|onednn|mkl
+chooses), cold and warm start, and the
 train-step tokens/s of the compiled runtime and of the reference executor. Then, when torch imports
 (and --no-torch is not given), the same GPT is built in PyTorch from the
 config's [model] and [train] sections and its train step (forward, backward,
@@ -90,7 +91,7 @@ def parse_args():
     p.add_argument("--no-torch", action="store_true", help="skip the PyTorch figures")
     p.add_argument("--gemm", nargs="+", default=[None], metavar="LIB",
                    help="run Stretto once per GEMM library (STRETTO_GEMM: openblas, onednn, "
-                        "auto), one row each; default: the runtime's own choice")
+                        "mkl, auto), one row each; default: the runtime's own choice")
     p.add_argument("--emulate-avx2", action="store_true",
                    help="restrict every library to AVX2 on an AVX-512 host (an approximation of "
                         "an AVX2 host: same cores and memory): " + " ".join(

@@ -6,6 +6,7 @@
 #include <dlfcn.h>
 
 #include <cstdlib>
+#include <fstream>
 #include <mutex>
 #include <stdexcept>
 
@@ -67,11 +68,84 @@ bool loadDnnl(GemmLibrary &lib, std::string &error) {
   return true;
 }
 
-// "auto": oneDNN when it loads, else OpenBLAS.
+// Intel MKL's runtime-dispatch library (libmkl_rt: Debian non-free's
+// libmkl-rt, Intel's oneAPI packages, or PyPI's `mkl`), loaded with dlopen
+// from the loader's search path (LD_LIBRARY_PATH). Its CBLAS sgemm has the
+// OpenBLAS prototype. MKL threads through GNU OpenMP here, the runtime
+// that the fused kernels and oneDNN use, so the process keeps one pool of
+// OMP_NUM_THREADS threads (MKL's default, Intel OpenMP, would start a
+// second one that spins against the first).
+using CblasSgemmFn = void (*)(int, int, int, int, int, int, float, const float *, int,
+                              const float *, int, float, float *, int);
+constexpr int kMklThreadingGnu = 3;   // MKL_THREADING_GNU (mkl_service.h)
+constexpr int kMklInterfaceLp64 = 0;  // MKL_INTERFACE_LP64: 32-bit integers
+
+bool loadMkl(GemmLibrary &lib, std::string &error) {
+  void *h = nullptr;
+  std::string tried;
+  for (const char *so : {"libmkl_rt.so.3", "libmkl_rt.so.2", "libmkl_rt.so"}) {
+    if ((h = dlopen(so, RTLD_NOW | RTLD_LOCAL)))
+      break;
+    tried += std::string(tried.empty() ? "" : ", ") + so;
+  }
+  if (!h) {
+    error = "cannot load Intel MKL (tried " + tried +
+            "; install Debian non-free's libmkl-rt, Intel oneAPI MKL or PyPI's mkl, and put its "
+            "lib folder on LD_LIBRARY_PATH)";
+    return false;
+  }
+  // Both layers must be set before MKL's first call; they return the layer
+  // in force (-1: refused).
+  auto setThreading = reinterpret_cast<int (*)(int)>(dlsym(h, "MKL_Set_Threading_Layer"));
+  auto setInterface = reinterpret_cast<int (*)(int)>(dlsym(h, "MKL_Set_Interface_Layer"));
+  auto f = reinterpret_cast<CblasSgemmFn>(dlsym(h, "cblas_sgemm"));
+  if (!f || !setThreading || !setInterface) {
+    error = "libmkl_rt has no cblas_sgemm or MKL_Set_Threading_Layer";
+    return false;
+  }
+  if (setInterface(kMklInterfaceLp64) != kMklInterfaceLp64 ||
+      setThreading(kMklThreadingGnu) != kMklThreadingGnu) {
+    error = "Intel MKL refused the LP64 interface with GNU OpenMP threading (is "
+            "libmkl_gnu_thread installed beside libmkl_rt?)";
+    return false;
+  }
+  lib.name = "MKL";
+  if (auto version = reinterpret_cast<void (*)(char *, int)>(dlsym(h, "MKL_Get_Version_String"))) {
+    // "Intel(R) oneAPI Math Kernel Library Version 2026.2.1-Product Build ..."
+    char text[256] = {};
+    version(text, sizeof text - 1);
+    std::string v(text);
+    size_t at = v.find("Version ");
+    if (at != std::string::npos)
+      lib.name += " " + v.substr(at + 8, v.find_first_of("- ", at + 8) - (at + 8));
+  }
+  lib.gemm = [f](bool ta, bool tb, int m, int n, int k, float alpha, const float *a, int lda,
+                 const float *b, int ldb, float beta, float *c, int ldc) {
+    f(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, m, n, k,
+      alpha, a, lda, b, ldb, beta, c, ldc);
+  };
+  return true;
+}
+
+bool intelCpu() {
+  std::ifstream cpuinfo("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(cpuinfo, line))
+    if (line.rfind("vendor_id", 0) == 0)
+      return line.find("GenuineIntel") != std::string::npos;
+  return false;
+}
+
+// "auto": MKL on Intel CPUs where it loads, else oneDNN where it loads,
+// else OpenBLAS. MKL is first only on Intel: on gpt-mini's GEMM shapes on a
+// Xeon with AVX-512 it ran 5-35 % faster than oneDNN 2.6
+// (bench/results/kernels/gemm-libraries-xeon-avx512.txt); it has not been
+// measured on AMD CPUs here.
 bool choose(const std::string &name, GemmLibrary &lib, std::string &error) {
   if (name == "auto" || name.empty()) {
     std::string ignored;
-    return loadGemmLibrary("onednn", lib, ignored) || loadGemmLibrary("openblas", lib, error);
+    return (intelCpu() && loadGemmLibrary("mkl", lib, ignored)) ||
+           loadGemmLibrary("onednn", lib, ignored) || loadGemmLibrary("openblas", lib, error);
   }
   return loadGemmLibrary(name, lib, error);
 }
@@ -101,7 +175,9 @@ bool stretto::loadGemmLibrary(const std::string &name, GemmLibrary &lib, std::st
   }
   if (name == "onednn")
     return loadDnnl(lib, error);
-  error = "unknown GEMM library '" + name + "' (expected openblas, onednn or auto)";
+  if (name == "mkl")
+    return loadMkl(lib, error);
+  error = "unknown GEMM library '" + name + "' (expected openblas, onednn, mkl or auto)";
   return false;
 }
 

@@ -926,7 +926,11 @@ std::string PlanExecutor::profileReport() const {
   std::sort(ks.rbegin(), ks.rend());
   if (!ks.empty())
     os << "slowest kernels, GEMMs and attention (by operand shapes):\n";
-  for (size_t k = 0; k < std::min<size_t>(ks.size(), 12); ++k) {
+  // STRETTO_PROFILE_TOP=N lists N of them (default 12).
+  size_t top = 12;
+  if (const char *env = std::getenv("STRETTO_PROFILE_TOP"))
+    top = static_cast<size_t>(std::max(0L, std::strtol(env, nullptr, 10)));
+  for (size_t k = 0; k < std::min<size_t>(ks.size(), top); ++k) {
     const Impl::KernelTime &e = impl->kernelProfile.at(ks[k].second);
     char rate[32] = "";
     if (e.seconds > 0 && e.bytes > 0)

@@ -378,9 +378,13 @@ int stretto::runTraining(const Graph &graph, DataSource &data, const TrainerOpti
         std::cout << "device: " << plan->deviceName() << " (CUDA, "
                   << (opt.gemmPrecision == GemmPrecision::BF16 ? "bf16" : "f32")
                   << " GEMMs through cuBLASLt)\n";
-      else if (!quiet)
-        std::cout << "GEMMs: " << gemmLibrary() << ", " << omp_get_max_threads()
-                  << " threads (STRETTO_GEMM=openblas|onednn chooses)\n";
+      else if (!quiet) {
+        // The library first: when STRETTO_GEMM names one that does not
+        // load, its error must not follow a half-printed line.
+        const std::string &library = gemmLibrary();
+        std::cout << "GEMMs: " << library << ", " << omp_get_max_threads()
+                  << " threads (STRETTO_GEMM=openblas|onednn|mkl chooses)\n";
+      }
       if (!quiet) {
         const PlanStats &ps = plan->stats();
         std::printf("buffer plan: %.1f MB peak (states, gradient sums and constants %.1f MB, "

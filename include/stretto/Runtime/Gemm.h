@@ -2,16 +2,20 @@
 //
 // Every f32 GEMM of the compiled CPU runtime goes through `sgemm`, which
 // calls the library chosen for the process:
+//   - Intel MKL (libmkl_rt, loaded with dlopen) on Intel CPUs, when it
+//     loads: on gpt-mini's GEMM shapes on a Xeon with AVX-512 it was 5-35 %
+//     faster than oneDNN 2.6, most on the weight gradients' transposed
+//     products;
 //   - oneDNN (Debian libdnnl2, loaded with dlopen at the first GEMM), when
 //     it loads: on gpt-mini's step it ran the GEMMs 1.2x faster than
 //     OpenBLAS on an AVX-512 host (bench/results/kernels/gemm-libraries-*.txt;
 //     `stretto-bench-train CONFIG --gemm-libraries` compares them on any host);
 //   - OpenBLAS (linked) otherwise.
-// STRETTO_GEMM=openblas|onednn overrides the choice (onednn fails when
-// libdnnl.so.2 does not load). The choice is a table, not a measurement, so
-// that two runs (and every rank of one) make the same choice and a resumed
-// run stays bit-identical. The reference executor keeps OpenBLAS: it is the
-// oracle.
+// STRETTO_GEMM=openblas|onednn|mkl overrides the choice (onednn and mkl fail
+// when their library does not load). The choice is a table, not a
+// measurement, so that two runs (and every rank of one) make the same choice
+// and a resumed run stays bit-identical. The reference executor keeps
+// OpenBLAS: it is the oracle.
 //
 //===----------------------------------------------------------------------===//
 #ifndef STRETTO_RUNTIME_GEMM_H
@@ -27,11 +31,13 @@ namespace stretto {
 void sgemm(bool ta, bool tb, int m, int n, int k, float alpha, const float *a, int lda,
            const float *b, int ldb, float beta, float *c, int ldc);
 
-/// The library in use, with its version ("oneDNN 2.6.3", "OpenBLAS 0.3.21").
+/// The library in use, with its version ("oneDNN 2.6.3", "OpenBLAS 0.3.21",
+/// "MKL 2026.2.1").
 /// Chooses it on the first call (STRETTO_GEMM, else the table above).
 const std::string &gemmLibrary();
 
-/// Chooses the library by name: "openblas", "onednn" or "auto" (the table).
+/// Chooses the library by name: "openblas", "onednn", "mkl" or "auto" (the
+/// table).
 /// False with `error` set when it is unknown or cannot be loaded. Meant for
 /// tests and tools; runs use STRETTO_GEMM.
 bool selectGemmLibrary(const std::string &name, std::string &error);
@@ -45,7 +51,7 @@ struct GemmLibrary {
   GemmFunction gemm;
 };
 
-/// One library by name ("openblas" or "onednn"), as sgemm calls it; false
+/// One library by name ("openblas", "onednn" or "mkl"), as sgemm calls it; false
 /// with `error` set when it cannot be loaded. For benchmarks that compare
 /// the libraries (bench/GemmLibraries.cpp).
 bool loadGemmLibrary(const std::string &name, GemmLibrary &lib, std::string &error);
