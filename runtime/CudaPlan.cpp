@@ -378,6 +378,8 @@ void CudaPlanDevice::exec(PlanExecutor::Impl &rt, const PhasePlan &p, int i,
   case OpKind::Slice:
   case OpKind::Pad: {
     bool isSlice = n.kind == OpKind::Slice;
+    if (isSlice && p.slots[i].where == Where::Alias)
+      return; // a view of its operand (PlanImpl.h)
     const Shape &big = isSlice ? inShape(0) : n.shape, &small = isSlice ? n.shape : inShape(0);
     int64_t axis = n.ints[0];
     std::vector<int64_t> st = stridesOf(big);
@@ -423,6 +425,38 @@ void CudaPlanDevice::exec(PlanExecutor::Impl &rt, const PhasePlan &p, int i,
     pv.batch = a.batch, pv.m = a.tq, pv.n = a.dv, pv.k = a.tk;
     pv.strideA = a.tq * a.tk, pv.strideB = a.tk * a.dv, pv.strideC = a.tq * a.dv;
     gemm(pv, S, sCount, in(2), numElements(inShape(2)), out, bf16, alignUp(sCount));
+    return;
+  }
+  case OpKind::AttentionGrad: {
+    // As the CPU device (PlanExecutor.cpp): P recomputed, dP = G Vᵀ, dS in
+    // dP's place (st_softmax_grad_rows), then dV = Pᵀ G, dQ = dS K,
+    // dK = dSᵀ Q; five batched GEMMs over [B, H] with [B, H, T, T] scratch.
+    const Shape &qs = inShape(0);
+    const int64_t t = qs[qs.size() - 2], d = qs.back(), elems = numElements(qs);
+    const int64_t batch = elems / (t * d), sCount = batch * t * t;
+    const float *q = in(0), *k = in(1), *v = in(2), *g = in(3);
+    // P and dS, then room for any product's bf16 operands (see gemm).
+    const int64_t used = 2 * alignUp(sCount);
+    float *P = scratchFloats(used + (bf16 ? 2 * elems + 2 * sCount + 4 * kAlign : 0));
+    float *dS = P + alignUp(sCount);
+    GemmCall scores; // [T, D] x [T, D]ᵀ per block
+    scores.batch = batch, scores.m = t, scores.n = t, scores.k = d, scores.tb = true;
+    scores.strideA = t * d, scores.strideB = t * d, scores.strideC = t * t;
+    GemmCall qk = scores;
+    qk.alpha = static_cast<float>(n.floats[0]);
+    gemm(qk, q, elems, k, elems, P, bf16, used);
+    launch("st_softmax_rows", batch * t, batch * t, t, n.flag ? 1 : 0, t, P, P);
+    gemm(scores, g, elems, v, elems, dS, bf16, used);
+    launch("st_softmax_grad_rows", batch * t, batch * t, t, n.flag ? 1 : 0, t,
+           static_cast<float>(n.floats[0]), P, dS);
+    GemmCall back; // [T, T] (transposed or not) x [T, D] per block
+    back.batch = batch, back.m = t, back.n = d, back.k = t;
+    back.strideA = t * t, back.strideB = t * d, back.strideC = t * d;
+    GemmCall backT = back;
+    backT.ta = true;
+    gemm(backT, P, sCount, g, elems, out + 2 * elems, bf16, used);
+    gemm(back, dS, sCount, k, elems, out, bf16, used);
+    gemm(backT, dS, sCount, q, elems, out + elems, bf16, used);
     return;
   }
   case OpKind::Embedding: {

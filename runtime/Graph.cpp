@@ -320,6 +320,21 @@ static void validatePhase(const Graph &g, const std::vector<Node> &nodes) {
       needShape(out, "attention");
       break;
     }
+    case OpKind::AttentionGrad: {
+      const Shape &q = opShape(0);
+      needFloats(1);
+      for (int k = 1; k < 4; ++k)
+        if (opShape(k) != q)
+          fail(i, n, "q " + shapeToString(q) + ", k " + shapeToString(opShape(1)) + ", v " +
+                         shapeToString(opShape(2)) + ", grad " + shapeToString(opShape(3)) +
+                         " must share one shape");
+      if (q.size() < 2)
+        fail(i, n, "q " + shapeToString(q) + " needs at least [T, D]");
+      Shape out{3};
+      out.insert(out.end(), q.begin(), q.end());
+      needShape(out, "attention_grad");
+      break;
+    }
     case OpKind::Embedding: {
       const Shape &table = opShape(0);
       if (table.size() != 2)

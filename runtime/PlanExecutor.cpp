@@ -234,7 +234,7 @@ StepResult PlanExecutor::Impl::runRange(const PhasePlan &p, size_t begin, size_t
     case Where::State: val[i] = states[s.ref].data; break;
     case Where::GradSum: val[i] = gradSums[s.ref].data; break;
     case Where::Constant: val[i] = constants[s.ref].data; break;
-    case Where::Alias: val[i] = val[s.ref]; break;
+    case Where::Alias: val[i] = val[s.ref] + s.offset; break;
     case Where::None: break;
     }
     if (!profiling) {
@@ -249,7 +249,8 @@ StepResult PlanExecutor::Impl::runRange(const PhasePlan &p, size_t begin, size_t
     e.first += sec;
     ++e.second;
     const Node &pn = nodes[i];
-    if (pn.kind == OpKind::Kernel || pn.kind == OpKind::Gemm || pn.kind == OpKind::Attention) {
+    if (pn.kind == OpKind::Kernel || pn.kind == OpKind::Gemm || pn.kind == OpKind::Attention ||
+        pn.kind == OpKind::AttentionGrad) {
       std::string key = pn.kind == OpKind::Kernel ? pn.name : std::string(opKindName(pn.kind));
       if (pn.kind != OpKind::Kernel) {
         for (int o : pn.operands)
@@ -268,10 +269,14 @@ StepResult PlanExecutor::Impl::runRange(const PhasePlan &p, size_t begin, size_t
       } else if (pn.kind == OpKind::Gemm) {
         GemmDims g = gemmDims(pn, nodes[pn.operands[0]].shape, nodes[pn.operands[1]].shape);
         k.flops += 2.0 * g.batch * g.m * g.n * g.k;
-      } else {
+      } else if (pn.kind == OpKind::Attention) {
         AttentionDims a = attentionDims(nodes[pn.operands[0]].shape, nodes[pn.operands[1]].shape,
                                         nodes[pn.operands[2]].shape);
         k.flops += 2.0 * a.batch * a.tq * a.tk * (a.d + a.dv); // Q K^T and P V
+      } else {
+        const Shape &qs = nodes[pn.operands[0]].shape;
+        // Q K^T, G V^T, P^T G, dS K, dS^T Q: 2 T T D each per block
+        k.flops += 10.0 * static_cast<double>(numElements(qs)) * qs[qs.size() - 2];
       }
     }
   }
@@ -450,6 +455,8 @@ void HostDevice::exec(PlanExecutor::Impl &rt, const PhasePlan &p, int i, const T
   case OpKind::Slice:
   case OpKind::Pad: {
     bool isSlice = n.kind == OpKind::Slice;
+    if (isSlice && p.slots[i].where == Where::Alias)
+      return; // a view of its operand (PlanImpl.h)
     Window w = windowOf(n, inShape(0));
     const float *x = in(0);
     if (!isSlice)
@@ -507,6 +514,52 @@ void HostDevice::exec(PlanExecutor::Impl &rt, const PhasePlan &p, int i, const T
       sgemm(false, false, static_cast<int>(tq), static_cast<int>(dv), static_cast<int>(tk), 1.0f,
             Sb, static_cast<int>(tk), v + b * tk * dv, static_cast<int>(dv), 0.0f,
             out + b * tq * dv, static_cast<int>(dv));
+    }
+    return;
+  }
+  case OpKind::AttentionGrad: {
+    // attention's backward, fused per (batch, head) block: P (recomputed)
+    // and dP, then dS in dP's place, live only in the block's scratch (two
+    // T x T matrices per thread), never as [B, H, T, T] tensors.
+    //   S = scale Q Kᵀ -> P = softmax rows;  dP = G Vᵀ
+    //   dS = P (dP - rowsum(P dP)) scale (0 past the causal diagonal)
+    //   dV = Pᵀ G, dQ = dS K, dK = dSᵀ Q
+    const Shape &qs = inShape(0);
+    const int64_t t = qs[qs.size() - 2], d = qs.back(), batch = numElements(qs) / (t * d);
+    const int64_t elems = numElements(qs);
+    const float scale = static_cast<float>(n.floats[0]);
+    const float *q = in(0), *k = in(1), *v = in(2), *g = in(3);
+    if (bf16)
+      roundOperands({&q, &k, &v, &g}, {elems, elems, elems, elems});
+    const int threads = omp_get_max_threads();
+    float *scratch = rt.scratchFloats(static_cast<int64_t>(threads) * 2 * t * t);
+    const int ti = static_cast<int>(t), di = static_cast<int>(d);
+#pragma omp parallel for schedule(static) if (batch > 1)
+    for (int64_t b = 0; b < batch; ++b) {
+      float *P = scratch + static_cast<int64_t>(omp_get_thread_num()) * 2 * t * t;
+      float *dS = P + t * t;
+      const int64_t o = b * t * d;
+      sgemm(false, true, ti, ti, di, scale, q + o, di, k + o, di, 0.0f, P, ti);
+      softmaxRowsSerial(P, P, t, t, n.flag, t);
+      sgemm(false, true, ti, ti, di, 1.0f, g + o, di, v + o, di, 0.0f, dS, ti);
+      for (int64_t r = 0; r < t; ++r) {
+        float *pr = P + r * t, *sr = dS + r * t;
+        const int64_t end = n.flag ? r + 1 : t;
+        float inner = 0;
+        for (int64_t j = 0; j < end; ++j)
+          inner += pr[j] * sr[j];
+        for (int64_t j = 0; j < end; ++j)
+          sr[j] = pr[j] * (sr[j] - inner) * scale;
+        for (int64_t j = end; j < t; ++j)
+          sr[j] = 0.0f;
+      }
+      // bf16: P and dS are operands of the products below.
+      if (bf16)
+        for (int64_t e = 0; e < 2 * t * t; ++e)
+          P[e] = roundToBF16(P[e]);
+      sgemm(true, false, ti, di, ti, 1.0f, P, ti, g + o, di, 0.0f, out + 2 * elems + o, di);
+      sgemm(false, false, ti, di, ti, 1.0f, dS, ti, k + o, di, 0.0f, out + o, di);
+      sgemm(true, false, ti, di, ti, 1.0f, dS, ti, q + o, di, 0.0f, out + elems + o, di);
     }
     return;
   }
@@ -988,7 +1041,11 @@ std::string PlanExecutor::describe() const {
       case Where::State: os << "  -> state '" << impl->graph.states[sl.ref].name << "'"; break;
       case Where::GradSum: os << "  -> gradient sum"; break;
       case Where::Constant: os << "  -> constant"; break;
-      case Where::Alias: os << "  -> alias of %" << sl.ref; break;
+      case Where::Alias:
+        os << "  -> alias of %" << sl.ref;
+        if (sl.offset)
+          os << " + " << sl.offset * 4 << " B";
+        break;
       case Where::None: break;
       }
       os << "\n";

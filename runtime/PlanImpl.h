@@ -42,7 +42,7 @@ enum class Where { None, Arena, State, GradSum, Constant, Alias };
 
 struct Slot {
   Where where = Where::None;
-  int64_t offset = 0; // Arena: in floats
+  int64_t offset = 0; // Arena: in floats; Alias: floats into the aliased value
   int64_t size = 0;   // floats
   int ref = -1;       // Alias: node; State/GradSum/Constant: index
   int dies = -1;      // the last node of the plan reading this buffer
@@ -240,6 +240,20 @@ struct PlanExecutor::Impl {
       case OpKind::Transfer:
         s.where = Where::Alias, s.ref = n.operands[0];
         break;
+      case OpKind::Slice: {
+        // A window of whole leading rows (every dim before the axis is 1,
+        // as attention_grad's dq/dk/dv and the fused QKV split) is one
+        // contiguous range of its operand: a view, when the operand lives
+        // in the arena (states and gradient sums are written in place).
+        ops::Window w = ops::windowOf(n, nodes[n.operands[0]].shape);
+        if (w.outer == 1 && p.slots[root(n.operands[0])].where == Where::Arena) {
+          s.where = Where::Alias, s.ref = n.operands[0], s.offset = n.ints[1] * w.inner;
+          break;
+        }
+        s.where = Where::Arena, s.size = std::max<int64_t>(numElements(n.shape), 1);
+        p.unplannedFloats += alignUp(s.size);
+        break;
+      }
       case OpKind::Read:
         if (auto w = writtenBy.find(n.name); w != writtenBy.end()) {
           s.where = Where::Alias, s.ref = w->second;

@@ -191,6 +191,56 @@ Buf<T> attention(const Buf<T> &q, const Buf<T> &k, const Buf<T> &v,
   return out;
 }
 
+// attention's vector-Jacobian product for the result gradient g: dq, dk and
+// dv ([B.., T, D] each) stacked. Per row i of a block: p = softmax(scale
+// q_i kᵀ) over the keys it sees, dp_j = g_i · v_j,
+// ds_j = p_j (dp_j - sum_l p_l dp_l) scale; dq_i = sum_j ds_j k_j,
+// dk_j += ds_j q_i, dv_j += p_j g_i. Blocks in parallel, rows in order.
+template <typename T>
+Buf<T> attentionGrad(const Buf<T> &q, const Buf<T> &k, const Buf<T> &v, const Buf<T> &g,
+                     int64_t batch, int64_t t, int64_t d, T scale, bool causal) {
+  const int64_t n = batch * t * d;
+  Buf<T> out(3 * n, T(0));
+  T *dq = out.data(), *dk = out.data() + n, *dv = out.data() + 2 * n;
+#pragma omp parallel for schedule(static) if (batch * t * t * d > 32768)
+  for (int64_t b = 0; b < batch; ++b) {
+    const int64_t base = b * t * d;
+    Buf<T> p(t), dp(t);
+    for (int64_t i = 0; i < t; ++i) {
+      const T *qi = q.data() + base + i * d, *gi = g.data() + base + i * d;
+      int64_t end = causal ? i + 1 : t;
+      T mx = -std::numeric_limits<T>::infinity();
+      for (int64_t j = 0; j < end; ++j) {
+        T dot = 0, dotv = 0;
+        for (int64_t c = 0; c < d; ++c) {
+          dot += qi[c] * k[base + j * d + c];
+          dotv += gi[c] * v[base + j * d + c];
+        }
+        p[j] = dot * scale;
+        dp[j] = dotv;
+        mx = std::max(mx, p[j]);
+      }
+      T sum = 0;
+      for (int64_t j = 0; j < end; ++j)
+        sum += (p[j] = std::exp(p[j] - mx));
+      T inner = 0;
+      for (int64_t j = 0; j < end; ++j) {
+        p[j] /= sum;
+        inner += p[j] * dp[j];
+      }
+      for (int64_t j = 0; j < end; ++j) {
+        T ds = p[j] * (dp[j] - inner) * scale;
+        for (int64_t c = 0; c < d; ++c) {
+          dq[base + i * d + c] += ds * k[base + j * d + c];
+          dk[base + j * d + c] += ds * qi[c];
+          dv[base + j * d + c] += p[j] * gi[c];
+        }
+      }
+    }
+  }
+  return out;
+}
+
 // Newton-Schulz orthogonalisation of g [m, n].
 template <typename T>
 Buf<T> newtonSchulz(const Buf<T> &g, int64_t m, int64_t n, int64_t steps,
@@ -552,6 +602,13 @@ RefExecutor::Impl::run(const std::map<std::string, HostTensor> &inputs,
         AttentionDims a = attentionDims(inShape(0), inShape(1), inShape(2));
         out = attention(in(0), in(1), in(2), a.batch, a.tq, a.tk, a.d, a.dv,
                         static_cast<T>(n.floats[0]), n.flag);
+        break;
+      }
+      case OpKind::AttentionGrad: {
+        const Shape &qs = inShape(0);
+        int64_t t = qs[qs.size() - 2], d = qs.back();
+        out = attentionGrad(in(0), in(1), in(2), in(3), numElements(qs) / (t * d), t, d,
+                            static_cast<T>(n.floats[0]), n.flag);
         break;
       }
       case OpKind::Embedding: {

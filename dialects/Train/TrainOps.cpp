@@ -143,12 +143,59 @@ static bool isSplatOf(Value v, double x) {
   return attr.getSplatValue<APFloat>().convertToDouble() == x;
 }
 
+// The value x when `root`'s add tree (adds of its own type) sums pads of
+// slices of x that tile it along one axis, each window padded back where it
+// was cut: pad(slice(x, a, o_i), a, o_i) for windows o_i covering dim a
+// once. That is the backward of splitting x into parts (attention's fused
+// q/k/v gradients stacked by train.attention_grad, then split and
+// restacked). The sum adds only zeros to each element, so x is the same
+// value (up to the sign of a zero).
+static Value tiledSum(AddOp root) {
+  SmallVector<Value> leaves, work{root.getLhs(), root.getRhs()};
+  while (!work.empty()) {
+    Value v = work.pop_back_val();
+    auto add = v.getDefiningOp<AddOp>();
+    if (add && add.getType() == root.getType()) {
+      work.push_back(add.getLhs());
+      work.push_back(add.getRhs());
+    } else {
+      leaves.push_back(v);
+    }
+  }
+  Value x;
+  int64_t axis = -1;
+  SmallVector<std::pair<int64_t, int64_t>> windows; // (offset, size) along axis
+  for (Value leaf : leaves) {
+    auto pad = leaf.getDefiningOp<PadOp>();
+    auto slice = pad ? pad.getInput().getDefiningOp<SliceOp>() : SliceOp();
+    if (!slice || pad.getType() != root.getType() ||
+        slice.getInput().getType() != root.getType() || pad.getAxis() != slice.getAxis() ||
+        pad.getOffset() != slice.getOffset() || (x && slice.getInput() != x) ||
+        (axis >= 0 && static_cast<int64_t>(slice.getAxis()) != axis))
+      return {};
+    x = slice.getInput();
+    axis = slice.getAxis();
+    windows.push_back({static_cast<int64_t>(slice.getOffset()),
+                       cast<RankedTensorType>(slice.getType()).getDimSize(axis)});
+  }
+  llvm::sort(windows);
+  int64_t next = 0;
+  for (auto [offset, size] : windows) {
+    if (offset != next)
+      return {};
+    next = offset + size;
+  }
+  return next == cast<RankedTensorType>(root.getType()).getDimSize(axis) ? x : Value();
+}
+
 OpFoldResult AddOp::fold(FoldAdaptor) {
   // x + 0 -> x, when no broadcast changes x's type.
   if (isSplatOf(getRhs(), 0.0) && getLhs().getType() == getType())
     return getLhs();
   if (isSplatOf(getLhs(), 0.0) && getRhs().getType() == getType())
     return getRhs();
+  if (Value x = tiledSum(*this))
+    return x;
   return {};
 }
 
@@ -816,6 +863,20 @@ LogicalResult AttentionOp::verify() {
     return emitOpError() << "q, k, v and result must share one type, got q "
                          << getQ().getType() << ", k " << getK().getType() << ", v "
                          << getV().getType() << ", result " << getType();
+  return success();
+}
+
+LogicalResult AttentionGradOp::verify() {
+  ArrayRef<int64_t> q = shapeOf(getQ());
+  if (q.size() != 4)
+    return emitOpError() << "q must be [B, H, T, D], got " << getQ().getType();
+  SmallVector<int64_t> expected{3};
+  expected.append(q.begin(), q.end());
+  if (shapeOf(getResult()) != ArrayRef<int64_t>(expected) ||
+      elemOf(getResult()) != elemOf(getQ()))
+    return emitOpError() << "result " << getType() << " should stack dq, dk and dv of "
+                         << getQ().getType() << " as "
+                         << RankedTensorType::get(expected, elemOf(getQ()));
   return success();
 }
 

@@ -408,6 +408,30 @@ def Train_AttentionOp : Train_Op<"attention", [Pure, Differentiable,
   let hasVerifier = 1;
 }
 
+def Train_AttentionGradOp : Train_Op<"attention_grad", [Pure,
+    AllTypesMatch<["q", "k", "v", "grad"]>]> {
+  let summary = "the gradients of train.attention, fused: [dq, dk, dv] stacked";
+  let description = [{
+    The vector-Jacobian product of `train.attention` (same `scale`,
+    `causal`) at `q`, `k`, `v` for the result gradient `grad`, all
+    `[B, H, T, D]`. The result `[3, B, H, T, D]` stacks dq, dk and dv:
+
+        P  = softmax(q kᵀ · scale [causal])      (recomputed)
+        dP = grad vᵀ
+        dS = P ∘ (dP − rowsum(P ∘ dP)) · scale
+        dq = dS k,  dk = dSᵀ q,  dv = Pᵀ grad
+
+    Autodiff emits it for `train.attention` so that the executors can run
+    one (batch, head) block at a time with P, dP and dS in a block-sized
+    scratch, instead of materialising four `[B, H, T, T]` tensors.
+  }];
+  let arguments = (ins Train_FloatTensor:$q, Train_FloatTensor:$k, Train_FloatTensor:$v,
+                       Train_FloatTensor:$grad, F64Attr:$scale, UnitAttr:$causal);
+  let results = (outs Train_FloatTensor:$result);
+  let assemblyFormat = "$q `,` $k `,` $v `,` $grad (`causal` $causal^)? attr-dict `:` type($q) `->` type($result)";
+  let hasVerifier = 1;
+}
+
 def Train_EmbeddingOp : Train_Op<"embedding", [Pure, Differentiable]> {
   let summary = "gathers rows of a [V, D] table by i32 ids";
   let arguments = (ins Train_FloatTensor:$table, Train_IdTensor:$ids);

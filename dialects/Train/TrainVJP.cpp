@@ -293,16 +293,21 @@ void RmsNormOp::buildVJP(OpBuilder &b, Value g, SmallVectorImpl<Value> &grads) {
 }
 
 void AttentionOp::buildVJP(OpBuilder &b, Value g, SmallVectorImpl<Value> &grads) {
+  // One fused op (P recomputed per block, see train.attention_grad), then
+  // its three parts.
   Emit e{b, getLoc()};
-  Value q = getQ(), k = getK(), v = getV();
-  Value scale = e.c(q, getScale().convertToDouble());
-  Value s = e.mul(e.matmul(q, e.swap(k)), scale);
-  Value p = b.create<SoftmaxOp>(getLoc(), s.getType(), s, getCausal());
-  Value dp = e.matmul(g, e.swap(v));
-  Value ds = e.mul(softmaxVJP(e, p, dp), scale);
-  grads.push_back(e.matmul(ds, k));
-  grads.push_back(e.matmul(e.swap(ds), q));
-  grads.push_back(e.matmul(e.swap(p), g));
+  auto type = cast<RankedTensorType>(getQ().getType());
+  SmallVector<int64_t> stacked{3}, part{1};
+  stacked.append(type.getShape().begin(), type.getShape().end());
+  part.append(type.getShape().begin(), type.getShape().end());
+  Value all = b.create<AttentionGradOp>(getLoc(),
+                                        RankedTensorType::get(stacked, type.getElementType()),
+                                        getQ(), getK(), getV(), g, getScaleAttr(), getCausalAttr());
+  for (int64_t i = 0; i < 3; ++i) {
+    Value s = b.create<SliceOp>(getLoc(), RankedTensorType::get(part, type.getElementType()), all,
+                                b.getI64IntegerAttr(0), b.getI64IntegerAttr(i));
+    grads.push_back(e.reshape(s, type.getShape()));
+  }
 }
 
 void EmbeddingOp::buildVJP(OpBuilder &b, Value g, SmallVectorImpl<Value> &grads) {

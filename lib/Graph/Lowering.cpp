@@ -168,6 +168,10 @@ static LogicalResult lowerPhase(Block &block, Phase phase, Graph &g) {
           n.floats = {o.getScale().convertToDouble()};
           n.flag = o.getCausal();
         })
+        .Case([&](AttentionGradOp o) {
+          n.floats = {o.getScale().convertToDouble()};
+          n.flag = o.getCausal();
+        })
         .Case([&](GossipMixOp o) { n.floats = {o.getAlpha().convertToDouble()}; })
         .Case([&](NewtonSchulzOp o) {
           n.ints = {static_cast<int64_t>(o.getSteps())};

@@ -103,6 +103,11 @@ double opCost(Operation *op) {
                        auto s = cast<RankedTensorType>(a.getQ().getType()).getShape();
                        return 4.0 * out * s[2]; // QKᵀ and PV: 2·T·D each per row
                      })
+                     .Case([&](AttentionGradOp a) {
+                       auto s = cast<RankedTensorType>(a.getQ().getType()).getShape();
+                       // QKᵀ, dP, dq, dk, dv: 2·T·D each per row; out holds 3 rows' worth
+                       return 10.0 / 3.0 * out * s[2];
+                     })
                      .Default([&](Operation *) { return out; });
   return flops + 4.0 * out;
 }

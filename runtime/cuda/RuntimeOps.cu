@@ -127,6 +127,25 @@ extern "C" __global__ void st_softmax_rows(i64 rows, i64 len, int causal, i64 pe
   }
 }
 
+/* attention_grad's rows (PlanExecutor.cpp AttentionGrad): with P (the
+ * softmax rows) and dP in ds, ds = P (dP - rowsum(P dP)) scale, and 0 past
+ * the causal position r % period. A thread per row. */
+extern "C" __global__ void st_softmax_grad_rows(i64 rows, i64 len, int causal, i64 period,
+                                                float scale, const float *p, float *ds) {
+  ST_LOOP(r, rows) {
+    const float *pr = p + r * len;
+    float *sr = ds + r * len;
+    i64 end = causal ? r % period + 1 : len;
+    float inner = 0.0f;
+    for (i64 j = 0; j < end; ++j)
+      inner += pr[j] * sr[j];
+    for (i64 j = 0; j < end; ++j)
+      sr[j] = pr[j] * (sr[j] - inner) * scale;
+    for (i64 j = end; j < len; ++j)
+      sr[j] = 0.0f;
+  }
+}
+
 /* LayerNorm (beta != 0) or RmsNorm of each row (OpSemantics normRow). */
 extern "C" __global__ void st_norm_rows(i64 rows, i64 d, float eps, const float *x,
                                         const float *gamma, const float *beta, float *y) {

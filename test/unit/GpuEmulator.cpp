@@ -302,6 +302,7 @@ std::map<std::string, EmuKernel> runtimeOps(bool blockReductions) {
   addBlock("st_row_sums", adapt(st_row_sums), adapt(host_row_sums));
   add("st_column_sums", adapt(st_column_sums));
   add("st_softmax_rows", adapt(st_softmax_rows));
+  add("st_softmax_grad_rows", adapt(st_softmax_grad_rows));
   add("st_norm_rows", adapt(st_norm_rows));
   add("st_embedding", adapt(st_embedding));
   add("st_scatter_rows", adapt(st_scatter_rows));

@@ -299,3 +299,55 @@ train.model @broadcast_leading_one {
     train.yield %l : tensor<f32>
   }
 }
+
+// -----
+
+// A sum of pads of slices that tile x along one axis, each padded back where
+// it was cut, is x (attention_grad's stacked dq/dk/dv, split and restacked by
+// the backward of the q/k/v split); the order of the terms does not matter.
+// CHECK-LABEL: train.model @pads_tiling_one_value
+// CHECK:         %[[X:.*]] = train.input "x" : tensor<3x2x4xf32>
+// CHECK-NOT:     train.pad
+// CHECK-NOT:     train.add
+// CHECK:         train.reduce_sum %[[X]] [0, 1, 2]
+train.model @pads_tiling_one_value {
+  train.step {
+    %x = train.input "x" : tensor<3x2x4xf32>
+    %a = train.slice %x axis = 0 offset = 0 : tensor<3x2x4xf32> -> tensor<1x2x4xf32>
+    %b = train.slice %x axis = 0 offset = 1 : tensor<3x2x4xf32> -> tensor<2x2x4xf32>
+    %pa = train.pad %a axis = 0 offset = 0 : tensor<1x2x4xf32> -> tensor<3x2x4xf32>
+    %pb = train.pad %b axis = 0 offset = 1 : tensor<2x2x4xf32> -> tensor<3x2x4xf32>
+    %s = train.add %pb, %pa : tensor<3x2x4xf32>
+    %l = train.reduce_sum %s [0, 1, 2] : tensor<3x2x4xf32> -> tensor<f32>
+    train.yield %l : tensor<f32>
+  }
+}
+
+// -----
+
+// Not a tiling, so no fold: a window missing (0 and 2 of 3), a window padded
+// to another place than it was cut from, two slices of different values.
+// CHECK-LABEL: train.model @pads_not_tiling
+// CHECK-COUNT-3: train.add
+train.model @pads_not_tiling {
+  train.step {
+    %x = train.input "x" : tensor<3x4xf32>
+    %y = train.input "y" : tensor<3x4xf32>
+    %a = train.slice %x axis = 0 offset = 0 : tensor<3x4xf32> -> tensor<1x4xf32>
+    %c = train.slice %x axis = 0 offset = 2 : tensor<3x4xf32> -> tensor<1x4xf32>
+    %pa = train.pad %a axis = 0 offset = 0 : tensor<1x4xf32> -> tensor<3x4xf32>
+    %pc = train.pad %c axis = 0 offset = 2 : tensor<1x4xf32> -> tensor<3x4xf32>
+    %gap = train.add %pa, %pc : tensor<3x4xf32>
+    %b = train.slice %x axis = 0 offset = 1 : tensor<3x4xf32> -> tensor<2x4xf32>
+    %pb1 = train.pad %b axis = 0 offset = 0 : tensor<2x4xf32> -> tensor<3x4xf32>
+    %pc1 = train.pad %c axis = 0 offset = 0 : tensor<1x4xf32> -> tensor<3x4xf32>
+    %moved = train.add %pb1, %pc1 : tensor<3x4xf32>
+    %yb = train.slice %y axis = 0 offset = 1 : tensor<3x4xf32> -> tensor<2x4xf32>
+    %pyb = train.pad %yb axis = 0 offset = 1 : tensor<2x4xf32> -> tensor<3x4xf32>
+    %mixed = train.add %pa, %pyb : tensor<3x4xf32>
+    %l1 = train.reduce_sum %gap [0, 1] : tensor<3x4xf32> -> tensor<f32>
+    %l2 = train.reduce_sum %moved [0, 1] : tensor<3x4xf32> -> tensor<f32>
+    %l3 = train.reduce_sum %mixed [0, 1] : tensor<3x4xf32> -> tensor<f32>
+    train.yield %l1, %l2, %l3 : tensor<f32>, tensor<f32>, tensor<f32>
+  }
+}

@@ -839,6 +839,40 @@ train.model @m {
 
 // -----
 
+// attention_grad's result stacks dq, dk and dv: [3, B, H, T, D].
+train.model @m {
+  train.step {
+    %q = train.input "q" : tensor<1x2x3x4xf32>
+    // expected-error @+1 {{'train.attention_grad' op result 'tensor<1x2x3x4xf32>' should stack dq, dk and dv of 'tensor<1x2x3x4xf32>' as 'tensor<3x1x2x3x4xf32>'}}
+    %c = train.attention_grad %q, %q, %q, %q {scale = 0.5 : f64} : tensor<1x2x3x4xf32> -> tensor<1x2x3x4xf32>
+  }
+}
+
+// -----
+
+// attention_grad works on [B, H, T, D].
+train.model @m {
+  train.step {
+    %q = train.input "q" : tensor<3x4xf32>
+    // expected-error @+1 {{'train.attention_grad' op q must be [B, H, T, D], got 'tensor<3x4xf32>'}}
+    %c = train.attention_grad %q, %q, %q, %q {scale = 0.5 : f64} : tensor<3x4xf32> -> tensor<3x3x4xf32>
+  }
+}
+
+// -----
+
+// attention_grad's q, k, v and grad share one type (the ODS trait, generic form).
+train.model @m {
+  train.step {
+    %q = train.input "q" : tensor<1x2x3x4xf32>
+    %g = train.input "g" : tensor<1x2x5x4xf32>
+    // expected-error @+1 {{'train.attention_grad' op failed to verify that all of {q, k, v, grad} have same type}}
+    %c = "train.attention_grad"(%q, %q, %q, %g) <{scale = 0.5 : f64}> : (tensor<1x2x3x4xf32>, tensor<1x2x3x4xf32>, tensor<1x2x3x4xf32>, tensor<1x2x5x4xf32>) -> tensor<3x1x2x3x4xf32>
+  }
+}
+
+// -----
+
 // attention's q, k, v and result share one type (the ODS trait, generic form).
 train.model @m {
   train.step {

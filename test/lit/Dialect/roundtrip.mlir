@@ -185,7 +185,8 @@ train.model @layout {
 }
 
 // Model ops: softmax (plain and causal), layer_norm (default and explicit
-// eps), rms_norm, attention (plain and causal), embedding, scatter_rows, one_hot.
+// eps), rms_norm, attention (plain and causal), attention_grad, embedding,
+// scatter_rows, one_hot.
 // CHECK-LABEL: train.model @modelops {
 train.model @modelops {
   train.step {
@@ -218,6 +219,8 @@ train.model @modelops {
     %att = train.attention %q, %q, %q causal {scale = 0.5 : f64} : tensor<2x2x3x4xf32>
     // CHECK: train.attention %[[Q]], %[[Q]], %[[Q]] {scale = 2.500000e-01 : f64} : tensor<2x2x3x4xf32>
     %att2 = train.attention %q, %q, %q {scale = 0.25 : f64} : tensor<2x2x3x4xf32>
+    // CHECK: train.attention_grad %[[Q]], %[[Q]], %[[Q]], %[[Q]] causal {scale = 5.000000e-01 : f64} : tensor<2x2x3x4xf32> -> tensor<3x2x2x3x4xf32>
+    %attg = train.attention_grad %q, %q, %q, %q causal {scale = 0.5 : f64} : tensor<2x2x3x4xf32> -> tensor<3x2x2x3x4xf32>
     // CHECK: train.scatter_rows %[[RN]] into rows[%[[TOK]]] : tensor<2x3x4xf32>, tensor<2x3xi32> -> tensor<8x4xf32>
     %sc = train.scatter_rows %rn into rows[%tok] : tensor<2x3x4xf32>, tensor<2x3xi32> -> tensor<8x4xf32>
     // CHECK: train.one_hot %[[TOK]] : tensor<2x3xi32> -> tensor<2x3x8xf32>

@@ -362,31 +362,22 @@ train.model @softmax {
 
 // -----
 
-// attention recomputes P = softmax(q kᵀ * scale, causal); then
-// dv = Pᵀ g, dS = softmax_vjp(P, g vᵀ) * scale, dq = dS k, dk = dSᵀ q.
+// attention's gradient is one fused train.attention_grad (P recomputed per
+// block inside it) whose [3, ...] result stacks dq, dk and dv; each is a
+// slice of it, reshaped back to q's type.
 // CHECK-LABEL: train.model @attention
 // CHECK:         %[[Q:.*]] = train.read @q : tensor<1x2x3x4xf32>
 // CHECK:         %[[K:.*]] = train.read @k : tensor<1x2x3x4xf32>
 // CHECK:         %[[V:.*]] = train.read @v : tensor<1x2x3x4xf32>
 // CHECK:         %[[G:.*]] = train.broadcast %{{.*}} : tensor<1x1x1x1xf32> -> tensor<1x2x3x4xf32>
-// CHECK:         %[[SC:.*]] = train.constant dense<5.000000e-01> : tensor<f32>
-// CHECK:         %[[KT:.*]] = train.transpose %[[K]] [0, 1, 3, 2] : tensor<1x2x3x4xf32> -> tensor<1x2x4x3xf32>
-// CHECK:         %[[QK:.*]] = train.matmul %[[Q]], %[[KT]] : tensor<1x2x3x4xf32>, tensor<1x2x4x3xf32> -> tensor<1x2x3x3xf32>
-// CHECK:         %[[S:.*]] = train.mul %[[QK]], %[[SC]] : tensor<1x2x3x3xf32>, tensor<f32> -> tensor<1x2x3x3xf32>
-// CHECK:         %[[P:.*]] = train.softmax %[[S]] causal : tensor<1x2x3x3xf32>
-// CHECK:         %[[VT:.*]] = train.transpose %[[V]] [0, 1, 3, 2] : tensor<1x2x3x4xf32> -> tensor<1x2x4x3xf32>
-// CHECK:         %[[DP:.*]] = train.matmul %[[G]], %[[VT]] : tensor<1x2x3x4xf32>, tensor<1x2x4x3xf32> -> tensor<1x2x3x3xf32>
-// CHECK:         %[[DPP:.*]] = train.mul %[[DP]], %[[P]] : tensor<1x2x3x3xf32>
-// CHECK:         %[[RS:.*]] = train.reduce_sum %[[DPP]] [3] : tensor<1x2x3x3xf32> -> tensor<1x2x3xf32>
-// CHECK:         %[[RSK:.*]] = train.reshape %[[RS]] : tensor<1x2x3xf32> -> tensor<1x2x3x1xf32>
-// CHECK:         %[[SUB:.*]] = train.sub %[[DP]], %[[RSK]] : tensor<1x2x3x3xf32>, tensor<1x2x3x1xf32> -> tensor<1x2x3x3xf32>
-// CHECK:         %[[DS0:.*]] = train.mul %[[P]], %[[SUB]] : tensor<1x2x3x3xf32>
-// CHECK:         %[[DS:.*]] = train.mul %[[DS0]], %[[SC]] : tensor<1x2x3x3xf32>, tensor<f32> -> tensor<1x2x3x3xf32>
-// CHECK:         %[[DQ:.*]] = train.matmul %[[DS]], %[[K]] : tensor<1x2x3x3xf32>, tensor<1x2x3x4xf32> -> tensor<1x2x3x4xf32>
-// CHECK:         %[[DST:.*]] = train.transpose %[[DS]] [0, 1, 3, 2] : tensor<1x2x3x3xf32> -> tensor<1x2x3x3xf32>
-// CHECK:         %[[DK:.*]] = train.matmul %[[DST]], %[[Q]] : tensor<1x2x3x3xf32>, tensor<1x2x3x4xf32> -> tensor<1x2x3x4xf32>
-// CHECK:         %[[PT:.*]] = train.transpose %[[P]] [0, 1, 3, 2] : tensor<1x2x3x3xf32> -> tensor<1x2x3x3xf32>
-// CHECK:         %[[DV:.*]] = train.matmul %[[PT]], %[[G]] : tensor<1x2x3x3xf32>, tensor<1x2x3x4xf32> -> tensor<1x2x3x4xf32>
+// CHECK:         %[[ALL:.*]] = train.attention_grad %[[Q]], %[[K]], %[[V]], %[[G]] causal {scale = 5.000000e-01 : f64} : tensor<1x2x3x4xf32> -> tensor<3x1x2x3x4xf32>
+// CHECK:         %[[S0:.*]] = train.slice %[[ALL]] axis = 0 offset = 0 : tensor<3x1x2x3x4xf32> -> tensor<1x1x2x3x4xf32>
+// CHECK:         %[[DQ:.*]] = train.reshape %[[S0]] : tensor<1x1x2x3x4xf32> -> tensor<1x2x3x4xf32>
+// CHECK:         %[[S1:.*]] = train.slice %[[ALL]] axis = 0 offset = 1 : tensor<3x1x2x3x4xf32> -> tensor<1x1x2x3x4xf32>
+// CHECK:         %[[DK:.*]] = train.reshape %[[S1]] : tensor<1x1x2x3x4xf32> -> tensor<1x2x3x4xf32>
+// CHECK:         %[[S2:.*]] = train.slice %[[ALL]] axis = 0 offset = 2 : tensor<3x1x2x3x4xf32> -> tensor<1x1x2x3x4xf32>
+// CHECK:         %[[DV:.*]] = train.reshape %[[S2]] : tensor<1x1x2x3x4xf32> -> tensor<1x2x3x4xf32>
+// CHECK-NOT:     train.softmax
 // CHECK:         train.grad %[[DQ]] for @q : tensor<1x2x3x4xf32>
 // CHECK-NEXT:    train.grad %[[DK]] for @k : tensor<1x2x3x4xf32>
 // CHECK-NEXT:    train.grad %[[DV]] for @v : tensor<1x2x3x4xf32>
@@ -406,12 +397,14 @@ train.model @attention {
 
 // -----
 
-// Non-causal attention recomputes a non-causal softmax.
+// Non-causal attention: a non-causal attention_grad with the same scale;
+// q, k and v being one value, its three gradients are summed.
 // CHECK-LABEL: train.model @attention_noncausal
 // CHECK:         train.attention %{{.*}}, %{{.*}}, %{{.*}} {scale = 2.500000e-01 : f64}
-// CHECK:         train.constant dense<2.500000e-01> : tensor<f32>
-// CHECK:         train.softmax %{{.*}} : tensor<1x1x2x2xf32>
+// CHECK:         train.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} {scale = 2.500000e-01 : f64} : tensor<1x1x2x2xf32> -> tensor<3x1x1x2x2xf32>
 // CHECK-NOT:     causal
+// CHECK:         train.add
+// CHECK:         train.add
 train.model @attention_noncausal {
   train.param @q : tensor<1x1x2x2xf32> = normal(1.0)
   train.step {
