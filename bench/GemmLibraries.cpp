@@ -129,6 +129,14 @@ std::map<Shape4, int> stepGemms(const Graph &g) {
                                         nodes[n.operands[2]].shape);
         ++shapes[{a.batch, a.tq, a.tk, a.d, false, true, true}];
         ++shapes[{a.batch, a.tq, a.dv, a.tk, false, false, true}];
+      } else if (n.kind == OpKind::AttentionGrad) {
+        // Its five per block (PlanExecutor.cpp): Q K^T and G V^T, then
+        // P^T G, dS K and dS^T Q.
+        const Shape &qs = nodes[n.operands[0]].shape;
+        int64_t t = qs[qs.size() - 2], d = qs.back(), batch = numElements(qs) / (t * d);
+        shapes[{batch, t, t, d, false, true, true}] += 2;
+        shapes[{batch, t, d, t, true, false, true}] += 2;
+        ++shapes[{batch, t, d, t, false, false, true}];
       }
     }
   }

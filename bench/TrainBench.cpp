@@ -105,6 +105,10 @@ double phaseFlops(const Graph &g, Phase ph) {
       const Shape &qs = nodes[n.operands[0]].shape, &ks = nodes[n.operands[1]].shape;
       double tk = static_cast<double>(ks[ks.size() - 2]);
       f += 2.0 * static_cast<double>(numElements(qs)) * tk * 2; // QK^T and PV
+    } else if (n.kind == OpKind::AttentionGrad) {
+      const Shape &qs = nodes[n.operands[0]].shape;
+      double t = static_cast<double>(qs[qs.size() - 2]);
+      f += 2.0 * static_cast<double>(numElements(qs)) * t * 5; // QK^T, GV^T, P^T G, dS K, dS^T Q
     } else if (n.kind == OpKind::NewtonSchulz) {
       double m = static_cast<double>(std::min(n.shape[0], n.shape[1]));
       double s = static_cast<double>(std::max(n.shape[0], n.shape[1]));
