@@ -133,7 +133,8 @@ std::map<Shape4, int> stepGemms(const Graph &g) {
         // Its five per block (PlanExecutor.cpp): Q K^T and G V^T, then
         // P^T G, dS K and dS^T Q.
         const Shape &qs = nodes[n.operands[0]].shape;
-        int64_t t = qs[qs.size() - 2], d = qs.back(), batch = numElements(qs) / (t * d);
+        int64_t t = qs[qs.size() - 2], d = qs.back();
+        int64_t batch = numElements(Shape(qs.begin(), qs.end() - 2));
         shapes[{batch, t, t, d, false, true, true}] += 2;
         shapes[{batch, t, d, t, true, false, true}] += 2;
         ++shapes[{batch, t, d, t, false, false, true}];

@@ -433,7 +433,9 @@ void CudaPlanDevice::exec(PlanExecutor::Impl &rt, const PhasePlan &p, int i,
     // dK = dSᵀ Q; five batched GEMMs over [B, H] with [B, H, T, T] scratch.
     const Shape &qs = inShape(0);
     const int64_t t = qs[qs.size() - 2], d = qs.back(), elems = numElements(qs);
-    const int64_t batch = elems / (t * d), sCount = batch * t * t;
+    const int64_t batch = numElements(Shape(qs.begin(), qs.end() - 2)), sCount = batch * t * t;
+    if (elems == 0)
+      return; // no rows or no features: nothing to write
     const float *q = in(0), *k = in(1), *v = in(2), *g = in(3);
     // P and dS, then room for any product's bf16 operands (see gemm).
     const int64_t used = 2 * alignUp(sCount);

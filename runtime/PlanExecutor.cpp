@@ -525,8 +525,11 @@ void HostDevice::exec(PlanExecutor::Impl &rt, const PhasePlan &p, int i, const T
     //   dS = P (dP - rowsum(P dP)) scale (0 past the causal diagonal)
     //   dV = Pᵀ G, dQ = dS K, dK = dSᵀ Q
     const Shape &qs = inShape(0);
-    const int64_t t = qs[qs.size() - 2], d = qs.back(), batch = numElements(qs) / (t * d);
+    const int64_t t = qs[qs.size() - 2], d = qs.back();
+    const int64_t batch = numElements(Shape(qs.begin(), qs.end() - 2));
     const int64_t elems = numElements(qs);
+    if (elems == 0)
+      return; // no rows or no features: nothing to write
     const float scale = static_cast<float>(n.floats[0]);
     const float *q = in(0), *k = in(1), *v = in(2), *g = in(3);
     if (bf16)

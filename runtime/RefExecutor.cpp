@@ -607,7 +607,8 @@ RefExecutor::Impl::run(const std::map<std::string, HostTensor> &inputs,
       case OpKind::AttentionGrad: {
         const Shape &qs = inShape(0);
         int64_t t = qs[qs.size() - 2], d = qs.back();
-        out = attentionGrad(in(0), in(1), in(2), in(3), numElements(qs) / (t * d), t, d,
+        out = attentionGrad(in(0), in(1), in(2), in(3),
+                            numElements(Shape(qs.begin(), qs.end() - 2)), t, d,
                             static_cast<T>(n.floats[0]), n.flag);
         break;
       }

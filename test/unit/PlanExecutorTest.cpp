@@ -222,6 +222,20 @@ TEST(PlanExecutor, RowOps) {
                 {"g", random(qs, 19)}},
                1e-5, causal ? "causal attention_grad" : "attention_grad");
   }
+  // No rows, or no features: an empty result, not a BLAS call with a zero
+  // leading dimension (or a division by zero).
+  for (Shape qs : {Shape{2, 3, 0, 8}, Shape{2, 3, 5, 0}}) {
+    Builder b;
+    int q = b.input("q", qs), k = b.input("k", qs), v = b.input("v", qs), g = b.input("g", qs);
+    Shape out{3};
+    out.insert(out.end(), qs.begin(), qs.end());
+    int a = b.node(OpKind::AttentionGrad, {q, k, v, g}, out, {}, {0.35}, true);
+    b.yieldSum(a);
+    expectSame(b, a,
+               {{"q", random(qs, 20)}, {"k", random(qs, 21)}, {"v", random(qs, 22)},
+                {"g", random(qs, 23)}},
+               0, "attention_grad of " + shapeToString(qs));
+  }
 }
 
 TEST(PlanExecutor, IdOps) {
