@@ -315,6 +315,9 @@ static void validatePhase(const Graph &g, const std::vector<Node> &nodes) {
                        ", v " + shapeToString(v) + " do not agree");
       if (n.flag && q[q.size() - 2] != k[k.size() - 2])
         fail(i, n, "causal attention needs equal query and key lengths");
+      if (q[q.size() - 2] == 0 || k[k.size() - 2] == 0 || q.back() == 0 || v.back() == 0)
+        fail(i, n, "q " + shapeToString(q) + ", k " + shapeToString(k) + ", v " +
+                       shapeToString(v) + ": attention needs at least one query, key and feature");
       Shape out = dropLast(q);
       out.push_back(v.back());
       needShape(out, "attention");
@@ -330,6 +333,8 @@ static void validatePhase(const Graph &g, const std::vector<Node> &nodes) {
                          " must share one shape");
       if (q.size() < 2)
         fail(i, n, "q " + shapeToString(q) + " needs at least [T, D]");
+      if (q[q.size() - 2] == 0 || q.back() == 0)
+        fail(i, n, "q " + shapeToString(q) + ": attention needs at least one query, key and feature");
       Shape out{3};
       out.insert(out.end(), q.begin(), q.end());
       needShape(out, "attention_grad");
