@@ -435,7 +435,7 @@ void CudaPlanDevice::exec(PlanExecutor::Impl &rt, const PhasePlan &p, int i,
     const int64_t t = qs[qs.size() - 2], d = qs.back(), elems = numElements(qs);
     const int64_t batch = numElements(Shape(qs.begin(), qs.end() - 2)), sCount = batch * t * t;
     if (elems == 0)
-      return; // no rows or no features: nothing to write
+      return; // an empty batch (no queries or features: refused by validation)
     const float *q = in(0), *k = in(1), *v = in(2), *g = in(3);
     // P and dS, then room for any product's bf16 operands (see gemm).
     const int64_t used = 2 * alignUp(sCount);

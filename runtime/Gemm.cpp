@@ -137,8 +137,8 @@ bool intelCpu() {
 }
 
 // "auto": MKL on Intel CPUs where it loads, else oneDNN where it loads,
-// else OpenBLAS. MKL is first only on Intel: on gpt-mini's GEMM shapes on a
-// Xeon with AVX-512 it ran 5-35 % faster than oneDNN 2.6
+// else OpenBLAS. MKL is first only on Intel: on a Xeon with AVX-512 it ran
+// gpt-mini's GEMMs in 7 % less time per step than oneDNN 2.6
 // (bench/results/kernels/gemm-libraries-xeon-avx512.txt); it has not been
 // measured on AMD CPUs here.
 bool choose(const std::string &name, GemmLibrary &lib, std::string &error) {

@@ -93,6 +93,24 @@ void softmaxRow(const T *xr, T *yr, int64_t len, bool causal, int64_t pos) {
     yr[j] = T(0);
 }
 
+// attention_grad's row: with P's row (softmaxRow) in pr and dP's row in sr,
+// sr becomes dS = P (dP - sum_j P dP) scale, 0 past the causal position
+// `pos`. The compiled runtime's per-block backward uses it; the CUDA
+// runtime's st_softmax_grad_rows (runtime/cuda/RuntimeOps.cu) follows the
+// same statements. (The reference executor computes attention_grad its own
+// way, row by row.)
+template <typename T>
+void softmaxGradRow(const T *pr, T *sr, int64_t len, bool causal, int64_t pos, T scale) {
+  const int64_t end = causal ? pos + 1 : len;
+  T inner = 0;
+  for (int64_t j = 0; j < end; ++j)
+    inner += pr[j] * sr[j];
+  for (int64_t j = 0; j < end; ++j)
+    sr[j] = pr[j] * (sr[j] - inner) * scale;
+  for (int64_t j = end; j < len; ++j)
+    sr[j] = T(0);
+}
+
 // LayerNorm (beta != nullptr: biased variance) or RmsNorm of one row of d.
 template <typename T>
 void normRow(const T *xr, const T *gamma, const T *beta, T *yr, int64_t d, T eps) {

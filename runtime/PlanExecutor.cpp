@@ -529,7 +529,7 @@ void HostDevice::exec(PlanExecutor::Impl &rt, const PhasePlan &p, int i, const T
     const int64_t batch = numElements(Shape(qs.begin(), qs.end() - 2));
     const int64_t elems = numElements(qs);
     if (elems == 0)
-      return; // no rows or no features: nothing to write
+      return; // an empty batch (no queries or features: refused by validation)
     const float scale = static_cast<float>(n.floats[0]);
     const float *q = in(0), *k = in(1), *v = in(2), *g = in(3);
     if (bf16)
@@ -545,17 +545,8 @@ void HostDevice::exec(PlanExecutor::Impl &rt, const PhasePlan &p, int i, const T
       sgemm(false, true, ti, ti, di, scale, q + o, di, k + o, di, 0.0f, P, ti);
       softmaxRowsSerial(P, P, t, t, n.flag, t);
       sgemm(false, true, ti, ti, di, 1.0f, g + o, di, v + o, di, 0.0f, dS, ti);
-      for (int64_t r = 0; r < t; ++r) {
-        float *pr = P + r * t, *sr = dS + r * t;
-        const int64_t end = n.flag ? r + 1 : t;
-        float inner = 0;
-        for (int64_t j = 0; j < end; ++j)
-          inner += pr[j] * sr[j];
-        for (int64_t j = 0; j < end; ++j)
-          sr[j] = pr[j] * (sr[j] - inner) * scale;
-        for (int64_t j = end; j < t; ++j)
-          sr[j] = 0.0f;
-      }
+      for (int64_t r = 0; r < t; ++r)
+        softmaxGradRow(P + r * t, dS + r * t, t, n.flag, r, scale);
       // bf16: P and dS are operands of the products below.
       if (bf16)
         for (int64_t e = 0; e < 2 * t * t; ++e)

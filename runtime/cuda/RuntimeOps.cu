@@ -127,9 +127,9 @@ extern "C" __global__ void st_softmax_rows(i64 rows, i64 len, int causal, i64 pe
   }
 }
 
-/* attention_grad's rows (PlanExecutor.cpp AttentionGrad): with P (the
- * softmax rows) and dP in ds, ds = P (dP - rowsum(P dP)) scale, and 0 past
- * the causal position r % period. A thread per row. */
+/* attention_grad's rows (OpSemantics softmaxGradRow): with P (the softmax
+ * rows) and dP in ds, ds = P (dP - rowsum(P dP)) scale, and 0 past the
+ * causal position r % period. A thread per row. */
 extern "C" __global__ void st_softmax_grad_rows(i64 rows, i64 len, int causal, i64 period,
                                                 float scale, const float *p, float *ds) {
   ST_LOOP(r, rows) {

@@ -3,9 +3,10 @@
 // Every f32 GEMM of the compiled CPU runtime goes through `sgemm`, which
 // calls the library chosen for the process:
 //   - Intel MKL (libmkl_rt, loaded with dlopen) on Intel CPUs, when it
-//     loads: on gpt-mini's GEMM shapes on a Xeon with AVX-512 it was 5-35 %
-//     faster than oneDNN 2.6, most on the weight gradients' transposed
-//     products;
+//     loads: on a Xeon with AVX-512 gpt-mini's GEMMs took 7 % less time
+//     per step than on oneDNN 2.6 (107 against 115 ms), up to 25 % less on
+//     the weight gradients' transposed products, while oneDNN was ahead on
+//     a few shapes;
 //   - oneDNN (Debian libdnnl2, loaded with dlopen at the first GEMM), when
 //     it loads: on gpt-mini's step it ran the GEMMs 1.2x faster than
 //     OpenBLAS on an AVX-512 host (bench/results/kernels/gemm-libraries-*.txt;
