@@ -93,18 +93,37 @@ void softmaxRow(const T *xr, T *yr, int64_t len, bool causal, int64_t pos) {
     yr[j] = T(0);
 }
 
-// attention_grad's row: with P's row (softmaxRow) in pr and dP's row in sr,
-// sr becomes dS = P (dP - sum_j P dP) scale, 0 past the causal position
-// `pos`. The compiled runtime's per-block backward uses it; the CUDA
-// runtime's st_softmax_grad_rows (runtime/cuda/RuntimeOps.cu) follows the
-// same statements. (The reference executor computes attention_grad its own
-// way, row by row.)
+// The number of partial sums of a lane-split row reduction: lane l adds
+// the elements j = l (mod kRowLanes) in order, then the lanes are added
+// 0..kRowLanes-1. A fixed order (not the thread count's or the ISA's) that
+// vectorises; a single running sum is a chain of dependent adds.
+constexpr int kRowLanes = 16;
+
+// sum_j x[j] y[j] over j < n, lane-split (kRowLanes).
+template <typename T> T laneDot(const T *x, const T *y, int64_t n) {
+  T lane[kRowLanes] = {};
+  int64_t j = 0;
+  for (; j + kRowLanes <= n; j += kRowLanes)
+    for (int l = 0; l < kRowLanes; ++l)
+      lane[l] += x[j + l] * y[j + l];
+  for (int l = 0; j + l < n; ++l)
+    lane[l] += x[j + l] * y[j + l];
+  T sum = 0;
+  for (int l = 0; l < kRowLanes; ++l)
+    sum += lane[l];
+  return sum;
+}
+
+// attention_grad's row: with P's row in pr and dP's row in sr, sr becomes
+// dS = P (dP - sum_j P dP) scale, 0 past the causal position `pos`; the
+// inner sum is lane-split (laneDot). The compiled runtime's per-block
+// backward uses it; the CUDA runtime's st_softmax_grad_rows
+// (runtime/cuda/RuntimeOps.cu) follows the same statements. (The reference
+// executor computes attention_grad its own way, row by row.)
 template <typename T>
 void softmaxGradRow(const T *pr, T *sr, int64_t len, bool causal, int64_t pos, T scale) {
   const int64_t end = causal ? pos + 1 : len;
-  T inner = 0;
-  for (int64_t j = 0; j < end; ++j)
-    inner += pr[j] * sr[j];
+  const T inner = laneDot(pr, sr, end);
   for (int64_t j = 0; j < end; ++j)
     sr[j] = pr[j] * (sr[j] - inner) * scale;
   for (int64_t j = end; j < len; ++j)

@@ -3,8 +3,9 @@
 // See PlanExecutor.h. Where a row op can follow the reference executor's
 // order of floating-point operations at no cost it does (softmax, norms,
 // cross-entropy, column sums), so those values match the oracle bit for bit;
-// row sums use 16 partial sums (vectorised), and attention, matmul and
-// Newton-Schulz use BLAS: those match within f32 rounding. Every order is
+// row sums use 16 partial sums (vectorised), and attention (BLAS products,
+// lane-split rows, st_exp_f), matmul and Newton-Schulz (BLAS) match within
+// f32 rounding. Every order is
 // fixed, independent of the thread count.
 //
 //===----------------------------------------------------------------------===//
@@ -121,18 +122,93 @@ float blockedSum(const float *x, int64_t n) {
   return s;
 }
 
-// Rows of `len`; row r's causal position is r % causalPeriod.
-void softmaxRowsSerial(const float *x, float *y, int64_t rows, int64_t len, bool causal,
-                       int64_t causalPeriod) {
-  for (int64_t r = 0; r < rows; ++r)
-    softmaxRow(x + r * len, y + r * len, len, causal, r % causalPeriod);
-}
-
 void softmaxRows(const float *x, float *y, int64_t rows, int64_t len, bool causal,
                  int64_t causalPeriod) {
 #pragma omp parallel for schedule(static) if (rows * len > 32768)
   for (int64_t r = 0; r < rows; ++r)
     softmaxRow(x + r * len, y + r * len, len, causal, r % causalPeriod);
+}
+
+// The attention kernels' row loops are built for three ISAs and chosen when
+// the program loads (GCC's target_clones): the runtime is otherwise built
+// for baseline x86-64, and these loops are what vectorises. No FP
+// contraction (-ffp-contract=off, runtime/CMakeLists.txt), so every clone
+// gives the same bits.
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
+#define ST_ISA_CLONES __attribute__((target_clones("default", "arch=x86-64-v3", "arch=x86-64-v4")))
+#else
+#define ST_ISA_CLONES
+#endif
+
+// Attention's softmax, in place, over rows r0 .. r0+rn-1 of S (row stride
+// ld) and their first kn columns; causal: row r sees columns 0..r and the
+// rest of its kn are 0. Max and sum are lane-split (OpSemantics kRowLanes)
+// and exp is KernelMath's st_exp_f (within 1 ulp), so the row vectorises;
+// glibc's expf and a single running sum made this loop as slow as the
+// block's two GEMMs. (The reference executor's attention keeps libm's exp
+// and running sums: the two agree to f32 rounding, as the BLAS products
+// already made them.)
+ST_ISA_CLONES
+void attentionSoftmaxRows(float *S, int64_t ld, int64_t r0, int64_t rn, int64_t kn, bool causal) {
+  for (int64_t r = r0; r < r0 + rn; ++r) {
+    float *x = S + r * ld;
+    const int64_t end = causal ? r + 1 : kn;
+    float lane[kRowLanes];
+    for (int l = 0; l < kRowLanes; ++l)
+      lane[l] = x[0];
+    int64_t j = 0;
+    for (; j + kRowLanes <= end; j += kRowLanes)
+      for (int l = 0; l < kRowLanes; ++l)
+        lane[l] = lane[l] < x[j + l] ? x[j + l] : lane[l];
+    for (int l = 0; j + l < end; ++l)
+      lane[l] = lane[l] < x[j + l] ? x[j + l] : lane[l];
+    float mx = lane[0];
+    for (int l = 1; l < kRowLanes; ++l)
+      mx = mx < lane[l] ? lane[l] : mx;
+    for (j = 0; j < end; ++j)
+      x[j] = kernelmath::st_exp_f(x[j] - mx);
+    for (int l = 0; l < kRowLanes; ++l)
+      lane[l] = 0.0f;
+    for (j = 0; j + kRowLanes <= end; j += kRowLanes)
+      for (int l = 0; l < kRowLanes; ++l)
+        lane[l] += x[j + l];
+    for (int l = 0; j + l < end; ++l)
+      lane[l] += x[j + l];
+    float sum = 0.0f;
+    for (int l = 0; l < kRowLanes; ++l)
+      sum += lane[l];
+    for (j = 0; j < end; ++j)
+      x[j] /= sum;
+    for (j = end; j < kn; ++j)
+      x[j] = 0.0f;
+  }
+}
+
+// attention_grad's dS rows (OpSemantics softmaxGradRow) over the same
+// window: P's rows in P, dP's in dS (row stride ld), dS in place.
+ST_ISA_CLONES
+void attentionGradRows(const float *P, float *dS, int64_t ld, int64_t r0, int64_t rn, int64_t kn,
+                       bool causal, float scale) {
+  for (int64_t r = r0; r < r0 + rn; ++r)
+    softmaxGradRow(P + r * ld, dS + r * ld, kn, causal, r, scale);
+}
+
+// Causal attention skips the products above the diagonal: query rows go in
+// blocks of kQueryBlock, and block [r0, r0 + rn) multiplies only keys
+// 0 .. r0 + rn - 1 (kn). With T = 128, a quarter of every product's work.
+constexpr int64_t kQueryBlock = 64;
+struct QueryBlock {
+  int64_t r0, rn, kn;
+};
+std::vector<QueryBlock> queryBlocks(int64_t tq, int64_t tk, bool causal) {
+  if (!causal)
+    return {{0, tq, tk}};
+  std::vector<QueryBlock> blocks;
+  for (int64_t r0 = 0; r0 < tq; r0 += kQueryBlock) {
+    int64_t rn = std::min(kQueryBlock, tq - r0);
+    blocks.push_back({r0, rn, r0 + rn});
+  }
+  return blocks;
 }
 
 } // namespace
@@ -497,23 +573,29 @@ void HostDevice::exec(PlanExecutor::Impl &rt, const PhasePlan &p, int i, const T
       roundOperands({&q, &k, &v},
                     {numElements(inShape(0)), numElements(inShape(1)), numElements(inShape(2))});
     float *S = rt.scratchFloats(batch * tq * tk);
+    const std::vector<QueryBlock> blocks = queryBlocks(tq, tk, n.flag);
     // One (batch, head) block per thread; the GEMM library runs
     // single-threaded inside the region. Causal: query row i sees keys 0..i
-    // (tq == tk, checked by the verifier).
+    // (tq == tk, checked by the verifier), and each query block multiplies
+    // only the keys it sees (queryBlocks).
 #pragma omp parallel for schedule(static) if (batch > 1)
     for (int64_t b = 0; b < batch; ++b) {
       float *Sb = S + b * tq * tk;
-      sgemm(false, true, static_cast<int>(tq), static_cast<int>(tk), static_cast<int>(d), scale,
-            q + b * tq * d, static_cast<int>(d), k + b * tk * d, static_cast<int>(d), 0.0f, Sb,
-            static_cast<int>(tk));
-      softmaxRowsSerial(Sb, Sb, tq, tk, n.flag, tq);
-      // bf16: P is the second product's operand (the CUDA device rounds it too).
-      if (bf16)
-        for (int64_t e = 0; e < tq * tk; ++e)
-          Sb[e] = roundToBF16(Sb[e]);
-      sgemm(false, false, static_cast<int>(tq), static_cast<int>(dv), static_cast<int>(tk), 1.0f,
-            Sb, static_cast<int>(tk), v + b * tk * dv, static_cast<int>(dv), 0.0f,
-            out + b * tq * dv, static_cast<int>(dv));
+      const float *qb = q + b * tq * d, *kb = k + b * tk * d, *vb = v + b * tk * dv;
+      for (const QueryBlock &qk : blocks) {
+        const int rn = static_cast<int>(qk.rn), kn = static_cast<int>(qk.kn);
+        float *Sr = Sb + qk.r0 * tk;
+        sgemm(false, true, rn, kn, static_cast<int>(d), scale, qb + qk.r0 * d,
+              static_cast<int>(d), kb, static_cast<int>(d), 0.0f, Sr, static_cast<int>(tk));
+        attentionSoftmaxRows(Sb, tk, qk.r0, qk.rn, qk.kn, n.flag);
+        // bf16: P is the second product's operand (the CUDA device rounds it too).
+        if (bf16)
+          for (int64_t r = 0; r < qk.rn; ++r)
+            for (int64_t j = 0; j < qk.kn; ++j)
+              Sr[r * tk + j] = roundToBF16(Sr[r * tk + j]);
+        sgemm(false, false, rn, static_cast<int>(dv), kn, 1.0f, Sr, static_cast<int>(tk), vb,
+              static_cast<int>(dv), 0.0f, out + (b * tq + qk.r0) * dv, static_cast<int>(dv));
+      }
     }
     return;
   }
@@ -537,23 +619,43 @@ void HostDevice::exec(PlanExecutor::Impl &rt, const PhasePlan &p, int i, const T
     const int threads = omp_get_max_threads();
     float *scratch = rt.scratchFloats(static_cast<int64_t>(threads) * 2 * t * t);
     const int ti = static_cast<int>(t), di = static_cast<int>(d);
+    // Causal: query block [r0, r0 + rn) sees keys 0 .. kn-1 (queryBlocks),
+    // so its P and dS rows end there. dV and dK gather over query rows:
+    // the last block (kn = T) writes all T rows, the earlier ones add into
+    // their first kn.
+    const std::vector<QueryBlock> blocks = queryBlocks(t, t, n.flag);
 #pragma omp parallel for schedule(static) if (batch > 1)
     for (int64_t b = 0; b < batch; ++b) {
       float *P = scratch + static_cast<int64_t>(omp_get_thread_num()) * 2 * t * t;
       float *dS = P + t * t;
       const int64_t o = b * t * d;
-      sgemm(false, true, ti, ti, di, scale, q + o, di, k + o, di, 0.0f, P, ti);
-      softmaxRowsSerial(P, P, t, t, n.flag, t);
-      sgemm(false, true, ti, ti, di, 1.0f, g + o, di, v + o, di, 0.0f, dS, ti);
-      for (int64_t r = 0; r < t; ++r)
-        softmaxGradRow(P + r * t, dS + r * t, t, n.flag, r, scale);
-      // bf16: P and dS are operands of the products below.
-      if (bf16)
-        for (int64_t e = 0; e < 2 * t * t; ++e)
-          P[e] = roundToBF16(P[e]);
-      sgemm(true, false, ti, di, ti, 1.0f, P, ti, g + o, di, 0.0f, out + 2 * elems + o, di);
-      sgemm(false, false, ti, di, ti, 1.0f, dS, ti, k + o, di, 0.0f, out + o, di);
-      sgemm(true, false, ti, di, ti, 1.0f, dS, ti, q + o, di, 0.0f, out + elems + o, di);
+      for (const QueryBlock &qk : blocks) {
+        const int rn = static_cast<int>(qk.rn), kn = static_cast<int>(qk.kn);
+        sgemm(false, true, rn, kn, di, scale, q + o + qk.r0 * d, di, k + o, di, 0.0f,
+              P + qk.r0 * t, ti);
+        attentionSoftmaxRows(P, t, qk.r0, qk.rn, qk.kn, n.flag);
+        sgemm(false, true, rn, kn, di, 1.0f, g + o + qk.r0 * d, di, v + o, di, 0.0f,
+              dS + qk.r0 * t, ti);
+        attentionGradRows(P, dS, t, qk.r0, qk.rn, qk.kn, n.flag, scale);
+        // bf16: P and dS are operands of the products below.
+        if (bf16)
+          for (int64_t r = qk.r0; r < qk.r0 + qk.rn; ++r)
+            for (int64_t j = 0; j < qk.kn; ++j) {
+              P[r * t + j] = roundToBF16(P[r * t + j]);
+              dS[r * t + j] = roundToBF16(dS[r * t + j]);
+            }
+      }
+      for (size_t i = blocks.size(); i-- > 0;) {
+        const QueryBlock &qk = blocks[i];
+        const int rn = static_cast<int>(qk.rn), kn = static_cast<int>(qk.kn);
+        const float beta = i + 1 == blocks.size() ? 0.0f : 1.0f;
+        const float *Pr = P + qk.r0 * t, *dSr = dS + qk.r0 * t;
+        sgemm(true, false, kn, di, rn, 1.0f, Pr, ti, g + o + qk.r0 * d, di, beta,
+              out + 2 * elems + o, di);
+        sgemm(false, false, rn, di, kn, 1.0f, dSr, ti, k + o, di, 0.0f, out + o + qk.r0 * d, di);
+        sgemm(true, false, kn, di, rn, 1.0f, dSr, ti, q + o + qk.r0 * d, di, beta,
+              out + elems + o, di);
+      }
     }
     return;
   }

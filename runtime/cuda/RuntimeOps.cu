@@ -136,10 +136,20 @@ extern "C" __global__ void st_softmax_grad_rows(i64 rows, i64 len, int causal, i
     const float *pr = p + r * len;
     float *sr = ds + r * len;
     i64 end = causal ? r % period + 1 : len;
+    /* The inner sum in 16 lanes (OpSemantics laneDot's order). */
+    float lane[16];
+    for (int l = 0; l < 16; ++l)
+      lane[l] = 0.0f;
+    i64 j = 0;
+    for (; j + 16 <= end; j += 16)
+      for (int l = 0; l < 16; ++l)
+        lane[l] += pr[j + l] * sr[j + l];
+    for (int l = 0; j + l < end; ++l)
+      lane[l] += pr[j + l] * sr[j + l];
     float inner = 0.0f;
-    for (i64 j = 0; j < end; ++j)
-      inner += pr[j] * sr[j];
-    for (i64 j = 0; j < end; ++j)
+    for (int l = 0; l < 16; ++l)
+      inner += lane[l];
+    for (j = 0; j < end; ++j)
       sr[j] = pr[j] * (sr[j] - inner) * scale;
     for (i64 j = end; j < len; ++j)
       sr[j] = 0.0f;

@@ -208,20 +208,64 @@ TEST(PlanExecutor, RowOps) {
                 {"v", random({2, 3, tk, 5}, 15)}},
                1e-5, causal ? "causal attention" : "attention");
   }
+  // Causal attention over T = 150: three query blocks (64, 64, 22) that
+  // each multiply only the keys they see (PlanExecutor's queryBlocks).
+  {
+    Builder b;
+    Shape qs = {1, 2, 150, 8};
+    int q = b.input("q", qs), k = b.input("k", qs), v = b.input("v", qs);
+    int a = b.node(OpKind::Attention, {q, k, v}, qs, {}, {0.35}, true);
+    b.yieldSum(a);
+    expectSame(b, a, {{"q", random(qs, 20)}, {"k", random(qs, 21)}, {"v", random(qs, 22)}}, 1e-5,
+               "causal attention over three query blocks");
+  }
+  // One score of 112 in a row of scores under 3: exp overflows unless
+  // the row subtracts its true maximum. Every query is (1, .., 1) and key
+  // 36 of each block is (40, .., 40) (D = 8, scale 0.35: a score of 112),
+  // so the maximum sits in the rows' tails (37 = 2 x 16 + 5 lanes) for the
+  // queries that see key 36.
+  for (bool causal : {false, true})
+    for (bool grad : {false, true}) {
+      Builder b;
+      Shape qs = {2, 2, 37, 8};
+      int q = b.input("q", qs), k = b.input("k", qs), v = b.input("v", qs),
+          g = b.input("g", qs);
+      Shape out = qs;
+      if (grad)
+        out.insert(out.begin(), 3);
+      int a = grad ? b.node(OpKind::AttentionGrad, {q, k, v, g}, out, {}, {0.35}, causal)
+                   : b.node(OpKind::Attention, {q, k, v}, out, {}, {0.35}, causal);
+      b.yieldSum(a);
+      HostTensor qv = random(qs, 23), kv = random(qs, 24, -1, 1);
+      std::fill(qv.data.begin(), qv.data.end(), 1.0);
+      for (int64_t blk = 0; blk < 4; ++blk)
+        std::fill_n(kv.data.begin() + (blk * 37 + 36) * 8, 8, 40.0);
+      expectSame(b, a, {{"q", qv}, {"k", kv}, {"v", random(qs, 25)}, {"g", random(qs, 26)}},
+                 1e-5,
+                 std::string(causal ? "causal " : "") + (grad ? "attention_grad" : "attention") +
+                     " with one score of 112 per row");
+    }
   // attention's fused backward: per (batch, head) block through BLAS and
   // a block-sized scratch, against the reference's row loops. T = 37 (not a
-  // multiple of any vector width), D = 8, 2 x 3 blocks.
-  for (bool causal : {false, true}) {
-    Builder b;
-    Shape qs = {2, 3, 37, 8};
-    int q = b.input("q", qs), k = b.input("k", qs), v = b.input("v", qs), g = b.input("g", qs);
-    int a = b.node(OpKind::AttentionGrad, {q, k, v, g}, {3, 2, 3, 37, 8}, {}, {0.35}, causal);
-    b.yieldSum(a);
-    expectSame(b, a,
-               {{"q", random(qs, 16)}, {"k", random(qs, 17)}, {"v", random(qs, 18)},
-                {"g", random(qs, 19)}},
-               1e-5, causal ? "causal attention_grad" : "attention_grad");
-  }
+  // multiple of any vector width), D = 8, 2 x 3 blocks; and T = 150, whose
+  // causal query blocks gather dK and dV over three products each.
+  for (int64_t t : {37, 150})
+    for (bool causal : {false, true}) {
+      Builder b;
+      // (one block at T = 150: the yielded sum of every element, checked
+      // to 1e-5, must not gather more f32 rounding than that)
+      Shape qs = t == 37 ? Shape{2, 3, t, 8} : Shape{1, 1, t, 8}, gs = qs;
+      gs.insert(gs.begin(), 3);
+      int q = b.input("q", qs), k = b.input("k", qs), v = b.input("v", qs),
+          g = b.input("g", qs);
+      int a = b.node(OpKind::AttentionGrad, {q, k, v, g}, gs, {}, {0.35}, causal);
+      b.yieldSum(a);
+      expectSame(b, a,
+                 {{"q", random(qs, 16)}, {"k", random(qs, 17)}, {"v", random(qs, 18)},
+                  {"g", random(qs, 19)}},
+                 1e-5,
+                 std::string(causal ? "causal " : "") + "attention_grad, T = " + std::to_string(t));
+    }
   // No rows, or no features: refused when the plan is built, naming the
   // node, not a BLAS call with a zero leading dimension inside a parallel
   // region (which terminated the process).

@@ -1,8 +1,9 @@
 //===- KernelMath.h - the kernels' f32 tanh and GELU for host code -*- C++ -*-===//
 //
 // Includes KernelMath.inc (the text the emitter pastes into every generated
-// kernel) as host functions stretto::st_tanh_f / st_gelu_f, so executors
-// written in C++ round exactly like the fused kernels.
+// kernel) as host functions stretto::kernelmath::st_tanh_f, st_gelu_f,
+// st_exp_f, ..., so executors written in C++ round exactly like the fused
+// kernels.
 //
 //===----------------------------------------------------------------------===//
 #ifndef STRETTO_SUPPORT_KERNELMATH_H
