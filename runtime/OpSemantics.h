@@ -74,78 +74,31 @@ template <typename T> T unaryOp(OpKind k, T x) {
   throw std::logic_error("not a unary op");
 }
 
+// The row ops are KernelMath.inc's st_softmax_row, st_softmax_grad_row
+// and st_norm_row: one definition for the reference executor, the compiled
+// runtime, the generated kernel.rows kernels (lib/Kernel/Emitter.cpp calls
+// them) and the CUDA runtime.
 // Softmax of one row of `len` whose causal position is `pos` (entries past
-// it are 0 when causal). Written once: the reference executor, the compiled
-// runtime and the generated kernel.rows (lib/Kernel/Emitter.cpp, same
-// statements) follow this order of operations.
+// it are 0 when causal).
 template <typename T>
 void softmaxRow(const T *xr, T *yr, int64_t len, bool causal, int64_t pos) {
-  int64_t end = causal ? pos + 1 : len;
-  T mx = xr[0];
-  for (int64_t j = 1; j < end; ++j)
-    mx = std::max(mx, xr[j]);
-  T sum = 0;
-  for (int64_t j = 0; j < end; ++j)
-    sum += (yr[j] = std::exp(xr[j] - mx));
-  for (int64_t j = 0; j < end; ++j)
-    yr[j] /= sum;
-  for (int64_t j = end; j < len; ++j)
-    yr[j] = T(0);
-}
-
-// The number of partial sums of a lane-split row reduction: lane l adds
-// the elements j = l (mod kRowLanes) in order, then the lanes are added
-// 0..kRowLanes-1. A fixed order (not the thread count's or the ISA's) that
-// vectorises; a single running sum is a chain of dependent adds.
-constexpr int kRowLanes = 16;
-
-// sum_j x[j] y[j] over j < n, lane-split (kRowLanes).
-template <typename T> T laneDot(const T *x, const T *y, int64_t n) {
-  T lane[kRowLanes] = {};
-  int64_t j = 0;
-  for (; j + kRowLanes <= n; j += kRowLanes)
-    for (int l = 0; l < kRowLanes; ++l)
-      lane[l] += x[j + l] * y[j + l];
-  for (int l = 0; j + l < n; ++l)
-    lane[l] += x[j + l] * y[j + l];
-  T sum = 0;
-  for (int l = 0; l < kRowLanes; ++l)
-    sum += lane[l];
-  return sum;
+  kernelmath::st_softmax_row(xr, yr, len, causal ? pos + 1 : len);
 }
 
 // attention_grad's row: with P's row in pr and dP's row in sr, sr becomes
-// dS = P (dP - sum_j P dP) scale, 0 past the causal position `pos`; the
-// inner sum is lane-split (laneDot). The compiled runtime's per-block
-// backward uses it; the CUDA runtime's st_softmax_grad_rows
-// (runtime/cuda/RuntimeOps.cu) follows the same statements. (The reference
-// executor computes attention_grad its own way, row by row.)
+// dS = P (dP - sum_j P dP) scale, 0 past the causal position `pos`. The
+// compiled runtime's per-block backward and the CUDA runtime's
+// st_softmax_grad_rows use it. (The reference executor computes
+// attention_grad its own way, row by row.)
 template <typename T>
 void softmaxGradRow(const T *pr, T *sr, int64_t len, bool causal, int64_t pos, T scale) {
-  const int64_t end = causal ? pos + 1 : len;
-  const T inner = laneDot(pr, sr, end);
-  for (int64_t j = 0; j < end; ++j)
-    sr[j] = pr[j] * (sr[j] - inner) * scale;
-  for (int64_t j = end; j < len; ++j)
-    sr[j] = T(0);
+  kernelmath::st_softmax_grad_row(pr, sr, len, causal ? pos + 1 : len, scale);
 }
 
 // LayerNorm (beta != nullptr: biased variance) or RmsNorm of one row of d.
 template <typename T>
 void normRow(const T *xr, const T *gamma, const T *beta, T *yr, int64_t d, T eps) {
-  T mean = 0;
-  if (beta) {
-    for (int64_t j = 0; j < d; ++j)
-      mean += xr[j];
-    mean /= T(d);
-  }
-  T ms = 0; // biased variance (LayerNorm) or mean square (RmsNorm)
-  for (int64_t j = 0; j < d; ++j)
-    ms += (xr[j] - mean) * (xr[j] - mean);
-  ms /= T(d);
-  T inv = T(1) / std::sqrt(ms + eps);
-  for (int64_t j = 0; j < d; ++j)
-    yr[j] = (xr[j] - mean) * inv * gamma[j] + (beta ? beta[j] : T(0));
+  kernelmath::st_norm_row(xr, gamma, beta, yr, d, eps);
 }
 
 // Row-major strides of `shape`.

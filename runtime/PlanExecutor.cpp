@@ -122,66 +122,47 @@ float blockedSum(const float *x, int64_t n) {
   return s;
 }
 
-void softmaxRows(const float *x, float *y, int64_t rows, int64_t len, bool causal,
-                 int64_t causalPeriod) {
-#pragma omp parallel for schedule(static) if (rows * len > 32768)
-  for (int64_t r = 0; r < rows; ++r)
-    softmaxRow(x + r * len, y + r * len, len, causal, r % causalPeriod);
-}
-
-// The attention kernels' row loops are built for three ISAs and chosen when
-// the program loads (GCC's target_clones): the runtime is otherwise built
-// for baseline x86-64, and these loops are what vectorises. No FP
-// contraction (-ffp-contract=off, runtime/CMakeLists.txt), so every clone
-// gives the same bits.
+// The row loops (softmax, norms, attention's rows) are built for three
+// ISAs and chosen when the program loads (GCC's target_clones): the
+// runtime is otherwise built for baseline x86-64, and these loops are what
+// vectorises. No FP contraction (-ffp-contract=off, runtime/
+// CMakeLists.txt), so every clone gives the same bits.
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
 #define ST_ISA_CLONES __attribute__((target_clones("default", "arch=x86-64-v3", "arch=x86-64-v4")))
 #else
 #define ST_ISA_CLONES
 #endif
 
+// One row each (called inside the parallel loops below, so each thread
+// runs the clone for this CPU).
+ST_ISA_CLONES
+void softmaxRowAnyIsa(const float *x, float *y, int64_t len, bool causal, int64_t pos) {
+  softmaxRow(x, y, len, causal, pos);
+}
+ST_ISA_CLONES
+void normRowAnyIsa(const float *x, const float *gamma, const float *beta, float *y, int64_t d,
+                   float eps) {
+  normRow(x, gamma, beta, y, d, eps);
+}
+
+void softmaxRows(const float *x, float *y, int64_t rows, int64_t len, bool causal,
+                 int64_t causalPeriod) {
+#pragma omp parallel for schedule(static) if (rows * len > 32768)
+  for (int64_t r = 0; r < rows; ++r)
+    softmaxRowAnyIsa(x + r * len, y + r * len, len, causal, r % causalPeriod);
+}
+
 // Attention's softmax, in place, over rows r0 .. r0+rn-1 of S (row stride
 // ld) and their first kn columns; causal: row r sees columns 0..r and the
-// rest of its kn are 0. Max and sum are lane-split (OpSemantics kRowLanes)
-// and exp is KernelMath's st_exp_f (within 1 ulp), so the row vectorises;
-// glibc's expf and a single running sum made this loop as slow as the
-// block's two GEMMs. (The reference executor's attention keeps libm's exp
-// and running sums: the two agree to f32 rounding, as the BLAS products
-// already made them.)
+// rest of its kn are 0. KernelMath's st_softmax_row: lane-split max and
+// sum, st_exp_f, so the row vectorises (glibc's expf and one running sum
+// made this loop as slow as the block's two GEMMs). The reference
+// executor's attention keeps its own loops (its own order): the two agree
+// to f32 rounding, as the BLAS products already made them.
 ST_ISA_CLONES
 void attentionSoftmaxRows(float *S, int64_t ld, int64_t r0, int64_t rn, int64_t kn, bool causal) {
-  for (int64_t r = r0; r < r0 + rn; ++r) {
-    float *x = S + r * ld;
-    const int64_t end = causal ? r + 1 : kn;
-    float lane[kRowLanes];
-    for (int l = 0; l < kRowLanes; ++l)
-      lane[l] = x[0];
-    int64_t j = 0;
-    for (; j + kRowLanes <= end; j += kRowLanes)
-      for (int l = 0; l < kRowLanes; ++l)
-        lane[l] = lane[l] < x[j + l] ? x[j + l] : lane[l];
-    for (int l = 0; j + l < end; ++l)
-      lane[l] = lane[l] < x[j + l] ? x[j + l] : lane[l];
-    float mx = lane[0];
-    for (int l = 1; l < kRowLanes; ++l)
-      mx = mx < lane[l] ? lane[l] : mx;
-    for (j = 0; j < end; ++j)
-      x[j] = kernelmath::st_exp_f(x[j] - mx);
-    for (int l = 0; l < kRowLanes; ++l)
-      lane[l] = 0.0f;
-    for (j = 0; j + kRowLanes <= end; j += kRowLanes)
-      for (int l = 0; l < kRowLanes; ++l)
-        lane[l] += x[j + l];
-    for (int l = 0; j + l < end; ++l)
-      lane[l] += x[j + l];
-    float sum = 0.0f;
-    for (int l = 0; l < kRowLanes; ++l)
-      sum += lane[l];
-    for (j = 0; j < end; ++j)
-      x[j] /= sum;
-    for (j = end; j < kn; ++j)
-      x[j] = 0.0f;
-  }
+  for (int64_t r = r0; r < r0 + rn; ++r)
+    softmaxRow(S + r * ld, S + r * ld, kn, causal, r);
 }
 
 // attention_grad's dS rows (OpSemantics softmaxGradRow) over the same
@@ -559,7 +540,7 @@ void HostDevice::exec(PlanExecutor::Impl &rt, const PhasePlan &p, int i, const T
     float eps = static_cast<float>(n.floats[0]);
 #pragma omp parallel for schedule(static) if (count > 32768)
     for (int64_t r = 0; r < rows; ++r)
-      normRow(x + r * d, gamma, beta, out + r * d, d, eps);
+      normRowAnyIsa(x + r * d, gamma, beta, out + r * d, d, eps);
     return;
   }
   case OpKind::Attention: {

@@ -510,7 +510,7 @@ FailureOr<KernelSource> stretto::kernel::emitRows(RowsOp op, StringRef name) {
   char eps[64];
   std::snprintf(eps, sizeof eps, "(%s)%.17g", T.c_str(), op.getEps().convertToDouble());
 
-  // The row function: the reference executor's loops, line for line.
+  // The row function: a call of KernelMath.inc's row function.
   std::string params = "const " + T + " *__restrict__ xr, ";
   std::string args = "in0 + r * " + L + ", ";
   for (size_t k = 0; k < op.getParams().size(); ++k) {
@@ -521,28 +521,15 @@ FailureOr<KernelSource> stretto::kernel::emitRows(RowsOp op, StringRef name) {
   args += "out0 + r * " + L + ", r % " + L;
   std::string body = header(name, op->getOperands(), type, 1);
   body += "ST_FN void " + name.str() + "_row(" + params + ") {\n";
+  // KernelMath.inc's row functions: the reference executor's own
+  // definition (runtime/OpSemantics.h calls the same), so the values match
+  // it bit for bit.
   if (fn == "softmax") {
-    body += std::string("  const long long end = ") + (op.getCausal() ? "pos + 1" : L) + ";\n";
-    body += "  " + T + " mx = xr[0];\n";
-    body += "  for (long long j = 1; j < end; ++j)\n    mx = st_max(mx, xr[j]);\n";
-    body += "  " + T + " sum = 0;\n";
-    body += "  for (long long j = 0; j < end; ++j)\n    sum += (yr[j] = st_exp(xr[j] - mx));\n";
-    body += "  for (long long j = 0; j < end; ++j)\n    yr[j] /= sum;\n";
-    body += "  for (long long j = end; j < " + L + "; ++j)\n    yr[j] = 0;\n";
+    body += "  st_softmax_row(xr, yr, " + L + ", " + (op.getCausal() ? "pos + 1" : L) + ");\n";
   } else {
     bool ln = fn == "layer_norm";
-    body += "  " + T + " mean = 0;\n";
-    if (ln) {
-      body += "  for (long long j = 0; j < " + L + "; ++j)\n    mean += xr[j];\n";
-      body += "  mean /= (" + T + ")" + L + ";\n";
-    }
-    body += "  " + T + " ms = 0;\n";
-    body += "  for (long long j = 0; j < " + L + "; ++j)\n    ms += (xr[j] - mean) * (xr[j] - mean);\n";
-    body += "  ms /= (" + T + ")" + L + ";\n";
-    body += "  const " + T + " inv = (" + T + ")1 / st_sqrt(ms + " + eps + ");\n";
-    body += "  for (long long j = 0; j < " + L + "; ++j)\n";
-    body += "    yr[j] = (xr[j] - mean) * inv * p0[j] + " +
-            std::string(ln ? "p1[j]" : "(" + T + ")0") + ";\n";
+    body += "  st_norm_row(xr, p0, " + std::string(ln ? "p1" : "(const " + T + " *)0") +
+            ", yr, " + L + ", " + eps + ");\n";
   }
   body += "}\n";
   ks.body = body;

@@ -106,75 +106,31 @@ extern "C" __global__ void st_column_sums(i64 outer, i64 nred, i64 inner, const 
   }
 }
 
-/* Softmax of each row (OpSemantics softmaxRow); row r's causal position is
- * r % period. A thread per row. */
+/* Softmax of each row (KernelMath.inc's st_softmax_row, as every executor);
+ * row r's causal position is r % period. A thread per row. */
 extern "C" __global__ void st_softmax_rows(i64 rows, i64 len, int causal, i64 period,
                                            const float *x, float *y) {
   ST_LOOP(r, rows) {
-    const float *xr = x + r * len;
-    float *yr = y + r * len;
-    i64 end = causal ? r % period + 1 : len;
-    float mx = xr[0];
-    for (i64 j = 1; j < end; ++j)
-      mx = mx < xr[j] ? xr[j] : mx;
-    float sum = 0.0f;
-    for (i64 j = 0; j < end; ++j)
-      sum += (yr[j] = expf(xr[j] - mx));
-    for (i64 j = 0; j < end; ++j)
-      yr[j] /= sum;
-    for (i64 j = end; j < len; ++j)
-      yr[j] = 0.0f;
+    st_softmax_row(x + r * len, y + r * len, len, causal ? r % period + 1 : len);
   }
 }
 
-/* attention_grad's rows (OpSemantics softmaxGradRow): with P (the softmax
- * rows) and dP in ds, ds = P (dP - rowsum(P dP)) scale, and 0 past the
- * causal position r % period. A thread per row. */
+/* attention_grad's rows (KernelMath.inc's st_softmax_grad_row): with P
+ * (the softmax rows) and dP in ds, ds = P (dP - rowsum(P dP)) scale, and 0
+ * past the causal position r % period. A thread per row. */
 extern "C" __global__ void st_softmax_grad_rows(i64 rows, i64 len, int causal, i64 period,
                                                 float scale, const float *p, float *ds) {
   ST_LOOP(r, rows) {
-    const float *pr = p + r * len;
-    float *sr = ds + r * len;
-    i64 end = causal ? r % period + 1 : len;
-    /* The inner sum in 16 lanes (OpSemantics laneDot's order). */
-    float lane[16];
-    for (int l = 0; l < 16; ++l)
-      lane[l] = 0.0f;
-    i64 j = 0;
-    for (; j + 16 <= end; j += 16)
-      for (int l = 0; l < 16; ++l)
-        lane[l] += pr[j + l] * sr[j + l];
-    for (int l = 0; j + l < end; ++l)
-      lane[l] += pr[j + l] * sr[j + l];
-    float inner = 0.0f;
-    for (int l = 0; l < 16; ++l)
-      inner += lane[l];
-    for (j = 0; j < end; ++j)
-      sr[j] = pr[j] * (sr[j] - inner) * scale;
-    for (i64 j = end; j < len; ++j)
-      sr[j] = 0.0f;
+    st_softmax_grad_row(p + r * len, ds + r * len, len, causal ? r % period + 1 : len, scale);
   }
 }
 
-/* LayerNorm (beta != 0) or RmsNorm of each row (OpSemantics normRow). */
+/* LayerNorm (beta != 0) or RmsNorm of each row (KernelMath.inc's
+ * st_norm_row). */
 extern "C" __global__ void st_norm_rows(i64 rows, i64 d, float eps, const float *x,
                                         const float *gamma, const float *beta, float *y) {
   ST_LOOP(r, rows) {
-    const float *xr = x + r * d;
-    float *yr = y + r * d;
-    float mean = 0.0f;
-    if (beta) {
-      for (i64 j = 0; j < d; ++j)
-        mean += xr[j];
-      mean /= (float)d;
-    }
-    float ms = 0.0f;
-    for (i64 j = 0; j < d; ++j)
-      ms += (xr[j] - mean) * (xr[j] - mean);
-    ms /= (float)d;
-    float inv = 1.0f / sqrtf(ms + eps);
-    for (i64 j = 0; j < d; ++j)
-      yr[j] = (xr[j] - mean) * inv * gamma[j] + (beta ? beta[j] : 0.0f);
+    st_norm_row(x + r * d, gamma, beta, y + r * d, d, eps);
   }
 }
 

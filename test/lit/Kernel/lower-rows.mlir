@@ -26,20 +26,26 @@ train.model @m {
   }
 }
 
-// The causal softmax's row function (shared by both targets) stops at the
+// The causal softmax's row function (shared by both targets) calls
+// KernelMath.inc's st_softmax_row (the reference executor's own) up to the
 // row's causal position; C++ runs rows under OpenMP, CUDA a thread per row.
 // EMIT-LABEL: //=== m_step_k0 (C++) ===
 // EMIT:       [[SIG:ST_FN void m_step_k0_row\(const float \*__restrict__ xr, float \*__restrict__ yr, long long pos\) {]]
-// EMIT-NEXT:    const long long end = pos + 1;
-// EMIT:           sum += (yr[j] = st_exp(xr[j] - mx));
+// EMIT-NEXT:    st_softmax_row(xr, yr, 4LL, pos + 1);
+// EMIT-NEXT:  }
 // EMIT:       #pragma omp parallel for if (32LL >= 32768LL)
 // EMIT-NEXT:    for (long long r = 0; r < 8LL; ++r)
 // EMIT-NEXT:      m_step_k0_row(in0 + r * 4LL, out0 + r * 4LL, r % 4LL);
 // EMIT:       //=== m_step_k0 (CUDA) ===
 // EMIT:       [[SIG]]
+// EMIT-NEXT:    st_softmax_row(xr, yr, 4LL, pos + 1);
 // EMIT:       extern "C" __global__ void m_step_k0(const float *__restrict__ in0, float *__restrict__ out0) {
-// The layer norm: biased variance, eps as a literal, gamma and beta.
+// The plain softmax: every entry of its row.
+// EMIT-LABEL: //=== m_step_k1 (C++) ===
+// EMIT:         st_softmax_row(xr, yr, 4LL, 4LL);
+// The layer norm: eps as a literal, gamma and beta.
 // EMIT-LABEL: //=== m_step_k2 (C++) ===
-// EMIT:         const float inv = (float)1 / st_sqrt(ms + (float)0.001);
-// EMIT-NEXT:    for (long long j = 0; j < 4LL; ++j)
-// EMIT-NEXT:      yr[j] = (xr[j] - mean) * inv * p0[j] + p1[j];
+// EMIT:         st_norm_row(xr, p0, p1, yr, 4LL, (float)0.001);
+// The RMS norm: no beta.
+// EMIT-LABEL: //=== m_step_k3 (C++) ===
+// EMIT:         st_norm_row(xr, p0, (const float *)0, yr, 4LL, (float)1.0000000000000001e-05);
