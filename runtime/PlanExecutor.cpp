@@ -174,6 +174,29 @@ void attentionGradRows(const float *P, float *dS, int64_t ld, int64_t r0, int64_
     softmaxGradRow(P + r * ld, dS + r * ld, kn, causal, r, scale);
 }
 
+// dst[j] = sum_r src[r * ld + j] for j < w, each in increasing r (the
+// reference's order). A full block of kColumnBlock sums in a local array
+// (registers once vectorised: dst may alias nothing the compiler can see,
+// so summing into dst loaded and stored it every row); twice the speed.
+constexpr int64_t kColumnBlock = 64;
+ST_ISA_CLONES
+void columnSums(const float *src, float *dst, int64_t rows, int64_t ld, int64_t w) {
+  if (w == kColumnBlock) {
+    float acc[kColumnBlock] = {};
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t j = 0; j < kColumnBlock; ++j)
+        acc[j] += src[r * ld + j];
+    for (int64_t j = 0; j < kColumnBlock; ++j)
+      dst[j] = acc[j];
+    return;
+  }
+  for (int64_t j = 0; j < w; ++j)
+    dst[j] = 0.0f;
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t j = 0; j < w; ++j)
+      dst[j] += src[r * ld + j];
+}
+
 // Causal attention skips the products above the diagonal: query rows go in
 // blocks of kQueryBlock, and block [r0, r0 + rn) multiplies only keys
 // 0 .. r0 + rn - 1 (kn). With T = 128, a quarter of every product's work.
@@ -306,19 +329,22 @@ StepResult PlanExecutor::Impl::runRange(const PhasePlan &p, size_t begin, size_t
     e.first += sec;
     ++e.second;
     const Node &pn = nodes[i];
+    const bool memoryOp = pn.kind == OpKind::ReduceSum || pn.kind == OpKind::Transpose;
     if (pn.kind == OpKind::Kernel || pn.kind == OpKind::Gemm || pn.kind == OpKind::Attention ||
-        pn.kind == OpKind::AttentionGrad) {
+        pn.kind == OpKind::AttentionGrad || memoryOp) {
       std::string key = pn.kind == OpKind::Kernel ? pn.name : std::string(opKindName(pn.kind));
       if (pn.kind != OpKind::Kernel) {
         for (int o : pn.operands)
           key += " " + shapeToString(nodes[o].shape);
         if (pn.kind == OpKind::Gemm)
           key += " t" + std::to_string(pn.ints[0]) + std::to_string(pn.ints[1]);
+        if (memoryOp)
+          key += " -> " + shapeToString(pn.shape);
       }
       auto &k = kernelProfile[key];
       k.seconds += sec;
       ++k.calls;
-      if (pn.kind == OpKind::Kernel) {
+      if (pn.kind == OpKind::Kernel || memoryOp) {
         double elems = static_cast<double>(numElements(pn.shape));
         for (int o : pn.operands)
           elems += static_cast<double>(numElements(nodes[o].shape));
@@ -486,20 +512,13 @@ void HostDevice::exec(PlanExecutor::Impl &rt, const PhasePlan &p, int i, const T
           out[o] = blockedSum(x + o * nred, nred);
       } else {
         // Column sums: split the (outer, inner) output among threads in
-        // blocks of 64 columns; each block sums its rows in order.
-        int64_t blocks = (inner + 63) / 64;
+        // blocks of kColumnBlock columns; each block sums its rows in order.
+        int64_t blocks = (inner + kColumnBlock - 1) / kColumnBlock;
 #pragma omp parallel for schedule(static) if (outer * nred * inner > 65536)
         for (int64_t ob = 0; ob < outer * blocks; ++ob) {
-          int64_t o = ob / blocks, j0 = (ob % blocks) * 64, j1 = std::min(inner, j0 + 64);
-          float *dst = out + o * inner;
-          const float *src = x + o * nred * inner;
-          for (int64_t j = j0; j < j1; ++j)
-            dst[j] = 0.0f;
-          for (int64_t r = 0; r < nred; ++r) {
-            const float *row = src + r * inner;
-            for (int64_t j = j0; j < j1; ++j)
-              dst[j] += row[j];
-          }
+          int64_t o = ob / blocks, j0 = (ob % blocks) * kColumnBlock;
+          columnSums(x + o * nred * inner + j0, out + o * inner + j0, nred, inner,
+                     std::min(kColumnBlock, inner - j0));
         }
       }
       return;
@@ -1046,16 +1065,16 @@ std::string PlanExecutor::profileReport() const {
                   total > 0 ? 100 * sec / total : 0.0);
     os << line;
   }
-  // The slowest fused kernels, by name (their sources: --dump).
-  // Fused kernels with their bytes per second (operands and result read or
-  // written once: the least traffic they need), GEMMs and attention with
-  // their FLOP/s.
+  // The slowest fused kernels, by name (their sources: --dump), and the
+  // other ops by operand shapes. Fused kernels, sums and transposes with
+  // their bytes per second (operands and result read or written once: the
+  // least traffic they need), GEMMs and attention with their FLOP/s.
   std::vector<std::pair<double, std::string>> ks;
   for (auto &[name, e] : impl->kernelProfile)
     ks.push_back({e.seconds, name});
   std::sort(ks.rbegin(), ks.rend());
   if (!ks.empty())
-    os << "slowest kernels, GEMMs and attention (by operand shapes):\n";
+    os << "slowest kernels, GEMMs, attention, sums and transposes (by operand shapes):\n";
   // STRETTO_PROFILE_TOP=N lists N of them (default 12).
   size_t top = 12;
   if (const char *env = std::getenv("STRETTO_PROFILE_TOP"))
@@ -1074,7 +1093,7 @@ std::string PlanExecutor::profileReport() const {
   // All fused kernels together against memory bandwidth.
   double kSec = 0, kBytes = 0;
   for (auto &[name, e] : impl->kernelProfile)
-    if (e.bytes > 0)
+    if (e.bytes > 0 && name.find(' ') == std::string::npos) // (not reduce_sum, transpose)
       kSec += e.seconds, kBytes += e.bytes;
   if (kSec > 0) {
     std::snprintf(line, sizeof line, "fused kernels: %.4f s, %.1f GB moved at least, %.1f GB/s\n",

@@ -170,6 +170,16 @@ TEST(PlanExecutor, ReduceSumEveryPattern) {
       what += " " + std::to_string(d);
     expectSame(b, r, {{"x", random(in, 7)}}, 2e-6, what);
   }
+  // Column sums over 150 columns: two full 64-column blocks (summed in a
+  // local array) and a partial one, under an outer dim.
+  {
+    Builder b;
+    Shape wide = {2, 33, 150};
+    int x = b.input("x", wide);
+    int r = b.node(OpKind::ReduceSum, {x}, {2, 150}, {1});
+    b.yieldSum(r);
+    expectSame(b, r, {{"x", random(wide, 9)}}, 0, "reduce_sum over the middle of [2, 33, 150]");
+  }
   Builder b;
   int x = b.input("x", {4, 1, 6});
   int r = b.node(OpKind::ReduceSum, {x}, {4, 6}, {1});
