@@ -224,6 +224,12 @@ int main(int argc, char **argv) {
                  argv[0]);
     return 2;
   }
+  try {
+    PlanExecutor::rowLoopIsaName(); // STRETTO_RUNTIME_ISA, if set, is one it knows
+  } catch (const std::exception &e) {
+    std::fprintf(stderr, "%s: %s\n", argv[0], e.what());
+    return 2;
+  }
   int threads = omp_get_max_threads();
   if (gemmLibraries) {
     // The compiled runtime's graph: its GEMMs carry transposes as flags
@@ -288,6 +294,7 @@ int main(int argc, char **argv) {
   std::printf("model %s: %lld tokens/step, %d threads, %zu fused kernels\n", name.c_str(),
               (long long)(data->tokensPerBatch() * micro), threads, warm->kernels.size());
   std::printf("  sgemm peak (%s, measured) %8.1f GFLOP/s\n", gemmLibrary().c_str(), peak);
+  std::printf("  runtime row loops built for        %s\n", PlanExecutor::rowLoopIsaName());
   std::printf("  model FLOPs per step (graph)      %8.3f GFLOP\n", flops / 1e9);
   std::printf("  compiled   %9.0f tok/s  %6.1f GFLOP/s  %5.1f%% of sgemm peak  (%lld steps)\n",
               comp.tokensPerSecond, achieved, 100 * achieved / peak, (long long)steps);

@@ -47,9 +47,11 @@ import time
 import hostinfo
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-# --emulate-avx2: Stretto's fused kernels (-march), OpenBLAS, oneDNN (Stretto's
-# and PyTorch's) and MKL and ATen (PyTorch) limited to AVX2 + FMA.
-AVX2_ENV = {"STRETTO_HOST_ARCH": "haswell", "OPENBLAS_CORETYPE": "Haswell",
+# --emulate-avx2: Stretto's fused kernels (-march) and its runtime's row loops,
+# OpenBLAS, oneDNN (Stretto's and PyTorch's) and MKL and ATen (PyTorch)
+# limited to AVX2 + FMA.
+AVX2_ENV = {"STRETTO_HOST_ARCH": "haswell", "STRETTO_RUNTIME_ISA": "avx2",
+            "OPENBLAS_CORETYPE": "Haswell",
             "ONEDNN_MAX_CPU_ISA": "AVX2", "DNNL_MAX_CPU_ISA": "AVX2",
             "MKL_ENABLE_INSTRUCTIONS": "AVX2", "ATEN_CPU_CAPABILITY": "avx2"}
 DEFAULT_CONFIGS = ["examples/gpt-tiny.toml", "examples/gpt-mini.toml"]

@@ -19,6 +19,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <set>
@@ -122,28 +123,88 @@ float blockedSum(const float *x, int64_t n) {
   return s;
 }
 
-// The row loops (softmax, norms, attention's rows) are built for three
-// ISAs and chosen when the program loads (GCC's target_clones): the
-// runtime is otherwise built for baseline x86-64, and these loops are what
-// vectorises. No FP contraction (-ffp-contract=off, runtime/
-// CMakeLists.txt), so every clone gives the same bits.
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__)
-#define ST_ISA_CLONES __attribute__((target_clones("default", "arch=x86-64-v3", "arch=x86-64-v4")))
-#else
-#define ST_ISA_CLONES
-#endif
+// The ISA the row loops below run: the best this CPU has, capped by
+// STRETTO_RUNTIME_ISA=baseline|avx2|avx512 (set by benchmarks that emulate
+// an older host: kernel_bench.py --emulate-avx2). Chosen once per process;
+// the PlanExecutor constructor refuses a value it does not know.
+enum class RowIsa { Baseline, V3, V4 };
+const char *const kRowIsaNames[] = {"x86-64", "x86-64-v3 (AVX2)", "x86-64-v4 (AVX-512)"};
 
-// One row each (called inside the parallel loops below, so each thread
-// runs the clone for this CPU).
-ST_ISA_CLONES
-void softmaxRowAnyIsa(const float *x, float *y, int64_t len, bool causal, int64_t pos) {
+std::string rowIsaEnvError() {
+  const char *e = std::getenv("STRETTO_RUNTIME_ISA");
+  if (!e || !*e || !std::strcmp(e, "baseline") || !std::strcmp(e, "avx2") ||
+      !std::strcmp(e, "avx512"))
+    return "";
+  return std::string("STRETTO_RUNTIME_ISA='") + e + "': expected baseline, avx2 or avx512";
+}
+
+RowIsa rowLoopIsa() {
+  static const RowIsa isa = [] {
+    RowIsa best = RowIsa::Baseline;
+#if defined(__GNUC__) && defined(__x86_64__)
+    __builtin_cpu_init();
+    if (__builtin_cpu_supports("x86-64-v4"))
+      best = RowIsa::V4;
+    else if (__builtin_cpu_supports("x86-64-v3"))
+      best = RowIsa::V3;
+#endif
+    const char *e = std::getenv("STRETTO_RUNTIME_ISA");
+    RowIsa cap = RowIsa::V4;
+    if (e && !std::strcmp(e, "baseline"))
+      cap = RowIsa::Baseline;
+    else if (e && !std::strcmp(e, "avx2"))
+      cap = RowIsa::V3;
+    return std::min(best, cap);
+  }();
+  return isa;
+}
+
+void checkRowIsaEnv() {
+  std::string error = rowIsaEnvError();
+  if (!error.empty())
+    throw std::runtime_error(error);
+}
+
+// The row loops (softmax, norms, attention's rows, column sums) are built
+// for three ISAs: the runtime is otherwise built for baseline x86-64, and
+// these loops are what vectorises. Each is written once as an inline
+// <name>Body; ST_ROW_LOOP defines <name>, which runs the body built for
+// baseline x86-64, x86-64-v3 (AVX2, FMA) or x86-64-v4 (AVX-512), chosen
+// once per process (rowLoopIsa). No FP contraction (-ffp-contract=off,
+// runtime/CMakeLists.txt), so every variant gives the same bits.
+#if defined(__GNUC__) && defined(__x86_64__)
+#define ST_ROW_VARIANT(isa) __attribute__((target("arch=x86-64-" #isa)))
+#define ST_ROW_LOOP(name, params, args)                                                          \
+  ST_ROW_VARIANT(v3) void name##V3 params { name##Body args; }                                   \
+  ST_ROW_VARIANT(v4) void name##V4 params { name##Body args; }                                   \
+  void name params {                                                                             \
+    switch (rowLoopIsa()) {                                                                      \
+    case RowIsa::V4: name##V4 args; return;                                                      \
+    case RowIsa::V3: name##V3 args; return;                                                      \
+    default: name##Body args; return;                                                            \
+    }                                                                                            \
+  }
+#else
+#define ST_ROW_LOOP(name, params, args)                                                          \
+  void name params { name##Body args; }
+#endif
+#define ST_ROW_BODY inline __attribute__((always_inline))
+
+// One row each (called inside the parallel loops below).
+ST_ROW_BODY void softmaxRowAnyIsaBody(const float *x, float *y, int64_t len, bool causal,
+                                      int64_t pos) {
   softmaxRow(x, y, len, causal, pos);
 }
-ST_ISA_CLONES
-void normRowAnyIsa(const float *x, const float *gamma, const float *beta, float *y, int64_t d,
-                   float eps) {
+ST_ROW_LOOP(softmaxRowAnyIsa, (const float *x, float *y, int64_t len, bool causal, int64_t pos),
+            (x, y, len, causal, pos))
+ST_ROW_BODY void normRowAnyIsaBody(const float *x, const float *gamma, const float *beta,
+                                   float *y, int64_t d, float eps) {
   normRow(x, gamma, beta, y, d, eps);
 }
+ST_ROW_LOOP(normRowAnyIsa,
+            (const float *x, const float *gamma, const float *beta, float *y, int64_t d,
+             float eps),
+            (x, gamma, beta, y, d, eps))
 
 void softmaxRows(const float *x, float *y, int64_t rows, int64_t len, bool causal,
                  int64_t causalPeriod) {
@@ -159,28 +220,34 @@ void softmaxRows(const float *x, float *y, int64_t rows, int64_t len, bool causa
 // made this loop as slow as the block's two GEMMs). The reference
 // executor's attention keeps its own loops (its own order): the two agree
 // to f32 rounding, as the BLAS products already made them.
-ST_ISA_CLONES
-void attentionSoftmaxRows(float *S, int64_t ld, int64_t r0, int64_t rn, int64_t kn, bool causal) {
+ST_ROW_BODY void attentionSoftmaxRowsBody(float *S, int64_t ld, int64_t r0, int64_t rn,
+                                          int64_t kn, bool causal) {
   for (int64_t r = r0; r < r0 + rn; ++r)
     softmaxRow(S + r * ld, S + r * ld, kn, causal, r);
 }
+ST_ROW_LOOP(attentionSoftmaxRows,
+            (float *S, int64_t ld, int64_t r0, int64_t rn, int64_t kn, bool causal),
+            (S, ld, r0, rn, kn, causal))
 
 // attention_grad's dS rows (OpSemantics softmaxGradRow) over the same
 // window: P's rows in P, dP's in dS (row stride ld), dS in place.
-ST_ISA_CLONES
-void attentionGradRows(const float *P, float *dS, int64_t ld, int64_t r0, int64_t rn, int64_t kn,
-                       bool causal, float scale) {
+ST_ROW_BODY void attentionGradRowsBody(const float *P, float *dS, int64_t ld, int64_t r0,
+                                       int64_t rn, int64_t kn, bool causal, float scale) {
   for (int64_t r = r0; r < r0 + rn; ++r)
     softmaxGradRow(P + r * ld, dS + r * ld, kn, causal, r, scale);
 }
+ST_ROW_LOOP(attentionGradRows,
+            (const float *P, float *dS, int64_t ld, int64_t r0, int64_t rn, int64_t kn,
+             bool causal, float scale),
+            (P, dS, ld, r0, rn, kn, causal, scale))
 
 // dst[j] = sum_r src[r * ld + j] for j < w, each in increasing r (the
 // reference's order). A full block of kColumnBlock sums in a local array
 // (registers once vectorised: dst may alias nothing the compiler can see,
 // so summing into dst loaded and stored it every row); twice the speed.
 constexpr int64_t kColumnBlock = 64;
-ST_ISA_CLONES
-void columnSums(const float *src, float *dst, int64_t rows, int64_t ld, int64_t w) {
+ST_ROW_BODY void columnSumsBody(const float *src, float *dst, int64_t rows, int64_t ld,
+                                int64_t w) {
   if (w == kColumnBlock) {
     float acc[kColumnBlock] = {};
     for (int64_t r = 0; r < rows; ++r)
@@ -196,6 +263,8 @@ void columnSums(const float *src, float *dst, int64_t rows, int64_t ld, int64_t 
     for (int64_t j = 0; j < w; ++j)
       dst[j] += src[r * ld + j];
 }
+ST_ROW_LOOP(columnSums, (const float *src, float *dst, int64_t rows, int64_t ld, int64_t w),
+            (src, dst, rows, ld, w))
 
 // Causal attention skips the products above the diagonal: query rows go in
 // blocks of kQueryBlock, and block [r0, r0 + rn) multiplies only keys
@@ -803,7 +872,13 @@ void HostDevice::exec(PlanExecutor::Impl &rt, const PhasePlan &p, int i, const T
 
 PlanExecutor::PlanExecutor(const Graph &graph, std::map<std::string, KernelFn> kernels,
                            GemmPrecision gemm)
-    : impl(std::make_unique<Impl>(graph, std::make_unique<HostDevice>(std::move(kernels)), gemm)) {}
+    : impl((checkRowIsaEnv(), std::make_unique<Impl>(
+                                  graph, std::make_unique<HostDevice>(std::move(kernels)), gemm))) {}
+
+const char *PlanExecutor::rowLoopIsaName() {
+  checkRowIsaEnv();
+  return kRowIsaNames[static_cast<int>(rowLoopIsa())];
+}
 
 PlanExecutor::PlanExecutor(std::unique_ptr<Impl> i) : impl(std::move(i)) {}
 

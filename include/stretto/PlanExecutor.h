@@ -85,6 +85,11 @@ public:
   /// "cpu" or the GPU's name.
   std::string deviceName() const;
 
+  /// The ISA the host runtime's own row loops (softmax, norms, attention's
+  /// rows, column sums) run: the best this CPU has, capped by
+  /// STRETTO_RUNTIME_ISA=baseline|avx2|avx512; throws on another value.
+  static const char *rowLoopIsaName();
+
   /// Whether this runtime runs `graph`; if not, `why` says what it lacks.
   static bool supports(const Graph &graph, std::string &why);
 

@@ -16,6 +16,9 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdio>
+#include <cstdlib>
+
 #include <cmath>
 #include <random>
 
@@ -301,6 +304,19 @@ TEST(PlanExecutor, RowOps) {
       }
       EXPECT_THROW(RefExecutor(b.g, Precision::F32), std::runtime_error) << what;
     }
+}
+
+// STRETTO_RUNTIME_ISA caps the ISA of the runtime's row loops (ctest runs
+// the row-op tests under each value: PlanExecutorRowLoops.*).
+TEST(PlanExecutor, RowLoopIsaFollowsTheEnvironment) {
+  std::string isa = PlanExecutor::rowLoopIsaName();
+  const char *env = std::getenv("STRETTO_RUNTIME_ISA");
+  std::string cap = env ? env : "";
+  std::printf("row loops: %s (STRETTO_RUNTIME_ISA=%s)\n", isa.c_str(), cap.c_str());
+  if (cap == "baseline")
+    EXPECT_EQ(isa, "x86-64");
+  else if (cap == "avx2")
+    EXPECT_NE(isa, "x86-64-v4 (AVX-512)");
 }
 
 TEST(PlanExecutor, IdOps) {
