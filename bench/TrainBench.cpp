@@ -27,6 +27,7 @@
 #include "stretto/Kernel/Compile.h"
 #include "stretto/PlanExecutor.h"
 #include "stretto/Runtime/Gemm.h"
+#include "stretto/Support/Flops.h"
 #include "stretto/Trainer.h"
 
 #include "mlir/IR/MLIRContext.h"
@@ -37,6 +38,7 @@
 #include <filesystem>
 
 #include <chrono>
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -102,13 +104,15 @@ double phaseFlops(const Graph &g, Phase ph) {
       double k = static_cast<double>(ta ? as[as.size() - 2] : as.back());
       f += 2.0 * static_cast<double>(numElements(n.shape)) * k;
     } else if (n.kind == OpKind::Attention) {
-      const Shape &qs = nodes[n.operands[0]].shape, &ks = nodes[n.operands[1]].shape;
-      double tk = static_cast<double>(ks[ks.size() - 2]);
-      f += 2.0 * static_cast<double>(numElements(qs)) * tk * 2; // QK^T and PV
+      const Shape &qs = nodes[n.operands[0]].shape, &ks = nodes[n.operands[1]].shape,
+                  &vs = nodes[n.operands[2]].shape;
+      const double tq = double(qs[qs.size() - 2]), d = double(qs.back());
+      f += attentionFlops(double(numElements(qs)) / std::max(tq * d, 1.0), tq,
+                          double(ks[ks.size() - 2]), d, double(vs.back()));
     } else if (n.kind == OpKind::AttentionGrad) {
       const Shape &qs = nodes[n.operands[0]].shape;
-      double t = static_cast<double>(qs[qs.size() - 2]);
-      f += 2.0 * static_cast<double>(numElements(qs)) * t * 5; // QK^T, GV^T, P^T G, dS K, dS^T Q
+      const double t = double(qs[qs.size() - 2]), d = double(qs.back());
+      f += attentionGradFlops(double(numElements(qs)) / std::max(t * d, 1.0), t, d);
     } else if (n.kind == OpKind::NewtonSchulz) {
       double m = static_cast<double>(std::min(n.shape[0], n.shape[1]));
       double s = static_cast<double>(std::max(n.shape[0], n.shape[1]));

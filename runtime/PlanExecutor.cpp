@@ -12,6 +12,7 @@
 
 #include "stretto/PlanExecutor.h"
 #include "stretto/Runtime/Gemm.h"
+#include "stretto/Support/Flops.h"
 #include "PlanImpl.h"
 
 #include <omp.h>
@@ -424,11 +425,12 @@ StepResult PlanExecutor::Impl::runRange(const PhasePlan &p, size_t begin, size_t
       } else if (pn.kind == OpKind::Attention) {
         AttentionDims a = attentionDims(nodes[pn.operands[0]].shape, nodes[pn.operands[1]].shape,
                                         nodes[pn.operands[2]].shape);
-        k.flops += 2.0 * a.batch * a.tq * a.tk * (a.d + a.dv); // Q K^T and P V
+        k.flops += attentionFlops(double(a.batch), double(a.tq), double(a.tk), double(a.d),
+                                  double(a.dv));
       } else {
         const Shape &qs = nodes[pn.operands[0]].shape;
-        // Q K^T, G V^T, P^T G, dS K, dS^T Q: 2 T T D each per block
-        k.flops += 10.0 * static_cast<double>(numElements(qs)) * qs[qs.size() - 2];
+        const double t = double(qs[qs.size() - 2]), d = double(qs.back());
+        k.flops += attentionGradFlops(double(numElements(qs)) / std::max(t * d, 1.0), t, d);
       }
     }
   }

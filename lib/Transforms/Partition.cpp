@@ -24,8 +24,10 @@
 #include "llvm/ADT/DenseMap.h"
 #include "llvm/ADT/TypeSwitch.h"
 
+#include "stretto/Support/Flops.h"
 #include "stretto/Tune/Partition.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 
@@ -100,13 +102,19 @@ double opCost(Operation *op) {
                        return 2.0 * out * cast<RankedTensorType>(m.getLhs().getType()).getShape().back();
                      })
                      .Case([&](AttentionOp a) {
-                       auto s = cast<RankedTensorType>(a.getQ().getType()).getShape();
-                       return 4.0 * out * s[2]; // QKᵀ and PV: 2·T·D each per row
+                       auto q = cast<RankedTensorType>(a.getQ().getType()).getShape();
+                       auto k = cast<RankedTensorType>(a.getK().getType()).getShape();
+                       auto v = cast<RankedTensorType>(a.getV().getType()).getShape();
+                       double tq = double(q[q.size() - 2]), d = double(q.back());
+                       double blocks = numel(a.getQ()) / std::max(tq * d, 1.0);
+                       return stretto::attentionFlops(blocks, tq, double(k[k.size() - 2]), d,
+                                                      double(v.back()));
                      })
                      .Case([&](AttentionGradOp a) {
-                       auto s = cast<RankedTensorType>(a.getQ().getType()).getShape();
-                       // QKᵀ, dP, dq, dk, dv: 2·T·D each per row; out holds 3 rows' worth
-                       return 10.0 / 3.0 * out * s[2];
+                       auto q = cast<RankedTensorType>(a.getQ().getType()).getShape();
+                       double t = double(q[q.size() - 2]), d = double(q.back());
+                       double blocks = numel(a.getQ()) / std::max(t * d, 1.0);
+                       return stretto::attentionGradFlops(blocks, t, d);
                      })
                      .Default([&](Operation *) { return out; });
   return flops + 4.0 * out;
