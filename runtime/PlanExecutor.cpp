@@ -124,6 +124,15 @@ float blockedSum(const float *x, int64_t n) {
   return s;
 }
 
+// Per-ISA variants need x86-64 and a compiler that knows the x86-64-v3/v4
+// target names (GCC 12, Clang 12); elsewhere the row loops are built once.
+#if defined(__x86_64__) && ((defined(__clang__) && __clang_major__ >= 12) ||                     \
+                            (!defined(__clang__) && defined(__GNUC__) && __GNUC__ >= 12))
+#define ST_ROW_VARIANTS 1
+#else
+#define ST_ROW_VARIANTS 0
+#endif
+
 // The ISA the row loops below run: the best this CPU has, capped by
 // STRETTO_RUNTIME_ISA=baseline|avx2|avx512 (set by benchmarks that emulate
 // an older host: kernel_bench.py --emulate-avx2). Chosen once per process;
@@ -142,12 +151,16 @@ std::string rowIsaEnvError() {
 RowIsa rowLoopIsa() {
   static const RowIsa isa = [] {
     RowIsa best = RowIsa::Baseline;
-#if defined(__GNUC__) && defined(__x86_64__)
+#if ST_ROW_VARIANTS
+    // The x86-64-v3 and -v4 feature sets, feature by feature (older
+    // compilers do not know the level names here).
     __builtin_cpu_init();
-    if (__builtin_cpu_supports("x86-64-v4"))
-      best = RowIsa::V4;
-    else if (__builtin_cpu_supports("x86-64-v3"))
-      best = RowIsa::V3;
+    const bool v3 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+                    __builtin_cpu_supports("bmi2") && __builtin_cpu_supports("f16c");
+    const bool v4 = v3 && __builtin_cpu_supports("avx512f") &&
+                    __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl") &&
+                    __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512cd");
+    best = v4 ? RowIsa::V4 : v3 ? RowIsa::V3 : RowIsa::Baseline;
 #endif
     const char *e = std::getenv("STRETTO_RUNTIME_ISA");
     RowIsa cap = RowIsa::V4;
@@ -173,7 +186,7 @@ void checkRowIsaEnv() {
 // baseline x86-64, x86-64-v3 (AVX2, FMA) or x86-64-v4 (AVX-512), chosen
 // once per process (rowLoopIsa). No FP contraction (-ffp-contract=off,
 // runtime/CMakeLists.txt), so every variant gives the same bits.
-#if defined(__GNUC__) && defined(__x86_64__)
+#if ST_ROW_VARIANTS
 #define ST_ROW_VARIANT(isa) __attribute__((target("arch=x86-64-" #isa)))
 #define ST_ROW_LOOP(name, params, args)                                                          \
   ST_ROW_VARIANT(v3) void name##V3 params { name##Body args; }                                   \
