@@ -187,7 +187,7 @@ void checkRowIsaEnv() {
 // once per process (rowLoopIsa). No FP contraction (-ffp-contract=off,
 // runtime/CMakeLists.txt), so every variant gives the same bits.
 #if ST_ROW_VARIANTS
-#define ST_ROW_VARIANT(isa) __attribute__((target("arch=x86-64-" #isa)))
+#define ST_ROW_VARIANT(isa) __attribute__((target("arch=x86-64-" #isa), flatten))
 #define ST_ROW_LOOP(name, params, args)                                                          \
   ST_ROW_VARIANT(v3) void name##V3 params { name##Body args; }                                   \
   ST_ROW_VARIANT(v4) void name##V4 params { name##Body args; }                                   \
@@ -201,6 +201,21 @@ void checkRowIsaEnv() {
 #else
 #define ST_ROW_LOOP(name, params, args)                                                          \
   void name params { name##Body args; }
+#endif
+#if ST_ROW_VARIANTS
+#define ST_ROW_LOOP_RETURNING(type, name, params, args)                                          \
+  ST_ROW_VARIANT(v3) type name##V3 params { return name##Body args; }                            \
+  ST_ROW_VARIANT(v4) type name##V4 params { return name##Body args; }                            \
+  type name params {                                                                             \
+    switch (rowLoopIsa()) {                                                                      \
+    case RowIsa::V4: return name##V4 args;                                                       \
+    case RowIsa::V3: return name##V3 args;                                                       \
+    default: return name##Body args;                                                             \
+    }                                                                                            \
+  }
+#else
+#define ST_ROW_LOOP_RETURNING(type, name, params, args)                                          \
+  type name params { return name##Body args; }
 #endif
 #define ST_ROW_BODY inline __attribute__((always_inline))
 
@@ -226,6 +241,12 @@ void softmaxRows(const float *x, float *y, int64_t rows, int64_t len, bool causa
   for (int64_t r = 0; r < rows; ++r)
     softmaxRowAnyIsa(x + r * len, y + r * len, len, causal, r % causalPeriod);
 }
+
+ST_ROW_BODY float crossEntropyRowBody(const float *x, int64_t c, int64_t target) {
+  return kernelmath::st_cross_entropy_row(x, c, target);
+}
+ST_ROW_LOOP_RETURNING(float, crossEntropyRow, (const float *x, int64_t c, int64_t target),
+                      (x, c, target))
 
 // Attention's softmax, in place, over rows r0 .. r0+rn-1 of S (row stride
 // ld) and their first kn columns; causal: row r sees columns 0..r and the
@@ -786,14 +807,8 @@ void HostDevice::exec(PlanExecutor::Impl &rt, const PhasePlan &p, int i, const T
     rt.checkIds(i, tgt, rows, c, "target");
     float *loss = rt.scratchFloats(rows);
 #pragma omp parallel for schedule(static) if (rows * c > 32768)
-    for (int64_t r = 0; r < rows; ++r) {
-      const float *x = logits + r * c;
-      float mx = *std::max_element(x, x + c);
-      float sum = 0;
-      for (int64_t j = 0; j < c; ++j)
-        sum += std::exp(x[j] - mx);
-      loss[r] = std::log(sum) + mx - x[static_cast<int64_t>(tgt[r])];
-    }
+    for (int64_t r = 0; r < rows; ++r)
+      loss[r] = crossEntropyRow(logits + r * c, c, static_cast<int64_t>(tgt[r]));
     float total = 0;
     for (int64_t r = 0; r < rows; ++r)
       total += loss[r];

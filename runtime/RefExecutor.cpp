@@ -647,13 +647,8 @@ RefExecutor::Impl::run(const std::map<std::string, HostTensor> &inputs,
         int64_t c = inShape(0).back();
         T total = 0;
         for (size_t r = 0; r < tgt.size(); ++r) {
-          const T *x = logits.data() + r * c;
           int64_t y = rowId(i, tgt[r], c, "target");
-          T mx = *std::max_element(x, x + c);
-          T sum = 0;
-          for (int64_t j = 0; j < c; ++j)
-            sum += std::exp(x[j] - mx);
-          total += std::log(sum) + mx - x[y];
+          total += kernelmath::st_cross_entropy_row(logits.data() + r * c, c, y);
         }
         out.assign(1, tgt.empty() ? T(0) : total / T(tgt.size()));
         break;

@@ -157,18 +157,12 @@ extern "C" __global__ void st_one_hot(i64 rows, i64 c, const float *ids, float *
   ST_LOOP(r, rows) y[r * c + (i64)ids[r]] = 1.0f;
 }
 
-/* loss[r] = log sum_j exp(x[r, j] - max) + max - x[r, t[r]]. */
+/* loss[r] = log sum_j exp(x[r, j] - max) + max - x[r, t[r]]: KernelMath.inc's
+ * st_cross_entropy_row, as the CPU executors compute it. */
 extern "C" __global__ void st_cross_entropy_rows(i64 rows, i64 c, const float *logits,
                                                  const float *tgt, float *loss) {
   ST_LOOP(r, rows) {
-    const float *x = logits + r * c;
-    float mx = x[0];
-    for (i64 j = 1; j < c; ++j)
-      mx = mx < x[j] ? x[j] : mx;
-    float sum = 0.0f;
-    for (i64 j = 0; j < c; ++j)
-      sum += expf(x[j] - mx);
-    loss[r] = logf(sum) + mx - x[(i64)tgt[r]];
+    loss[r] = st_cross_entropy_row(logits + r * c, c, (i64)tgt[r]);
   }
 }
 
@@ -209,7 +203,7 @@ extern "C" __global__ void st_cross_entropy_block_rows(i64 rows, i64 c, const fl
     mx = st_block_all(mx, 1);
     float sum = 0.0f;
     for (i64 j = threadIdx.x; j < c; j += blockDim.x)
-      sum += expf(x[j] - mx);
+      sum += st_exp(x[j] - mx);
     sum = st_block_all(sum, 0);
     if (threadIdx.x == 0)
       loss[r] = logf(sum) + mx - x[(i64)tgt[r]];
