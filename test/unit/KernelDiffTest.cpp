@@ -27,11 +27,7 @@
 
 #include <gtest/gtest.h>
 
-#include "../../runtime/JitCache.h"
-
 #include <algorithm>
-#include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <cmath>
@@ -464,26 +460,6 @@ TEST(HostKernelCacheTest, HitsAndRebuildsCorruptEntries) {
     EXPECT_EQ(cache.stats().compiles, 1) << "corruption " << i;
   }
   fs::remove_all(dir);
-}
-
-// stretto-run and the trainers block SIGINT and SIGTERM in every thread (a
-// sigwait thread takes them); the host compiler they start must not inherit
-// that, or Ctrl-C leaves it compiling.
-TEST(HostKernelCacheTest, CompilerStartsWithSignalsUnblocked) {
-  sigset_t block, old;
-  sigemptyset(&block);
-  sigaddset(&block, SIGINT);
-  sigaddset(&block, SIGTERM);
-  pthread_sigmask(SIG_BLOCK, &block, &old);
-  std::string out;
-  int status = jitcache::run("kill -INT $$; echo survived", out);
-  pthread_sigmask(SIG_SETMASK, &old, nullptr);
-  EXPECT_TRUE(status != -1 && WIFSIGNALED(status) && WTERMSIG(status) == SIGINT)
-      << "status " << status << ", output: " << out;
-  EXPECT_EQ(out.find("survived"), std::string::npos) << out;
-  // Output and exit status still come back.
-  EXPECT_EQ(jitcache::run("echo to-out; echo to-err >&2; exit 3", out), 3 << 8);
-  EXPECT_EQ(out, "to-out\nto-err\n");
 }
 
 TEST(HostKernelCacheTest, KeyDependsOnSourceAndFlags) {
