@@ -140,12 +140,20 @@ float blockedSum(const float *x, int64_t n) {
 enum class RowIsa { Baseline, V3, V4 };
 const char *const kRowIsaNames[] = {"x86-64", "x86-64-v3 (AVX2)", "x86-64-v4 (AVX-512)"};
 
-std::string rowIsaEnvError() {
+// STRETTO_RUNTIME_ISA as a cap (unset or empty: none); false for a value it
+// does not know.
+bool rowIsaCap(RowIsa &cap) {
   const char *e = std::getenv("STRETTO_RUNTIME_ISA");
-  if (!e || !*e || !std::strcmp(e, "baseline") || !std::strcmp(e, "avx2") ||
-      !std::strcmp(e, "avx512"))
-    return "";
-  return std::string("STRETTO_RUNTIME_ISA='") + e + "': expected baseline, avx2 or avx512";
+  cap = RowIsa::V4;
+  if (!e || !*e || !std::strcmp(e, "avx512"))
+    return true;
+  if (!std::strcmp(e, "avx2"))
+    cap = RowIsa::V3;
+  else if (!std::strcmp(e, "baseline"))
+    cap = RowIsa::Baseline;
+  else
+    return false;
+  return true;
 }
 
 RowIsa rowLoopIsa() {
@@ -162,78 +170,57 @@ RowIsa rowLoopIsa() {
                     __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512cd");
     best = v4 ? RowIsa::V4 : v3 ? RowIsa::V3 : RowIsa::Baseline;
 #endif
-    const char *e = std::getenv("STRETTO_RUNTIME_ISA");
-    RowIsa cap = RowIsa::V4;
-    if (e && !std::strcmp(e, "baseline"))
-      cap = RowIsa::Baseline;
-    else if (e && !std::strcmp(e, "avx2"))
-      cap = RowIsa::V3;
+    RowIsa cap;
+    rowIsaCap(cap); // (an unknown value was refused when the executor was built)
     return std::min(best, cap);
   }();
   return isa;
 }
 
 void checkRowIsaEnv() {
-  std::string error = rowIsaEnvError();
-  if (!error.empty())
-    throw std::runtime_error(error);
+  RowIsa cap;
+  if (!rowIsaCap(cap))
+    throw std::runtime_error(std::string("STRETTO_RUNTIME_ISA='") +
+                             std::getenv("STRETTO_RUNTIME_ISA") +
+                             "': expected baseline, avx2 or avx512");
 }
 
-// The row loops (softmax, norms, attention's rows, column sums) are built
-// for three ISAs: the runtime is otherwise built for baseline x86-64, and
-// these loops are what vectorises. Each is written once as an inline
-// <name>Body; ST_ROW_LOOP defines <name>, which runs the body built for
-// baseline x86-64, x86-64-v3 (AVX2, FMA) or x86-64-v4 (AVX-512), chosen
-// once per process (rowLoopIsa). No FP contraction (-ffp-contract=off,
+// The row loops (softmax, norms, cross-entropy, attention's rows, column
+// sums) are built for three ISAs: the runtime is otherwise built for
+// baseline x86-64, and these loops are what vectorises. ST_ROW_LOOP(type,
+// name, callee, params, args) defines `type name params`, which runs
+// `callee args` built for baseline x86-64, x86-64-v3 (AVX2, FMA) or
+// x86-64-v4 (AVX-512), chosen once per process (rowLoopIsa); the variants
+// are flattened, so the callee and everything it calls (KernelMath.inc)
+// are compiled for their ISA. No FP contraction (-ffp-contract=off,
 // runtime/CMakeLists.txt), so every variant gives the same bits.
 #if ST_ROW_VARIANTS
 #define ST_ROW_VARIANT(isa) __attribute__((target("arch=x86-64-" #isa), flatten))
-#define ST_ROW_LOOP(name, params, args)                                                          \
-  ST_ROW_VARIANT(v3) void name##V3 params { name##Body args; }                                   \
-  ST_ROW_VARIANT(v4) void name##V4 params { name##Body args; }                                   \
-  void name params {                                                                             \
-    switch (rowLoopIsa()) {                                                                      \
-    case RowIsa::V4: name##V4 args; return;                                                      \
-    case RowIsa::V3: name##V3 args; return;                                                      \
-    default: name##Body args; return;                                                            \
-    }                                                                                            \
-  }
-#else
-#define ST_ROW_LOOP(name, params, args)                                                          \
-  void name params { name##Body args; }
-#endif
-#if ST_ROW_VARIANTS
-#define ST_ROW_LOOP_RETURNING(type, name, params, args)                                          \
-  ST_ROW_VARIANT(v3) type name##V3 params { return name##Body args; }                            \
-  ST_ROW_VARIANT(v4) type name##V4 params { return name##Body args; }                            \
+#define ST_ROW_LOOP(type, name, callee, params, args)                                            \
+  ST_ROW_VARIANT(v3) type name##V3 params { return callee args; }                                \
+  ST_ROW_VARIANT(v4) type name##V4 params { return callee args; }                                \
   type name params {                                                                             \
     switch (rowLoopIsa()) {                                                                      \
     case RowIsa::V4: return name##V4 args;                                                       \
     case RowIsa::V3: return name##V3 args;                                                       \
-    default: return name##Body args;                                                             \
+    default: return callee args;                                                                 \
     }                                                                                            \
   }
 #else
-#define ST_ROW_LOOP_RETURNING(type, name, params, args)                                          \
-  type name params { return name##Body args; }
+#define ST_ROW_LOOP(type, name, callee, params, args)                                            \
+  type name params { return callee args; }
 #endif
-#define ST_ROW_BODY inline __attribute__((always_inline))
 
 // One row each (called inside the parallel loops below).
-ST_ROW_BODY void softmaxRowAnyIsaBody(const float *x, float *y, int64_t len, bool causal,
-                                      int64_t pos) {
-  softmaxRow(x, y, len, causal, pos);
-}
-ST_ROW_LOOP(softmaxRowAnyIsa, (const float *x, float *y, int64_t len, bool causal, int64_t pos),
+ST_ROW_LOOP(void, softmaxRowAnyIsa, softmaxRow<float>,
+            (const float *x, float *y, int64_t len, bool causal, int64_t pos),
             (x, y, len, causal, pos))
-ST_ROW_BODY void normRowAnyIsaBody(const float *x, const float *gamma, const float *beta,
-                                   float *y, int64_t d, float eps) {
-  normRow(x, gamma, beta, y, d, eps);
-}
-ST_ROW_LOOP(normRowAnyIsa,
+ST_ROW_LOOP(void, normRowAnyIsa, normRow<float>,
             (const float *x, const float *gamma, const float *beta, float *y, int64_t d,
              float eps),
             (x, gamma, beta, y, d, eps))
+ST_ROW_LOOP(float, crossEntropyRow, kernelmath::st_cross_entropy_row<float>,
+            (const float *x, int64_t c, int64_t target), (x, c, target))
 
 void softmaxRows(const float *x, float *y, int64_t rows, int64_t len, bool causal,
                  int64_t causalPeriod) {
@@ -242,12 +229,6 @@ void softmaxRows(const float *x, float *y, int64_t rows, int64_t len, bool causa
     softmaxRowAnyIsa(x + r * len, y + r * len, len, causal, r % causalPeriod);
 }
 
-ST_ROW_BODY float crossEntropyRowBody(const float *x, int64_t c, int64_t target) {
-  return kernelmath::st_cross_entropy_row(x, c, target);
-}
-ST_ROW_LOOP_RETURNING(float, crossEntropyRow, (const float *x, int64_t c, int64_t target),
-                      (x, c, target))
-
 // Attention's softmax, in place, over rows r0 .. r0+rn-1 of S (row stride
 // ld) and their first kn columns; causal: row r sees columns 0..r and the
 // rest of its kn are 0. KernelMath's st_softmax_row: lane-split max and
@@ -255,23 +236,23 @@ ST_ROW_LOOP_RETURNING(float, crossEntropyRow, (const float *x, int64_t c, int64_
 // made this loop as slow as the block's two GEMMs). The reference
 // executor's attention keeps its own loops (its own order): the two agree
 // to f32 rounding, as the BLAS products already made them.
-ST_ROW_BODY void attentionSoftmaxRowsBody(float *S, int64_t ld, int64_t r0, int64_t rn,
-                                          int64_t kn, bool causal) {
+inline void attentionSoftmaxRowsBody(float *S, int64_t ld, int64_t r0, int64_t rn, int64_t kn,
+                                     bool causal) {
   for (int64_t r = r0; r < r0 + rn; ++r)
     softmaxRow(S + r * ld, S + r * ld, kn, causal, r);
 }
-ST_ROW_LOOP(attentionSoftmaxRows,
+ST_ROW_LOOP(void, attentionSoftmaxRows, attentionSoftmaxRowsBody,
             (float *S, int64_t ld, int64_t r0, int64_t rn, int64_t kn, bool causal),
             (S, ld, r0, rn, kn, causal))
 
 // attention_grad's dS rows (OpSemantics softmaxGradRow) over the same
 // window: P's rows in P, dP's in dS (row stride ld), dS in place.
-ST_ROW_BODY void attentionGradRowsBody(const float *P, float *dS, int64_t ld, int64_t r0,
-                                       int64_t rn, int64_t kn, bool causal, float scale) {
+inline void attentionGradRowsBody(const float *P, float *dS, int64_t ld, int64_t r0, int64_t rn,
+                                  int64_t kn, bool causal, float scale) {
   for (int64_t r = r0; r < r0 + rn; ++r)
     softmaxGradRow(P + r * ld, dS + r * ld, kn, causal, r, scale);
 }
-ST_ROW_LOOP(attentionGradRows,
+ST_ROW_LOOP(void, attentionGradRows, attentionGradRowsBody,
             (const float *P, float *dS, int64_t ld, int64_t r0, int64_t rn, int64_t kn,
              bool causal, float scale),
             (P, dS, ld, r0, rn, kn, causal, scale))
@@ -281,8 +262,7 @@ ST_ROW_LOOP(attentionGradRows,
 // (registers once vectorised: dst may alias nothing the compiler can see,
 // so summing into dst loaded and stored it every row); twice the speed.
 constexpr int64_t kColumnBlock = 64;
-ST_ROW_BODY void columnSumsBody(const float *src, float *dst, int64_t rows, int64_t ld,
-                                int64_t w) {
+inline void columnSumsBody(const float *src, float *dst, int64_t rows, int64_t ld, int64_t w) {
   if (w == kColumnBlock) {
     float acc[kColumnBlock] = {};
     for (int64_t r = 0; r < rows; ++r)
@@ -298,7 +278,8 @@ ST_ROW_BODY void columnSumsBody(const float *src, float *dst, int64_t rows, int6
     for (int64_t j = 0; j < w; ++j)
       dst[j] += src[r * ld + j];
 }
-ST_ROW_LOOP(columnSums, (const float *src, float *dst, int64_t rows, int64_t ld, int64_t w),
+ST_ROW_LOOP(void, columnSums, columnSumsBody,
+            (const float *src, float *dst, int64_t rows, int64_t ld, int64_t w),
             (src, dst, rows, ld, w))
 
 // Causal attention skips the products above the diagonal: query rows go in
