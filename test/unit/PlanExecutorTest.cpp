@@ -311,12 +311,16 @@ TEST(PlanExecutor, RowOps) {
 TEST(PlanExecutor, RowLoopIsaFollowsTheEnvironment) {
   std::string isa = PlanExecutor::rowLoopIsaName();
   const char *env = std::getenv("STRETTO_RUNTIME_ISA");
-  std::string cap = env ? env : "";
+  if (!env || !*env)
+    GTEST_SKIP() << "no STRETTO_RUNTIME_ISA: ctest's PlanExecutorRowLoops.* set it";
+  std::string cap = env;
   std::printf("row loops: %s (STRETTO_RUNTIME_ISA=%s)\n", isa.c_str(), cap.c_str());
   if (cap == "baseline")
     EXPECT_EQ(isa, "x86-64");
   else if (cap == "avx2")
     EXPECT_NE(isa, "x86-64-v4 (AVX-512)");
+  else
+    GTEST_SKIP() << "STRETTO_RUNTIME_ISA=" << cap << " caps nothing below this CPU's best";
 }
 
 TEST(PlanExecutor, IdOps) {
