@@ -196,6 +196,8 @@ def Kernel_TanhOp : Kernel_ScalarUnaryOp<"tanh", "tanh">;
 def Kernel_CosOp : Kernel_ScalarUnaryOp<"cos", "cosine">;
 def Kernel_GeluOp : Kernel_ScalarUnaryOp<"gelu",
     "GELU, tanh form: 0.5x(1+tanh(sqrt(2/pi)(x+0.044715x^3)))">;
+def Kernel_GeluGradOp : Kernel_ScalarUnaryOp<"gelu_grad",
+    "d/dx gelu(x): 0.5(1+t) + 0.5x(1-t^2)k(1+3*0.044715x^2), t = tanh(u)">;
 def Kernel_ReluOp : Kernel_ScalarUnaryOp<"relu", "x if x > 0 else 0">;
 def Kernel_SiluOp : Kernel_ScalarUnaryOp<"silu", "x / (1 + e^-x)">;
 

@@ -278,6 +278,14 @@ def Train_CosOp : Train_UnaryOp<"cos", [Differentiable]> { let summary = "cosine
 def Train_GeluOp : Train_UnaryOp<"gelu", [Differentiable]> {
   let summary = "GELU, tanh form: 0.5x(1+tanh(sqrt(2/pi)(x+0.044715x^3)))";
 }
+def Train_GeluGradOp : Train_UnaryOp<"gelu_grad"> {
+  let summary = "d/dx gelu(x), the tanh form's derivative (gelu's VJP)";
+  let description = [{
+    `0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 * 0.044715 x^2)`, `t = tanh(u)`:
+    the derivative of `train.gelu`, one op so that the backward kernel
+    shares gelu's exponential (Support/KernelMath.inc). Not differentiable.
+  }];
+}
 def Train_ReluOp : Train_UnaryOp<"relu", [Differentiable]> { let summary = "max(x, 0)"; }
 def Train_SiluOp : Train_UnaryOp<"silu", [Differentiable]> {
   let summary = "SiLU (swish): x * sigmoid(x) = x / (1 + e^-x)";

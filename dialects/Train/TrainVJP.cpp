@@ -167,18 +167,11 @@ void CosOp::buildVJP(OpBuilder &b, Value g, SmallVectorImpl<Value> &grads) {
 }
 
 void GeluOp::buildVJP(OpBuilder &b, Value g, SmallVectorImpl<Value> &grads) {
-  Emit e{b, getLoc()};
-  // y = 0.5 x (1 + t), t = tanh(k (x + 0.044715 x^3)), k = sqrt(2/pi)
-  // y' = 0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 * 0.044715 x^2)
-  const double k = std::sqrt(2.0 / M_PI);
-  Value x = getInput();
-  Value x2 = e.mul(x, x);
-  Value inner = e.mul(e.c(x, k), e.add(x, e.mul(e.c(x, 0.044715), e.mul(x2, x))));
-  Value t = b.create<TanhOp>(getLoc(), inner);
-  Value left = e.mul(e.c(x, 0.5), e.add(e.c(x, 1.0), t));
-  Value dinner = e.mul(e.c(x, k), e.add(e.c(x, 1.0), e.mul(e.c(x, 3 * 0.044715), x2)));
-  Value right = e.mul(e.mul(e.c(x, 0.5), x), e.mul(e.sub(e.c(x, 1.0), e.mul(t, t)), dinner));
-  grads.push_back(e.mul(g, e.add(left, right)));
+  // y' = 0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 * 0.044715 x^2), t = tanh(u),
+  // u = k (x + 0.044715 x^3), k = sqrt(2/pi): one op, whose f32 form shares
+  // gelu's exponential (Support/KernelMath.inc), so the backward kernel is
+  // one exp, one division and a few multiplies per element.
+  grads.push_back(Emit{b, getLoc()}.mul(g, b.create<GeluGradOp>(getLoc(), getInput())));
 }
 
 void SiluOp::buildVJP(OpBuilder &b, Value g, SmallVectorImpl<Value> &grads) {

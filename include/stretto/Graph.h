@@ -43,6 +43,7 @@ const char *dtypeName(DType t);
 //  Element-wise unary:
 //    Neg, Exp, Log, Sqrt, Rsqrt, Tanh, Cos
 //    Gelu:       tanh form: 0.5x(1+tanh(sqrt(2/pi)(x+0.044715x^3)))
+//    GeluGrad:   d/dx Gelu (Gelu's VJP is g * GeluGrad(x))
 //    Relu
 //  Layout:
 //    Matmul:     lhs [..., M, K] x rhs [K, N] or [..., K, N] -> [..., M, N]

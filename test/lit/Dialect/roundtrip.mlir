@@ -140,8 +140,10 @@ train.model @elementwise {
     %cos = train.cos %tanh : tensor<2x3xf32>
     // CHECK: %[[GELU:.*]] = train.gelu %[[COS]] : tensor<2x3xf32>
     %gelu = train.gelu %cos : tensor<2x3xf32>
-    // CHECK: %[[RELU:.*]] = train.relu %[[GELU]] : tensor<2x3xf32>
-    %relu = train.relu %gelu : tensor<2x3xf32>
+    // CHECK: %[[DGELU:.*]] = train.gelu_grad %[[GELU]] : tensor<2x3xf32>
+    %dgelu = train.gelu_grad %gelu : tensor<2x3xf32>
+    // CHECK: %[[RELU:.*]] = train.relu %[[DGELU]] : tensor<2x3xf32>
+    %relu = train.relu %dgelu : tensor<2x3xf32>
     // CHECK: %[[L:.*]] = train.reduce_sum %[[RELU]] [0, 1] : tensor<2x3xf32> -> tensor<f32>
     %l = train.reduce_sum %relu [0, 1] : tensor<2x3xf32> -> tensor<f32>
     train.yield %l : tensor<f32>

@@ -21,6 +21,7 @@
 // CHECK-NEXT:    kernel.tanh
 // CHECK-NEXT:    kernel.cos
 // CHECK-NEXT:    kernel.gelu
+// CHECK-NEXT:    kernel.gelu_grad
 // CHECK-NEXT:    %[[Y:.*]] = kernel.relu %{{.*}} : f32
 // CHECK-NEXT:    kernel.yield %[[Y]] : f32
 // CHECK-NEXT:  }
@@ -47,8 +48,9 @@ train.model @all_ops {
     %13 = kernel.tanh %12 : f32
     %14 = kernel.cos %13 : f32
     %15 = kernel.gelu %14 : f32
-    %16 = kernel.relu %15 : f32
-    kernel.yield %16 : f32
+    %16 = kernel.gelu_grad %15 : f32
+    %17 = kernel.relu %16 : f32
+    kernel.yield %17 : f32
   }
   %l = train.reduce_sum %r [0, 1] : tensor<4x8xf32> -> tensor<f32>
   train.yield %l : tensor<f32>

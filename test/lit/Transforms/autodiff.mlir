@@ -417,33 +417,14 @@ train.model @attention_noncausal {
 
 // -----
 
-// gelu (tanh form): y' = 0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 * 0.044715 x^2),
-// t = tanh(k (x + 0.044715 x^3)), k = sqrt(2/pi) = 0.797884583 in f32.
+// gelu: y' is one op, train.gelu_grad (the tanh form's derivative,
+// 0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 * 0.044715 x^2)), so the backward
+// kernel shares gelu's exponential; dx = g * gelu_grad(x).
 // CHECK-LABEL: train.model @gelu
 // CHECK:         %[[X:.*]] = train.read @w : tensor<3xf32>
+// CHECK:         %[[Y:.*]] = train.gelu %[[X]] : tensor<3xf32>
 // CHECK:         %[[G:.*]] = train.broadcast %{{.*}} : tensor<1xf32> -> tensor<3xf32>
-// CHECK:         %[[X2:.*]] = train.mul %[[X]], %[[X]] : tensor<3xf32>
-// CHECK:         %[[X3:.*]] = train.mul %[[X2]], %[[X]] : tensor<3xf32>
-// CHECK:         %[[C:.*]] = train.constant dense<4.471500e-02> : tensor<f32>
-// CHECK:         %[[CX3:.*]] = train.mul %[[C]], %[[X3]] : tensor<f32>, tensor<3xf32> -> tensor<3xf32>
-// CHECK:         %[[IN0:.*]] = train.add %[[X]], %[[CX3]] : tensor<3xf32>
-// CHECK:         %[[K:.*]] = train.constant dense<0.797884583> : tensor<f32>
-// CHECK:         %[[IN:.*]] = train.mul %[[K]], %[[IN0]] : tensor<f32>, tensor<3xf32> -> tensor<3xf32>
-// CHECK:         %[[T:.*]] = train.tanh %[[IN]] : tensor<3xf32>
-// CHECK:         %[[ONEPT:.*]] = train.add %{{.*}}, %[[T]] : tensor<f32>, tensor<3xf32> -> tensor<3xf32>
-// CHECK:         %[[LEFT:.*]] = train.mul %{{.*}}, %[[ONEPT]] : tensor<f32>, tensor<3xf32> -> tensor<3xf32>
-// CHECK:         %[[C3:.*]] = train.constant dense<1.341450e-01> : tensor<f32>
-// CHECK:         %[[C3X2:.*]] = train.mul %[[C3]], %[[X2]] : tensor<f32>, tensor<3xf32> -> tensor<3xf32>
-// CHECK:         %[[DIN0:.*]] = train.add %{{.*}}, %[[C3X2]] : tensor<f32>, tensor<3xf32> -> tensor<3xf32>
-// CHECK:         %[[K2:.*]] = train.constant dense<0.797884583> : tensor<f32>
-// CHECK:         %[[DIN:.*]] = train.mul %[[K2]], %[[DIN0]] : tensor<f32>, tensor<3xf32> -> tensor<3xf32>
-// CHECK:         %[[TT:.*]] = train.mul %[[T]], %[[T]] : tensor<3xf32>
-// CHECK:         %[[SECH:.*]] = train.sub %{{.*}}, %[[TT]] : tensor<f32>, tensor<3xf32> -> tensor<3xf32>
-// CHECK:         %[[SD:.*]] = train.mul %[[SECH]], %[[DIN]] : tensor<3xf32>
-// CHECK:         %[[HALF:.*]] = train.constant dense<5.000000e-01> : tensor<f32>
-// CHECK-NEXT:    %[[HX:.*]] = train.mul %[[HALF]], %[[X]] : tensor<f32>, tensor<3xf32> -> tensor<3xf32>
-// CHECK-NEXT:    %[[RIGHT:.*]] = train.mul %[[HX]], %[[SD]] : tensor<3xf32>
-// CHECK-NEXT:    %[[D:.*]] = train.add %[[LEFT]], %[[RIGHT]] : tensor<3xf32>
+// CHECK-NEXT:    %[[D:.*]] = train.gelu_grad %[[X]] : tensor<3xf32>
 // CHECK-NEXT:    %[[DX:.*]] = train.mul %[[G]], %[[D]] : tensor<3xf32>
 // CHECK-NEXT:    train.grad %[[DX]] for @w : tensor<3xf32>
 train.model @gelu {
