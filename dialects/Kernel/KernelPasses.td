@@ -9,7 +9,7 @@ def KernelFuseElementwise : Pass<"kernel-fuse-elementwise", "::stretto::train::M
   let description = [{
     In every phase of a `train.model` (`train.step`, `train.update`,
     `train.outer`), each elementwise op (add, sub, mul, div, max, min, pow,
-    gt, neg, exp, log, sqrt, rsqrt, tanh, cos, gelu, relu, and
+    gt, neg, exp, log, sqrt, rsqrt, tanh, cos, gelu, gelu_grad, relu, silu, and
     `train.descend`, which is p - lr·dir) whose result is used outside a
     kernel becomes the root of one `kernel.elementwise`. The kernel absorbs,
     transitively, every elementwise producer of its operands that
@@ -20,6 +20,15 @@ def KernelFuseElementwise : Pass<"kernel-fuse-elementwise", "::stretto::train::M
     - has all its uses in the kernel (single-use intermediates: a value also
       read elsewhere is materialised once), and
     - has the root's pipeline `stage`.
+
+    A producer read by several kernels is recomputed in each of them instead
+    of materialised when it is one instruction (add, sub, mul, max, min,
+    neg, relu) with at most one operand of its result's type, the others
+    smaller and broadcast (a bias add, a scale by a scalar), and every user
+    is an elementwise op of its type, block and stage: each kernel then
+    reads that operand where it would have read the result (no more bytes)
+    and the producer's own pass disappears. A bias add read by GELU in the
+    forward and by its derivative in the backward is the case in point.
 
     Other operands become kernel operands, deduplicated, in order of first
     use. Kernels have one result; `max-ops` bounds their size (0: none).

@@ -2,7 +2,9 @@
 //
 // Groups trees of `train` elementwise ops into `kernel.elementwise` ops. See
 // KernelPasses.td for the rules; the short version: a root absorbs producers
-// of its own type, stage and with no use outside the kernel.
+// of its own type, stage and with no use outside the kernel, and recomputes
+// a one-instruction producer of one full-size operand (a bias add) in every
+// kernel that reads it.
 //
 //===----------------------------------------------------------------------===//
 #include "stretto/Graph.h"
@@ -71,7 +73,8 @@ struct FuseElementwisePass
 
   // Whether `producer` may join the kernel whose members are `group`.
   bool absorbable(Operation *producer, Operation *root,
-                  const llvm::SmallPtrSetImpl<Operation *> &group) {
+                  const llvm::SmallPtrSetImpl<Operation *> &group,
+                  const llvm::SmallPtrSetImpl<Operation *> &copies) {
     if (!producer || !isFusible(producer) || group.contains(producer))
       return false;
     if (producer->getBlock() != root->getBlock())
@@ -80,8 +83,37 @@ struct FuseElementwisePass
       return false;
     if (producer->getAttr("stage") != root->getAttr("stage"))
       return false;
+    // (A copy's original stays, and keeps reading its operands.)
     return llvm::all_of(producer->getUsers(),
-                        [&](Operation *u) { return group.contains(u); });
+                        [&](Operation *u) { return group.contains(u) && !copies.contains(u); });
+  }
+
+  // Whether `producer`, used elsewhere too, may be recomputed in the kernel
+  // of `root` instead of materialised: one instruction (add, sub, mul, max,
+  // min, neg, relu) whose operands are at most one of the result's type and
+  // smaller, broadcast ones (a bias row, a scalar), so the kernel reads that
+  // operand where it would read the result: no more bytes, one pass less.
+  // Every user must be an element-wise op of the same type, block and stage,
+  // so that each one's kernel recomputes it and the original dies.
+  bool duplicable(Operation *producer, Operation *root) {
+    if (!producer || !isElementwiseTrainOp(producer) || producer->hasOneUse())
+      return false;
+    OpKind k;
+    opKindFromName(producer->getName().stripDialect().str(), k);
+    if (k != OpKind::Add && k != OpKind::Sub && k != OpKind::Mul && k != OpKind::Max &&
+        k != OpKind::Min && k != OpKind::Neg && k != OpKind::Relu)
+      return false;
+    Type type = root->getResult(0).getType();
+    auto sameKernel = [&](Operation *op) {
+      return isFusible(op) && op->getBlock() == root->getBlock() &&
+             op->getResult(0).getType() == type && op->getAttr("stage") == root->getAttr("stage");
+    };
+    if (!sameKernel(producer))
+      return false;
+    int full = 0;
+    for (Value v : producer->getOperands())
+      full += v.getType() == type;
+    return full <= 1 && llvm::all_of(producer->getUsers(), sameKernel);
   }
 
   void fuseBlock(Block &block) {
@@ -91,11 +123,15 @@ struct FuseElementwisePass
     for (Operation &op : block)
       if (isFusible(&op))
         ops.push_back(&op);
-    llvm::SmallPtrSet<Operation *, 32> absorbed;
+    llvm::SmallPtrSet<Operation *, 32> absorbed, copied;
     for (Operation *root : llvm::reverse(ops)) {
       if (absorbed.contains(root))
         continue;
-      llvm::SmallPtrSet<Operation *, 16> group;
+      if (copied.contains(root) && root->use_empty()) {
+        root->erase(); // recomputed in every kernel that read it
+        continue;
+      }
+      llvm::SmallPtrSet<Operation *, 16> group, copies;
       group.insert(root);
       SmallVector<Operation *> worklist{root};
       while (!worklist.empty()) {
@@ -104,18 +140,25 @@ struct FuseElementwisePass
           Operation *producer = operand.getDefiningOp();
           if (maxOps > 0 && (int64_t)group.size() >= maxOps)
             break;
-          if (absorbable(producer, root, group)) {
+          if (absorbable(producer, root, group, copies)) {
             group.insert(producer);
             worklist.push_back(producer);
+          } else if (!group.contains(producer) && duplicable(producer, root)) {
+            // Its operands stay kernel inputs: the original still reads them.
+            group.insert(producer);
+            copies.insert(producer);
           }
         }
       }
-      absorbed.insert(group.begin(), group.end());
-      buildKernel(root, group);
+      for (Operation *m : group)
+        (copies.contains(m) ? copied : absorbed).insert(m);
+      buildKernel(root, group, copies);
     }
   }
 
-  void buildKernel(Operation *root, const llvm::SmallPtrSetImpl<Operation *> &group) {
+  // `copies`: members that stay in the block for their other users.
+  void buildKernel(Operation *root, const llvm::SmallPtrSetImpl<Operation *> &group,
+                   const llvm::SmallPtrSetImpl<Operation *> &copies) {
     // Members in block order: operands of each precede it.
     SmallVector<Operation *> members(group.begin(), group.end());
     llvm::sort(members, [](Operation *a, Operation *b) { return a->isBeforeInBlock(b); });
@@ -145,7 +188,8 @@ struct FuseElementwisePass
     inner.create<kernel::YieldOp>(root->getLoc(), map.lookup(root->getResult(0)));
     root->getResult(0).replaceAllUsesWith(kernelOp.getResult(0));
     for (Operation *m : llvm::reverse(members))
-      m->erase();
+      if (!copies.contains(m))
+        m->erase();
   }
 };
 

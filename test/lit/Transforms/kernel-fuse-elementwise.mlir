@@ -75,12 +75,19 @@ train.model @shared {
 // AdamW's update of one parameter (train-optimizer's output, abridged):
 // the clipped gradient, the two moments (each also written to state) and
 // the decayed, bias-corrected step through train.descend: 14 train ops
-// become 4 kernels; train.write and train.read stay.
+// become 3 kernels; train.write and train.read stay. The clipped gradient
+// (one multiply by a scalar, read by both moments) is recomputed in both
+// moments' kernels, which read the raw gradient instead.
 // CHECK-LABEL: train.model @adamw
 // CHECK:       train.update
-// CHECK:       %[[G:.*]] = kernel.elementwise(%{{.*}}, %{{.*}}) : tensor<2x3xf32>, tensor<f32> -> tensor<2x3xf32>
-// CHECK:       %[[M:.*]] = kernel.elementwise(%[[G]], %{{.*}}, %{{.*}}, %{{.*}}) : tensor<2x3xf32>, tensor<f32>, tensor<2x3xf32>, tensor<f32> -> tensor<2x3xf32>
-// CHECK:       %[[V:.*]] = kernel.elementwise(%[[G]], %{{.*}}, %{{.*}}, %{{.*}}) : tensor<2x3xf32>, tensor<f32>, tensor<2x3xf32>, tensor<f32> -> tensor<2x3xf32>
+// CHECK:       %[[G0:.*]] = train.accumulated_grad @w
+// CHECK:       %[[M:.*]] = kernel.elementwise(%[[G0]], %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) : tensor<2x3xf32>, tensor<f32>, tensor<f32>, tensor<2x3xf32>, tensor<f32> -> tensor<2x3xf32>
+// CHECK-NEXT:  ^bb0(%[[A:[^:]*]]: f32, %[[CLIP:[^:]*]]: f32,
+// CHECK-NEXT:    kernel.mul %[[A]], %[[CLIP]] : f32
+// CHECK:       %[[V:.*]] = kernel.elementwise(%[[G0]], %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}}) : tensor<2x3xf32>, tensor<f32>, tensor<f32>, tensor<2x3xf32>, tensor<f32> -> tensor<2x3xf32>
+// CHECK-NEXT:  ^bb0(%[[A:[^:]*]]: f32, %[[CLIP:[^:]*]]: f32,
+// CHECK-NEXT:    %[[G:.*]] = kernel.mul %[[A]], %[[CLIP]] : f32
+// CHECK-NEXT:    kernel.mul %[[G]], %[[G]] : f32
 // CHECK:       train.write %[[M]] to @w.adam_m
 // CHECK-NEXT:  train.write %[[V]] to @w.adam_v
 // CHECK-NEXT:  %[[NEW:.*]] = kernel.elementwise(%[[V]], %{{.*}}, %{{.*}}, %[[M]], %{{.*}}, %[[P:.*]], %{{.*}}, %{{.*}}) : tensor<2x3xf32>, tensor<f32>, tensor<f32>, tensor<2x3xf32>, tensor<f32>, tensor<2x3xf32>, tensor<f32>, tensor<f32> -> tensor<2x3xf32> {
@@ -161,5 +168,93 @@ train.model @stages {
     %b = train.tanh %a {stage = 1 : i64} : tensor<4xf32>
     %l = train.reduce_sum %b [0] {stage = 1 : i64} : tensor<4xf32> -> tensor<f32>
     train.yield %l : tensor<f32>
+  }
+}
+
+// -----
+
+// A bias add read by GELU (forward) and by GELU's derivative (backward) is
+// recomputed in both kernels, which read the GEMM output %h and the row %b
+// instead of a materialised %a: one pass less, no more bytes read.
+// CHECK-LABEL: train.model @recompute_bias_add
+// CHECK:       %[[H:.*]] = train.input "h"
+// CHECK-NEXT:  %[[B:.*]] = train.input "b"
+// CHECK-NEXT:  %[[G:.*]] = train.input "g"
+// CHECK-NEXT:  %[[Y:.*]] = kernel.elementwise(%[[H]], %[[B]]) : tensor<4x8xf32>, tensor<8xf32> -> tensor<4x8xf32> {
+// CHECK-NEXT:  ^bb0(%[[X0:.*]]: f32, %[[B0:.*]]: f32):
+// CHECK-NEXT:    %[[A0:.*]] = kernel.add %[[X0]], %[[B0]] : f32
+// CHECK-NEXT:    %[[Y0:.*]] = kernel.gelu %[[A0]] : f32
+// CHECK-NEXT:    kernel.yield %[[Y0]] : f32
+// CHECK:       %[[D:.*]] = kernel.elementwise(%[[H]], %[[B]], %[[G]]) : tensor<4x8xf32>, tensor<8xf32>, tensor<4x8xf32> -> tensor<4x8xf32> {
+// CHECK-NEXT:  ^bb0(%[[X1:.*]]: f32, %[[B1:.*]]: f32, %[[G1:.*]]: f32):
+// CHECK-NEXT:    %[[A1:.*]] = kernel.add %[[X1]], %[[B1]] : f32
+// CHECK-NEXT:    %[[D1:.*]] = kernel.gelu_grad %[[A1]] : f32
+// CHECK-NEXT:    %[[M1:.*]] = kernel.mul %[[G1]], %[[D1]] : f32
+// CHECK-NEXT:    kernel.yield %[[M1]] : f32
+// CHECK-NOT:   train.add
+// CHECK-NOT:   kernel.elementwise
+train.model @recompute_bias_add {
+  train.step {
+    %h = train.input "h" : tensor<4x8xf32>
+    %b = train.input "b" : tensor<8xf32>
+    %g = train.input "g" : tensor<4x8xf32>
+    %a = train.add %h, %b : tensor<4x8xf32>, tensor<8xf32> -> tensor<4x8xf32>
+    %y = train.gelu %a : tensor<4x8xf32>
+    %sy = train.reduce_sum %y [0, 1] : tensor<4x8xf32> -> tensor<f32>
+    %d = train.gelu_grad %a : tensor<4x8xf32>
+    %dx = train.mul %g, %d : tensor<4x8xf32>
+    %sd = train.reduce_sum %dx [0, 1] : tensor<4x8xf32> -> tensor<f32>
+    train.yield %sy, %sd : tensor<f32>, tensor<f32>
+  }
+}
+
+// -----
+
+// Not recomputed: a sum of two full-size tensors (a consumer would read
+// both), an add also read by a non-element-wise op (reduce_sum), and an
+// exp (not one instruction). Each is materialised once.
+// CHECK-LABEL: train.model @materialised
+// CHECK:       %[[S:.*]] = kernel.elementwise(%{{.*}}, %{{.*}}) : tensor<4x8xf32>, tensor<4x8xf32> -> tensor<4x8xf32> {
+// CHECK-NEXT:  ^bb0
+// CHECK-NEXT:    kernel.add
+// CHECK-NEXT:    kernel.yield
+// CHECK:       %[[R:.*]] = kernel.elementwise(%{{.*}}, %{{.*}}) : tensor<4x8xf32>, tensor<8xf32> -> tensor<4x8xf32> {
+// CHECK-NEXT:  ^bb0
+// CHECK-NEXT:    kernel.add
+// CHECK-NEXT:    kernel.yield
+// CHECK:       %[[E:.*]] = kernel.elementwise(%{{.*}}) : tensor<4x8xf32> -> tensor<4x8xf32> {
+// CHECK-NEXT:  ^bb0
+// CHECK-NEXT:    kernel.exp
+// CHECK-NEXT:    kernel.yield
+// CHECK:       kernel.elementwise(%[[S]], %[[R]], %[[E]])
+// CHECK-NEXT:  ^bb0
+// CHECK-NEXT:    kernel.tanh
+// CHECK-NEXT:    kernel.add
+// CHECK-NEXT:    kernel.add
+// CHECK-NEXT:    kernel.yield
+// CHECK:       kernel.elementwise(%[[S]], %[[R]], %[[E]])
+// CHECK-NEXT:  ^bb0
+// CHECK-NEXT:    kernel.neg
+// CHECK-NEXT:    kernel.add
+// CHECK-NEXT:    kernel.add
+// CHECK-NEXT:    kernel.yield
+train.model @materialised {
+  train.step {
+    %x = train.input "x" : tensor<4x8xf32>
+    %y = train.input "y" : tensor<4x8xf32>
+    %b = train.input "b" : tensor<8xf32>
+    %s = train.add %x, %y : tensor<4x8xf32>
+    %r = train.add %x, %b : tensor<4x8xf32>, tensor<8xf32> -> tensor<4x8xf32>
+    %e = train.exp %x : tensor<4x8xf32>
+    %sr = train.reduce_sum %r [0, 1] : tensor<4x8xf32> -> tensor<f32>
+    %t = train.tanh %s : tensor<4x8xf32>
+    %t1 = train.add %t, %r : tensor<4x8xf32>
+    %t2 = train.add %t1, %e : tensor<4x8xf32>
+    %n = train.neg %s : tensor<4x8xf32>
+    %n1 = train.add %n, %r : tensor<4x8xf32>
+    %n2 = train.add %n1, %e : tensor<4x8xf32>
+    %l1 = train.reduce_sum %t2 [0, 1] : tensor<4x8xf32> -> tensor<f32>
+    %l2 = train.reduce_sum %n2 [0, 1] : tensor<4x8xf32> -> tensor<f32>
+    train.yield %l1, %l2, %sr : tensor<f32>, tensor<f32>, tensor<f32>
   }
 }
