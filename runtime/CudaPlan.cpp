@@ -406,6 +406,23 @@ void CudaPlanDevice::exec(PlanExecutor::Impl &rt, const PhasePlan &p, int i,
            out);
     return;
   }
+  case OpKind::NormGrad: {
+    // As the CPU device, in the same order: dx row by row (mean and rstd
+    // to the scratch), each chunk's partial dgamma (dbeta) sums, then the
+    // chunks added in order.
+    const int64_t d = inShape(0).back(), rows = d ? numElements(inShape(0)) / d : 0;
+    const int64_t per = normChunkRows(rows), chunks = (rows + per - 1) / per;
+    float *mean = scratchFloats(alignUp(2 * rows) + 2 * chunks * d), *rstd = mean + rows;
+    float *pg = mean + alignUp(2 * rows), *pb = n.flag ? pg + chunks * d : nullptr;
+    launch("st_norm_grad_rows", rows, rows, d, static_cast<float>(n.floats[0]), n.flag ? 1 : 0,
+           in(0), in(1), in(2), out, mean, rstd);
+    launch("st_norm_param_partials", chunks * d, rows, d, per, chunks, in(0), in(2),
+           static_cast<const float *>(mean), static_cast<const float *>(rstd), pg, pb);
+    float *dgamma = out + rows * d, *dbeta = n.flag ? dgamma + d : nullptr;
+    launch("st_norm_param_grad", d, d, chunks, static_cast<const float *>(pg),
+           static_cast<const float *>(pb), dgamma, dbeta);
+    return;
+  }
   case OpKind::Attention: {
     // S = scale Q K^T, masked softmax rows, O = P V: two batched GEMMs.
     AttentionDims a = attentionDims(inShape(0), inShape(1), inShape(2));

@@ -304,6 +304,21 @@ static void validatePhase(const Graph &g, const std::vector<Node> &nodes) {
                          std::to_string(x.back()) + " features");
       break;
     }
+    case OpKind::NormGrad: {
+      const Shape &x = opShape(0);
+      needFloats(1);
+      if (x.empty())
+        fail(i, n, "operand must have rank >= 1");
+      if (numElements(opShape(1)) != x.back())
+        fail(i, n, "gamma of shape " + shapeToString(opShape(1)) + " does not match " +
+                       std::to_string(x.back()) + " features");
+      if (opShape(2) != x)
+        fail(i, n, "grad " + shapeToString(opShape(2)) + " and x " + shapeToString(x) +
+                       " must share one shape");
+      const int64_t d = x.back(), rows = d ? numElements(x) / d : 0;
+      needShape(Shape{rows + (n.flag ? 2 : 1), d}, "norm_grad");
+      break;
+    }
     case OpKind::Attention: {
       const Shape &q = opShape(0), &k = opShape(1), &v = opShape(2);
       needFloats(1);

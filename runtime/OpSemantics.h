@@ -101,6 +101,20 @@ void normRow(const T *xr, const T *gamma, const T *beta, T *yr, int64_t d, T eps
   kernelmath::st_norm_row(xr, gamma, beta, yr, d, eps);
 }
 
+// norm_grad (KernelMath.inc's st_norm_grad_row and the chunked parameter
+// sums): a chunk of n rows' dx and the chunk's partial dgamma (dbeta)
+// sums; the chunks' partials then add in order (normParamCombine).
+template <typename T>
+void normGradChunk(const T *x, const T *gamma, const T *dy, T *dx, int64_t n, int64_t d, T eps,
+                   bool centered, T *pg, T *pb) {
+  kernelmath::st_norm_grad_chunk(x, gamma, dy, dx, n, d, eps, centered, pg, pb);
+}
+template <typename T>
+T normParamCombine(const T *partials, int64_t chunks, int64_t d, int64_t j) {
+  return kernelmath::st_norm_param_combine(partials, chunks, d, j);
+}
+inline int64_t normChunkRows(int64_t rows) { return kernelmath::st_norm_chunk_rows(rows); }
+
 // Row-major strides of `shape`.
 inline std::vector<int64_t> stridesOf(const Shape &shape) {
   std::vector<int64_t> st(shape.size(), 1);

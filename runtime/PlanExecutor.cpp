@@ -219,6 +219,10 @@ ST_ROW_LOOP(void, normRowAnyIsa, normRow<float>,
             (const float *x, const float *gamma, const float *beta, float *y, int64_t d,
              float eps),
             (x, gamma, beta, y, d, eps))
+ST_ROW_LOOP(void, normGradChunkAnyIsa, normGradChunk<float>,
+            (const float *x, const float *gamma, const float *dy, float *dx, int64_t n,
+             int64_t d, float eps, bool centered, float *pg, float *pb),
+            (x, gamma, dy, dx, n, d, eps, centered, pg, pb))
 ST_ROW_LOOP(float, crossEntropyRow, kernelmath::st_cross_entropy_row<float>,
             (const float *x, int64_t c, int64_t target), (x, c, target))
 
@@ -646,6 +650,31 @@ void HostDevice::exec(PlanExecutor::Impl &rt, const PhasePlan &p, int i, const T
 #pragma omp parallel for schedule(static) if (count > 32768)
     for (int64_t r = 0; r < rows; ++r)
       normRowAnyIsa(x + r * d, gamma, beta, out + r * d, d, eps);
+    return;
+  }
+  case OpKind::NormGrad: {
+    // Chunks of rows (normChunkRows: a function of the row count only), a
+    // chunk per thread at a time: each row's dx, and the chunk's partial
+    // dgamma (dbeta) sums while the row is in cache; then the chunks'
+    // partials add in order. The reference's bits for any thread count.
+    const float *x = in(0), *gamma = in(1), *dy = in(2);
+    const int64_t d = inShape(0).back(), rows = d ? numElements(inShape(0)) / d : 0;
+    const float eps = static_cast<float>(n.floats[0]);
+    const int64_t per = normChunkRows(rows), chunks = (rows + per - 1) / per;
+    float *pg = rt.scratchFloats((n.flag ? 2 : 1) * chunks * d);
+    float *pb = n.flag ? pg + chunks * d : nullptr;
+#pragma omp parallel for schedule(static) if (rows * d > 32768)
+    for (int64_t c = 0; c < chunks; ++c) {
+      const int64_t r0 = c * per;
+      normGradChunkAnyIsa(x + r0 * d, gamma, dy + r0 * d, out + r0 * d, std::min(per, rows - r0),
+                          d, eps, n.flag, pg + c * d, pb ? pb + c * d : nullptr);
+    }
+    float *dgamma = out + rows * d;
+    for (int64_t j = 0; j < d; ++j) {
+      dgamma[j] = normParamCombine(pg, chunks, d, j);
+      if (pb)
+        dgamma[d + j] = normParamCombine(pb, chunks, d, j);
+    }
     return;
   }
   case OpKind::Attention: {

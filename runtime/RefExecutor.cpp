@@ -155,6 +155,29 @@ Buf<T> normRows(const Buf<T> &x, const Buf<T> &gamma, const Buf<T> *beta,
   return y;
 }
 
+// norm_grad: [rows + 2 (RmsNorm: 1), d] stacking dx, dgamma and dbeta.
+template <typename T>
+Buf<T> normGrad(const Buf<T> &x, const Buf<T> &gamma, const Buf<T> &dy, int64_t d, T eps,
+                bool centered) {
+  int64_t rows = d ? static_cast<int64_t>(x.size()) / d : 0;
+  Buf<T> out((rows + (centered ? 2 : 1)) * d);
+  const int64_t per = normChunkRows(rows), chunks = (rows + per - 1) / per;
+  std::vector<T> pg(chunks * d), pb(centered ? chunks * d : 0);
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t r0 = c * per;
+    normGradChunk(x.data() + r0 * d, gamma.data(), dy.data() + r0 * d, out.data() + r0 * d,
+                  std::min(per, rows - r0), d, eps, centered, pg.data() + c * d,
+                  centered ? pb.data() + c * d : nullptr);
+  }
+  T *dgamma = out.data() + rows * d;
+  for (int64_t j = 0; j < d; ++j) {
+    dgamma[j] = normParamCombine(pg.data(), chunks, d, j);
+    if (centered)
+      dgamma[d + j] = normParamCombine(pb.data(), chunks, d, j);
+  }
+  return out;
+}
+
 // q [B.., Tq, D], k [B.., Tk, D], v [B.., Tk, Dv] -> [B.., Tq, Dv].
 template <typename T>
 Buf<T> attention(const Buf<T> &q, const Buf<T> &k, const Buf<T> &v,
@@ -597,6 +620,10 @@ RefExecutor::Impl::run(const std::map<std::string, HostTensor> &inputs,
         out = normRows(in(0), in(1),
                        n.kind == OpKind::LayerNorm ? &in(2) : nullptr,
                        n.shape.back(), static_cast<T>(n.floats[0]));
+        break;
+      case OpKind::NormGrad:
+        out = normGrad(in(0), in(1), in(2), inShape(0).back(), static_cast<T>(n.floats[0]),
+                       n.flag);
         break;
       case OpKind::Attention: {
         AttentionDims a = attentionDims(inShape(0), inShape(1), inShape(2));

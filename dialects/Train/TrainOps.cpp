@@ -866,6 +866,25 @@ LogicalResult AttentionOp::verify() {
   return success();
 }
 
+LogicalResult NormGradOp::verify() {
+  ArrayRef<int64_t> x = shapeOf(getInput());
+  if (x.empty())
+    return emitOpError() << "input must have rank >= 1, got " << getInput().getType();
+  const int64_t d = x.back();
+  if (RankedTensorType::get(shapeOf(getGamma()), elemOf(getInput())).getNumElements() != d ||
+      elemOf(getGamma()) != elemOf(getInput()))
+    return emitOpError() << "gamma " << getGamma().getType() << " must hold the " << d
+                         << " features of " << getInput().getType();
+  const int64_t rows = d ? RankedTensorType::get(x, elemOf(getInput())).getNumElements() / d : 0;
+  SmallVector<int64_t> expected{rows + (getCentered() ? 2 : 1), d};
+  if (shapeOf(getResult()) != ArrayRef<int64_t>(expected) ||
+      elemOf(getResult()) != elemOf(getInput()))
+    return emitOpError() << "result " << getType() << " should stack " << rows
+                         << " rows of dx, dgamma" << (getCentered() ? " and dbeta" : "")
+                         << " as " << RankedTensorType::get(expected, elemOf(getInput()));
+  return success();
+}
+
 LogicalResult AttentionGradOp::verify() {
   ArrayRef<int64_t> q = shapeOf(getQ());
   if (q.size() != 4)

@@ -416,6 +416,30 @@ def Train_AttentionOp : Train_Op<"attention", [Pure, Differentiable,
   let hasVerifier = 1;
 }
 
+def Train_NormGradOp : Train_Op<"norm_grad", [Pure, AllTypesMatch<["input", "grad"]>]> {
+  let summary = "the gradients of train.layer_norm / train.rms_norm, fused and stacked";
+  let description = [{
+    The vector-Jacobian product of `train.layer_norm` (`centered`) or
+    `train.rms_norm` (same `eps`) at `input` [..., D] with gain `gamma` for
+    the result gradient `grad`. With R = numel(input) / D rows, the result
+    `[R + 2, D]` (RmsNorm: `[R + 1, D]`) stacks dx (R rows), dgamma and,
+    for LayerNorm, dbeta:
+
+        xhat = (x - mean) rstd,  rstd = 1 / sqrt(var + eps),  a = grad gamma
+        dx     = rstd (a - mean(a) - xhat mean(a xhat))   (RmsNorm: no mean(a))
+        dgamma = sum over rows of grad xhat,  dbeta = sum over rows of grad
+
+    Autodiff emits it so that the executors run one pass over the rows (the
+    row's statistics recomputed, as the forward computes them) and one over
+    column blocks, instead of a dozen element-wise and reduction passes.
+  }];
+  let arguments = (ins Train_FloatTensor:$input, Train_FloatTensor:$gamma,
+                       Train_FloatTensor:$grad, F64Attr:$eps, UnitAttr:$centered);
+  let results = (outs Train_FloatTensor:$result);
+  let assemblyFormat = "$input `,` $gamma `,` $grad (`centered` $centered^)? attr-dict `:` type($input) `,` type($gamma) `->` type($result)";
+  let hasVerifier = 1;
+}
+
 def Train_AttentionGradOp : Train_Op<"attention_grad", [Pure,
     AllTypesMatch<["q", "k", "v", "grad"]>]> {
   let summary = "the gradients of train.attention, fused: [dq, dk, dv] stacked";

@@ -49,9 +49,6 @@ struct Emit {
     keep.back() = 1;
     return reshape(s, keep);
   }
-  Value meanLastKeep(Value x) {
-    return mul(sumLastKeep(x), c(x, 1.0 / static_cast<double>(shape(x).back())));
-  }
   /// Sums `g` down to the shape of `like` (undoes NumPy broadcasting).
   Value reduceTo(Value g, Type like) {
     ArrayRef<int64_t> target = cast<RankedTensorType>(like).getShape();
@@ -65,10 +62,6 @@ struct Emit {
         dims.push_back(d);
     Value s = dims.empty() ? g : b.create<ReduceSumOp>(loc, g, dims).getResult();
     return shape(s) == target ? s : reshape(s, target);
-  }
-  /// Sums every dim but the last: [..., D] -> [D].
-  Value sumToLast(Value g) {
-    return reduceTo(g, RankedTensorType::get({shape(g).back()}, elem(g)));
   }
 };
 } // namespace
@@ -256,33 +249,35 @@ void SoftmaxOp::buildVJP(OpBuilder &b, Value g, SmallVectorImpl<Value> &grads) {
 
 // Shared by both norms: with xhat = x * r (r = 1/std, per row) and
 // dxhat = g * gamma, dx = r * (dxhat - [mean(dxhat)] - xhat * mean(dxhat * xhat)).
-static Value normInputVJP(Emit &e, Value r, Value xhat, Value dxhat, bool centered) {
-  Value inner = e.sub(dxhat, e.mul(xhat, e.meanLastKeep(e.mul(dxhat, xhat))));
+// LayerNorm (centered) and RmsNorm: one fused train.norm_grad (see its
+// description) stacking dx as rows, dgamma and dbeta; then its parts.
+static void normVJP(OpBuilder &b, Location loc, Value x, Value gamma, Value beta, Value g,
+                    double eps, SmallVectorImpl<Value> &grads) {
+  Emit e{b, loc};
+  auto type = cast<RankedTensorType>(x.getType());
+  const bool centered = static_cast<bool>(beta);
+  const int64_t d = type.getShape().back(), rows = d ? type.getNumElements() / d : 0;
+  Type elem = type.getElementType();
+  Value all = b.create<NormGradOp>(
+      loc, RankedTensorType::get({rows + (centered ? 2 : 1), d}, elem), x, gamma, g,
+      b.getF64FloatAttr(eps), centered ? b.getUnitAttr() : UnitAttr());
+  auto part = [&](int64_t offset, int64_t n, Type like) {
+    Value s = b.create<SliceOp>(loc, RankedTensorType::get({n, d}, elem), all,
+                                b.getI64IntegerAttr(0), b.getI64IntegerAttr(offset));
+    return s.getType() == like ? s : e.reshape(s, cast<RankedTensorType>(like).getShape());
+  };
+  grads.push_back(part(0, rows, x.getType()));
+  grads.push_back(part(rows, 1, gamma.getType()));
   if (centered)
-    inner = e.sub(inner, e.meanLastKeep(dxhat));
-  return e.mul(r, inner);
+    grads.push_back(part(rows + 1, 1, beta.getType()));
 }
 
 void LayerNormOp::buildVJP(OpBuilder &b, Value g, SmallVectorImpl<Value> &grads) {
-  Emit e{b, getLoc()};
-  Value x = getInput();
-  Value xc = e.sub(x, e.meanLastKeep(x));
-  Value var = e.meanLastKeep(e.mul(xc, xc));
-  Value r = b.create<RsqrtOp>(getLoc(), e.add(var, e.c(x, getEps().convertToDouble())));
-  Value xhat = e.mul(xc, r);
-  grads.push_back(normInputVJP(e, r, xhat, e.mul(g, getGamma()), /*centered=*/true));
-  grads.push_back(e.sumToLast(e.mul(g, xhat)));
-  grads.push_back(e.sumToLast(g));
+  normVJP(b, getLoc(), getInput(), getGamma(), getBeta(), g, getEps().convertToDouble(), grads);
 }
 
 void RmsNormOp::buildVJP(OpBuilder &b, Value g, SmallVectorImpl<Value> &grads) {
-  Emit e{b, getLoc()};
-  Value x = getInput();
-  Value ms = e.meanLastKeep(e.mul(x, x));
-  Value r = b.create<RsqrtOp>(getLoc(), e.add(ms, e.c(x, getEps().convertToDouble())));
-  Value xhat = e.mul(x, r);
-  grads.push_back(normInputVJP(e, r, xhat, e.mul(g, getGamma()), /*centered=*/false));
-  grads.push_back(e.sumToLast(e.mul(g, xhat)));
+  normVJP(b, getLoc(), getInput(), getGamma(), Value(), g, getEps().convertToDouble(), grads);
 }
 
 void AttentionOp::buildVJP(OpBuilder &b, Value g, SmallVectorImpl<Value> &grads) {

@@ -57,6 +57,9 @@ const char *dtypeName(DType t);
 //    Softmax:    last axis; flag=causal: over [..., T, T], j > i gets prob 0
 //    LayerNorm:  operands {x, gamma, beta}; floats {eps}; biased variance
 //    RmsNorm:    operands {x, gamma}; floats {eps}
+//    NormGrad:   operands {x, gamma, dy}; floats {eps}; flag=centered
+//                (LayerNorm, else RmsNorm): [R + 2 (RmsNorm: 1), D] stacking
+//                dx as R = numel(x) / D rows, then dgamma (and dbeta)
 //    Attention:  operands {q, k, v} [B, H, T, D]; floats {scale}; flag=causal
 //    Embedding:  operands {table [V, D], ids [...]} -> [..., D]
 //    ScatterRows:operands {ids [...], g [..., D]} -> `shape` [V, D], rows summed

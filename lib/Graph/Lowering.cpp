@@ -164,6 +164,10 @@ static LogicalResult lowerPhase(Block &block, Phase phase, Graph &g) {
         .Case([&](SoftmaxOp o) { n.flag = o.getCausal(); })
         .Case([&](LayerNormOp o) { n.floats = {o.getEps().convertToDouble()}; })
         .Case([&](RmsNormOp o) { n.floats = {o.getEps().convertToDouble()}; })
+        .Case([&](NormGradOp o) {
+          n.floats = {o.getEps().convertToDouble()};
+          n.flag = o.getCentered();
+        })
         .Case([&](AttentionOp o) {
           n.floats = {o.getScale().convertToDouble()};
           n.flag = o.getCausal();

@@ -134,6 +134,47 @@ extern "C" __global__ void st_norm_rows(i64 rows, i64 d, float eps, const float 
   }
 }
 
+/* norm_grad (KernelMath.inc's st_norm_grad_row): dx of each row, its
+ * mean and rstd into mean[r], rstd[r]. A thread per row. */
+extern "C" __global__ void st_norm_grad_rows(i64 rows, i64 d, float eps, int centered,
+                                             const float *x, const float *gamma,
+                                             const float *dy, float *dx, float *mean,
+                                             float *rstd) {
+  ST_LOOP(r, rows) {
+    st_norm_grad_row(x + r * d, gamma, dy + r * d, dx + r * d, d, eps, centered != 0, mean + r,
+                     rstd + r);
+  }
+}
+
+/* norm_grad, the parameters: chunk c's partial sums over its rows in
+ * order (st_norm_param_accumulate, as the CPU's st_norm_grad_chunk adds
+ * them), a thread per (chunk, column); pb null: RmsNorm. */
+extern "C" __global__ void st_norm_param_partials(i64 rows, i64 d, i64 per, i64 chunks,
+                                                  const float *x, const float *dy,
+                                                  const float *mean, const float *rstd,
+                                                  float *pg, float *pb) {
+  ST_LOOP(e, chunks * d) {
+    i64 c = e / d, j = e % d, end = (c + 1) * per < rows ? (c + 1) * per : rows;
+    pg[e] = 0.0f;
+    if (pb)
+      pb[e] = 0.0f;
+    for (i64 r = c * per; r < end; ++r)
+      st_norm_param_accumulate(x + r * d, dy + r * d, mean[r], rstd[r], j, (i64)1, pg + e,
+                               pb ? pb + e : (float *)0);
+  }
+}
+
+/* ... then the chunks in order (st_norm_param_combine), a thread per
+ * column. */
+extern "C" __global__ void st_norm_param_grad(i64 d, i64 chunks, const float *pg,
+                                              const float *pb, float *dgamma, float *dbeta) {
+  ST_LOOP(j, d) {
+    dgamma[j] = st_norm_param_combine(pg, chunks, d, j);
+    if (pb)
+      dbeta[j] = st_norm_param_combine(pb, chunks, d, j);
+  }
+}
+
 /* y[r, :] = table[ids[r], :] (ids checked on the host). */
 extern "C" __global__ void st_embedding(i64 rows, i64 d, const float *table, const float *ids,
                                         float *y) {

@@ -304,6 +304,9 @@ std::map<std::string, EmuKernel> runtimeOps(bool blockReductions) {
   add("st_softmax_rows", adapt(st_softmax_rows));
   add("st_softmax_grad_rows", adapt(st_softmax_grad_rows));
   add("st_norm_rows", adapt(st_norm_rows));
+  add("st_norm_grad_rows", adapt(st_norm_grad_rows));
+  add("st_norm_param_partials", adapt(st_norm_param_partials));
+  add("st_norm_param_grad", adapt(st_norm_param_grad));
   add("st_embedding", adapt(st_embedding));
   add("st_scatter_rows", adapt(st_scatter_rows));
   add("st_one_hot", adapt(st_one_hot));

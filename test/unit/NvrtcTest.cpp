@@ -15,7 +15,9 @@
 #include "stretto/Kernel/Passes.h"
 #include "stretto/PlanExecutor.h"
 
+#include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/MLIRContext.h"
+#include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
 
 #include <gtest/gtest.h>
@@ -49,6 +51,45 @@ std::vector<KernelSource> gptTinyKernels() {
   std::vector<KernelSource> kernels;
   if (mlir::failed(kernel::emitAllKernels(loaded->model, kernels)))
     return {};
+  return kernels;
+}
+
+// The kernels of a small model with a row sum, a column sum and a full sum
+// of element-wise producers (kernel-fuse-reductions' three kinds): gpt-tiny's
+// backward has no row sum since norm_grad took the normalisations' sums.
+std::vector<KernelSource> reductionKernels() {
+  mlir::MLIRContext ctx;
+  ctx.loadDialect<train::TrainDialect, kernel::KernelDialect>();
+  auto diag = printDiagnostics(ctx);
+  auto module = mlir::parseSourceString<mlir::ModuleOp>(R"(
+train.model @sums {
+  train.step {
+    %x = train.input "x" : tensor<64x96xf32>
+    %row = train.input "row" : tensor<96xf32>
+    %0 = train.mul %x, %row : tensor<64x96xf32>, tensor<96xf32> -> tensor<64x96xf32>
+    %r = train.reduce_sum %0 [1] : tensor<64x96xf32> -> tensor<64xf32>
+    %1 = train.mul %x, %x : tensor<64x96xf32>
+    %c = train.reduce_sum %1 [0] : tensor<64x96xf32> -> tensor<96xf32>
+    %2 = train.exp %x : tensor<64x96xf32>
+    %a = train.reduce_sum %2 [0, 1] : tensor<64x96xf32> -> tensor<f32>
+    %s = train.reduce_sum %r [0] : tensor<64xf32> -> tensor<f32>
+    %t = train.reduce_sum %c [0] : tensor<96xf32> -> tensor<f32>
+    %u = train.add %s, %t : tensor<f32>
+    %v = train.add %u, %a : tensor<f32>
+    train.yield %v : tensor<f32>
+  }
+})",
+                                                        &ctx);
+  if (!module)
+    return {};
+  mlir::PassManager pm(&ctx);
+  buildKernelPipeline(pm);
+  if (mlir::failed(pm.run(*module)))
+    return {};
+  std::vector<KernelSource> kernels;
+  for (auto model : module->getOps<train::ModelOp>())
+    if (mlir::failed(kernel::emitAllKernels(model, kernels)))
+      return {};
   return kernels;
 }
 
@@ -97,6 +138,9 @@ TEST(NvrtcTest, GptTinyKernelsCompileForSm90AndSm80) {
   // AdamW and clipping of all 30 parameters: the update phase has kernels.
   EXPECT_GE(update, 30);
   // Fused reductions (row sums and column sums) compile too.
+  std::vector<KernelSource> sums = reductionKernels();
+  ASSERT_FALSE(sums.empty()) << "the reductions model did not compile to kernels";
+  kernels.insert(kernels.end(), sums.begin(), sums.end());
   int rowSums = 0, columnSums = 0;
   for (const KernelSource &k : kernels) {
     rowSums += k.kind == "row-sum";

@@ -210,6 +210,23 @@ TEST(PlanExecutor, RowOps) {
     expectSame(b, n, {{"x", random({6, 8}, 10)}, {"g", random({8}, 11)}, {"b", random({8}, 12)}},
                0, rms ? "rms_norm" : "layer_norm");
   }
+  // norm_grad: dx rows, then dgamma (and dbeta) summed over the rows in
+  // order by column blocks of 64: a partial block (100 = 64 + 36), enough
+  // rows for the threaded loops (400 x 100 > 32768), and the small case.
+  // Exact agreement: one definition (KernelMath.inc), one summation order.
+  for (bool centered : {true, false})
+    for (Shape xs : {Shape{400, 100}, Shape{2, 3, 8}}) {
+      Builder b;
+      const int64_t d = xs.back(), rows = numElements(xs) / d;
+      int x = b.input("x", xs), g = b.input("g", {d}), dy = b.input("dy", xs);
+      int n = b.node(OpKind::NormGrad, {x, g, dy}, {rows + (centered ? 2 : 1), d}, {}, {1e-5},
+                     centered);
+      b.yieldSum(n);
+      expectSame(b, n,
+                 {{"x", random(xs, 13, -3, 5)}, {"g", random({d}, 14)}, {"dy", random(xs, 15)}},
+                 0, std::string(centered ? "layer_norm" : "rms_norm") + " norm_grad " +
+                        shapeToString(xs));
+    }
   for (bool causal : {false, true}) {
     Builder b;
     int64_t tk = causal ? 4 : 6;

@@ -850,6 +850,42 @@ train.model @m {
 
 // -----
 
+// norm_grad stacks dx's rows, dgamma and (centered) dbeta: [R + 2, D].
+train.model @m {
+  train.step {
+    %x = train.input "x" : tensor<2x3x4xf32>
+    %g = train.input "g" : tensor<4xf32>
+    // expected-error @+1 {{'train.norm_grad' op result 'tensor<7x4xf32>' should stack 6 rows of dx, dgamma and dbeta as 'tensor<8x4xf32>'}}
+    %c = train.norm_grad %x, %g, %x centered {eps = 1.0e-5 : f64} : tensor<2x3x4xf32>, tensor<4xf32> -> tensor<7x4xf32>
+  }
+}
+
+// -----
+
+// RmsNorm's (not centered) has no dbeta row.
+train.model @m {
+  train.step {
+    %x = train.input "x" : tensor<2x4xf32>
+    %g = train.input "g" : tensor<4xf32>
+    // expected-error @+1 {{'train.norm_grad' op result 'tensor<4x4xf32>' should stack 2 rows of dx, dgamma as 'tensor<3x4xf32>'}}
+    %c = train.norm_grad %x, %g, %x {eps = 1.0e-5 : f64} : tensor<2x4xf32>, tensor<4xf32> -> tensor<4x4xf32>
+  }
+}
+
+// -----
+
+// norm_grad's gamma holds the D features.
+train.model @m {
+  train.step {
+    %x = train.input "x" : tensor<2x4xf32>
+    %g = train.input "g" : tensor<3xf32>
+    // expected-error @+1 {{'train.norm_grad' op gamma 'tensor<3xf32>' must hold the 4 features of 'tensor<2x4xf32>'}}
+    %c = train.norm_grad %x, %g, %x centered {eps = 1.0e-5 : f64} : tensor<2x4xf32>, tensor<3xf32> -> tensor<4x4xf32>
+  }
+}
+
+// -----
+
 // attention_grad works on [B, H, T, D].
 train.model @m {
   train.step {

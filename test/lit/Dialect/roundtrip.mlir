@@ -187,7 +187,8 @@ train.model @layout {
 }
 
 // Model ops: softmax (plain and causal), layer_norm (default and explicit
-// eps), rms_norm, attention (plain and causal), attention_grad, embedding,
+// eps), norm_grad (centered or not), rms_norm, attention (plain and
+// causal), attention_grad, embedding,
 // scatter_rows, one_hot.
 // CHECK-LABEL: train.model @modelops {
 train.model @modelops {
@@ -213,6 +214,10 @@ train.model @modelops {
     %ln = train.layer_norm %e, %g, %g : tensor<2x3x4xf32>, tensor<4xf32>, tensor<4xf32>
     // CHECK: train.layer_norm %[[E]], %[[G]], %[[G]] {eps = 1.000000e-03 : f64} : tensor<2x3x4xf32>, tensor<4xf32>, tensor<4xf32>
     %ln2 = train.layer_norm %e, %g, %g {eps = 1.0e-3 : f64} : tensor<2x3x4xf32>, tensor<4xf32>, tensor<4xf32>
+    // CHECK: train.norm_grad %[[E]], %[[G]], %[[E]] centered {eps = 1.000000e-03 : f64} : tensor<2x3x4xf32>, tensor<4xf32> -> tensor<8x4xf32>
+    %lng = train.norm_grad %e, %g, %e centered {eps = 1.0e-3 : f64} : tensor<2x3x4xf32>, tensor<4xf32> -> tensor<8x4xf32>
+    // CHECK: train.norm_grad %[[E]], %[[G]], %[[E]] {eps = 1.000000e-05 : f64} : tensor<2x3x4xf32>, tensor<4xf32> -> tensor<7x4xf32>
+    %rng = train.norm_grad %e, %g, %e {eps = 1.0e-5 : f64} : tensor<2x3x4xf32>, tensor<4xf32> -> tensor<7x4xf32>
     // CHECK: %[[RN:.*]] = train.rms_norm %[[LN]], %[[G]] : tensor<2x3x4xf32>, tensor<4xf32>
     %rn = train.rms_norm %ln, %g : tensor<2x3x4xf32>, tensor<4xf32>
     // CHECK: train.rms_norm %[[LN]], %[[G]] {eps = 2.500000e-01 : f64} : tensor<2x3x4xf32>, tensor<4xf32>

@@ -225,27 +225,20 @@ train.model @embedding_cross_entropy {
 
 // -----
 
-// layer_norm: dgamma = sum over rows of g * xhat, dbeta = sum over rows of g,
-// with xhat recomputed as (x - mean) * rsqrt(var + eps) and eps from the op.
+// layer_norm: one train.norm_grad (centered, the op's eps) stacks dx's 2
+// rows, dgamma and dbeta as [4, 4]; dgamma and dbeta are its rows 2 and 3
+// (dx, of an input, is not taken).
 // CHECK-LABEL: train.model @layer_norm_params
 // CHECK:         %[[X:.*]] = train.input "x" : tensor<2x4xf32>
+// CHECK:         %[[GAMMA:.*]] = train.read @g : tensor<4xf32>
 // CHECK:         %[[G:.*]] = train.broadcast %{{.*}} : tensor<1x1xf32> -> tensor<2x4xf32>
-// CHECK:         %[[Q:.*]] = train.constant dense<2.500000e-01> : tensor<f32>
-// CHECK:         %[[SX:.*]] = train.reduce_sum %[[X]] [1] : tensor<2x4xf32> -> tensor<2xf32>
-// CHECK:         %[[SXK:.*]] = train.reshape %[[SX]] : tensor<2xf32> -> tensor<2x1xf32>
-// CHECK:         %[[MEAN:.*]] = train.mul %[[SXK]], %[[Q]] : tensor<2x1xf32>, tensor<f32> -> tensor<2x1xf32>
-// CHECK:         %[[XC:.*]] = train.sub %[[X]], %[[MEAN]] : tensor<2x4xf32>, tensor<2x1xf32> -> tensor<2x4xf32>
-// CHECK:         %[[SQ:.*]] = train.mul %[[XC]], %[[XC]] : tensor<2x4xf32>
-// CHECK:         %[[VAR:.*]] = train.mul %{{.*}}, %{{.*}} : tensor<2x1xf32>, tensor<f32> -> tensor<2x1xf32>
-// CHECK:         %[[EPS:.*]] = train.constant dense<1.000000e-03> : tensor<f32>
-// CHECK:         %[[VE:.*]] = train.add %[[VAR]], %[[EPS]] : tensor<2x1xf32>, tensor<f32> -> tensor<2x1xf32>
-// CHECK:         %[[R:.*]] = train.rsqrt %[[VE]] : tensor<2x1xf32>
-// CHECK:         %[[XHAT:.*]] = train.mul %[[XC]], %[[R]] : tensor<2x4xf32>, tensor<2x1xf32> -> tensor<2x4xf32>
-// CHECK:         %[[GX:.*]] = train.mul %[[G]], %[[XHAT]] : tensor<2x4xf32>
-// CHECK:         %[[DGAMMA:.*]] = train.reduce_sum %[[GX]] [0] : tensor<2x4xf32> -> tensor<4xf32>
-// CHECK:         %[[DBETA:.*]] = train.reduce_sum %[[G]] [0] : tensor<2x4xf32> -> tensor<4xf32>
-// CHECK:         train.grad %[[DGAMMA]] for @g : tensor<4xf32>
-// CHECK:         train.grad %[[DBETA]] for @b : tensor<4xf32>
+// CHECK-NEXT:    %[[ALL:.*]] = train.norm_grad %[[X]], %[[GAMMA]], %[[G]] centered {eps = 1.000000e-03 : f64} : tensor<2x4xf32>, tensor<4xf32> -> tensor<4x4xf32>
+// CHECK-NEXT:    %[[S1:.*]] = train.slice %[[ALL]] axis = 0 offset = 2 : tensor<4x4xf32> -> tensor<1x4xf32>
+// CHECK-NEXT:    %[[DGAMMA:.*]] = train.reshape %[[S1]] : tensor<1x4xf32> -> tensor<4xf32>
+// CHECK-NEXT:    %[[S2:.*]] = train.slice %[[ALL]] axis = 0 offset = 3 : tensor<4x4xf32> -> tensor<1x4xf32>
+// CHECK-NEXT:    %[[DBETA:.*]] = train.reshape %[[S2]] : tensor<1x4xf32> -> tensor<4xf32>
+// CHECK-NEXT:    train.grad %[[DGAMMA]] for @g : tensor<4xf32>
+// CHECK-NEXT:    train.grad %[[DBETA]] for @b : tensor<4xf32>
 train.model @layer_norm_params {
   train.param @g : tensor<4xf32> = ones
   train.param @b : tensor<4xf32> = zeros
@@ -261,30 +254,15 @@ train.model @layer_norm_params {
 
 // -----
 
-// layer_norm input gradient: dx = r * (dxhat - xhat * mean(dxhat * xhat) - mean(dxhat))
-// with dxhat = g * gamma and the default eps 1e-5.
+// layer_norm input gradient: rows 0 and 1 of train.norm_grad, with the
+// default eps 1e-5.
 // CHECK-LABEL: train.model @layer_norm_input
 // CHECK:         %[[X:.*]] = train.read @w : tensor<2x4xf32>
 // CHECK:         %[[GAMMA:.*]] = train.input "gamma" : tensor<4xf32>
 // CHECK:         %[[G:.*]] = train.broadcast %{{.*}} : tensor<1x1xf32> -> tensor<2x4xf32>
-// CHECK:         %[[XC:.*]] = train.sub %[[X]], %{{.*}} : tensor<2x4xf32>, tensor<2x1xf32> -> tensor<2x4xf32>
-// CHECK:         train.constant dense<9.99999974E-6> : tensor<f32>
-// CHECK:         %[[R:.*]] = train.rsqrt %{{.*}} : tensor<2x1xf32>
-// CHECK:         %[[XHAT:.*]] = train.mul %[[XC]], %[[R]] : tensor<2x4xf32>, tensor<2x1xf32> -> tensor<2x4xf32>
-// CHECK:         %[[DXHAT:.*]] = train.mul %[[G]], %[[GAMMA]] : tensor<2x4xf32>, tensor<4xf32> -> tensor<2x4xf32>
-// CHECK:         %[[PROD:.*]] = train.mul %[[DXHAT]], %[[XHAT]] : tensor<2x4xf32>
-// CHECK:         %[[Q1:.*]] = train.constant dense<2.500000e-01> : tensor<f32>
-// CHECK:         %[[S1:.*]] = train.reduce_sum %[[PROD]] [1] : tensor<2x4xf32> -> tensor<2xf32>
-// CHECK:         %[[S1K:.*]] = train.reshape %[[S1]] : tensor<2xf32> -> tensor<2x1xf32>
-// CHECK:         %[[M1:.*]] = train.mul %[[S1K]], %[[Q1]] : tensor<2x1xf32>, tensor<f32> -> tensor<2x1xf32>
-// CHECK:         %[[T1:.*]] = train.mul %[[XHAT]], %[[M1]] : tensor<2x4xf32>, tensor<2x1xf32> -> tensor<2x4xf32>
-// CHECK:         %[[I1:.*]] = train.sub %[[DXHAT]], %[[T1]] : tensor<2x4xf32>
-// CHECK:         %[[S2:.*]] = train.reduce_sum %[[DXHAT]] [1] : tensor<2x4xf32> -> tensor<2xf32>
-// CHECK:         %[[S2K:.*]] = train.reshape %[[S2]] : tensor<2xf32> -> tensor<2x1xf32>
-// CHECK:         %[[M2:.*]] = train.mul %[[S2K]], %{{.*}} : tensor<2x1xf32>, tensor<f32> -> tensor<2x1xf32>
-// CHECK:         %[[I2:.*]] = train.sub %[[I1]], %[[M2]] : tensor<2x4xf32>, tensor<2x1xf32> -> tensor<2x4xf32>
-// CHECK:         %[[DX:.*]] = train.mul %[[R]], %[[I2]] : tensor<2x1xf32>, tensor<2x4xf32> -> tensor<2x4xf32>
-// CHECK:         train.grad %[[DX]] for @w : tensor<2x4xf32>
+// CHECK-NEXT:    %[[ALL:.*]] = train.norm_grad %[[X]], %[[GAMMA]], %[[G]] centered {eps = 1.000000e-05 : f64} : tensor<2x4xf32>, tensor<4xf32> -> tensor<4x4xf32>
+// CHECK-NEXT:    %[[S:.*]] = train.slice %[[ALL]] axis = 0 offset = 0 : tensor<4x4xf32> -> tensor<2x4xf32>
+// CHECK:         train.grad %[[S]] for @w : tensor<2x4xf32>
 train.model @layer_norm_input {
   train.param @w : tensor<2x4xf32> = normal(1.0)
   train.step {
@@ -298,28 +276,17 @@ train.model @layer_norm_input {
 
 // -----
 
-// rms_norm: r = rsqrt(mean(x^2) + eps), xhat = x * r,
-// dx = r * (dxhat - xhat * mean(dxhat * xhat)) (no centring term), dgamma = sum(g * xhat).
+// rms_norm: train.norm_grad without `centered` stacks dx's 2 rows and
+// dgamma as [3, 4].
 // CHECK-LABEL: train.model @rms_norm
 // CHECK:         %[[X:.*]] = train.read @w : tensor<2x4xf32>
 // CHECK:         %[[GAMMA:.*]] = train.read @g : tensor<4xf32>
 // CHECK:         %[[G:.*]] = train.broadcast %{{.*}} : tensor<1x1xf32> -> tensor<2x4xf32>
-// CHECK:         %[[X2:.*]] = train.mul %[[X]], %[[X]] : tensor<2x4xf32>
-// CHECK:         %[[S:.*]] = train.reduce_sum %[[X2]] [1] : tensor<2x4xf32> -> tensor<2xf32>
-// CHECK:         %[[MS:.*]] = train.mul %{{.*}}, %{{.*}} : tensor<2x1xf32>, tensor<f32> -> tensor<2x1xf32>
-// CHECK:         %[[EPS:.*]] = train.constant dense<2.500000e-01> : tensor<f32>
-// CHECK:         %[[MSE:.*]] = train.add %[[MS]], %[[EPS]] : tensor<2x1xf32>, tensor<f32> -> tensor<2x1xf32>
-// CHECK:         %[[R:.*]] = train.rsqrt %[[MSE]] : tensor<2x1xf32>
-// CHECK:         %[[XHAT:.*]] = train.mul %[[X]], %[[R]] : tensor<2x4xf32>, tensor<2x1xf32> -> tensor<2x4xf32>
-// CHECK:         %[[DXHAT:.*]] = train.mul %[[G]], %[[GAMMA]] : tensor<2x4xf32>, tensor<4xf32> -> tensor<2x4xf32>
-// CHECK:         %[[PROD:.*]] = train.mul %[[DXHAT]], %[[XHAT]] : tensor<2x4xf32>
-// CHECK:         %[[M:.*]] = train.mul %{{.*}}, %{{.*}} : tensor<2x1xf32>, tensor<f32> -> tensor<2x1xf32>
-// CHECK:         %[[T:.*]] = train.mul %[[XHAT]], %[[M]] : tensor<2x4xf32>, tensor<2x1xf32> -> tensor<2x4xf32>
-// CHECK:         %[[I:.*]] = train.sub %[[DXHAT]], %[[T]] : tensor<2x4xf32>
-// CHECK-NEXT:    %[[DX:.*]] = train.mul %[[R]], %[[I]] : tensor<2x1xf32>, tensor<2x4xf32> -> tensor<2x4xf32>
-// CHECK-NEXT:    %[[GX:.*]] = train.mul %[[G]], %[[XHAT]] : tensor<2x4xf32>
-// CHECK-NEXT:    %[[DGAMMA:.*]] = train.reduce_sum %[[GX]] [0] : tensor<2x4xf32> -> tensor<4xf32>
-// CHECK-NEXT:    train.grad %[[DX]] for @w : tensor<2x4xf32>
+// CHECK-NEXT:    %[[ALL:.*]] = train.norm_grad %[[X]], %[[GAMMA]], %[[G]] {eps = 2.500000e-01 : f64} : tensor<2x4xf32>, tensor<4xf32> -> tensor<3x4xf32>
+// CHECK-NEXT:    %[[S0:.*]] = train.slice %[[ALL]] axis = 0 offset = 0 : tensor<3x4xf32> -> tensor<2x4xf32>
+// CHECK-NEXT:    %[[S1:.*]] = train.slice %[[ALL]] axis = 0 offset = 2 : tensor<3x4xf32> -> tensor<1x4xf32>
+// CHECK-NEXT:    %[[DGAMMA:.*]] = train.reshape %[[S1]] : tensor<1x4xf32> -> tensor<4xf32>
+// CHECK-NEXT:    train.grad %[[S0]] for @w : tensor<2x4xf32>
 // CHECK-NEXT:    train.grad %[[DGAMMA]] for @g : tensor<4xf32>
 train.model @rms_norm {
   train.param @w : tensor<2x4xf32> = normal(1.0)
