@@ -303,7 +303,7 @@ def kernels(report, tmp):
                % (e + r + w, e, r, w))
     report.add("kernel.reduce: %d over a trailing run of dims (row sums; whole-tensor sums "
                "included), %d over a leading run (column sums)" % (rows_sums, cols_sums))
-    report.add("kernel.gemm (OpenBLAS, not fused kernels): %d" % g)
+    report.add("kernel.gemm (the GEMM library, not fused kernels): %d" % g)
 
 
 TASKS = {"tiny": ("gpt-tiny", tiny), "bf16": ("gpt-mini-bf16", bf16),
