@@ -4,12 +4,16 @@
 #include <csignal>
 #include <pthread.h>
 #include <thread>
+#include <unistd.h>
 
 using namespace stretto;
 
 namespace {
 std::atomic<std::atomic<bool> *> gFlag{nullptr};
 std::atomic<bool> gOneThread{false};
+// A stop signal taken (by the sigwait thread) before any run began: the
+// next run starts with its flag set.
+std::atomic<bool> gPending{false};
 
 extern "C" void setStopFlag(int) {
   if (std::atomic<bool> *f = gFlag.load())
@@ -26,6 +30,8 @@ sigset_t stopSignals() {
 } // namespace
 
 StopOnSignal::StopOnSignal(std::atomic<bool> &flag) : outer(gFlag.exchange(&flag)) {
+  if (gPending.exchange(false))
+    flag.store(true);
   if (!gOneThread) {
     previousInt = std::signal(SIGINT, setStopFlag);
     previousTerm = std::signal(SIGTERM, setStopFlag);
@@ -54,10 +60,24 @@ void stretto::takeStopSignalsOnOneThread() {
         f->store(true);
         continue;
       }
-      // No run to stop: the default action, as without this thread.
+      // No run yet (the plan loading, kernels compiling, ranks meeting): the
+      // run stops once it has begun, after its first step every rank agrees
+      // on, with a checkpoint. A launcher forwards Ctrl-C to every rank at
+      // once, and a rank still starting up must not die while the others
+      // stop cleanly. A second signal before the run ends the process.
+      if (!gPending.exchange(true)) {
+        static const char msg[] = "stretto-run: stop requested before the run began: it stops "
+                                  "after its first step, with a checkpoint (again to exit now)\n";
+        ssize_t ignored = write(2, msg, sizeof msg - 1);
+        (void)ignored;
+        continue;
+      }
+      // The default action, as without this thread.
       std::signal(sig, SIG_DFL);
       pthread_sigmask(SIG_UNBLOCK, &set, nullptr);
       std::raise(sig);
     }
   }).detach();
 }
+
+bool stretto::stopSignalPending() { return gPending.load(); }

@@ -31,10 +31,17 @@ private:
 /// in main, before any thread starts. The threads started after inherit the
 /// blocked signals, so none of them (Gloo's event loop, OpenMP and oneDNN
 /// workers, the pipeline's stages) is interrupted in a system call or runs a
-/// handler. Without a StopOnSignal alive the signal ends the process, as it
-/// would have. Child processes started with the signals blocked inherit
-/// that: a host compiler started for a kernel finishes its file.
+/// handler. A signal before the first StopOnSignal is remembered: that run
+/// starts with its flag set, so it stops after its first step (a launcher
+/// forwards Ctrl-C to every rank at once, some of them maybe still loading
+/// or compiling); a second one before the run ends the process. Child
+/// processes started with the signals blocked inherit that: a host compiler
+/// started for a kernel finishes its file.
 void takeStopSignalsOnOneThread();
+
+/// Whether a stop signal arrived before any run began and waits for the
+/// next StopOnSignal (takeStopSignalsOnOneThread).
+bool stopSignalPending();
 
 } // namespace stretto
 
