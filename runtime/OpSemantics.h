@@ -103,15 +103,20 @@ void normRow(const T *xr, const T *gamma, const T *beta, T *yr, int64_t d, T eps
 
 // norm_grad (KernelMath.inc's st_norm_grad_row and the chunked parameter
 // sums): a chunk of n rows' dx and the chunk's partial dgamma (dbeta)
-// sums; the chunks' partials then add in order (normParamCombine).
+// sums; then normParamGrads adds the chunks' partials in order.
 template <typename T>
 void normGradChunk(const T *x, const T *gamma, const T *dy, T *dx, int64_t n, int64_t d, T eps,
                    bool centered, T *pg, T *pb) {
   kernelmath::st_norm_grad_chunk(x, gamma, dy, dx, n, d, eps, centered, pg, pb);
 }
+// dgamma (and dbeta; pb, dbeta null: RmsNorm) from `chunks` partials.
 template <typename T>
-T normParamCombine(const T *partials, int64_t chunks, int64_t d, int64_t j) {
-  return kernelmath::st_norm_param_combine(partials, chunks, d, j);
+void normParamGrads(const T *pg, const T *pb, int64_t chunks, int64_t d, T *dgamma, T *dbeta) {
+  for (int64_t j = 0; j < d; ++j) {
+    dgamma[j] = kernelmath::st_norm_param_combine(pg, chunks, d, j);
+    if (pb)
+      dbeta[j] = kernelmath::st_norm_param_combine(pb, chunks, d, j);
+  }
 }
 inline int64_t normChunkRows(int64_t rows) { return kernelmath::st_norm_chunk_rows(rows); }
 

@@ -670,11 +670,7 @@ void HostDevice::exec(PlanExecutor::Impl &rt, const PhasePlan &p, int i, const T
                           d, eps, n.flag, pg + c * d, pb ? pb + c * d : nullptr);
     }
     float *dgamma = out + rows * d;
-    for (int64_t j = 0; j < d; ++j) {
-      dgamma[j] = normParamCombine(pg, chunks, d, j);
-      if (pb)
-        dgamma[d + j] = normParamCombine(pb, chunks, d, j);
-    }
+    normParamGrads(pg, pb, chunks, d, dgamma, pb ? dgamma + d : nullptr);
     return;
   }
   case OpKind::Attention: {

@@ -170,11 +170,8 @@ Buf<T> normGrad(const Buf<T> &x, const Buf<T> &gamma, const Buf<T> &dy, int64_t 
                   centered ? pb.data() + c * d : nullptr);
   }
   T *dgamma = out.data() + rows * d;
-  for (int64_t j = 0; j < d; ++j) {
-    dgamma[j] = normParamCombine(pg.data(), chunks, d, j);
-    if (centered)
-      dgamma[d + j] = normParamCombine(pb.data(), chunks, d, j);
-  }
+  normParamGrads(pg.data(), centered ? pb.data() : nullptr, chunks, d, dgamma,
+                 centered ? dgamma + d : nullptr);
   return out;
 }
 

@@ -247,8 +247,6 @@ void SoftmaxOp::buildVJP(OpBuilder &b, Value g, SmallVectorImpl<Value> &grads) {
   grads.push_back(softmaxVJP(e, getResult(), g));
 }
 
-// Shared by both norms: with xhat = x * r (r = 1/std, per row) and
-// dxhat = g * gamma, dx = r * (dxhat - [mean(dxhat)] - xhat * mean(dxhat * xhat)).
 // LayerNorm (centered) and RmsNorm: one fused train.norm_grad (see its
 // description) stacking dx as rows, dgamma and dbeta; then its parts.
 static void normVJP(OpBuilder &b, Location loc, Value x, Value gamma, Value beta, Value g,

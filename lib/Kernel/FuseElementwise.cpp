@@ -71,17 +71,19 @@ struct FuseElementwisePass
         fuseBlock(phase->getRegion(0).front());
   }
 
+  // Whether `op` may be in the kernel of `root`: fusible, of its block,
+  // result type and pipeline stage.
+  static bool sameKernel(Operation *op, Operation *root) {
+    return isFusible(op) && op->getBlock() == root->getBlock() &&
+           op->getResult(0).getType() == root->getResult(0).getType() &&
+           op->getAttr("stage") == root->getAttr("stage");
+  }
+
   // Whether `producer` may join the kernel whose members are `group`.
   bool absorbable(Operation *producer, Operation *root,
                   const llvm::SmallPtrSetImpl<Operation *> &group,
                   const llvm::SmallPtrSetImpl<Operation *> &copies) {
-    if (!producer || !isFusible(producer) || group.contains(producer))
-      return false;
-    if (producer->getBlock() != root->getBlock())
-      return false;
-    if (producer->getResult(0).getType() != root->getResult(0).getType())
-      return false;
-    if (producer->getAttr("stage") != root->getAttr("stage"))
+    if (!producer || group.contains(producer) || !sameKernel(producer, root))
       return false;
     // (A copy's original stays, and keeps reading its operands.)
     return llvm::all_of(producer->getUsers(),
@@ -103,17 +105,13 @@ struct FuseElementwisePass
     if (k != OpKind::Add && k != OpKind::Sub && k != OpKind::Mul && k != OpKind::Max &&
         k != OpKind::Min && k != OpKind::Neg && k != OpKind::Relu)
       return false;
-    Type type = root->getResult(0).getType();
-    auto sameKernel = [&](Operation *op) {
-      return isFusible(op) && op->getBlock() == root->getBlock() &&
-             op->getResult(0).getType() == type && op->getAttr("stage") == root->getAttr("stage");
-    };
-    if (!sameKernel(producer))
+    if (!sameKernel(producer, root))
       return false;
     int full = 0;
     for (Value v : producer->getOperands())
-      full += v.getType() == type;
-    return full <= 1 && llvm::all_of(producer->getUsers(), sameKernel);
+      full += v.getType() == root->getResult(0).getType();
+    return full <= 1 && llvm::all_of(producer->getUsers(),
+                                     [&](Operation *u) { return sameKernel(u, root); });
   }
 
   void fuseBlock(Block &block) {
