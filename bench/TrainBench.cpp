@@ -184,7 +184,7 @@ RunFigures timeSteps(Executor &ex, DataSource &data, int64_t steps, int64_t micr
   auto one = [&](int64_t step) {
     double loss = 0;
     for (int64_t k = 0; k < microBatches; ++k)
-      loss += ex.microStep(data.batch(Split::Train, uint64_t(step * microBatches + k))).outputs.at(0);
+      loss += ex.microStep(data.batch(Split::Train, uint64_t(step), k)).outputs.at(0);
     ex.update();
     r.losses.push_back(loss / double(microBatches));
   };

@@ -1,8 +1,10 @@
 //===- Data.cpp - data sources for the trainer ---------------------------===//
 //
-// Batches are a pure function of (seed, split, index): random windows for
-// language models (as nanoGPT samples them), Gaussian inputs labelled by a
-// fixed random teacher for the synthetic classifier. Resume needs no state.
+// Batches are a pure function of (seed, split, step, row): random windows
+// for language models (as nanoGPT samples them), Gaussian inputs labelled by
+// a fixed random teacher for the synthetic classifier. Resume needs no
+// state. A part of a step is a range of its rows, so micro-batches and
+// data-parallel ranks read slices of the same step batch.
 //
 //===----------------------------------------------------------------------===//
 #include "stretto/Trainer.h"
@@ -26,9 +28,9 @@ const Node *findInput(const Graph &g, const std::string &name) {
   return nullptr;
 }
 
-uint64_t draw(uint64_t seed, Split split, uint64_t index, uint64_t row) {
+uint64_t draw(uint64_t seed, Split split, uint64_t step, uint64_t row) {
   uint64_t h = splitmix64(seed ^ splitmix64(static_cast<uint64_t>(split) + 1));
-  h = splitmix64(h ^ splitmix64(index));
+  h = splitmix64(h ^ splitmix64(step));
   return splitmix64(h ^ splitmix64(row + 0x5151));
 }
 
@@ -58,7 +60,7 @@ public:
                                " tokens) for sequences of " + std::to_string(T) +
                                " in both the training and the validation split");
   }
-  std::map<std::string, HostTensor> batch(Split split, uint64_t index) override {
+  std::map<std::string, HostTensor> batch(Split split, uint64_t step, int64_t part) override {
     int64_t lo = split == Split::Train ? 0 : valStart;
     int64_t hi = split == Split::Train ? valStart : static_cast<int64_t>(tokens.size());
     uint64_t windows = static_cast<uint64_t>(hi - lo - T);
@@ -66,7 +68,8 @@ public:
     x.data.reserve(B * T);
     y.data.reserve(B * T);
     for (int64_t b = 0; b < B; ++b) {
-      int64_t off = lo + static_cast<int64_t>(draw(seed, split, index, b) % windows);
+      uint64_t row = static_cast<uint64_t>(part * B + b);
+      int64_t off = lo + static_cast<int64_t>(draw(seed, split, step, row) % windows);
       for (int64_t t = 0; t < T; ++t) {
         x.data.push_back(tokens[off + t]);
         y.data.push_back(tokens[off + t + 1]);
@@ -95,10 +98,10 @@ public:
     for (size_t i = 0; i < teacher.size(); ++i)
       teacher[i] = gaussian(splitmix64(0x7EAC4E2ull ^ splitmix64(i)));
   }
-  std::map<std::string, HostTensor> batch(Split split, uint64_t index) override {
+  std::map<std::string, HostTensor> batch(Split split, uint64_t step, int64_t part) override {
     HostTensor x{{B, N}, std::vector<double>(B * N)}, y{{B}, std::vector<double>(B)};
     for (int64_t b = 0; b < B; ++b) {
-      uint64_t row = draw(seed, split, index, b);
+      uint64_t row = draw(seed, split, step, static_cast<uint64_t>(part * B + b));
       for (int64_t i = 0; i < N; ++i)
         x.data[b * N + i] = gaussian(splitmix64(row ^ splitmix64(i)));
       int64_t best = 0;

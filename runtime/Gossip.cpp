@@ -17,6 +17,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "stretto/Gossip.h"
+#include "stretto/RunChecks.h"
 #include "stretto/PlanExecutor.h"
 #include "stretto/Runtime/Communicator.h"
 #include "stretto/Runtime/StopSignals.h"
@@ -339,9 +340,9 @@ GossipResult runGossip(const Graph &graph, DataSource &data, const GossipOptions
   class LockedData final : public DataSource {
   public:
     explicit LockedData(DataSource &inner) : inner(inner) {}
-    std::map<std::string, HostTensor> batch(Split s, uint64_t i) override {
+    std::map<std::string, HostTensor> batch(Split s, uint64_t i, int64_t part) override {
       std::lock_guard<std::mutex> lock(mu);
-      return inner.batch(s, i);
+      return inner.batch(s, i, part);
     }
     std::string describe() const override { return inner.describe(); }
     int64_t tokensPerBatch() const override { return inner.tokensPerBatch(); }
@@ -559,7 +560,8 @@ GossipResult runGossipRank(const Graph &graph, DataSource &data, const GossipOpt
   // acknowledged the round.
   const std::map<std::string, std::string> runMeta = {{"gossip.replicas", std::to_string(R)},
                                                       {"gossip.topology", topologyName(topo)},
-                                                      {"gossip.local_steps", joinSteps(H)}};
+                                                      {"gossip.local_steps", joinSteps(H)},
+                                                      {"data.order", kDataOrder}};
   auto ownStates = [&] {
     std::map<std::string, HostTensor> st;
     for (const StateDecl &s : graph.states)
@@ -589,6 +591,9 @@ GossipResult runGossipRank(const Graph &graph, DataSource &data, const GossipOpt
       throw std::runtime_error(path + ": the checkpoint was written with seed " +
                                std::to_string(c.seed) + ", this run has seed " +
                                std::to_string(opt.seed));
+    std::string note = dataOrderNote(c, path, opt.microBatches);
+    if (r == 0 && !note.empty())
+      std::cerr << note << "\n";
   };
 
   // --resume. Rank 0's newest file gives the round and who was live; it
@@ -728,7 +733,10 @@ GossipResult runGossipRank(const Graph &graph, DataSource &data, const GossipOpt
     for (int64_t s = 0; s < H[r]; ++s) {
       double stepLoss = 0;
       for (int64_t m = 0; m < opt.microBatches; ++m) {
-        stepLoss += ex.microStep(data.batch(Split::Train, static_cast<uint64_t>(k * R + r)))
+        // Replica r's local step L is step L·R + r of the data, in parts.
+        const int64_t local = k / opt.microBatches;
+        stepLoss += ex.microStep(data.batch(Split::Train, static_cast<uint64_t>(local * R + r),
+                                            k % opt.microBatches))
                         .outputs.at(0);
         ++k;
         ++losses;
@@ -1095,8 +1103,10 @@ GossipResult runGossipRank(const Graph &graph, DataSource &data, const GossipOpt
           evalEx->setState(name, t);
         double sum = 0;
         for (int64_t b = 0; b < opt.evalBatches; ++b)
-          sum += evalEx->evaluate(data.batch(Split::Val, static_cast<uint64_t>(b))).outputs.at(0);
-        rr.valLoss = sum / static_cast<double>(opt.evalBatches);
+          for (int64_t p = 0; p < opt.microBatches; ++p)
+            sum += evalEx->evaluate(data.batch(Split::Val, static_cast<uint64_t>(b), p))
+                       .outputs.at(0);
+        rr.valLoss = sum / static_cast<double>(opt.evalBatches * opt.microBatches);
       }
       result.meanParams = unflattenParams(graph, mean);
     }
@@ -1154,7 +1164,8 @@ GossipResult runDataParallel(const Graph &graph, DataSource &data, int R, int64_
   for (int64_t t = 0; t < steps; ++t) {
     double loss = 0;
     for (int r = 0; r < R; ++r)
-      loss += ex.microStep(data.batch(Split::Train, static_cast<uint64_t>(t * R + r))).outputs.at(0);
+      loss += ex.microStep(data.batch(Split::Train, static_cast<uint64_t>(t * R + r), 0))
+                  .outputs.at(0);
     ex.update();
     for (size_t n = 0; n < clock.size(); ++n) {
       double slowest = 0;
@@ -1174,7 +1185,7 @@ GossipResult runDataParallel(const Graph &graph, DataSource &data, int R, int64_
     if (opt.evalInterval > 0 && ((t + 1) % opt.evalInterval == 0 || t + 1 == steps)) {
       double sum = 0;
       for (int64_t b = 0; b < opt.evalBatches; ++b)
-        sum += ex.evaluate(data.batch(Split::Val, static_cast<uint64_t>(b))).outputs.at(0);
+        sum += ex.evaluate(data.batch(Split::Val, static_cast<uint64_t>(b), 0)).outputs.at(0);
       rep.valLoss = sum / static_cast<double>(opt.evalBatches);
     }
     result.rounds.push_back(rep);

@@ -2,6 +2,8 @@
 #include "stretto/Runtime/Launcher.h"
 #include "stretto/Runtime/Communicator.h"
 #include "stretto/Runtime/Distributed.h"
+#include "stretto/PlanFile.h"
+#include "stretto/Runtime/RunSettings.h"
 
 #include <atomic>
 #include <cerrno>
@@ -156,6 +158,7 @@ std::vector<std::string> stretto::takeLaunchFlags(const std::vector<std::string>
         if (v != "stop" && v != "continue")
           throw std::invalid_argument("--on-peer-failure must be stop or continue, got '" + v + "'");
         o.continueOnFailure = v == "continue";
+        o.onPeerFailureGiven = true;
         rest.push_back("--on-peer-failure=" + v);
         continue;
       }
@@ -341,8 +344,9 @@ int stretto::launchRanks(const LaunchOptions &o) {
           if (failed && o.continueOnFailure && !forwarded) {
             std::fprintf(stderr,
                          "launcher: rank %d failed (%s); the others continue "
-                         "(--on-peer-failure=continue)\n",
-                         r.rank, describeStatus(st).c_str());
+                         "(--on-peer-failure=continue%s)\n",
+                         r.rank, describeStatus(st).c_str(),
+                         o.onPeerFailureGiven ? "" : ", the default for gossip and DiLoCo");
             if (survivorFailure < 0)
               survivorFailure = r.rank;
           } else if (failed && firstFailure < 0) {
@@ -389,4 +393,10 @@ int stretto::launchRanks(const LaunchOptions &o) {
                describeStatus(firstStatus).c_str());
   int code = exitCodeOf(firstStatus);
   return code == 0 ? 1 : code;
+}
+
+void stretto::applyPeerFailureDefault(LaunchOptions &o, const std::string &planPath) {
+  if (o.onPeerFailureGiven)
+    return;
+  o.continueOnFailure = std::string(peerFailureDefault(loadPlanFile(planPath).graph)) == "continue";
 }

@@ -15,6 +15,7 @@
 #include "stretto/Runtime/Communicator.h"
 #include "stretto/Runtime/StopSignals.h"
 
+#include <iostream>
 #include <algorithm>
 #include <atomic>
 #include <csignal>
@@ -300,7 +301,7 @@ PipelineResult stretto::runPipelineRank(const Graph &graph, DataSource &data,
     // Data inputs are forward nodes; the backward part only receives.
     std::map<std::string, HostTensor> inputs;
     if (!backward)
-      inputs = data.batch(Split::Train, static_cast<uint64_t>(j));
+      inputs = data.batch(Split::Train, static_cast<uint64_t>(j / m), j % m);
     for (const Recv &r : recvs)
       if (r.backward == backward)
         inputs[r.name] = recvTensor(comm, r.from, dataTag(r.channel, j), r.shape, wire(r.dtype));
@@ -464,10 +465,11 @@ PipelineResult stretto::runPipelineRank(const Graph &graph, DataSource &data,
         (step % opt.evalInterval == 0 || step == opt.steps)) {
       // Forward only, with this step's weights (x(step): no 2BW redirect),
       // stage by stage; every stage is here after the same update.
+      // Every part of each validation batch (the step's batch, whatever m).
       double sum = 0;
-      for (int64_t b = 0; b < opt.evalBatches; ++b) {
+      for (int64_t b = 0; b < opt.evalBatches * m; ++b) {
         std::map<std::string, HostTensor> inputs =
-            data.batch(Split::Val, static_cast<uint64_t>(b));
+            data.batch(Split::Val, static_cast<uint64_t>(b / m), b % m);
         for (const Recv &r : recvs)
           if (!r.backward)
             inputs[r.name] = recvTensor(comm, r.from, evalTag(step, b, r.channel), r.shape,
@@ -483,7 +485,7 @@ PipelineResult stretto::runPipelineRank(const Graph &graph, DataSource &data,
           sum += res.outputs[0];
       }
       if (s == S - 1 && opt.onEval)
-        opt.onEval(step, sum / static_cast<double>(opt.evalBatches));
+        opt.onEval(step, sum / static_cast<double>(opt.evalBatches * m));
     }
     if (last)
       break;
@@ -555,9 +557,9 @@ PipelineResult stretto::runPipeline(const Graph &graph, DataSource &data,
     DataSource &d;
     std::mutex mu;
     explicit Locked(DataSource &d) : d(d) {}
-    std::map<std::string, HostTensor> batch(Split sp, uint64_t i) override {
+    std::map<std::string, HostTensor> batch(Split sp, uint64_t i, int64_t part) override {
       std::lock_guard<std::mutex> lock(mu);
-      return d.batch(sp, i);
+      return d.batch(sp, i, part);
     }
     std::string describe() const override { return d.describe(); }
     int64_t tokensPerBatch() const override { return d.tokensPerBatch(); }
@@ -683,6 +685,9 @@ int runPipelineTraining(const Graph &graph, DataSource &data, const TrainerOptio
           check.resumeFrom = &c;
           check.checkpointPath = rankCheckpointPath(opt.outDir, r, step);
           validateRunSettings(check);
+          std::string note = dataOrderNote(c, check.checkpointPath, opt.microBatches);
+          if (lead && !note.empty())
+            std::cerr << note << "\n";
           po.resumeStates.merge(c.states);
         }
         if (step >= opt.steps) {

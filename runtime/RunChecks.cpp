@@ -218,7 +218,17 @@ std::map<std::string, std::string> stretto::checkpointMeta(const Graph &graph,
     m["model.fingerprint"] = options.modelFingerprint;
   m["model.inputs"] = inputSignature(graph);
   m["train.micro_batches"] = std::to_string(options.microBatches);
+  m["data.order"] = kDataOrder;
   return m;
+}
+
+std::string stretto::dataOrderNote(const Checkpoint &c, const std::string &path, int64_t parts) {
+  if (parts <= 1 || c.meta.count("data.order"))
+    return "";
+  return "note: " + path + " was written before each step's batch was sliced into its " +
+         "micro-batches and ranks (each drew windows of its own); from step " +
+         std::to_string(c.step + 1) + " on this run reads the step-sliced batches, so its data " +
+         "order differs from the run that wrote the checkpoint";
 }
 
 void stretto::validateRunSettings(const RunCheck &run) {

@@ -158,7 +158,9 @@ const char *const stretto::kRunFlagsHelp =
     "                        count's checkpoint\n"
     "  --init-from FILE      start from a safetensors file's parameters (with --resume the\n"
     "                        checkpoint wins)\n"
-    "  --device cpu|cuda|auto  the compiled runtime on CUDA device 0 (cuda, auto) or the CPU\n"
+    "  --device cpu|cuda|auto  cuda: the compiled runtime on CUDA device 0, or an error\n"
+    "                        naming what is missing; auto: the GPU when usable, else the\n"
+    "                        CPU (said on stderr)\n"
     "  --precision f32|bf16|f64  bf16: GEMM operands in bf16; f64: the reference executor\n"
     "  --executor compiled|reference  fused kernels over a planned arena, or plain loops\n"
     "  --profile             where the compiled runtime spent its time, at the end\n"
@@ -168,7 +170,9 @@ const char *const stretto::kRunFlagsHelp =
     "  --check N             (stretto-run) N steps beside the reference executor\n"
     "Several processes: --nproc N [--nnodes N --node-rank K --master-addr A --master-port P]\n"
     "  [--log-dir DIR]; in each rank --timeout S (300) bounds rendezvous and every wait,\n"
-    "  --iface NAME, --rendezvous file:DIR, --on-peer-failure stop|continue.\n";
+    "  --iface NAME, --rendezvous file:DIR, --on-peer-failure stop|continue (default:\n"
+    "  continue for gossip and DiLoCo replicas, which drop a dead peer and finish; stop\n"
+    "  for pipeline stages and data-parallel ranks, where every rank is needed).\n";
 
 namespace {
 using D = RunFlagSpec::Destination;
@@ -268,7 +272,7 @@ std::vector<std::string> stretto::takeRunFlags(const std::vector<std::string> &a
     else if (a == "--rendezvous")
       f.rendezvous = value();
     else if (a == "--on-peer-failure")
-      f.continueOnPeerFailure = oneOf({"stop", "continue"}) == "continue";
+      f.onPeerFailure = oneOf({"stop", "continue"});
     else if (a == "--kill-replica") {
       std::string k = value();
       int replica = -1;
@@ -339,6 +343,10 @@ PlanKernels stretto::loadPlanKernels(const PlanFile &plan, const RunSettings &s)
   return k;
 }
 
+const char *stretto::peerFailureDefault(const Graph &graph) {
+  return graph.outer.empty() ? "stop" : "continue";
+}
+
 std::unique_ptr<DataSource> stretto::dataSourceFor(const Graph &graph, const RunSettings &s) {
   DataConfig data = s.data;
   data.seed = s.seed;
@@ -401,7 +409,7 @@ int checkAgainstReference(const Graph &graph, DataSource &source, const TrainerO
   for (int64_t step = 0; step < steps; ++step) {
     double la = 0, lb = 0;
     for (int64_t k = 0; k < opt.microBatches; ++k) {
-      auto batch = source.batch(Split::Train, uint64_t(step * opt.microBatches + k));
+      auto batch = source.batch(Split::Train, uint64_t(step), k);
       la += ref.microStep(batch).outputs.at(0);
       lb += ex->microStep(batch).outputs.at(0);
       if (bf16Oracle)
@@ -506,8 +514,9 @@ int stretto::runPlan(const Graph &graph, DataSource &data, const RunSettings &s,
   if (f.profile && !opt.compiled)
     std::cerr << tool << ": --profile reports on the compiled runtime only; this run uses the "
                  "reference executor\n";
-  // The device: CUDA device 0 when asked for and found, else the CPU, with
-  // one line saying why when --device=cuda could not be honoured.
+  // The device: CUDA device 0 when asked for and found. --device=cuda
+  // without one is an error naming what is missing; --device=auto trains on
+  // the CPU and says why.
   std::string deviceNote;
   if (f.device != "cpu") {
     CudaProbe probe = probeCuda();
@@ -519,9 +528,12 @@ int stretto::runPlan(const Graph &graph, DataSource &data, const RunSettings &s,
                           : "";
     if (why.empty()) {
       opt.cuda = true;
+      opt.cudaRequired = f.device == "cuda";
       opt.cudaKernels = CudaKernelSet{kernels.cudaSource, kernelCacheDirectory()};
     } else if (f.device == "cuda") {
-      std::cerr << tool << ": --device=cuda: " << why << "; training on the CPU\n";
+      return fail("--device=cuda: " + why + " (--device=auto falls back to the CPU)");
+    } else {
+      std::cerr << tool << ": --device=auto: " << why << "; training on the CPU\n";
     }
   }
   // Every run setting, checked before anything is allocated.
@@ -588,7 +600,8 @@ int stretto::runPlan(const Graph &graph, DataSource &data, const RunSettings &s,
   if (gossip) {
     GossipOptions g = gossipOptionsFor(graph, opt, s.gossip);
     g.kills = f.kills;
-    g.stopOnPeerFailure = !f.continueOnPeerFailure;
+    const std::string policy = f.onPeerFailure.empty() ? peerFailureDefault(graph) : f.onPeerFailure;
+    g.stopOnPeerFailure = policy == "stop";
     return withStats(runGossipTraining(graph, data, g, f.quiet, world.get()));
   }
   if (pipelined)

@@ -110,11 +110,17 @@ bool isDirWritable(const std::string &dir) {
   }
 }
 
-double evaluateLoss(Executor &ex, DataSource &data, int64_t batches) {
+/// The sum of the losses of parts [firstPart, firstPart + parts) of each of
+/// the first `batches` validation batches: a rank's share of an evaluation
+/// of whole step-sized batches, so the validation loss does not depend on
+/// the micro-batch or rank count either.
+double evaluateLossSum(Executor &ex, DataSource &data, int64_t batches, int64_t firstPart,
+                       int64_t parts) {
   double sum = 0;
   for (int64_t i = 0; i < batches; ++i)
-    sum += ex.evaluate(data.batch(Split::Val, static_cast<uint64_t>(i))).outputs.at(0);
-  return sum / static_cast<double>(batches);
+    for (int64_t p = firstPart; p < firstPart + parts; ++p)
+      sum += ex.evaluate(data.batch(Split::Val, static_cast<uint64_t>(i), p)).outputs.at(0);
+  return sum;
 }
 
 } // namespace
@@ -144,6 +150,10 @@ std::optional<Checkpoint> stretto::openRun(const Graph &graph, const TrainerOpti
     check.resumeFrom = &*c;
     check.checkpointPath = options.outDir + "/checkpoint.bin";
     validateRunSettings(check);
+    const int64_t ranks = options.dataParallel ? options.dataParallel->size() : 1;
+    std::string note = dataOrderNote(*c, check.checkpointPath, options.microBatches * ranks);
+    if (!note.empty())
+      std::cerr << note << "\n";
   }
   return c;
 }
@@ -454,11 +464,10 @@ int stretto::runTraining(const Graph &graph, DataSource &data, const TrainerOpti
     for (int64_t step = start + 1; step <= opt.steps; ++step) {
       // One optimizer step: the micro-batches' gradients, then the update.
       double loss = 0;
-      for (int64_t k = 0; k < opt.microBatches; ++k) {
-        uint64_t index =
-            static_cast<uint64_t>((step - 1) * opt.microBatches * ranks + me * opt.microBatches + k);
-        loss += ex.microStep(data.batch(Split::Train, index)).outputs.at(0);
-      }
+      for (int64_t k = 0; k < opt.microBatches; ++k)
+        loss += ex.microStep(data.batch(Split::Train, static_cast<uint64_t>(step - 1),
+                                        me * opt.microBatches + k))
+                    .outputs.at(0);
       bool stop = gInterrupted;
       if (dp) {
         // One flat all-reduce of every gradient sum, then the losses and the
@@ -511,12 +520,17 @@ int stretto::runTraining(const Graph &graph, DataSource &data, const TrainerOpti
       trainCurve.emplace_back(step, loss);
       tokensSinceLog += data.tokensPerBatch() * opt.microBatches * ranks;
       double val = -1;
-      bool evalNow = lead && (step % opt.evalInterval == 0 || step == opt.steps);
+      // Every rank evaluates its own parts of the validation batches.
+      bool evalNow = step % opt.evalInterval == 0 || step == opt.steps;
       if (evalNow) {
-        val = evaluateLoss(ex, data, opt.evalBatches);
+        val = evaluateLossSum(ex, data, opt.evalBatches, me * opt.microBatches, opt.microBatches);
+        if (dp)
+          dp->allReduceSum(&val, 1);
+        val /= static_cast<double>(opt.evalBatches * opt.microBatches * ranks);
         valCurve.emplace_back(step, val);
         sum.finalValLoss = val;
       }
+      evalNow = evalNow && lead;
       auto now = std::chrono::steady_clock::now();
       double elapsed = std::chrono::duration<double>(now - t0).count();
       if (metrics.is_open()) {
@@ -616,6 +630,9 @@ std::function<std::unique_ptr<Executor>(const Graph &)> executorFactory(const Tr
       if (std::unique_ptr<PlanExecutor> p =
               PlanExecutor::onCuda(g, opt.cudaKernels, opt.gemmPrecision, why))
         return p;
+      if (opt.cudaRequired)
+        throw std::runtime_error("--device=cuda: " + why +
+                                 " (--device=auto falls back to the CPU)");
       std::call_once(*warned, [&] { std::cerr << "cuda: " << why << "; training on the CPU\n"; });
     }
     if (opt.compiled)

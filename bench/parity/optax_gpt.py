@@ -139,7 +139,8 @@ def run_optax(a, init, data):
         new = jax.tree_util.tree_map(lambda p, u, v: p - lr * (u + lam * (u - v)), params, u, u_prev)
         return new, u
 
-    val_batches = [data.batch(i, common.VAL) for i in range(a.eval_batches)]
+    val_batches = [data.batch(i, common.VAL, p) for i in range(a.eval_batches)
+                   for p in range(a.micro_batches)]
 
     def val_loss(p):
         return float(np.mean([float(evalf(p, jnp.asarray(x), jnp.asarray(y)))
@@ -157,8 +158,8 @@ def run_optax(a, init, data):
             prev if not a.delay_only else
             {k: prev[k] if re.search(a.delay_only, k) else params[k] for k in params})
         loss, g = 0.0, None
-        for j in range((t - 1) * m, t * m):  # Stretto's micro-batches: batches (t-1)m .. tm-1
-            x, y = data.batch(j)
+        for j in range(m):  # Stretto's micro-batches: the parts of step t's batch
+            x, y = data.batch(t - 1, common.TRAIN, j)
             lj, gj = grad(at, jnp.asarray(x), jnp.asarray(y))
             loss += float(lj) / m
             g = gj if g is None else jax.tree_util.tree_map(jnp.add, g, gj)

@@ -53,10 +53,10 @@ class SyntheticData:
         self.teacher = np.array([gaussian(splitmix64(0x7EAC4E2 ^ splitmix64(i)))
                                  for i in range(inputs * classes)]).reshape(inputs, classes)
 
-    def batch(self, index):
+    def batch(self, index, part=0):
         x = np.empty((self.B, self.N))
         for b in range(self.B):
-            row = draw(self.seed, TRAIN, index, b)
+            row = draw(self.seed, TRAIN, index, part * self.B + b)
             for i in range(self.N):
                 x[b, i] = gaussian(splitmix64(row ^ splitmix64(i)))
         y = np.empty(self.B, dtype=np.int32)
@@ -266,8 +266,8 @@ VAL = 1  # Split::Val
 class TokenData:
     """runtime/Data.cpp's TokenWindows over a byte corpus, in Python: the
     last floor(val_fraction·n) bytes are the validation split; row b of
-    batch `index` is the window at offset draw(seed, split, index, b) mod
-    (split length − T)."""
+    part p of step `index` (a micro-batch of B rows) is the window at offset
+    draw(seed, split, index, p·B + b) mod (split length − T)."""
 
     def __init__(self, path, batch, seq, val_fraction, seed):
         self.tokens = np.frombuffer(open(path, "rb").read(), dtype=np.uint8).astype(np.int32)
@@ -275,13 +275,13 @@ class TokenData:
         self.val_start = n - int(math.floor(val_fraction * n))
         self.B, self.T, self.seed = batch, seq, seed
 
-    def batch(self, index, split=TRAIN):
+    def batch(self, index, split=TRAIN, part=0):
         lo, hi = (0, self.val_start) if split == TRAIN else (self.val_start, len(self.tokens))
         windows = hi - lo - self.T
         x = np.empty((self.B, self.T), np.int32)
         y = np.empty((self.B, self.T), np.int32)
         for b in range(self.B):
-            off = lo + draw(self.seed, split, index, b) % windows
+            off = lo + draw(self.seed, split, index, part * self.B + b) % windows
             x[b] = self.tokens[off:off + self.T]
             y[b] = self.tokens[off + 1:off + self.T + 1]
         return x, y

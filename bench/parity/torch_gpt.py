@@ -132,8 +132,9 @@ def run_torch(a, init, data):
         with torch.no_grad():
             return float(np.mean([float(gpt_loss(w, torch.from_numpy(x).long(),
                                                  torch.from_numpy(y).long(), a))
-                                  for x, y in (data.batch(i, common.VAL)
-                                               for i in range(a.eval_batches))]))
+                                  for x, y in (data.batch(i, common.VAL, p)
+                                               for i in range(a.eval_batches)
+                                               for p in range(a.micro_batches))]))
 
     def snapshot():
         return {k: (p.detach().T if transposed(k) else p.detach()).numpy().astype(np.float64)
@@ -153,8 +154,8 @@ def run_torch(a, init, data):
               for k, p in params.items()}
         loss = 0.0
         grads = {k: torch.zeros_like(p) for k, p in params.items()}
-        for j in range((t - 1) * m, t * m):
-            x, y = data.batch(j)
+        for j in range(m):  # the parts of step t's batch
+            x, y = data.batch(t - 1, common.TRAIN, j)
             lj = gpt_loss(at, torch.from_numpy(x).long(), torch.from_numpy(y).long(), a)
             gj = torch.autograd.grad(lj, list(at.values()))
             for k, g in zip(at, gj):

@@ -172,8 +172,9 @@ struct GossipResult {
 };
 
 /// Runs the outer loop of `graph` (graph.outerLoop, overridable through
-/// `options`). Data: replica r's k-th local micro-batch is
-/// data.batch(Train, (k·R + r)); each replica sees its own shard. Throws
+/// `options`). Data: micro-batch j of replica r's local step L is
+/// data.batch(Train, L·R + r, j); each replica sees its own shard, and
+/// micro-batching a local step does not change its rows. Throws
 /// std::runtime_error on a graph without an Outer phase or bad options.
 GossipResult runGossip(const Graph &graph, DataSource &data, const GossipOptions &options);
 

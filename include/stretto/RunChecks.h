@@ -84,9 +84,17 @@ std::string formatBytes(double bytes);
 std::string inputSignature(const Graph &graph);
 
 /// What a checkpoint records of the run that writes it (Checkpoint::meta):
-/// the model's fingerprint, the step's inputs, the micro-batch count.
+/// the model's fingerprint, the step's inputs, the micro-batch count, the
+/// data order (kDataOrder).
 std::map<std::string, std::string> checkpointMeta(const Graph &graph,
                                                   const TrainerOptions &options);
+
+/// The line a resume prints when `c` (at `path`) was written by a runtime
+/// whose micro-batches and ranks drew their own windows (no "data.order")
+/// and this run splits each step's batch into `parts` > 1: from the resumed
+/// step on, it reads other rows than the run that wrote the checkpoint
+/// would have. Empty when nothing changed.
+std::string dataOrderNote(const Checkpoint &c, const std::string &path, int64_t parts);
 
 } // namespace stretto
 

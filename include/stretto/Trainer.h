@@ -26,16 +26,28 @@ class Communicator;
 
 enum class Split { Train, Val };
 
-/// Batches by (split, index): stateless, so a resumed run sees exactly the
-/// batches an uninterrupted one would.
+/// Batches by (split, step, part): stateless, so a resumed run sees exactly
+/// the batches an uninterrupted one would. A step's batch is a fixed set of
+/// rows (windows); `part` p is its rows p·B .. p·B + B − 1, B being the
+/// graph's batch size. Splitting a step into m micro-batches over R
+/// data-parallel ranks gives micro-batch k of rank r part r·m + k, so every
+/// execution choice reads the same rows (kDataOrder). Part 0 of step i is
+/// what a run of one process with one micro-batch reads at step i + 1.
 class DataSource {
 public:
   virtual ~DataSource() = default;
-  virtual std::map<std::string, HostTensor> batch(Split split, uint64_t index) = 0;
+  virtual std::map<std::string, HostTensor> batch(Split split, uint64_t step,
+                                                  int64_t part) = 0;
   virtual std::string describe() const = 0;
   /// Tokens (or examples) per batch, for throughput figures.
   virtual int64_t tokensPerBatch() const = 0;
 };
+
+/// The data order of this runtime, recorded in checkpoints
+/// ("data.order"): steps sliced into parts as DataSource describes. A
+/// checkpoint without it comes from a runtime in which every micro-batch
+/// (and data-parallel rank) drew windows of its own (dataOrderNote).
+inline constexpr const char *kDataOrder = "step-slices";
 
 struct DataConfig {
   std::string format = "text"; // text | bin | synthetic
@@ -83,9 +95,12 @@ struct TrainerOptions {
   // Compiled runtime: GEMM operands in f32 or bf16 (f32 master weights).
   GemmPrecision gemmPrecision = GemmPrecision::F32;
   // Compiled runtime on CUDA device 0 when `cuda` is set and a device, its
-  // driver, NVRTC and cuBLASLt are there (else one line says why and the
-  // CPU trains): the same kernels as CUDA C, and NVRTC's cache folder.
+  // driver, NVRTC and cuBLASLt are there: the same kernels as CUDA C, and
+  // NVRTC's cache folder. When one is missing, executorFactory throws
+  // naming it if `cudaRequired` (--device=cuda), else one line says why and
+  // the CPU trains (--device=auto).
   bool cuda = false;
+  bool cudaRequired = false;
   CudaKernelSet cudaKernels;
   // Synchronous data parallelism: this process is one rank of `dataParallel`
   // (not owned). Rank r trains micro-batches r·m .. r·m+m−1 of every step of

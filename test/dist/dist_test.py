@@ -170,6 +170,32 @@ def group_equal():
                 check(f"{name}: the in-process mean model to 1e-4 relative", gap <= 1e-4,
                       f"{gap:.3e}")
 
+    # Execution choices keep the data: gpt-tiny at batch 32 reads the same
+    # rows per step as 1, 2 or 4 micro-batches, as 2 data-parallel
+    # processes of 16 and as 2 pipeline stages; the losses agree to the
+    # summation order (step 1: 1e-6 relative; 30 steps: 1e-5).
+    def tiny(name, *extra):
+        d = out(name)
+        rc, o = run([TRAIN, TINY, "model.batch=32", "train.steps=30", "train.eval_interval=1000",
+                     *extra, "--out", d, "--quiet", "--timeout", "60"])
+        return (losses(d) if rc == 0 else None), o
+    base, o = tiny("order-one")
+    check("gpt-tiny at batch 32 trains", base is not None, o[-2000:])
+    for name, extra in (("2 micro-batches", ["train.micro_batches=2"]),
+                        ("4 micro-batches", ["train.micro_batches=4"]),
+                        ("--nproc 2 (16 per rank)", ["model.batch=16", "--nproc", "2"]),
+                        ("2 pipeline stages x 2 micro-batches",
+                         ["train.stages=2", "train.micro_batches=2"])):
+        got, o = tiny("order-" + re.sub(r"[^a-z0-9]+", "-", name), *extra)
+        if base is None or got is None:
+            check(f"data order: {name} trains", False, o[-2000:])
+            continue
+        rel = [abs(x - y) / abs(y) for x, y in zip(got, base)]
+        check(f"data order: {name} has the step-1 loss of one micro-batch (1e-6)",
+              len(got) == 30 and rel[0] <= 1e-6, f"{got[0]!r} vs {base[0]!r}")
+        check(f"data order: {name}, 30 steps to 1e-5 (largest {max(rel):.1e})",
+              len(got) == 30 and max(rel) <= 1e-5, f"{got} vs {base}")
+
     # stretto-train --nproc compiles once and launches stretto-run ranks.
     c = out("train-dp")
     rc, o = run([TRAIN, TINY, "train.steps=4", "train.warmup_steps=2", "train.eval_interval=1000",
@@ -276,26 +302,27 @@ def group_faults():
     check("resuming a 2-rank run in 1 process is refused",
           rc != 0 and "data-parallel ranks 2" in o and "data-parallel ranks 1" in o, o[-1500:])
 
-    # Gossip: a killed replica is dropped and the others finish the run.
+    # Gossip: a killed replica is dropped and the others finish the run, by
+    # default (no --on-peer-failure flag).
     g = plan("gossip-long", "train.sync=gossip", "train.topology=one-peer", "train.replicas=4",
              "train.local_steps=2", "train.steps=80", "train.eval_interval=1000")
     d = out("gossip-killed")
-    p = launch(g, 4, d, 30, "--on-peer-failure=continue")
+    p = launch(g, 4, d, 30)
     wait_for(d + "/metrics.jsonl", p)
     time.sleep(1.0)
     kill_rank(p, 2, 4)
     o, _ = p.communicate(timeout=300)
     rounds = [json.loads(l) for l in open(d + "/metrics.jsonl") if l.strip()]
-    check("gossip: the survivors of a killed replica finish the run",
+    check("gossip: by default the survivors of a killed replica finish the run (exit 0)",
           p.returncode == 0 and len(rounds) == 40 and rounds[-1]["live"] == 3, o[-2500:])
     check("gossip: the drop is reported", "dropping replica 2" in o and
           "rank 2 failed (signal 9" in o, o[-2500:])
     d = out("gossip-stop")
-    p = launch(g, 4, d, 30)
+    p = launch(g, 4, d, 30, "--on-peer-failure=stop")
     wait_for(d + "/metrics.jsonl", p)
     kill_rank(p, 2, 4)
     o, _ = p.communicate(timeout=120)
-    check("gossip: by default (--on-peer-failure=stop) a dead replica stops the job",
+    check("gossip: with --on-peer-failure=stop a dead replica stops the job",
           p.returncode != 0 and "rank 2 failed (signal 9" in o, o[-2000:])
 
     # Gossip checkpoints: Ctrl-C stops every replica after the same round
@@ -321,8 +348,9 @@ def group_faults():
           "resumed from" in o and
           tensors(d + "/model.safetensors") == tensors(ref + "/model.safetensors") and
           losses(d) == losses(ref), o[-2000:])
+    # (--on-peer-failure=stop: the job ends at the kill, to be resumed whole.)
     d = out("gossip-kill-resume")
-    p = launch(g, 4, d, 10)
+    p = launch(g, 4, d, 10, "--on-peer-failure=stop")
     wait_for(d + "/checkpoint-rank0-step*.bin", p)
     kill_rank(p, 2, 4)
     o, _ = p.communicate(timeout=120)
@@ -337,11 +365,12 @@ def group_faults():
     # there and resumes from them alone; after kill -9 of a rank the resumed
     # run ends bit-identical to a run never stopped. Pipelines first (the
     # last stage, in the last folder, writes the model), then gossip (rank 0,
-    # in node0).
+    # in node0). Gossip replicas are told to stop at a dead peer, as the
+    # other modes do, so that the run stops and is resumed whole.
     def own_folders(plan_path, n, base, *extra):
         port = free_port()
         return [subprocess.Popen([RUN, plan_path, "--out", f"{base}/node{r}", "--timeout", "10",
-                                  "--quiet", *extra], cwd=WORK,
+                                  "--quiet", "--on-peer-failure=stop", *extra], cwd=WORK,
                                  env=dict(ENV, RANK=str(r), WORLD_SIZE=str(n),
                                           MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port)),
                                  stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
@@ -377,11 +406,11 @@ def group_faults():
               tensors(reference + "/model.safetensors"), "\n".join(t[-1000:] for t in texts))
 
     # DiLoCo: a killed replica breaks the all-reduce; the survivors fall
-    # back to pairwise exchanges among themselves and finish.
+    # back to pairwise exchanges among themselves and finish (by default).
     g = plan("diloco-long", "train.sync=diloco", "train.replicas=4", "train.local_steps=2",
              "train.steps=60", "train.eval_interval=1000")
     d = out("diloco-killed")
-    p = launch(g, 4, d, 30, "--on-peer-failure=continue")
+    p = launch(g, 4, d, 30)
     wait_for(d + "/metrics.jsonl", p)
     time.sleep(1.0)
     kill_rank(p, 2, 4)

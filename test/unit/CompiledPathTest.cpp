@@ -172,7 +172,7 @@ TEST_P(CompiledPath, TrainsLikeTheReference) {
   for (int step = 0; step < kSteps; ++step) {
     double loss[3] = {0, 0, 0};
     for (int64_t k = 0; k < micro; ++k) {
-      auto batch = data->batch(Split::Train, uint64_t(step * micro + k));
+      auto batch = data->batch(Split::Train, uint64_t(step), k);
       for (int e = 0; e < 3; ++e)
         loss[e] += all[e]->microStep(batch).outputs.at(0);
     }
@@ -183,7 +183,7 @@ TEST_P(CompiledPath, TrainsLikeTheReference) {
           << names[e] << ", step " << step;
   }
   // Evaluation (the compiled runtime runs only the forward nodes).
-  auto val = data->batch(Split::Val, 0);
+  auto val = data->batch(Split::Val, 0, 0);
   double va = a.evaluate(val).outputs.at(0);
   for (int e = 1; e < 3; ++e)
     EXPECT_NEAR(va, all[e]->evaluate(val).outputs.at(0), kLossF32 * std::fabs(va)) << names[e];
@@ -323,7 +323,7 @@ std::vector<double> trainBeside(const std::string &toml, const MakeExecutor &mak
   for (int step = 0; step < kSteps; ++step) {
     double la = 0, lb = 0;
     for (int64_t k = 0; k < micro; ++k) {
-      auto batch = data->batch(Split::Train, uint64_t(step * micro + k));
+      auto batch = data->batch(Split::Train, uint64_t(step), k);
       la += a.microStep(batch).outputs.at(0);
       lb += other->microStep(batch).outputs.at(0);
       if (oracle)
@@ -336,7 +336,7 @@ std::vector<double> trainBeside(const std::string &toml, const MakeExecutor &mak
     EXPECT_NEAR(la, lb, lossTol * std::fabs(la)) << name << ", step " << step;
     losses.push_back(lb);
   }
-  auto val = data->batch(Split::Val, 0);
+  auto val = data->batch(Split::Val, 0, 0);
   double va = a.evaluate(val).outputs.at(0);
   EXPECT_NEAR(va, other->evaluate(val).outputs.at(0), lossTol * std::fabs(va)) << name;
   std::string where;
@@ -448,8 +448,8 @@ TEST(CompiledPath, GradientSumsReducedOnTheDeviceMatchOneProcess) {
   for (Executor *e : {a.get(), b.get(), one.get()})
     e->initialize(3);
   for (int step = 0; step < 3; ++step) {
-    auto b0 = data->batch(Split::Train, uint64_t(2 * step)),
-         b1 = data->batch(Split::Train, uint64_t(2 * step + 1));
+    auto b0 = data->batch(Split::Train, uint64_t(step), 0),
+         b1 = data->batch(Split::Train, uint64_t(step), 1);
     one->microStep(b0);
     one->microStep(b1);
     one->update();

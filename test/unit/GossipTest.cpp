@@ -131,7 +131,7 @@ directDiLoCo(const Graph &inner, DataSource &src, int R, int64_t H, int64_t roun
       for (const char *p : kParams)
         ex[r]->setState(p, HostTensor{ex[r]->getState(p).shape, theta[p]});
       for (int64_t s = 0; s < H; ++s)
-        ex[r]->step(src.batch(Split::Train, static_cast<uint64_t>(k[r]++ * R + r)));
+        ex[r]->step(src.batch(Split::Train, static_cast<uint64_t>(k[r]++ * R + r), 0));
       for (const char *p : kParams) {
         std::vector<double> local = ex[r]->getState(p).data;
         for (size_t e = 0; e < local.size(); ++e)
@@ -352,10 +352,10 @@ TEST(Gossip, PerReplicaLocalStepsAreHonoured) {
   class Counting : public DataSource {
   public:
     Counting(DataSource &inner, int R) : inner(inner), R(R), counts(R, 0) {}
-    std::map<std::string, HostTensor> batch(Split s, uint64_t i) override {
+    std::map<std::string, HostTensor> batch(Split s, uint64_t i, int64_t part) override {
       if (s == Split::Train)
         ++counts[i % R];
-      return inner.batch(s, i);
+      return inner.batch(s, i, part);
     }
     std::string describe() const override { return inner.describe(); }
     int64_t tokensPerBatch() const override { return inner.tokensPerBatch(); }

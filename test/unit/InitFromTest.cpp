@@ -193,7 +193,7 @@ TEST(InitFrom, ContinuesFromExportedWeights) {
   for (const StateDecl &s : g.states)
     if (s.isParam)
       EXPECT_EQ(ex.getState(s.name).data, ck.states.at(s.name).data) << s.name;
-  double expectFirst = ex.evaluate(data->batch(Split::Train, 0)).outputs.at(0);
+  double expectFirst = ex.evaluate(data->batch(Split::Train, 0, 0)).outputs.at(0);
 
   TrainerOptions o = quiet(3, 99, dir / "b");
   o.initFrom = dir / "a/model.safetensors";

@@ -108,7 +108,7 @@ delayedReference(const Graph &g, DataSource &d, int steps, int micro, Precision 
       ex.setState(n, prev[n]);
     double loss = 0;
     for (int k = 0; k < micro; ++k)
-      loss += ex.microStep(d.batch(Split::Train, u * micro + k)).outputs.at(0);
+      loss += ex.microStep(d.batch(Split::Train, u, k)).outputs.at(0);
     losses.push_back(loss / micro);
     for (const auto &n : names)
       ex.setState(n, cur[n]);
@@ -195,7 +195,7 @@ TEST_P(Flush, EqualsUnpipelinedTraining) {
   for (int u = 0; u < 20; ++u) {
     double loss = 0;
     for (int k = 0; k < m; ++k)
-      loss += ex.microStep(src->batch(Split::Train, u * m + k)).outputs.at(0);
+      loss += ex.microStep(src->batch(Split::Train, u, k)).outputs.at(0);
     ex.update();
     losses.push_back(loss / m);
   }
@@ -247,7 +247,7 @@ TEST(Pipeline, ClipsByTheGlobalNormAcrossStages) {
         ex.initialize(1337);
         for (int u = 0; u < 10; ++u) {
           for (int k = 0; k < m; ++k)
-            ex.microStep(src->batch(Split::Train, u * m + k));
+            ex.microStep(src->batch(Split::Train, u, k));
           ex.update();
         }
         std::map<std::string, HostTensor> states;
@@ -335,8 +335,8 @@ TEST(Pipeline, TwoBWIsDelayed) {
   PipelineResult b = runPipeline(flush, *src, o);
   RefExecutor x0(plain, Precision::F32);
   x0.initialize(1337);
-  double step2AtX0 = (x0.evaluate(src->batch(Split::Train, 2)).outputs[0] +
-                      x0.evaluate(src->batch(Split::Train, 3)).outputs[0]) / 2;
+  double step2AtX0 = (x0.evaluate(src->batch(Split::Train, 1, 0)).outputs[0] +
+                      x0.evaluate(src->batch(Split::Train, 1, 1)).outputs[0]) / 2;
   EXPECT_EQ(a.losses[0], b.losses[0]); // both at x(0)
   EXPECT_NEAR(a.losses[1], step2AtX0, 1e-6);
   EXPECT_GT(std::fabs(b.losses[1] - step2AtX0), 1e-4);
@@ -435,7 +435,7 @@ TEST(Pipeline, StageErrorPropagates) {
   Graph piped = compile(config(2, 2), std::string("train-partition,") + kTrainPasses);
   // Data with ids outside a 4-entry vocabulary fails in stage 0's embedding.
   struct BadData : DataSource {
-    std::map<std::string, HostTensor> batch(Split, uint64_t) override {
+    std::map<std::string, HostTensor> batch(Split, uint64_t, int64_t) override {
       return {{"tokens", HostTensor{{4, 4}, std::vector<double>(16, 1000.0)}},
               {"targets", HostTensor{{4, 4}, std::vector<double>(16, 0.0)}}};
     }

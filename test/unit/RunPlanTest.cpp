@@ -35,14 +35,17 @@ struct Mode {
   // step that follows: 1 + 2 x 2 micro-batches); the rest of the round in
   // gossip/DiLoCo (2 replicas x 2 local steps).
   uint64_t slack;
+  // Parts of a step's batch the mode reads (its micro-batches): a read's
+  // index, counted in micro-batches, is step × parts + part.
+  uint64_t parts;
 };
 
 const Mode kModes[] = {
-    {"Single", {}, 1},
-    {"PipelineFlush", {"train.stages=2", "train.micro_batches=2"}, 6},
-    {"Pipeline2BW", {"train.stages=2", "train.micro_batches=2", "train.sync=2bw"}, 6},
-    {"Gossip", {"train.sync=gossip", "train.replicas=2", "train.local_steps=2"}, 4},
-    {"DiLoCo", {"train.sync=diloco", "train.replicas=2", "train.local_steps=2"}, 4},
+    {"Single", {}, 1, 1},
+    {"PipelineFlush", {"train.stages=2", "train.micro_batches=2"}, 6, 2},
+    {"Pipeline2BW", {"train.stages=2", "train.micro_batches=2", "train.sync=2bw"}, 6, 2},
+    {"Gossip", {"train.sync=gossip", "train.replicas=2", "train.local_steps=2"}, 4, 1},
+    {"DiLoCo", {"train.sync=diloco", "train.replicas=2", "train.local_steps=2"}, 4, 1},
 };
 
 const char *const kModel = R"(
@@ -65,13 +68,15 @@ format = "synthetic"
 )";
 
 /// A data source that passes another's batches through, and from training
-/// batch `at` on raises SIGINT once (`interrupt`) or fills the inputs with
-/// NaN (`poison`).
+/// micro-batch `at` on (step × parts + part) raises SIGINT once
+/// (`interrupt`) or fills the inputs with NaN (`poison`).
 class Faulty : public DataSource {
 public:
-  Faulty(DataSource &inner, uint64_t at, bool poison) : inner(inner), at(at), poison(poison) {}
-  std::map<std::string, HostTensor> batch(Split split, uint64_t index) override {
-    auto b = inner.batch(split, index);
+  Faulty(DataSource &inner, uint64_t at, bool poison, uint64_t parts)
+      : inner(inner), at(at), poison(poison), parts(parts) {}
+  std::map<std::string, HostTensor> batch(Split split, uint64_t step, int64_t part) override {
+    auto b = inner.batch(split, step, part);
+    const uint64_t index = step * parts + static_cast<uint64_t>(part);
     if (split == Split::Train)
       for (uint64_t m = last.load(); index > m && !last.compare_exchange_weak(m, index);)
         ;
@@ -93,6 +98,7 @@ private:
   DataSource &inner;
   uint64_t at;
   bool poison;
+  uint64_t parts;
   std::atomic<bool> raised{false};
   std::atomic<uint64_t> last{0};
 };
@@ -221,7 +227,7 @@ TEST_P(RunPlanModes, ResumeTakesTheNewestStepEveryRankCompleted) {
 
 TEST_P(RunPlanModes, InterruptWritesACheckpointToResumeFrom) {
   ASSERT_EQ(run(dir / "whole", 12, false), 0);
-  Faulty interrupting(*data, 2, /*poison=*/false);
+  Faulty interrupting(*data, 2, /*poison=*/false, GetParam().parts);
   ASSERT_EQ(run(dir / "cut", 12, false, &interrupting), 130);
   Checkpoint cut = checkpointIn(dir / "cut");
   Checkpoint whole = checkpointIn(dir / "whole");
@@ -234,7 +240,7 @@ TEST_P(RunPlanModes, InterruptWritesACheckpointToResumeFrom) {
 TEST_P(RunPlanModes, ANanLossStopsWithoutANonFiniteCheckpoint) {
   ASSERT_EQ(run(dir / "whole", 12, false), 0);
   const int64_t done = checkpointIn(dir / "whole").step;
-  Faulty poisoned(*data, 8, /*poison=*/true);
+  Faulty poisoned(*data, 8, /*poison=*/true, GetParam().parts);
   EXPECT_EQ(run(dir / "nan", 12, false, &poisoned), 1);
   // It stopped at the step (round) the NaN came in, though the MLP's loss
   // stays finite (relu(NaN) is 0): only its states show it.

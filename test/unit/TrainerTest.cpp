@@ -1,13 +1,14 @@
 //===- TrainerTest.cpp - the training loop, data, checkpoints -------------===//
 #include "TestSupport.h"
+#include "stretto/Runtime/Communicator.h"
 #include "stretto/Trainer.h"
-
 
 #include <gtest/gtest.h>
 
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <thread>
 
 using namespace stretto;
 namespace fs = std::filesystem;
@@ -20,6 +21,144 @@ const char *const kMlp = test::kSmallMlp;
 
 Graph compile(const std::string &toml, const std::vector<std::string> &overrides = {}) {
   return test::compileConfig(toml, test::trainingPipeline(), overrides);
+}
+
+// A byte-level GPT small enough to train 30 steps in a test, on the shipped
+// corpus: the trainer tests of execution choices.
+const char *const kTinyGpt = R"(
+[model]
+kind = "gpt"
+layers = 1
+heads = 2
+d_model = 16
+seq_len = 8
+batch = 8
+vocab = 128
+[train]
+optimizer = "adamw"
+lr = 3e-3
+schedule = "constant"
+eval_interval = 1000
+[data]
+path = ")" STRETTO_SOURCE_DIR R"(/data/kjv.txt"
+)";
+
+std::unique_ptr<DataSource> kjvFor(const Graph &g) {
+  DataConfig dc;
+  dc.path = STRETTO_SOURCE_DIR "/data/kjv.txt";
+  return makeDataSource(g, dc, 128);
+}
+
+// A part of a step is a slice of that step's rows: micro-batch k of rank r
+// reads the rows a run of one process and one micro-batch reads there. The
+// old order (each micro-batch a step of its own, rows 0..B-1) fails this.
+TEST(Data, APartIsASliceOfItsStepsBatch) {
+  for (const char *toml : {kTinyGpt, kMlp}) {
+    const bool lm = toml == kTinyGpt;
+    Graph whole = compile(toml, {"model.batch=8"});
+    DataConfig dc;
+    dc.path = STRETTO_SOURCE_DIR "/data/kjv.txt";
+    dc.format = lm ? "text" : "synthetic";
+    auto all = makeDataSource(whole, dc, lm ? 128 : 4);
+    for (int parts : {2, 4}) {
+      Graph slice = compile(toml, {"model.batch=" + std::to_string(8 / parts)});
+      auto part = makeDataSource(slice, dc, lm ? 128 : 4);
+      for (Split split : {Split::Train, Split::Val})
+        for (uint64_t step : {0u, 5u}) {
+          auto full = all->batch(split, step, 0);
+          for (int p = 0; p < parts; ++p) {
+            auto got = part->batch(split, step, p);
+            for (auto &[name, t] : got) {
+              const HostTensor &f = full.at(name);
+              const size_t n = t.data.size();
+              std::vector<double> expect(f.data.begin() + p * n, f.data.begin() + (p + 1) * n);
+              EXPECT_EQ(t.data, expect) << name << ", " << parts << " parts, part " << p
+                                        << ", step " << step << (lm ? " (text)" : " (synthetic)");
+            }
+          }
+        }
+    }
+  }
+}
+
+/// `ranks` data-parallel ranks on threads (rank r's losses in out[r]), each
+/// with `micro` micro-batches of a graph compiled for that split.
+std::vector<TrainSummary> trainSplit(int64_t batch, int ranks, int64_t micro, int64_t steps) {
+  const int64_t rankBatch = batch / ranks;
+  Graph g = compile(kTinyGpt, {"model.batch=" + std::to_string(rankBatch),
+                               "train.micro_batches=" + std::to_string(micro)});
+  std::vector<TrainSummary> out(static_cast<size_t>(ranks));
+  std::vector<int> rc(static_cast<size_t>(ranks), -1);
+  InProcessGroup group(ranks);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < ranks; ++r)
+    threads.emplace_back([&, r] {
+      auto data = kjvFor(g);
+      TrainerOptions o = test::quietTrainerOptions(steps);
+      o.compiled = true;
+      o.microBatches = micro;
+      o.evalInterval = 1000;
+      if (ranks > 1)
+        o.dataParallel = &group.rank(r);
+      rc[static_cast<size_t>(r)] = runTraining(g, *data, o, &out[static_cast<size_t>(r)]);
+    });
+  for (std::thread &t : threads)
+    t.join();
+  for (int r = 0; r < ranks; ++r)
+    EXPECT_EQ(rc[static_cast<size_t>(r)], 0) << "rank " << r;
+  return out;
+}
+
+// Micro-batches and data-parallel ranks are execution choices: a step reads
+// the same rows whatever they are, so the losses agree to summation order
+// (step 1: the same weights, only the order of the sums differs).
+TEST(Trainer, MicroBatchesAndRanksTrainOnTheSameData) {
+  const int64_t steps = 30;
+  std::vector<double> one = trainSplit(8, 1, 1, steps).at(0).losses;
+  ASSERT_EQ(one.size(), size_t(steps));
+  struct Split_ {
+    int ranks;
+    int64_t micro;
+  };
+  for (Split_ s : {Split_{1, 2}, Split_{1, 4}, Split_{2, 1}, Split_{2, 2}}) {
+    std::vector<double> got = trainSplit(8, s.ranks, s.micro, steps).at(0).losses;
+    ASSERT_EQ(got.size(), one.size());
+    const std::string what =
+        std::to_string(s.ranks) + " rank(s) x " + std::to_string(s.micro) + " micro-batches";
+    EXPECT_NEAR(got[0], one[0], 1e-6 * one[0]) << what << ", step 1";
+    for (size_t i = 0; i < one.size(); ++i)
+      EXPECT_NEAR(got[i], one[i], 1e-5 * one[i]) << what << ", step " << i + 1;
+  }
+}
+
+// A checkpoint from before step-sliced batches (no "data.order") resumes,
+// and a run that splits its steps says that its data order changed.
+TEST(Trainer, ResumingAnOlderCheckpointNamesTheDataOrderChange) {
+  Graph g = compile(kTinyGpt, {"model.batch=4", "train.micro_batches=2"});
+  auto data = kjvFor(g);
+  TempDir out;
+  TrainerOptions o = test::quietTrainerOptions(2, out.path);
+  o.microBatches = 2;
+  ASSERT_EQ(runTraining(g, *data, o), 0);
+  const std::string path = out / "checkpoint.bin";
+  Checkpoint c = loadCheckpoint(path);
+  ASSERT_EQ(c.meta.at("data.order"), kDataOrder);
+  auto resumeOutput = [&](int64_t steps) {
+    o.steps = steps;
+    o.resume = true;
+    testing::internal::CaptureStderr();
+    EXPECT_EQ(runTraining(g, *data, o), 0);
+    return testing::internal::GetCapturedStderr();
+  };
+  EXPECT_EQ(resumeOutput(3).find("data order"), std::string::npos);
+  c = loadCheckpoint(path);
+  c.meta.erase("data.order");
+  saveCheckpoint(path, c, Precision::F32);
+  std::string said = resumeOutput(4);
+  EXPECT_NE(said.find(path + " was written before each step's batch was sliced"),
+            std::string::npos)
+      << said;
+  EXPECT_NE(said.find("from step 4 on"), std::string::npos) << said;
 }
 
 TEST(Trainer, MlpLossFalls) {
@@ -266,7 +405,7 @@ path = "x"
   dc.path = path;
   dc.format = "text";
   auto data = makeDataSource(g, dc, 128);
-  auto b = data->batch(Split::Train, 0);
+  auto b = data->batch(Split::Train, 0, 0);
   ASSERT_EQ(b.at("tokens").shape, (Shape{2, 4}));
   // Targets are the tokens shifted by one.
   auto &tok = b.at("tokens").data, &tgt = b.at("targets").data;
@@ -274,8 +413,8 @@ path = "x"
     for (int t = 0; t < 3; ++t)
       EXPECT_EQ(tgt[r * 4 + t], tok[r * 4 + t + 1]);
   // Deterministic by (split, index).
-  EXPECT_EQ(data->batch(Split::Train, 3).at("tokens").data,
-            data->batch(Split::Train, 3).at("tokens").data);
+  EXPECT_EQ(data->batch(Split::Train, 3, 1).at("tokens").data,
+            data->batch(Split::Train, 3, 1).at("tokens").data);
 
   // A byte outside a 64-entry vocabulary is reported with its offset.
   try {

@@ -58,6 +58,14 @@ int main(int argc, char **argv) {
     if (launch.nproc > 1 || launch.nnodes > 1) {
       launch.command = {selfExecutable()};
       launch.command.insert(launch.command.end(), args.begin(), args.end());
+      // The plan (the one argument that is not a run flag) decides what a
+      // dead rank does, unless --on-peer-failure says.
+      RunFlags ignored;
+      for (const std::string &a : takeRunFlags(args, ignored))
+        if (!a.empty() && a[0] != '-') {
+          applyPeerFailureDefault(launch, a);
+          break;
+        }
       return launchRanks(launch);
     }
     // A run: one thread takes Ctrl-C and SIGTERM, before any other starts.

@@ -141,6 +141,7 @@ int launchTraining(int argc, char **argv) {
     launch.command = {runner, plan};
     launch.command.insert(launch.command.end(), run.begin(), run.end());
     try {
+      applyPeerFailureDefault(launch, plan);
       rc = launchRanks(launch);
     } catch (const std::exception &e) {
       rc = fail(e.what());

@@ -24,6 +24,7 @@ struct LaunchOptions {
   std::chrono::milliseconds timeout{std::chrono::minutes(5)};
   std::string logDir;             // every rank's full output, rank<N>.log
   bool continueOnFailure = false; // --on-peer-failure=continue: others run on
+  bool onPeerFailureGiven = false; // the flag was given (else the mode's default)
   std::vector<std::string> command; // program and arguments of every rank
 };
 
@@ -42,6 +43,12 @@ int launchRanks(const LaunchOptions &options);
 /// std::invalid_argument on a malformed value.
 std::vector<std::string> takeLaunchFlags(const std::vector<std::string> &args,
                                          LaunchOptions &options);
+
+/// Unless --on-peer-failure was given, the plan at `planPath` decides what
+/// a dead rank does to the job (peerFailureDefault: gossip and DiLoCo
+/// replicas continue, pipelines and data parallelism stop). Throws
+/// std::runtime_error when the plan cannot be read.
+void applyPeerFailureDefault(LaunchOptions &options, const std::string &planPath);
 
 /// The path of the running executable (/proc/self/exe).
 std::string selfExecutable();

@@ -41,7 +41,9 @@ struct RunFlags {
   int64_t check = 0;               // stretto-run --check N
   int64_t timeoutSeconds = 300;    // rendezvous and every wait of a multi-process run
   std::string iface, rendezvous;
-  bool continueOnPeerFailure = false;
+  // --on-peer-failure stop|continue; "": the mode's default
+  // (peerFailureDefault).
+  std::string onPeerFailure;
   std::vector<std::pair<int, int64_t>> kills; // --kill-replica R@K: (R, K-1)
 };
 
@@ -101,6 +103,12 @@ struct RunFlagSpec {
 /// The run flag called `name` ("--out", without "=value"); null when it is
 /// not one.
 const RunFlagSpec *findRunFlag(const std::string &name);
+
+/// What a rank does when a peer dies, unless --on-peer-failure says:
+/// gossip and DiLoCo replicas (a graph with an outer phase) "continue"
+/// without it (surviving a dead peer is the point of decentralized
+/// training); pipeline stages and synchronous data-parallel ranks "stop".
+const char *peerFailureDefault(const Graph &graph);
 
 /// Where compiled kernels are cached: $STRETTO_CACHE_DIR, else
 /// ~/.cache/stretto/kernels.
