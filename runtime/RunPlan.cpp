@@ -223,6 +223,13 @@ std::vector<std::string> stretto::takeRunFlags(const std::vector<std::string> &a
       return args[++i];
     };
     auto number = [&]() { return parseInt(value(), a + " expects an integer"); };
+    auto atLeast = [&](int64_t minimum) {
+      int64_t v = number();
+      if (v < minimum)
+        throw std::runtime_error(a + " must be at least " + std::to_string(minimum) + ", got " +
+                                 std::to_string(v));
+      return v;
+    };
     auto oneOf = [&](std::initializer_list<const char *> allowed) {
       std::string v = value(), list;
       size_t k = 0;
@@ -235,11 +242,11 @@ std::vector<std::string> stretto::takeRunFlags(const std::vector<std::string> &a
       throw std::runtime_error(a + " must be " + list + ", got '" + v + "'");
     };
     if (a == "--steps")
-      f.steps = number();
+      f.steps = atLeast(1);
     else if (a == "--seed")
-      f.seed = number();
+      f.seed = atLeast(0);
     else if (a == "--log-interval")
-      f.logInterval = number();
+      f.logInterval = atLeast(1);
     else if (a == "--out")
       f.outDir = value();
     else if (a == "--data")
@@ -258,7 +265,7 @@ std::vector<std::string> stretto::takeRunFlags(const std::vector<std::string> &a
       f.executor = oneOf({"compiled", "reference"});
       f.executorGiven = true;
     } else if (a == "--check")
-      f.check = number();
+      f.check = atLeast(1);
     else if (a == "--profile")
       f.profile = true;
     else if (a == "--quiet")

@@ -1,5 +1,6 @@
 //===- Sampler.cpp - safetensors export and text sampling ----------------===//
 #include "stretto/Trainer.h"
+#include "stretto/Support/Text.h"
 #include "stretto/PlanExecutor.h"
 
 #include <cerrno>
@@ -19,7 +20,7 @@ void stretto::saveSafetensors(const std::string &path,
   uint64_t offset = 0;
   for (const auto &[name, t] : tensors) {
     uint64_t bytes = t.data.size() * sizeof(float);
-    header << ",\"" << name << "\":{\"dtype\":\"F32\",\"shape\":[";
+    header << "," << jsonString(name) << ":{\"dtype\":\"F32\",\"shape\":[";
     for (size_t d = 0; d < t.shape.size(); ++d)
       header << (d ? "," : "") << t.shape[d];
     header << "],\"data_offsets\":[" << offset << "," << offset + bytes << "]}";
@@ -77,7 +78,25 @@ struct JsonReader {
         if (++i >= s.size())
           break;
         char e = s[i];
-        out += e == 'n' ? '\n' : e == 't' ? '\t' : e; // \uXXXX is not expected in names
+        if (e == 'u') { // \uXXXX (a code point of the BMP) as UTF-8
+          if (i + 4 >= s.size())
+            fail("truncated \\u escape");
+          unsigned cp = static_cast<unsigned>(std::stoul(s.substr(i + 1, 4), nullptr, 16));
+          i += 4;
+          if (cp < 0x80) {
+            out += static_cast<char>(cp);
+          } else if (cp < 0x800) {
+            out += static_cast<char>(0xC0 | (cp >> 6));
+            out += static_cast<char>(0x80 | (cp & 0x3F));
+          } else {
+            out += static_cast<char>(0xE0 | (cp >> 12));
+            out += static_cast<char>(0x80 | ((cp >> 6) & 0x3F));
+            out += static_cast<char>(0x80 | (cp & 0x3F));
+          }
+        } else {
+          out += e == 'n' ? '\n' : e == 't' ? '\t' : e == 'r' ? '\r' : e == 'b' ? '\b'
+                 : e == 'f' ? '\f' : e; // \" \\ \/ stand for themselves
+        }
       } else {
         out += s[i];
       }

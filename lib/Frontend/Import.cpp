@@ -45,6 +45,9 @@ struct ConfigError {
 /// Values that came from overrides are parsed with this prefix before the
 /// override's text as their source path, so an error can name the override.
 constexpr std::string_view kOverrideSource = "\x01override:";
+/// An override made from a command-line flag ends in this separator and the
+/// flag (overrideFromFlag), so that messages name the flag.
+constexpr char kFlagSeparator = '\x01';
 
 // Size limits. A config can ask for any integer; these bounds turn absurd
 // sizes into an error naming the key instead of hours of IR building (layers
@@ -463,9 +466,42 @@ void buildMlp(ModelBuilder &mb, Section &m, const Common &c) {
   mb.model->setAttr("classes", b.getI64IntegerAttr(classes));
 }
 
+/// Where a key's value came from, for messages that involve several keys:
+/// "at FILE:LINE", "from --steps 20 on the command line", "from the override
+/// 'train.steps=20'", or "by default" (the key is absent).
+std::string originOf(const toml::node *n, const std::string &file) {
+  if (!n)
+    return "by default";
+  const toml::source_region &at = n->source();
+  if (at.path && at.path->rfind(kOverrideSource, 0) == 0) {
+    auto [kv, flag] = splitOverride(at.path->substr(kOverrideSource.size()));
+    if (!flag.empty())
+      return "from " + quoted(flag) + " on the command line";
+    return "from the override '" + quoted(kv) + "'";
+  }
+  return "at " + file + ":" + std::to_string(at.begin.line);
+}
+
+/// A warm-up needs steps after it: name both keys and where each came from.
+void checkSchedule(Section &t, const std::string &file) {
+  std::string schedule = t.string("schedule", "constant", {"constant", "cosine", "linear"});
+  int64_t warmup = t.integer("warmup_steps", 0, 0), steps = t.integer("steps", 100, 1);
+  if (schedule == "constant" || steps > warmup)
+    return;
+  const toml::node *w = t.node("warmup_steps"), *s = t.node("steps");
+  bool warmupFromFile = w && !(w->source().path &&
+                               w->source().path->rfind(kOverrideSource, 0) == 0);
+  fail(warmupFromFile ? w : s,
+       "schedule '" + schedule + "' needs train.steps > train.warmup_steps, but train.steps = " +
+           std::to_string(steps) + " (" + originOf(s, file) + ") and train.warmup_steps = " +
+           std::to_string(warmup) + " (" + originOf(w, file) +
+           "); raise the steps or lower train.warmup_steps");
+}
+
 /// [train] keys that become the model's trainer dictionary (name in config,
 /// name in IR, kind).
-void buildTrainer(OpBuilder &b, ModelOp model, Section &t) {
+void buildTrainer(OpBuilder &b, ModelOp model, Section &t, const std::string &file) {
+  checkSchedule(t, file);
   SmallVector<NamedAttribute> attrs;
   auto str = [&](const char *key, const char *irKey, const char *fallback,
                  std::initializer_list<const char *> choices) {
@@ -602,12 +638,13 @@ void applyOverrides(toml::table &root, const std::vector<std::string> &overrides
       e.override = o;
       throw e;
     };
-    size_t eq = o.find('=');
-    size_t dot = o.find('.');
+    const std::string kv = splitOverride(o).first;
+    size_t eq = kv.find('=');
+    size_t dot = kv.find('.');
     if (eq == std::string::npos || dot == std::string::npos || dot > eq)
       failHere("it must look like section.key=value (e.g. train.lr=3e-4)");
-    std::string sec = o.substr(0, dot), key = o.substr(dot + 1, eq - dot - 1),
-                value = o.substr(eq + 1);
+    std::string sec = kv.substr(0, dot), key = kv.substr(dot + 1, eq - dot - 1),
+                value = kv.substr(eq + 1);
     // The value's source path names the override (see failAt).
     std::string source = std::string(kOverrideSource) + o;
     toml::table parsed;
@@ -689,7 +726,7 @@ OwningOpRef<ModuleOp> importTable(MLIRContext &ctx, toml::table &root, const std
   else
     buildMlp(mb, m, c);
   m.rejectUnknown();
-  buildTrainer(b, model, t);
+  buildTrainer(b, model, t, file);
   t.rejectUnknown();
   buildData(b, model, d);
   d.rejectUnknown();
@@ -699,13 +736,28 @@ OwningOpRef<ModuleOp> importTable(MLIRContext &ctx, toml::table &root, const std
 }
 
 std::string formatError(const std::string &file, const ConfigError &e) {
-  if (!e.override.empty())
-    return "override '" + quoted(e.override) + "': error: " + e.message;
+  if (!e.override.empty()) {
+    auto [kv, flag] = splitOverride(e.override);
+    if (!flag.empty())
+      return quoted(flag) + ": error: " + e.message;
+    return "override '" + quoted(kv) + "': error: " + e.message;
+  }
   return file + ":" + std::to_string(std::max(e.line, 1)) + ":" +
          std::to_string(std::max(e.column, 1)) + ": error: " + e.message;
 }
 
 } // namespace
+
+std::string stretto::overrideFromFlag(const std::string &keyValue, const std::string &flag) {
+  return keyValue + kFlagSeparator + flag;
+}
+
+std::pair<std::string, std::string> stretto::splitOverride(const std::string &override) {
+  size_t at = override.find(kFlagSeparator);
+  if (at == std::string::npos)
+    return {override, ""};
+  return {override.substr(0, at), override.substr(at + 1)};
+}
 
 OwningOpRef<ModuleOp> stretto::importConfigString(MLIRContext &ctx, const std::string &toml,
                                                   const std::string &fileName,

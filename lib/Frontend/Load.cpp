@@ -36,11 +36,14 @@ static LogicalResult applyTrainerOverrides(train::ModelOp model,
                                            const std::vector<std::string> &overrides) {
   OpBuilder b(model.getContext());
   NamedAttrList attrs(model.getTrainerAttr() ? model.getTrainerAttr() : DictionaryAttr());
-  for (const std::string &o : overrides) {
-    StringRef s(o);
+  for (const std::string &typed : overrides) {
+    // An override a flag stands for is named by its flag.
+    auto [kv, flag] = splitOverride(typed);
+    const std::string o = flag.empty() ? "override '" + kv + "'" : flag;
+    StringRef s(kv);
     if (!s.consume_front("train.") || !s.contains('=')) {
-      llvm::errs() << "override '" << o
-                   << "': error: on an .mlir model an override must be train.KEY=VALUE (model "
+      llvm::errs() << o
+                   << ": error: on an .mlir model an override must be train.KEY=VALUE (model "
                       "and data keys are fixed in the IR)\n";
       return failure();
     }
@@ -69,7 +72,7 @@ static LogicalResult applyTrainerOverrides(train::ModelOp model,
       if (succeeded(verify(model, /*verifyRecursively=*/false)))
         continue;
     }
-    llvm::errs() << "override '" << o << "': error: " << message << "\n";
+    llvm::errs() << o << ": error: " << message << "\n";
     return failure();
   }
   return verify(model);

@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "stretto/Compiler/BuildTrainer.h"
+#include "stretto/Frontend/Import.h"
 #include "stretto/Frontend/Load.h"
 #include "stretto/PlanFile.h"
 #include "stretto/RunChecks.h"
@@ -217,7 +218,8 @@ int main(int argc, char **argv) {
   auto diagnostics = printDiagnostics(ctx);
   std::vector<std::string> sets(overrides.begin(), overrides.end());
   if (flags.steps > 0) // before compiling: the learning-rate schedule depends on it
-    sets.push_back("train.steps=" + std::to_string(flags.steps));
+    sets.push_back(overrideFromFlag("train.steps=" + std::to_string(flags.steps),
+                                    "--steps " + std::to_string(flags.steps)));
   std::optional<LoadedModel> loaded = loadModel(ctx, modelPath, sets);
   if (!loaded)
     return 1;

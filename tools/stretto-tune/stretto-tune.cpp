@@ -37,6 +37,7 @@
 #include "stretto/Runtime/RunSettings.h"
 #include "stretto/Tune/Partition.h"
 #include "stretto/Tune/Profile.h"
+#include "stretto/Support/Text.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"
@@ -1092,20 +1093,20 @@ int main(int argc, char **argv) {
           << ",1," << mem << "," << r.m << "\n";
     }
     std::ofstream json(dir + "/tune.json");
-    json << "{\n  \"config\": \"" << configPath << "\",\n  \"schedule\": \""
+    json << "{\n  \"config\": " << jsonString(configPath) << ",\n  \"schedule\": \""
          << (twoBW ? "2bw" : "flush") << "\",\n  \"micro_batches\": " << m
-         << ",\n  \"device\": \"" << deviceName << "\",\n  \"threads_per_stage\": "
+         << ",\n  \"device\": " << jsonString(deviceName) << ",\n  \"threads_per_stage\": "
          << int(threadsPerStage) << ",\n  \"winner\": {\"stages\": " << winner->S
          << ", \"stage_units\": [";
     for (size_t i = 0; i < winner->stageUnits.size(); ++i)
-      json << (i ? ", " : "") << "\"" << winner->stageUnits[i] << "\"";
-    json << "], \"override\": \"" << unitsOverride(winner->stageUnits) << "\"},\n"
+      json << (i ? ", " : "") << jsonString(winner->stageUnits[i]);
+    json << "], \"override\": " << jsonString(unitsOverride(winner->stageUnits)) << "},\n"
          << "  \"candidates\": [\n";
     for (size_t i = 0; i < rows.size(); ++i) {
       const Row &r = rows[i];
       json << "    {\"stages\": " << r.S << ", \"micro_batches\": " << r.m
-           << ", \"stage_units\": \"" << joinUnits(r.stageUnits)
-           << "\", \"dp_pick\": " << (r.dpPick ? "true" : "false")
+           << ", \"stage_units\": " << jsonString(joinUnits(r.stageUnits))
+           << ", \"dp_pick\": " << (r.dpPick ? "true" : "false")
            << ", \"even\": " << (r.even ? "true" : "false")
            << ", \"predicted_s\": " << r.sim.stepTime << ", \"objective_s\": " << r.cand.objective;
       if (r.measured) {

@@ -24,6 +24,12 @@ importConfigString(mlir::MLIRContext &ctx, const std::string &toml,
                    const std::string &fileName,
                    const std::vector<std::string> &overrides, std::string &error);
 
+/// An override that a command-line flag stands for (stretto-train's
+/// `--steps 20` is train.steps=20): messages name the flag, not the override.
+std::string overrideFromFlag(const std::string &keyValue, const std::string &flag);
+/// An override's key=value text and the flag it came from ("" when typed).
+std::pair<std::string, std::string> splitOverride(const std::string &override);
+
 /// Same, reading the file (a missing or empty file is an error naming it).
 mlir::OwningOpRef<mlir::ModuleOp>
 importConfigFile(mlir::MLIRContext &ctx, const std::string &path,

@@ -16,6 +16,25 @@ inline std::string exactDecimal(double v) {
   return b;
 }
 
+/// `s` as a JSON string: quoted, with quotes, backslashes and control
+/// characters escaped (RFC 8259 §7), so any name or path reads back.
+inline std::string jsonString(const std::string &s) {
+  std::string out = "\"";
+  for (unsigned char c : s) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += static_cast<char>(c);
+    } else if (c < 0x20) {
+      char b[8];
+      std::snprintf(b, sizeof b, "\\u%04x", c);
+      out += b;
+    } else {
+      out += static_cast<char>(c);
+    }
+  }
+  return out + "\"";
+}
+
 /// `v` as 16 hex digits (checksums).
 inline std::string hex64(uint64_t v) {
   char b[17];
