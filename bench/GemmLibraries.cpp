@@ -2,10 +2,10 @@
 //
 // `stretto-bench-train CONFIG --gemm-libraries` times every GEMM of one
 // training step (shapes, transposes and batching taken from the lowered
-// graph, run the way the compiled runtime runs them: runtime/PlanExecutor.cpp
+// graph, run the way the compiled runtime runs them: runtime/exec/PlanExecutor.cpp
 // batchedGemm) on each GEMM library this host has:
 //   - OpenBLAS, oneDNN (Debian libdnnl2) and Intel MKL (libmkl_rt on
-//     LD_LIBRARY_PATH), as the runtime loads them (runtime/Gemm.cpp:
+//     LD_LIBRARY_PATH), as the runtime loads them (runtime/exec/Gemm.cpp:
 //     loadGemmLibrary);
 //   - BLIS (Debian libblis4, loaded here with dlopen, its CBLAS layer, with
 //     RTLD_DEEPBIND so that its own BLAS symbols do not resolve to the
@@ -21,7 +21,7 @@
 
 #include "GemmLibraries.h"
 
-#include "../runtime/OpSemantics.h"
+#include "exec/OpSemantics.h"
 #include "stretto/Runtime/Gemm.h"
 
 #include <cblas.h>

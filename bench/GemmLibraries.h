@@ -2,7 +2,7 @@
 #ifndef STRETTO_BENCH_GEMMLIBRARIES_H
 #define STRETTO_BENCH_GEMMLIBRARIES_H
 
-#include "stretto/Graph.h"
+#include "stretto/Runtime/Graph.h"
 
 #include <cstdio>
 

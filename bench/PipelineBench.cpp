@@ -17,7 +17,7 @@
 #include "stretto/Compiler/Lowering.h"
 #include "stretto/Transforms/Pipelines.h"
 #include "stretto/Frontend/Load.h"
-#include "stretto/Pipeline.h"
+#include "stretto/Runtime/Pipeline.h"
 #include "stretto/Tune/Partition.h"
 
 #include "mlir/Pass/PassManager.h"

@@ -5,7 +5,7 @@
 //
 // In one process, on the config's model and data:
 //  - the sgemm peak of this machine with the runtime's GEMM library
-//    (stretto::sgemm: oneDNN or OpenBLAS, runtime/Gemm.cpp; best of a few 1024^3 and
+//    (stretto::sgemm: oneDNN or OpenBLAS, runtime/exec/Gemm.cpp; best of a few 1024^3 and
 //    model-shaped GEMMs, same thread count);
 //  - cold start (empty kernel cache: passes + host compile) and warm start
 //    (cache hit: config to a ready executor), in seconds;
@@ -25,10 +25,10 @@
 #include "stretto/Transforms/Pipelines.h"
 #include "stretto/Frontend/Load.h"
 #include "stretto/Kernel/Compile.h"
-#include "stretto/PlanExecutor.h"
+#include "stretto/Runtime/PlanExecutor.h"
 #include "stretto/Runtime/Gemm.h"
 #include "stretto/Support/Flops.h"
-#include "stretto/Trainer.h"
+#include "stretto/Runtime/Trainer.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Pass/PassManager.h"

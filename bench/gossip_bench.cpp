@@ -19,7 +19,7 @@
 #include "stretto/Compiler/Lowering.h"
 #include "stretto/Transforms/Pipelines.h"
 #include "stretto/Frontend/Import.h"
-#include "stretto/Gossip.h"
+#include "stretto/Runtime/Gossip.h"
 #include "stretto/Transforms/Passes.h"
 
 #include "mlir/IR/MLIRContext.h"

@@ -18,7 +18,7 @@ gossip peer draw and which replicas/links the heterogeneous network slows):
     or diloco). It runs as one process with model.batch = 128 and
     train.micro_batches = 8: each step the gradients of 8 batches of 16 are
     averaged, batch k of step t being window batch 8t + k, which are the
-    numerics of runDataParallel (runtime/Gossip.cpp, stretto-gossip-bench's
+    numerics of runDataParallel (runtime/run/Gossip.cpp, stretto-gossip-bench's
     "sync"); its clock is runDataParallel's (below).
   - DiLoCo (sync = diloco), outer momentum 0.5 and 0.9; outer lr 0.7.
   - gossip on the complete graph with γ = 0.9, which must be DiLoCo μ = 0.9.
@@ -26,7 +26,7 @@ gossip peer draw and which replicas/links the heterogeneous network slows):
     the mixing (the default) over --gammas / --ring-gammas.
   - gossip one-peer γ = 0.5 with gamma_placement = after-mixing.
 
-Simulated clock (include/stretto/Gossip.h): 0.1 s per local step, 10 MB/s
+Simulated clock (include/stretto/Runtime/Gossip.h): 0.1 s per local step, 10 MB/s
 links with 10 ms latency; heterogeneous: net_slow_replicas = 0.25 (2x
 slower) and net_slow_links = 0.25 (10x slower). The numerics do not depend
 on the network, and stretto-train reports one network per run, so the
@@ -468,14 +468,14 @@ def main():
         "  `train.replicas` > 1 it asks for sync = gossip or diloco), so it runs as one process",
         "  with `model.batch=128 train.micro_batches=8 train.replicas=1`: the mean gradient of",
         "  8 batches of 16 per step, batch k of step t being window batch 8t + k, the numerics",
-        "  of `runDataParallel` (runtime/Gossip.cpp); its clock is runDataParallel's (each",
+        "  of `runDataParallel` (runtime/run/Gossip.cpp); its clock is runDataParallel's (each",
         "  step waits for the slowest replica, then a ring all-reduce of the gradients).",
         "- Validation: the mean of the replicas' parameters after every round (every 20 steps",
         "  for sync DP), 16 batches of the held-out 10 %.",
         "- Seeds: " + ", ".join(str(s) for s in a.seeds) + " (`train.seed`: initialisation, data"
         " order, peer draws, and which replicas and links the heterogeneous network slows).",
         "  ± is the half-range over the seeds.",
-        "- Simulated clock (include/stretto/Gossip.h): 0.1 s per local step, links of 10 MB/s",
+        "- Simulated clock (include/stretto/Runtime/Gossip.h): 0.1 s per local step, links of 10 MB/s",
         "  with 10 ms latency (`net_step_time`, `net_bandwidth`, `net_latency`). Heterogeneous:",
         "  `net_slow_replicas = 0.25` (2× slower) and `net_slow_links = 0.25` (10× slower).",
         "  stretto-train reports one network per run and the numerics do not depend on it,",

@@ -10,7 +10,7 @@ compares every step's training loss and the parameters every
 --param-every steps, and fails past the stated f32 tolerances.
 
 The batches: Stretto's synthetic classifier data is a pure function of
-(seed, split, index) (runtime/Data.cpp); this script computes the same
+(seed, split, index) (runtime/io/Data.cpp); this script computes the same
 function (splitmix64, Box-Muller, a fixed random linear teacher) in
 Python, so no batch has to be dumped.
 

@@ -46,7 +46,7 @@ def draw(seed, split, index, row):
 
 
 class SyntheticData:
-    """runtime/Data.cpp's SyntheticClassification, in Python."""
+    """runtime/io/Data.cpp's SyntheticClassification, in Python."""
 
     def __init__(self, batch, inputs, classes, seed):
         self.B, self.N, self.C, self.seed = batch, inputs, classes, seed
@@ -264,7 +264,7 @@ VAL = 1  # Split::Val
 
 
 class TokenData:
-    """runtime/Data.cpp's TokenWindows over a byte corpus, in Python: the
+    """runtime/io/Data.cpp's TokenWindows over a byte corpus, in Python: the
     last floor(val_fraction·n) bytes are the validation split; row b of
     part p of step `index` (a micro-batch of B rows) is the window at offset
     draw(seed, split, index, p·B + b) mod (split length − T)."""

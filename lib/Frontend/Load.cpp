@@ -1,7 +1,7 @@
 //===- Load.cpp - load a model from a config or an .mlir file ------------===//
 #include "stretto/Frontend/Load.h"
 #include "stretto/Frontend/Import.h"
-#include "stretto/Graph.h"
+#include "stretto/Runtime/Graph.h"
 
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Verifier.h"

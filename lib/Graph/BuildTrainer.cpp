@@ -2,10 +2,10 @@
 #include "stretto/Compiler/BuildTrainer.h"
 
 #include "stretto/Compiler/Lowering.h"
-#include "stretto/CudaJit.h"
-#include "stretto/HostJit.h"
+#include "stretto/Runtime/CudaJit.h"
+#include "stretto/Runtime/HostJit.h"
 #include "stretto/Kernel/Compile.h"
-#include "stretto/PlanExecutor.h"
+#include "stretto/Runtime/PlanExecutor.h"
 #include "stretto/Transforms/Passes.h"
 #include "stretto/Transforms/Pipelines.h"
 

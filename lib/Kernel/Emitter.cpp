@@ -9,7 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "stretto/Kernel/Emitter.h"
-#include "stretto/Graph.h"
+#include "stretto/Runtime/Graph.h"
 #include "stretto/Support/KernelMathText.h"
 
 #include "mlir/IR/BuiltinAttributes.h"
@@ -522,7 +522,7 @@ FailureOr<KernelSource> stretto::kernel::emitRows(RowsOp op, StringRef name) {
   std::string body = header(name, op->getOperands(), type, 1);
   body += "ST_FN void " + name.str() + "_row(" + params + ") {\n";
   // KernelMath.inc's row functions: the reference executor's own
-  // definition (runtime/OpSemantics.h calls the same), so the values match
+  // definition (runtime/exec/OpSemantics.h calls the same), so the values match
   // it bit for bit.
   if (fn == "softmax") {
     body += "  st_softmax_row(xr, yr, " + L + ", " + (op.getCausal() ? "pos + 1" : L) + ");\n";

@@ -7,7 +7,7 @@
 // kernel that reads it.
 //
 //===----------------------------------------------------------------------===//
-#include "stretto/Graph.h"
+#include "stretto/Runtime/Graph.h"
 #include "stretto/Kernel/Passes.h"
 
 #include "mlir/IR/Builders.h"

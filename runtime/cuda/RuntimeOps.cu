@@ -1,6 +1,6 @@
 /*===- RuntimeOps.cu - the CUDA runtime's own kernels ---------------------===//
  *
- * The ops the CUDA plan device (runtime/CudaPlan.cpp) runs itself, beside
+ * The ops the CUDA plan device (runtime/cuda/CudaPlan.cpp) runs itself, beside
  * the generated fused kernels and cuBLASLt's GEMMs: unfused elementwise ops,
  * layout ops (strided gather/scatter), sums, softmax and norm rows,
  * embedding and its gradient, one-hot, cross-entropy, Newton-Schulz's
@@ -8,7 +8,7 @@
  * updates. The text is compiled by NVRTC at run time (cached like the
  * generated kernels), after KernelMath.inc, so tanh and GELU are the fused
  * kernels' own. Each follows the reference executor's formula
- * (runtime/OpSemantics.h); sums are in a fixed order for a given launch, so
+ * (runtime/exec/OpSemantics.h); sums are in a fixed order for a given launch, so
  * runs repeat bit for bit. Launch contracts: grid-stride loops everywhere;
  * st_row_sums and st_sum_squares need blockDim.x == 256.
  *===----------------------------------------------------------------------===*/

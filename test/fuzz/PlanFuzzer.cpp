@@ -12,7 +12,7 @@
 // Build: test/fuzz/build.sh BUILD_DIR OUT_DIR; seeds in test/fuzz/corpus/plan.
 //
 //===----------------------------------------------------------------------===//
-#include "stretto/PlanFile.h"
+#include "stretto/Runtime/PlanFile.h"
 
 #include <cstdint>
 #include <cstdio>

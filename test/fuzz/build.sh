@@ -106,8 +106,8 @@ for s in "${LIB_SRCS[@]}"; do
   compile "$ROOT/$s" "$OUT_DIR/obj/$(basename "${s%.cpp}").o" "${LIB_FLAGS[@]}" "${TOML_FLAGS[@]}"
 done
 # The runtime's MLIR-free sources: the plan-file parser, and the op table
-# (runtime/Graph.cpp) that the fusion pass and the emitter ask as well.
-for s in runtime/PlanFile.cpp runtime/Graph.cpp runtime/Checkpoint.cpp; do
+# (runtime/exec/Graph.cpp) that the fusion pass and the emitter ask as well.
+for s in runtime/io/PlanFile.cpp runtime/exec/Graph.cpp runtime/io/Checkpoint.cpp; do
   compile "$ROOT/$s" "$OUT_DIR/obj/rt-$(basename "${s%.cpp}").o" "${LIB_FLAGS[@]}"
 done
 DIALECT_OBJS=("$OUT_DIR/obj/TrainDialect.o" "$OUT_DIR/obj/TrainOps.o" "$OUT_DIR/obj/TrainVJP.o")

@@ -8,7 +8,7 @@
 //===----------------------------------------------------------------------===//
 #include "stretto/Runtime/Communicator.h"
 #include "stretto/Runtime/Distributed.h"
-#include "../../runtime/WireFormat.h"
+#include "comm/WireFormat.h"
 
 #include <gtest/gtest.h>
 

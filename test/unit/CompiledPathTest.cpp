@@ -26,12 +26,12 @@
 //===----------------------------------------------------------------------===//
 #include "stretto/Compiler/Lowering.h"
 #include "stretto/Transforms/Pipelines.h"
-#include "stretto/Device.h"
+#include "stretto/Runtime/Device.h"
 #include "GpuEmulator.h"
 #include "stretto/Frontend/Import.h"
 #include "stretto/Kernel/Compile.h"
-#include "stretto/PlanExecutor.h"
-#include "stretto/Trainer.h"
+#include "stretto/Runtime/PlanExecutor.h"
+#include "stretto/Runtime/Trainer.h"
 
 #include "stretto/Dialect/Kernel/KernelOps.h"
 

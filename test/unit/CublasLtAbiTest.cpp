@@ -1,12 +1,12 @@
 //===- CublasLtAbiTest.cpp - our cuBLASLt declarations match the headers --===//
 //
-// runtime/CublasLt.cpp loads libcublasLt with dlopen and declares the enum
+// runtime/cuda/CublasLt.cpp loads libcublasLt with dlopen and declares the enum
 // values and structs it uses itself (no CUDA headers in the build); here
 // they are compared with the toolkit's <cublasLt.h>. Built only where the
 // toolkit is installed.
 //
 //===----------------------------------------------------------------------===//
-#include "../../runtime/CublasLt.h"
+#include "cuda/CublasLt.h"
 
 #include <cublasLt.h>
 #include <gtest/gtest.h>

@@ -7,7 +7,7 @@
 //===----------------------------------------------------------------------===//
 #include "stretto/Compiler/Lowering.h"
 #include "stretto/Transforms/Pipelines.h"
-#include "stretto/CudaJit.h"
+#include "stretto/Runtime/CudaJit.h"
 #include "stretto/Frontend/Load.h"
 #include "stretto/Kernel/Compile.h"
 #include "stretto/Kernel/Emitter.h"

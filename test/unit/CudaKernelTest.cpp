@@ -11,10 +11,10 @@
 //
 //===----------------------------------------------------------------------===//
 #include "stretto/Compiler/Lowering.h"
-#include "stretto/CudaDriver.h"
-#include "stretto/CudaJit.h"
+#include "stretto/Runtime/CudaDriver.h"
+#include "stretto/Runtime/CudaJit.h"
 #include "stretto/Frontend/Load.h"
-#include "stretto/HostJit.h"
+#include "stretto/Runtime/HostJit.h"
 #include "stretto/Kernel/Compile.h"
 #include "stretto/Kernel/Emitter.h"
 #include "GpuEmulator.h"

@@ -14,12 +14,12 @@
 #include "GpuEmulator.h"
 #include "stretto/Compiler/Lowering.h"
 #include "stretto/Transforms/Pipelines.h"
-#include "stretto/Gossip.h"
+#include "stretto/Runtime/Gossip.h"
 #include "stretto/Transforms/Passes.h"
 
 #include "mlir/Transforms/Passes.h"
 
-#include "stretto/PlanExecutor.h"
+#include "stretto/Runtime/PlanExecutor.h"
 
 #include <gtest/gtest.h>
 

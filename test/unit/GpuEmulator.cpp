@@ -1,7 +1,7 @@
 //===- GpuEmulator.cpp - the CUDA plan device on an emulated GPU ----------===//
 #include "GpuEmulator.h"
 
-#include "stretto/HostJit.h"
+#include "stretto/Runtime/HostJit.h"
 
 #include <unistd.h>
 
@@ -185,7 +185,7 @@ ST_FN float st_binary(int op, float a, float b) {
   default: return intAsFloat(0x7fc00000);
   }
 }
-#include "../../runtime/cuda/RuntimeOps.cu"
+#include "cuda/RuntimeOps.cu"
 #undef __global__
 #undef __forceinline__
 #undef __shared__

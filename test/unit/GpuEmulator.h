@@ -1,6 +1,6 @@
 //===- GpuEmulator.h - the CUDA plan device on an emulated GPU --*- C++ -*-===//
 //
-// A GpuBackend (runtime/GpuBackend.h) that runs on the host, so the CUDA
+// A GpuBackend (runtime/cuda/GpuBackend.h) that runs on the host, so the CUDA
 // plan device's code (CudaPlan.cpp: buffers, argument marshalling, launch
 // choices, scratch, the cuBLASLt problem mapping) is tested where no GPU
 // is. Runtime ops are runtime/cuda/RuntimeOps.cu compiled as C++; the
@@ -20,8 +20,8 @@
 #ifndef STRETTO_TEST_GPUEMULATOR_H
 #define STRETTO_TEST_GPUEMULATOR_H
 
-#include "stretto/PlanExecutor.h"
-#include "../../runtime/GpuBackend.h"
+#include "stretto/Runtime/PlanExecutor.h"
+#include "cuda/GpuBackend.h"
 
 #include <map>
 #include <memory>

@@ -14,7 +14,7 @@
 #include "TestSupport.h"
 
 #include "stretto/Frontend/Import.h"
-#include "stretto/RefExecutor.h"
+#include "stretto/Runtime/RefExecutor.h"
 
 #include "mlir/IR/MLIRContext.h"
 

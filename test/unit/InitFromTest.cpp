@@ -9,9 +9,9 @@
 
 #include "stretto/Compiler/Lowering.h"
 #include "stretto/Transforms/Pipelines.h"
-#include "stretto/Gossip.h"
-#include "stretto/Pipeline.h"
-#include "stretto/Trainer.h"
+#include "stretto/Runtime/Gossip.h"
+#include "stretto/Runtime/Pipeline.h"
+#include "stretto/Runtime/Trainer.h"
 #include "stretto/Transforms/Passes.h"
 
 #include "mlir/Transforms/Passes.h"

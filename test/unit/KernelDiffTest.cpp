@@ -14,10 +14,10 @@
 #include "stretto/Compiler/Lowering.h"
 #include "stretto/Transforms/Pipelines.h"
 #include "stretto/Frontend/Load.h"
-#include "stretto/HostJit.h"
+#include "stretto/Runtime/HostJit.h"
 #include "stretto/Kernel/Emitter.h"
 #include "stretto/Kernel/Passes.h"
-#include "stretto/RefExecutor.h"
+#include "stretto/Runtime/RefExecutor.h"
 
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"

@@ -1,13 +1,13 @@
 //===- NcclAbiTest.cpp - our NCCL declarations match <nccl.h> -------------===//
 //
-// runtime/Nccl.cpp opens libnccl with dlopen and declares the enums and
+// runtime/cuda/Nccl.cpp opens libnccl with dlopen and declares the enums and
 // structs it uses itself (nothing links CUDA); here they are compared with
 // the toolkit's header. Built only where the toolkit is installed. The last
 // test runs NCCL for real and is reported skipped without a GPU.
 //
 //===----------------------------------------------------------------------===//
-#include "../../runtime/Nccl.h"
-#include "stretto/CudaDriver.h"
+#include "cuda/Nccl.h"
+#include "stretto/Runtime/CudaDriver.h"
 
 #include <nccl.h>
 #include <gtest/gtest.h>

@@ -13,7 +13,7 @@
 #include "stretto/Kernel/Compile.h"
 #include "stretto/Kernel/Emitter.h"
 #include "stretto/Kernel/Passes.h"
-#include "stretto/PlanExecutor.h"
+#include "stretto/Runtime/PlanExecutor.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/MLIRContext.h"

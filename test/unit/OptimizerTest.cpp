@@ -13,7 +13,7 @@
 
 #include "TestSupport.h"
 
-#include "stretto/RefExecutor.h"
+#include "stretto/Runtime/RefExecutor.h"
 
 #include "JacobiEigen.h"
 

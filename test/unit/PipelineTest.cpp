@@ -11,8 +11,8 @@
 //===----------------------------------------------------------------------===//
 #include "TestSupport.h"
 #include "GpuEmulator.h"
-#include "stretto/Pipeline.h"
-#include "stretto/PlanExecutor.h"
+#include "stretto/Runtime/Pipeline.h"
+#include "stretto/Runtime/PlanExecutor.h"
 
 
 #include <gtest/gtest.h>

@@ -10,8 +10,8 @@
 // order, and bad input fails with the node named.
 //
 //===----------------------------------------------------------------------===//
-#include "stretto/PlanExecutor.h"
-#include "stretto/RefExecutor.h"
+#include "stretto/Runtime/PlanExecutor.h"
+#include "stretto/Runtime/RefExecutor.h"
 #include "GpuEmulator.h"
 
 #include <gtest/gtest.h>

@@ -1,7 +1,7 @@
 //===- PlanFileTest.cpp - saved plans round-trip; bad files are refused ---===//
-#include "stretto/PlanExecutor.h"
-#include "stretto/PlanFile.h"
-#include "stretto/RefExecutor.h"
+#include "stretto/Runtime/PlanExecutor.h"
+#include "stretto/Runtime/PlanFile.h"
+#include "stretto/Runtime/RefExecutor.h"
 
 #include <gtest/gtest.h>
 

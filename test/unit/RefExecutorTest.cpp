@@ -6,8 +6,8 @@
 //
 //===----------------------------------------------------------------------===//
 
-#include "stretto/Graph.h"
-#include "stretto/RefExecutor.h"
+#include "stretto/Runtime/Graph.h"
+#include "stretto/Runtime/RefExecutor.h"
 
 #include "JacobiEigen.h"
 

@@ -6,7 +6,7 @@
 // double), over a fixed
 // sample of inputs (uniform over the range, log-uniform small magnitudes of
 // both signs, and edge values). Two implementations are under test:
-// - the reference executor's f32 path (runtime/OpSemantics.h: exp, tanh
+// - the reference executor's f32 path (runtime/exec/OpSemantics.h: exp, tanh
 //   and GELU are Support/KernelMath.inc's st_exp_f, st_tanh_f, st_gelu_f);
 // - the generated C++ kernels (kernel-fuse-elementwise, the emitter's
 //   prelude, compiled by the host JIT with its real flags,
@@ -34,10 +34,10 @@
 //===----------------------------------------------------------------------===//
 #include "TestSupport.h"
 
-#include "stretto/HostJit.h"
+#include "stretto/Runtime/HostJit.h"
 #include "stretto/Kernel/Emitter.h"
 #include "stretto/Kernel/Passes.h"
-#include "stretto/RefExecutor.h"
+#include "stretto/Runtime/RefExecutor.h"
 #include "stretto/Support/KernelMath.h"
 
 #include "mlir/IR/MLIRContext.h"

@@ -9,8 +9,8 @@
 #ifndef STRETTO_TEST_UNIT_TESTSUPPORT_H
 #define STRETTO_TEST_UNIT_TESTSUPPORT_H
 
-#include "stretto/Graph.h"
-#include "stretto/Trainer.h"
+#include "stretto/Runtime/Graph.h"
+#include "stretto/Runtime/Trainer.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/Pass/PassManager.h"

@@ -1,7 +1,7 @@
 //===- TrainerTest.cpp - the training loop, data, checkpoints -------------===//
 #include "TestSupport.h"
 #include "stretto/Runtime/Communicator.h"
-#include "stretto/Trainer.h"
+#include "stretto/Runtime/Trainer.h"
 
 #include <gtest/gtest.h>
 

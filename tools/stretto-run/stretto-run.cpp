@@ -17,11 +17,10 @@
 // the oracle.
 //
 //===----------------------------------------------------------------------===//
-#include "stretto/PlanFile.h"
+#include "stretto/Runtime/PlanFile.h"
 #include "stretto/Runtime/Launcher.h"
 #include "stretto/Runtime/StopSignals.h"
 #include "stretto/Runtime/RunSettings.h"
-#include "../../runtime/Nccl.h"
 
 #include <iostream>
 #include <string>
@@ -49,7 +48,7 @@ int fail(const std::string &msg) {
 int main(int argc, char **argv) {
   std::vector<std::string> args(argv + 1, argv + argc);
   if (args.size() == 1 && args[0] == "--nccl-check")
-    return nccl::selfCheck();
+    return ncclSelfCheck();
   // --nproc N / --nnodes: this process only launches the ranks.
   LaunchOptions launch;
   RunFlags flags;

@@ -6,7 +6,7 @@
 //===----------------------------------------------------------------------===//
 #include "stretto/Compiler/Lowering.h"
 #include "stretto/Frontend/Load.h"
-#include "stretto/Trainer.h"
+#include "stretto/Runtime/Trainer.h"
 
 #include "llvm/Support/CommandLine.h"
 #include "llvm/Support/raw_ostream.h"

@@ -11,8 +11,8 @@
 #include "stretto/Compiler/BuildTrainer.h"
 #include "stretto/Frontend/Import.h"
 #include "stretto/Frontend/Load.h"
-#include "stretto/PlanFile.h"
-#include "stretto/RunChecks.h"
+#include "stretto/Runtime/PlanFile.h"
+#include "stretto/Runtime/RunChecks.h"
 #include "stretto/Runtime/Launcher.h"
 #include "stretto/Runtime/RunSettings.h"
 

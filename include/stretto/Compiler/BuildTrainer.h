@@ -11,7 +11,7 @@
 #define STRETTO_COMPILER_BUILDTRAINER_H
 
 #include "stretto/Frontend/Load.h"
-#include "stretto/Graph.h"
+#include "stretto/Runtime/Graph.h"
 #include "stretto/Runtime/RunSettings.h"
 
 #include "mlir/IR/MLIRContext.h"

@@ -3,7 +3,7 @@
 #define STRETTO_COMPILER_LOWERING_H
 
 #include "stretto/Dialect/Train/TrainOps.h"
-#include "stretto/Graph.h"
+#include "stretto/Runtime/Graph.h"
 
 
 namespace stretto {

@@ -3,7 +3,7 @@
 #define STRETTO_FRONTEND_LOAD_H
 
 #include "stretto/Dialect/Train/TrainOps.h"
-#include "stretto/Trainer.h"
+#include "stretto/Runtime/Trainer.h"
 
 #include "mlir/IR/BuiltinOps.h"
 #include "mlir/IR/Diagnostics.h"

@@ -3,8 +3,8 @@
 #define STRETTO_KERNEL_COMPILE_H
 
 #include "stretto/Dialect/Train/TrainOps.h"
-#include "stretto/HostJit.h"
-#include "stretto/RefExecutor.h"
+#include "stretto/Runtime/HostJit.h"
+#include "stretto/Runtime/RefExecutor.h"
 
 #include "mlir/Pass/PassManager.h"
 

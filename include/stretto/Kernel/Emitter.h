@@ -9,7 +9,7 @@
 #define STRETTO_KERNEL_EMITTER_H
 
 #include "stretto/Dialect/Kernel/KernelOps.h"
-#include "stretto/KernelSource.h"
+#include "stretto/Runtime/KernelSource.h"
 
 namespace stretto::kernel {
 

@@ -19,7 +19,7 @@
 #ifndef STRETTO_RUNTIME_COMMUNICATOR_H
 #define STRETTO_RUNTIME_COMMUNICATOR_H
 
-#include "stretto/Executor.h"
+#include "stretto/Runtime/Executor.h"
 
 #include <chrono>
 #include <cstddef>

@@ -12,8 +12,8 @@
 #ifndef STRETTO_RUNTIME_RUNSETTINGS_H
 #define STRETTO_RUNTIME_RUNSETTINGS_H
 
-#include "stretto/Gossip.h"
-#include "stretto/Trainer.h"
+#include "stretto/Runtime/Gossip.h"
+#include "stretto/Runtime/Trainer.h"
 
 #include <cstdint>
 #include <map>
@@ -109,6 +109,10 @@ const RunFlagSpec *findRunFlag(const std::string &name);
 /// without it (surviving a dead peer is the point of decentralized
 /// training); pipeline stages and synchronous data-parallel ranks "stop".
 const char *peerFailureDefault(const Graph &graph);
+
+/// stretto-run --nccl-check: a one-rank NCCL self-check on GPU 0; the exit
+/// status (0 when it passed, 77 when there is no GPU or NCCL to check).
+int ncclSelfCheck();
 
 /// Where compiled kernels are cached: $STRETTO_CACHE_DIR, else
 /// ~/.cache/stretto/kernels.

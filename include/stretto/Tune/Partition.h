@@ -26,7 +26,7 @@
 // static per-layer costs (m = 1, no updates, no limits: min-max of sums).
 //
 // `simulate` is the event-driven model of the pipeline runtime's schedules
-// (runtime/Pipeline.cpp's order of forwards, backwards and updates on each
+// (runtime/run/Pipeline.cpp's order of forwards, backwards and updates on each
 // stage, one processor per stage): step time, per-stage idle share, per
 // stage peak memory, and the events for a timeline.
 //
@@ -134,7 +134,7 @@ struct SimResult {
 SimResult simulate(const std::vector<StageEstimate> &stages, int64_t microBatches, int64_t steps,
                    Sched schedule);
 
-/// The runtime's order of work on stage s (mirrors runtime/Pipeline.cpp).
+/// The runtime's order of work on stage s (mirrors runtime/run/Pipeline.cpp).
 struct Work {
   char kind;
   int64_t index;

@@ -15,7 +15,7 @@ ir, run = open(sys.argv[1]).read(), sys.argv[2]
 params = {m.group(1): tuple(int(d) for d in m.group(2).split("x") if d)
           for m in re.finditer(r"train\.param @([\w.]+) : tensor<((?:\d+x)*)f32>", ir)}
 
-# checkpoint.bin, layout documented in runtime/Checkpoint.cpp.
+# checkpoint.bin, layout documented in runtime/io/Checkpoint.cpp.
 b = open(f"{run}/checkpoint.bin", "rb").read()
 assert b[:12] in (b"STRETTOCKPT1", b"STRETTOCKPT2"), b[:12]
 pos = 12

@@ -1,0 +1,402 @@
+//===- Launcher.cpp - start the local ranks of a job ----------------------===//
+#include "stretto/Runtime/Launcher.h"
+#include "stretto/Runtime/Communicator.h"
+#include "stretto/Runtime/Distributed.h"
+#include "stretto/Runtime/PlanFile.h"
+#include "stretto/Runtime/RunSettings.h"
+
+#include <atomic>
+#include <cerrno>
+#include <csignal>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <stdexcept>
+#include <thread>
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
+
+using namespace stretto;
+
+namespace {
+
+std::atomic<int> gSignal{0};
+extern "C" void onLauncherSignal(int sig) { gSignal = sig; }
+
+int parseInt(const std::string &flag, const std::string &v, int min, int max) {
+  char *end = nullptr;
+  errno = 0;
+  long n = std::strtol(v.c_str(), &end, 10);
+  if (v.empty() || *end || errno || n < min || n > max)
+    throw std::invalid_argument(flag + " expects an integer in [" + std::to_string(min) + ", " +
+                                std::to_string(max) + "], got '" + v + "'");
+  return static_cast<int>(n);
+}
+
+std::string randomToken() {
+  unsigned char b[16] = {};
+  std::ifstream f("/dev/urandom", std::ios::binary);
+  f.read(reinterpret_cast<char *>(b), sizeof b);
+  if (!f)
+    throw std::runtime_error("cannot read /dev/urandom for the job token");
+  char hex[33];
+  for (int i = 0; i < 16; ++i)
+    std::snprintf(hex + 2 * i, 3, "%02x", b[i]);
+  return hex;
+}
+
+struct Rank {
+  int rank = 0;
+  pid_t pid = -1;
+  int out = -1, err = -1; // read ends
+  std::string outBuf, errBuf;
+  bool exited = false;
+  int status = 0;
+  std::unique_ptr<std::ofstream> log;
+};
+
+std::string describeStatus(int status) {
+  if (WIFEXITED(status))
+    return "exit status " + std::to_string(WEXITSTATUS(status));
+  if (WIFSIGNALED(status)) {
+    int s = WTERMSIG(status);
+    const char *name = strsignal(s);
+    return "signal " + std::to_string(s) + " (" + (name ? name : "?") + ")";
+  }
+  return "status " + std::to_string(status);
+}
+
+int exitCodeOf(int status) {
+  if (WIFEXITED(status))
+    return WEXITSTATUS(status);
+  if (WIFSIGNALED(status))
+    return 128 + WTERMSIG(status);
+  return 1;
+}
+
+/// Moves whole lines of `buf` to `stream` with the rank's prefix.
+void flushLines(Rank &r, std::string &buf, FILE *stream, bool all) {
+  size_t start = 0;
+  for (;;) {
+    size_t nl = buf.find('\n', start);
+    if (nl == std::string::npos)
+      break;
+    std::string line = buf.substr(start, nl - start);
+    // A progress line redrawn with '\r' keeps only its last state.
+    size_t cr = line.rfind('\r');
+    if (cr != std::string::npos)
+      line = line.substr(cr + 1);
+    std::fprintf(stream, "[rank %d] %s\n", r.rank, line.c_str());
+    if (r.log)
+      *r.log << line << "\n";
+    start = nl + 1;
+  }
+  buf.erase(0, start);
+  if (all && !buf.empty()) {
+    std::fprintf(stream, "[rank %d] %s\n", r.rank, buf.c_str());
+    if (r.log)
+      *r.log << buf << "\n";
+    buf.clear();
+  }
+  std::fflush(stream);
+  if (r.log)
+    r.log->flush();
+}
+
+} // namespace
+
+std::string stretto::selfExecutable() {
+  char buf[4096];
+  ssize_t n = ::readlink("/proc/self/exe", buf, sizeof buf - 1);
+  if (n <= 0)
+    throw std::runtime_error("cannot read /proc/self/exe");
+  buf[n] = 0;
+  return buf;
+}
+
+std::vector<std::string> stretto::takeLaunchFlags(const std::vector<std::string> &args,
+                                                  LaunchOptions &o) {
+  std::vector<std::string> rest;
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string a = args[i], v;
+    bool inl = false;
+    if (a.rfind("--", 0) == 0 && a.find('=') != std::string::npos) {
+      v = a.substr(a.find('=') + 1);
+      a = a.substr(0, a.find('='));
+      inl = true;
+    }
+    auto value = [&]() -> std::string {
+      if (inl)
+        return v;
+      if (i + 1 >= args.size())
+        throw std::invalid_argument(a + " needs a value");
+      return args[++i];
+    };
+    if (a == "--nproc")
+      o.nproc = parseInt(a, value(), 1, 4096);
+    else if (a == "--nnodes")
+      o.nnodes = parseInt(a, value(), 1, 65536);
+    else if (a == "--node-rank")
+      o.nodeRank = parseInt(a, value(), 0, 65535);
+    else if (a == "--master-addr")
+      o.masterAddr = value();
+    else if (a == "--master-port")
+      o.masterPort = parseInt(a, value(), 1, 65535);
+    else if (a == "--log-dir")
+      o.logDir = value();
+    else {
+      if (a == "--on-peer-failure") {
+        std::string v = value();
+        if (v != "stop" && v != "continue")
+          throw std::invalid_argument("--on-peer-failure must be stop or continue, got '" + v + "'");
+        o.continueOnFailure = v == "continue";
+        o.onPeerFailureGiven = true;
+        rest.push_back("--on-peer-failure=" + v);
+        continue;
+      }
+      if (a == "--timeout") {
+        std::string t = value();
+        o.timeout = std::chrono::milliseconds(
+            static_cast<int64_t>(1000.0 * parseInt(a, t, 1, 7 * 24 * 3600)));
+        rest.push_back("--timeout=" + t);
+        continue;
+      }
+      rest.push_back(args[i]);
+    }
+  }
+  if (o.nodeRank >= o.nnodes)
+    throw std::invalid_argument("--node-rank " + std::to_string(o.nodeRank) +
+                                " is outside --nnodes " + std::to_string(o.nnodes));
+  return rest;
+}
+
+int stretto::launchRanks(const LaunchOptions &o) {
+  if (o.command.empty())
+    throw std::runtime_error("launcher: no command to run");
+  if (o.nnodes > 1 && (o.masterAddr.empty() || o.masterPort == 0))
+    throw std::runtime_error("--nnodes " + std::to_string(o.nnodes) +
+                             " needs --master-addr (node 0's address) and --master-port");
+  std::string token;
+  if (const char *t = std::getenv("STRETTO_JOB_TOKEN"))
+    token = t;
+  else if (o.nnodes > 1)
+    throw std::runtime_error("--nnodes " + std::to_string(o.nnodes) +
+                             ": set STRETTO_JOB_TOKEN to the same secret on every node (the "
+                             "rendezvous store admits only ranks that present it)");
+  else
+    token = randomToken();
+  std::string addr = o.masterAddr.empty() ? "127.0.0.1" : o.masterAddr;
+  int port = o.masterPort;
+  // Node 0 hosts the store for the whole job: no rank races for the port.
+  std::unique_ptr<StoreServer> store;
+  if (o.nodeRank == 0) {
+    store = std::make_unique<StoreServer>(isLoopback(addr) ? "127.0.0.1" : addr, port, token);
+    port = store->port();
+  }
+  if (!o.logDir.empty()) {
+    ::mkdir(o.logDir.c_str(), 0755);
+    if (::access(o.logDir.c_str(), W_OK) != 0)
+      throw std::runtime_error("--log-dir '" + o.logDir + "': " + std::strerror(errno));
+  }
+
+  unsigned cores = std::max(1u, std::thread::hardware_concurrency());
+  std::string threads = std::to_string(std::max(1u, cores / static_cast<unsigned>(o.nproc)));
+  const int world = o.nnodes * o.nproc;
+
+  struct sigaction sa {};
+  sa.sa_handler = onLauncherSignal;
+  sigemptyset(&sa.sa_mask);
+  struct sigaction oldInt {}, oldTerm {};
+  gSignal = 0;
+  ::sigaction(SIGINT, &sa, &oldInt);
+  ::sigaction(SIGTERM, &sa, &oldTerm);
+
+  std::vector<Rank> ranks(static_cast<size_t>(o.nproc));
+  for (int i = 0; i < o.nproc; ++i) {
+    Rank &r = ranks[static_cast<size_t>(i)];
+    r.rank = o.nodeRank * o.nproc + i;
+    if (!o.logDir.empty())
+      r.log = std::make_unique<std::ofstream>(o.logDir + "/rank" + std::to_string(r.rank) + ".log");
+    int po[2], pe[2];
+    if (::pipe2(po, O_CLOEXEC) != 0 || ::pipe2(pe, O_CLOEXEC) != 0)
+      throw std::runtime_error(std::string("launcher: pipe: ") + std::strerror(errno));
+    // The environment: ours, with the rank's variables replaced.
+    std::vector<std::string> env;
+    auto set = [&](const std::string &k, const std::string &v) { env.push_back(k + "=" + v); };
+    const char *replaced[] = {"RANK=", "WORLD_SIZE=", "LOCAL_RANK=", "LOCAL_WORLD_SIZE=",
+                              "MASTER_ADDR=", "MASTER_PORT=", "STRETTO_JOB_TOKEN=",
+                              "STRETTO_LAUNCHER=", "STRETTO_STORE_HOSTED="};
+    bool ompSet = false, blasSet = false;
+    for (char **e = environ; *e; ++e) {
+      std::string kv = *e;
+      bool drop = false;
+      for (const char *p : replaced)
+        drop = drop || kv.rfind(p, 0) == 0;
+      ompSet = ompSet || kv.rfind("OMP_NUM_THREADS=", 0) == 0;
+      blasSet = blasSet || kv.rfind("OPENBLAS_NUM_THREADS=", 0) == 0;
+      if (!drop)
+        env.push_back(kv);
+    }
+    set("RANK", std::to_string(r.rank));
+    set("WORLD_SIZE", std::to_string(world));
+    set("LOCAL_RANK", std::to_string(i));
+    set("LOCAL_WORLD_SIZE", std::to_string(o.nproc));
+    set("MASTER_ADDR", addr);
+    set("MASTER_PORT", std::to_string(port));
+    set("STRETTO_JOB_TOKEN", token);
+    set("STRETTO_LAUNCHER", "1");
+    set("STRETTO_STORE_HOSTED", "1");
+    // Each rank its share of the cores, unless the user said otherwise.
+    if (!ompSet)
+      set("OMP_NUM_THREADS", threads);
+    if (!blasSet)
+      set("OPENBLAS_NUM_THREADS", threads);
+
+    pid_t pid = ::fork();
+    if (pid < 0)
+      throw std::runtime_error(std::string("launcher: fork: ") + std::strerror(errno));
+    if (pid == 0) {
+      ::setpgid(0, 0); // Ctrl-C on the terminal reaches the launcher only
+      ::dup2(po[1], STDOUT_FILENO);
+      ::dup2(pe[1], STDERR_FILENO);
+      std::vector<char *> argv, envp;
+      for (const std::string &a : o.command)
+        argv.push_back(const_cast<char *>(a.c_str()));
+      argv.push_back(nullptr);
+      for (const std::string &e : env)
+        envp.push_back(const_cast<char *>(e.c_str()));
+      envp.push_back(nullptr);
+      ::signal(SIGINT, SIG_DFL);
+      ::signal(SIGTERM, SIG_DFL);
+      ::execve(argv[0], argv.data(), envp.data());
+      std::fprintf(stderr, "cannot run %s: %s\n", argv[0], std::strerror(errno));
+      ::_exit(127);
+    }
+    ::close(po[1]);
+    ::close(pe[1]);
+    r.pid = pid;
+    r.out = po[0];
+    r.err = pe[0];
+  }
+
+  int firstFailure = -1, firstStatus = 0, survivorFailure = -1;
+  bool forwarded = false, terminating = false;
+  auto stopTime = std::chrono::steady_clock::time_point::max();
+  auto signalAll = [&](int sig) {
+    for (Rank &r : ranks)
+      if (!r.exited)
+        ::kill(r.pid, sig);
+  };
+  for (;;) {
+    if (int s = gSignal.exchange(0)) {
+      // Forward; each rank checkpoints and exits as a one-process run does.
+      signalAll(s);
+      if (!forwarded)
+        stopTime = std::chrono::steady_clock::now() + o.timeout;
+      forwarded = true;
+    }
+    std::vector<pollfd> fds;
+    std::vector<std::pair<Rank *, bool>> who;
+    for (Rank &r : ranks) {
+      if (r.out >= 0)
+        fds.push_back({r.out, POLLIN, 0}), who.push_back({&r, false});
+      if (r.err >= 0)
+        fds.push_back({r.err, POLLIN, 0}), who.push_back({&r, true});
+    }
+    if (!fds.empty())
+      ::poll(fds.data(), fds.size(), 100);
+    else
+      std::this_thread::sleep_for(std::chrono::milliseconds(20));
+    for (size_t k = 0; k < fds.size(); ++k) {
+      if (!fds[k].revents)
+        continue;
+      Rank &r = *who[k].first;
+      bool isErr = who[k].second;
+      char buf[65536];
+      ssize_t n = ::read(fds[k].fd, buf, sizeof buf);
+      std::string &acc = isErr ? r.errBuf : r.outBuf;
+      if (n > 0) {
+        acc.append(buf, static_cast<size_t>(n));
+        flushLines(r, acc, isErr ? stderr : stdout, false);
+      } else if (n == 0 || (errno != EINTR && errno != EAGAIN)) {
+        flushLines(r, acc, isErr ? stderr : stdout, true);
+        ::close(fds[k].fd);
+        (isErr ? r.err : r.out) = -1;
+      }
+    }
+    bool allDone = true;
+    for (Rank &r : ranks) {
+      if (!r.exited) {
+        int st = 0;
+        pid_t p = ::waitpid(r.pid, &st, WNOHANG);
+        if (p == r.pid) {
+          r.exited = true;
+          r.status = st;
+          bool failed = !(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+          if (failed && o.continueOnFailure && !forwarded) {
+            std::fprintf(stderr,
+                         "launcher: rank %d failed (%s); the others continue "
+                         "(--on-peer-failure=continue%s)\n",
+                         r.rank, describeStatus(st).c_str(),
+                         o.onPeerFailureGiven ? "" : ", the default for gossip and DiLoCo");
+            if (survivorFailure < 0)
+              survivorFailure = r.rank;
+          } else if (failed && firstFailure < 0) {
+            firstFailure = r.rank;
+            firstStatus = st;
+            if (!forwarded) {
+              std::fprintf(stderr,
+                           "launcher: rank %d failed (%s); stopping the other ranks\n",
+                           r.rank, describeStatus(st).c_str());
+              signalAll(SIGTERM);
+              terminating = true;
+              stopTime = std::chrono::steady_clock::now() + o.timeout;
+            }
+          }
+        }
+      }
+      allDone = allDone && r.exited && r.out < 0 && r.err < 0;
+    }
+    if (allDone)
+      break;
+    if ((terminating || forwarded) && std::chrono::steady_clock::now() > stopTime) {
+      for (Rank &r : ranks)
+        if (!r.exited) {
+          std::fprintf(stderr, "launcher: rank %d did not stop within %s; killing it\n", r.rank,
+                       describeTimeout(o.timeout).c_str());
+          ::kill(r.pid, SIGKILL);
+        }
+      stopTime = std::chrono::steady_clock::time_point::max();
+    }
+  }
+  ::sigaction(SIGINT, &oldInt, nullptr);
+  ::sigaction(SIGTERM, &oldTerm, nullptr);
+  if (firstFailure < 0) {
+    if (survivorFailure >= 0)
+      std::fprintf(stderr, "launcher: rank %d failed; every other rank finished\n",
+                   survivorFailure);
+    return 0;
+  }
+  if (forwarded) {
+    // Interrupted by the user: the ranks' own status (130 after a checkpoint).
+    return exitCodeOf(firstStatus);
+  }
+  std::fprintf(stderr, "launcher: the job failed: rank %d exited with %s\n", firstFailure,
+               describeStatus(firstStatus).c_str());
+  int code = exitCodeOf(firstStatus);
+  return code == 0 ? 1 : code;
+}
+
+void stretto::applyPeerFailureDefault(LaunchOptions &o, const std::string &planPath) {
+  if (o.onPeerFailureGiven)
+    return;
+  o.continueOnFailure = std::string(peerFailureDefault(loadPlanFile(planPath).graph)) == "continue";
+}

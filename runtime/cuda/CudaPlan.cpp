@@ -1,0 +1,683 @@
+//===- CudaPlan.cpp - the compiled runtime on a CUDA GPU ------------------===//
+//
+// The plan executor's CUDA device: every buffer of the plan (states,
+// gradient sums, constants, the arenas) in device memory, every node queued
+// on one stream:
+//   * Kernel nodes: the generated CUDA C of the model's fused kernels (the
+//     bodies the CPU runs), compiled by NVRTC for this GPU's arch through
+//     CudaKernelCache, launched with KernelSource's contract;
+//   * Gemm / Matmul / Attention's products / Newton-Schulz: cuBLASLt, f32
+//     or with bf16 operands (rounded by st_to_bf16, summed in f32);
+//   * everything else: runtime/cuda/RuntimeOps.cu, compiled the same way.
+// The host waits for the stream only where it needs a value: the step's
+// results (Yield), ids it checks, a gossip exchange, gradients and states
+// it reads. No MLIR here.
+//
+//===----------------------------------------------------------------------===//
+
+#include "cuda/GpuBackend.h"
+#include "exec/PlanImpl.h"
+#include "stretto/Runtime/CudaDriver.h"
+#include "stretto/Runtime/CudaJit.h"
+
+#include "RuntimeOpsText.h"
+#include "stretto/Support/KernelMathText.h"
+
+#include <cstdio>
+#include <cstring>
+
+namespace stretto {
+
+using namespace ops;
+using namespace planning;
+
+namespace {
+
+using Ptr = GpuBackend::Ptr;
+
+inline Ptr dptr(const void *p) { return reinterpret_cast<Ptr>(p); }
+
+// RuntimeOps.cu's StSpace: an index space and two operands' strides in it.
+struct StSpace {
+  int rank = 0;
+  int64_t dims[8] = {0};
+  int64_t a[8] = {0};
+  int64_t b[8] = {0};
+};
+
+StSpace spaceOf(const Shape &out, const std::vector<int64_t> &sa,
+                const std::vector<int64_t> &sb = {}) {
+  if (out.size() > 8)
+    throw std::runtime_error("the CUDA runtime handles layouts of up to 8 dims, not " +
+                             std::to_string(out.size()));
+  StSpace s;
+  s.rank = static_cast<int>(out.size());
+  for (size_t d = 0; d < out.size(); ++d) {
+    s.dims[d] = out[d];
+    s.a[d] = sa[d];
+    s.b[d] = sb.empty() ? 0 : sb[d];
+  }
+  return s;
+}
+
+} // namespace
+
+std::string cudaRuntimeSource() {
+  return std::string("#define ST_FN static __device__ __forceinline__\n"
+                     "ST_FN float st_float_bits(int b) { return __int_as_float(b); }\n") +
+         kKernelMathText + runtimeOpDispatch() + kRuntimeOpsText;
+}
+
+std::string runtimeOpDispatch() {
+  // st_unary / st_binary: op code (opCode, the op's place in its class) ->
+  // the op table's scalar function. An op without a code yields NaN.
+  std::string unary = "ST_FN float st_unary(int op, float x) {\n  switch (op) {\n";
+  std::string binary = "ST_FN float st_binary(int op, float a, float b) {\n  switch (op) {\n";
+#define STRETTO_OP(Kind, name, arity, cls, fn)                                                   \
+  if (opClass(OpKind::Kind) == OpClass::Unary)                                                   \
+    unary += "  case " + std::to_string(opCode(OpKind::Kind)) + ": return st_" #fn "(x);\n";     \
+  if (opClass(OpKind::Kind) == OpClass::Binary)                                                  \
+    binary += "  case " + std::to_string(opCode(OpKind::Kind)) + ": return st_" #fn "(a, b);\n";
+#include "stretto/Ops.def"
+#undef STRETTO_OP
+  const std::string nan = "  default: return __int_as_float(0x7fc00000);\n  }\n}\n";
+  return unary + nan + binary + nan;
+}
+namespace {
+
+class CudaPlanDevice final : public PlanDevice {
+public:
+  explicit CudaPlanDevice(std::unique_ptr<GpuBackend> g)
+      : gpu(std::move(g)), deviceName(gpu->name()) {}
+  std::unique_ptr<GpuBackend> gpu;
+  std::map<std::string, void *> fns;               // runtime ops, by name
+  mutable std::map<std::string, void *> kernelFns; // generated kernels, by name
+  std::string deviceName;
+  std::vector<float> staging; // host values on their way up
+  // Device scratch: bf16 GEMM operands, attention scores, Newton-Schulz.
+  DeviceBuffer scratch;
+
+  ~CudaPlanDevice() override {
+    try {
+      if (scratch.data)
+        gpu->free(dptr(scratch.data));
+    } catch (...) {
+    }
+  }
+
+  const char *name() const override { return deviceName.c_str(); }
+  bool hasKernel(const std::string &name) const override {
+    if (!kernelFns.count(name))
+      if (void *f = gpu->modelFunction(name))
+        kernelFns[name] = f;
+    return kernelFns.count(name) != 0;
+  }
+  float *alloc(int64_t n) override {
+    Ptr p = gpu->alloc(static_cast<size_t>(alignUp(n)) * sizeof(float));
+    gpu->memsetAsync(p, 0, static_cast<size_t>(alignUp(n)));
+    return reinterpret_cast<float *>(p);
+  }
+  void release(float *p) override { gpu->free(dptr(p)); }
+  void upload(float *dst, const float *host, int64_t n) override {
+    gpu->uploadAsync(dptr(dst), host, sizeof(float) * n);
+  }
+  void download(float *host, const float *src, int64_t n) override {
+    gpu->downloadSync(host, dptr(src), sizeof(float) * n);
+  }
+  void copy(float *dst, const float *src, int64_t n) override {
+    gpu->copyAsync(dptr(dst), dptr(src), sizeof(float) * n);
+  }
+  void accumulate(float *dst, const float *src, int64_t n) override {
+    launch("st_accumulate", n, n, dst, src);
+  }
+  void divide(float *dst, int64_t n, float d) override { launch("st_divide", n, n, dst, d); }
+  void finish() override { gpu->synchronize(); }
+  bool onDevice() const override { return true; }
+  void *stream() override { return gpu->nativeStream(); }
+  bool idle() override { return gpu->streamIdle(); }
+  void exec(PlanExecutor::Impl &rt, const PhasePlan &p, int i, const TensorMap &inputs, int64_t t,
+            StepResult &result) override;
+
+  // Queues runtime op `name` over `items` work items (grid-stride loops)
+  // with the given arguments (by value, in the kernel's order).
+  template <typename... Args> void launch(const char *name, int64_t items, Args... args) {
+    launchShaped(name, gridFor(items, 256), 256, args...);
+  }
+  template <typename... Args>
+  void launchShaped(const char *name, unsigned grid, unsigned block, Args... args) {
+    void *params[] = {static_cast<void *>(&args)...};
+    gpu->launch(fn(name), grid, block, params, static_cast<int>(sizeof...(Args)), name);
+  }
+  static unsigned gridFor(int64_t items, unsigned block) {
+    int64_t g = (std::max<int64_t>(items, 1) + block - 1) / block;
+    return static_cast<unsigned>(std::min<int64_t>(g, 65535));
+  }
+  void *fn(const char *name) {
+    auto it = fns.find(name);
+    if (it != fns.end())
+      return it->second;
+    void *f = gpu->opsFunction(name);
+    if (!f)
+      throw std::runtime_error(std::string("the CUDA runtime's kernels lack ") + name);
+    return fns[name] = f;
+  }
+  // `floats` of device scratch (contents not kept across calls).
+  float *scratchFloats(int64_t floats) {
+    if (scratch.size < floats) {
+      if (scratch.data) // after the queued work that uses it (grows only early on)
+        gpu->free(dptr(scratch.data));
+      scratch.size = alignUp(floats);
+      scratch.data = reinterpret_cast<float *>(gpu->alloc(scratch.size * sizeof(float)));
+    }
+    return scratch.data;
+  }
+  // A GEMM through cuBLASLt; bf16: both operands rounded into `bf16At`
+  // (device scratch, after any floats the caller keeps there).
+  void gemm(GemmCall g, const float *a, int64_t aCount, const float *b, int64_t bCount, float *c,
+            bool bf16, int64_t scratchUsed = 0) {
+    if (!bf16) {
+      batched(g, a, b, c, 1);
+      return;
+    }
+    // Two bf16 values per float of scratch.
+    int64_t aF = alignUp((aCount + 1) / 2), bF = alignUp((bCount + 1) / 2);
+    float *base = scratchFloats(scratchUsed + aF + bF) + scratchUsed;
+    void *a16 = base, *b16 = base + aF;
+    launch("st_to_bf16", aCount, aCount, a, a16);
+    launch("st_to_bf16", bCount, bCount, b, b16);
+    g.bf16 = true;
+    batched(g, a16, b16, c, 2);
+  }
+  // A batch with a shared operand (stride 0) as one GEMM per item: not
+  // every cuBLASLt algorithm takes a zero batch stride.
+  void batched(GemmCall g, const void *a, const void *b, float *c, int bytes) {
+    if (g.batch == 1 || (g.strideA != 0 && g.strideB != 0)) {
+      gpu->gemm(g, a, b, c);
+      return;
+    }
+    GemmCall one = g;
+    one.batch = 1;
+    for (int64_t stride : {g.strideA * bytes, g.strideB * bytes, g.strideC * 4})
+      while (one.align > 1 && stride % one.align != 0)
+        one.align /= 2; // item i's pointers are base + i * stride
+    one.strideA = one.strideB = one.strideC = 0;
+    for (int64_t i = 0; i < g.batch; ++i)
+      gpu->gemm(one, static_cast<const char *>(a) + i * g.strideA * bytes,
+                static_cast<const char *>(b) + i * g.strideB * bytes, c + i * g.strideC);
+  }
+  std::vector<float> fetch(const float *src, int64_t n) {
+    std::vector<float> v(n);
+    download(v.data(), src, n);
+    return v;
+  }
+};
+
+void CudaPlanDevice::exec(PlanExecutor::Impl &rt, const PhasePlan &p, int i,
+                          const TensorMap &inputs, int64_t t, StepResult &result) {
+  const std::vector<Node> &nodes = rt.graph.phase(p.phase);
+  const Node &n = nodes[i];
+  float *out = rt.val[i];
+  auto in = [&](int k) -> const float * { return rt.val[n.operands[k]]; };
+  auto inShape = [&](int k) -> const Shape & { return nodes[n.operands[k]].shape; };
+  const int64_t count = numElements(n.shape);
+  const bool bf16 = rt.gemmPrecision == GemmPrecision::BF16;
+  // Ids are checked on the host: from the step's inputs when they are one
+  // (no wait), else downloaded (a wait for the stream; they are small).
+  auto checkIds = [&](int operand, int64_t limit, const char *what) {
+    int64_t rows = numElements(inShape(operand));
+    const Node &src = nodes[n.operands[operand]];
+    auto given = src.kind == OpKind::Input ? inputs.find(src.name) : inputs.end();
+    std::vector<float> ids = given != inputs.end()
+                                 ? std::vector<float>(given->second.data.begin(),
+                                                      given->second.data.begin() + rows)
+                                 : fetch(in(operand), rows);
+    rt.checkIds(i, ids.data(), rows, limit, what);
+  };
+
+  if (isBinary(n.kind)) {
+    StSpace s = spaceOf(n.shape, broadcastStrides(inShape(0), n.shape),
+                        broadcastStrides(inShape(1), n.shape));
+    launch("st_binary_op", count, opCode(n.kind), count, in(0), in(1), out, s);
+    return;
+  }
+  if (isUnary(n.kind)) {
+    StSpace s;
+    if (inShape(0) != n.shape)
+      s = spaceOf(n.shape, broadcastStrides(inShape(0), n.shape));
+    launch("st_unary_op", count, opCode(n.kind), count, in(0), out, s);
+    return;
+  }
+
+  switch (n.kind) {
+  case OpKind::Input: {
+    const std::vector<double> &src = inputs.at(n.name).data;
+    staging.assign(src.begin(), src.begin() + count);
+    upload(out, staging.data(), count);
+    return;
+  }
+  case OpKind::Read:
+    if (p.slots[i].where == Where::Arena) // a copy (see plan)
+      copy(out, rt.readSource(n).data, count);
+    return;
+  case OpKind::Reshape:
+  case OpKind::Transfer:
+  case OpKind::Constant:
+  case OpKind::AccumulatedGrad:
+  case OpKind::Write:
+  case OpKind::Grad:
+    return;
+  case OpKind::StepCount: {
+    staging.assign(1, static_cast<float>(t));
+    upload(out, staging.data(), 1);
+    return;
+  }
+  case OpKind::Yield:
+    for (size_t k = 0; k < n.operands.size(); ++k) {
+      float v = 0;
+      download(&v, in(static_cast<int>(k)), 1);
+      result.outputs.push_back(static_cast<double>(v));
+    }
+    return;
+  case OpKind::Kernel: {
+    // KernelSource's launch contract (include/stretto/Runtime/KernelSource.h).
+    std::vector<const void *> args;
+    for (size_t k = 0; k < n.operands.size(); ++k)
+      args.push_back(in(static_cast<int>(k)));
+    args.push_back(out);
+    std::vector<void *> params;
+    for (const void *&a : args)
+      params.push_back(&a);
+    int kind = n.ints.empty() ? 0 : static_cast<int>(n.ints[0]);
+    bool rowSums = kind == 1 && n.ints.size() > 1 && n.ints[1] == 1;
+    int64_t rowLen = n.shape.empty() ? 1 : n.shape.back();
+    unsigned block = 128, grid;
+    if (rowSums) // a block per row
+      grid = static_cast<unsigned>(std::min<int64_t>(std::max<int64_t>(count, 1), 65535));
+    else if (kind == 2) // a thread per row
+      grid = gridFor(count / std::max<int64_t>(rowLen, 1), block);
+    else // a thread per element or column
+      grid = gridFor(count, block);
+    gpu->launch(kernelFns.at(n.name), grid, block, params.data(), static_cast<int>(params.size()),
+                n.name.c_str());
+    return;
+  }
+  case OpKind::Gemm: {
+    GemmDims g = gemmDims(n, inShape(0), inShape(1));
+    GemmCall c;
+    c.ta = g.ta, c.tb = g.tb, c.alpha = static_cast<float>(g.alpha);
+    c.m = g.m, c.n = g.n, c.k = g.k, c.batch = g.batch;
+    if (!g.rhsBatched && !g.ta) { // a shared rhs: the batch folds into the rows
+      c.m = g.batch * g.m;
+      c.batch = 1;
+    } else {
+      c.strideA = g.m * g.k, c.strideB = g.rhsBatched ? g.k * g.n : 0, c.strideC = g.m * g.n;
+    }
+    gemm(c, in(0), numElements(inShape(0)), in(1), numElements(inShape(1)), out, bf16);
+    return;
+  }
+  case OpKind::Matmul: {
+    const Shape &as = inShape(0), &bs = inShape(1);
+    GemmCall c;
+    c.m = as[as.size() - 2], c.k = as.back(), c.n = bs.back();
+    int64_t batch = numElements(Shape(as.begin(), as.end() - 2));
+    if (bs.size() > 2) {
+      c.batch = batch, c.strideA = c.m * c.k, c.strideB = c.k * c.n, c.strideC = c.m * c.n;
+    } else {
+      c.m *= batch;
+    }
+    gemm(c, in(0), numElements(as), in(1), numElements(bs), out, bf16);
+    return;
+  }
+  case OpKind::Transpose: {
+    std::vector<int64_t> inSt = stridesOf(inShape(0)), st(n.ints.size());
+    for (size_t d = 0; d < n.ints.size(); ++d)
+      st[d] = inSt[n.ints[d]];
+    launch("st_gather", count, count, in(0), int64_t(0), out, spaceOf(n.shape, st));
+    return;
+  }
+  case OpKind::Broadcast:
+    launch("st_gather", count, count, in(0), int64_t(0), out,
+           spaceOf(n.shape, broadcastStrides(inShape(0), n.shape)));
+    return;
+  case OpKind::ReduceSum: {
+    // [outer, nred, inner] column sums when the summed dims are one block
+    // with kept dims after it, else row sums of [count, nred] (the summed
+    // dims permuted to the end first unless they already are).
+    const Shape &s = inShape(0);
+    ReducedBlock rb = reducedBlock(s, n.ints);
+    if (!rb.any) {
+      copy(out, in(0), count);
+      return;
+    }
+    const float *x = in(0);
+    int64_t nred = numElements(s) / std::max<int64_t>(count, 1);
+    if (rb.contiguous && rb.inner > 1) {
+      launch("st_column_sums", count, rb.outer, nred, rb.inner, x, out);
+      return;
+    }
+    if (!rb.contiguous) {
+      std::vector<char> red(s.size(), 0);
+      for (int64_t d : n.ints)
+        red[d] = 1;
+      Shape perm;
+      std::vector<int64_t> st, inSt = stridesOf(s);
+      for (int pass = 0; pass < 2; ++pass)
+        for (size_t d = 0; d < s.size(); ++d)
+          if ((red[d] != 0) == (pass == 1)) {
+            perm.push_back(s[d]);
+            st.push_back(inSt[d]);
+          }
+      float *tmp = scratchFloats(numElements(s));
+      launch("st_gather", numElements(s), numElements(s), x, int64_t(0), tmp, spaceOf(perm, st));
+      x = tmp;
+    }
+    int64_t rows = std::max<int64_t>(count, 1);
+    launchShaped("st_row_sums", gridFor(rows, 1), 256, rows, nred, x, out);
+    return;
+  }
+  case OpKind::Slice:
+  case OpKind::Pad: {
+    bool isSlice = n.kind == OpKind::Slice;
+    if (isSlice && p.slots[i].where == Where::Alias)
+      return; // a view of its operand (PlanImpl.h)
+    const Shape &big = isSlice ? inShape(0) : n.shape, &small = isSlice ? n.shape : inShape(0);
+    int64_t axis = n.ints[0];
+    std::vector<int64_t> st = stridesOf(big);
+    int64_t base = n.ints[1] * st[axis];
+    if (isSlice) {
+      launch("st_gather", count, count, in(0), base, out, spaceOf(small, st));
+    } else {
+      gpu->memsetAsync(dptr(out), 0, static_cast<size_t>(count));
+      int64_t c = numElements(small);
+      launch("st_scatter", c, c, in(0), base, out, spaceOf(small, st));
+    }
+    return;
+  }
+  case OpKind::Softmax: {
+    int64_t len = n.shape.back(), rows = count / std::max<int64_t>(len, 1);
+    launch("st_softmax_rows", rows, rows, len, n.flag ? 1 : 0, len, in(0), out);
+    return;
+  }
+  case OpKind::LayerNorm:
+  case OpKind::RmsNorm: {
+    int64_t d = n.shape.back(), rows = count / std::max<int64_t>(d, 1);
+    const float *beta = n.kind == OpKind::LayerNorm ? in(2) : nullptr;
+    launch("st_norm_rows", rows, rows, d, static_cast<float>(n.floats[0]), in(0), in(1), beta,
+           out);
+    return;
+  }
+  case OpKind::NormGrad: {
+    // As the CPU device, in the same order: dx row by row (mean and rstd
+    // to the scratch), each chunk's partial dgamma (dbeta) sums, then the
+    // chunks added in order.
+    const int64_t d = inShape(0).back(), rows = d ? numElements(inShape(0)) / d : 0;
+    const int64_t per = normChunkRows(rows), chunks = (rows + per - 1) / per;
+    float *mean = scratchFloats(alignUp(2 * rows) + 2 * chunks * d), *rstd = mean + rows;
+    float *pg = mean + alignUp(2 * rows), *pb = n.flag ? pg + chunks * d : nullptr;
+    launch("st_norm_grad_rows", rows, rows, d, static_cast<float>(n.floats[0]), n.flag ? 1 : 0,
+           in(0), in(1), in(2), out, mean, rstd);
+    launch("st_norm_param_partials", chunks * d, rows, d, per, chunks, in(0), in(2),
+           static_cast<const float *>(mean), static_cast<const float *>(rstd), pg, pb);
+    float *dgamma = out + rows * d, *dbeta = n.flag ? dgamma + d : nullptr;
+    launch("st_norm_param_grad", d, d, chunks, static_cast<const float *>(pg),
+           static_cast<const float *>(pb), dgamma, dbeta);
+    return;
+  }
+  case OpKind::Attention: {
+    // S = scale Q K^T, masked softmax rows, O = P V: two batched GEMMs.
+    AttentionDims a = attentionDims(inShape(0), inShape(1), inShape(2));
+    int64_t sCount = a.batch * a.tq * a.tk;
+    // S, then room for either product's bf16 operands (see gemm).
+    int64_t operands = numElements(inShape(0)) + numElements(inShape(1)) +
+                       numElements(inShape(2)) + sCount + 4 * kAlign;
+    float *S = scratchFloats(alignUp(sCount) + (bf16 ? operands : 0));
+    GemmCall qk;
+    qk.batch = a.batch, qk.m = a.tq, qk.n = a.tk, qk.k = a.d, qk.tb = true;
+    qk.alpha = static_cast<float>(n.floats[0]);
+    qk.strideA = a.tq * a.d, qk.strideB = a.tk * a.d, qk.strideC = a.tq * a.tk;
+    gemm(qk, in(0), numElements(inShape(0)), in(1), numElements(inShape(1)), S, bf16,
+         alignUp(sCount));
+    launch("st_softmax_rows", a.batch * a.tq, a.batch * a.tq, a.tk, n.flag ? 1 : 0, a.tq, S, S);
+    GemmCall pv;
+    pv.batch = a.batch, pv.m = a.tq, pv.n = a.dv, pv.k = a.tk;
+    pv.strideA = a.tq * a.tk, pv.strideB = a.tk * a.dv, pv.strideC = a.tq * a.dv;
+    gemm(pv, S, sCount, in(2), numElements(inShape(2)), out, bf16, alignUp(sCount));
+    return;
+  }
+  case OpKind::AttentionGrad: {
+    // As the CPU device (PlanExecutor.cpp): P recomputed, dP = G Vᵀ, dS in
+    // dP's place (st_softmax_grad_rows), then dV = Pᵀ G, dQ = dS K,
+    // dK = dSᵀ Q; five batched GEMMs over [B, H] with [B, H, T, T] scratch.
+    const Shape &qs = inShape(0);
+    const int64_t t = qs[qs.size() - 2], d = qs.back(), elems = numElements(qs);
+    const int64_t batch = numElements(Shape(qs.begin(), qs.end() - 2)), sCount = batch * t * t;
+    if (elems == 0)
+      return; // an empty batch (no queries or features: refused by validation)
+    const float *q = in(0), *k = in(1), *v = in(2), *g = in(3);
+    // P and dS, then room for any product's bf16 operands (see gemm).
+    const int64_t used = 2 * alignUp(sCount);
+    float *P = scratchFloats(used + (bf16 ? 2 * elems + 2 * sCount + 4 * kAlign : 0));
+    float *dS = P + alignUp(sCount);
+    GemmCall scores; // [T, D] x [T, D]ᵀ per block
+    scores.batch = batch, scores.m = t, scores.n = t, scores.k = d, scores.tb = true;
+    scores.strideA = t * d, scores.strideB = t * d, scores.strideC = t * t;
+    GemmCall qk = scores;
+    qk.alpha = static_cast<float>(n.floats[0]);
+    gemm(qk, q, elems, k, elems, P, bf16, used);
+    launch("st_softmax_rows", batch * t, batch * t, t, n.flag ? 1 : 0, t, P, P);
+    gemm(scores, g, elems, v, elems, dS, bf16, used);
+    launch("st_softmax_grad_rows", batch * t, batch * t, t, n.flag ? 1 : 0, t,
+           static_cast<float>(n.floats[0]), P, dS);
+    GemmCall back; // [T, T] (transposed or not) x [T, D] per block
+    back.batch = batch, back.m = t, back.n = d, back.k = t;
+    back.strideA = t * t, back.strideB = t * d, back.strideC = t * d;
+    GemmCall backT = back;
+    backT.ta = true;
+    gemm(backT, P, sCount, g, elems, out + 2 * elems, bf16, used);
+    gemm(back, dS, sCount, k, elems, out, bf16, used);
+    gemm(backT, dS, sCount, q, elems, out + elems, bf16, used);
+    return;
+  }
+  case OpKind::Embedding: {
+    int64_t vocab = inShape(0)[0], d = inShape(0)[1], rows = numElements(inShape(1));
+    checkIds(1, vocab, "id");
+    launch("st_embedding", rows * d, rows, d, in(0), in(1), out);
+    return;
+  }
+  case OpKind::ScatterRows: {
+    int64_t vocab = n.shape[0], d = n.shape[1], rows = numElements(inShape(0));
+    checkIds(0, vocab, "id");
+    gpu->memsetAsync(dptr(out), 0, static_cast<size_t>(count));
+    launch("st_scatter_rows", d, rows, d, in(0), in(1), out);
+    return;
+  }
+  case OpKind::OneHot: {
+    int64_t c = n.shape.back(), rows = numElements(inShape(0));
+    checkIds(0, c, "class id");
+    gpu->memsetAsync(dptr(out), 0, static_cast<size_t>(count));
+    launch("st_one_hot", rows, rows, c, in(0), out);
+    return;
+  }
+  case OpKind::CrossEntropy: {
+    int64_t c = inShape(0).back(), rows = numElements(inShape(1));
+    checkIds(1, c, "target");
+    float *loss = scratchFloats(rows);
+    if (c >= 256) // a vocabulary: a block per row
+      launchShaped("st_cross_entropy_block_rows", gridFor(rows, 1), 256, rows, c, in(0), in(1),
+                   loss);
+    else
+      launch("st_cross_entropy_rows", rows, rows, c, in(0), in(1), loss);
+    launchShaped("st_mean", 1, 32, rows, static_cast<const float *>(loss), out);
+    return;
+  }
+  case OpKind::StageSum: {
+    double sum = 0;
+    for (size_t k = 0; k < n.operands.size(); ++k)
+      sum += fetch(in(static_cast<int>(k)), 1)[0];
+    if (!n.ints.empty()) { // a pipeline stage's copy: all-reduced over the stages
+      if (!rt.collective)
+        rt.fail(i, "stage_sum of a pipeline stage runs only under the pipeline runtime");
+      sum = rt.collective(n, HostTensor{n.shape, {sum}}).data.at(0);
+    }
+    staging.assign(1, static_cast<float>(sum));
+    upload(out, staging.data(), 1);
+    gpu->synchronize(); // staging is reused
+    return;
+  }
+  case OpKind::GossipMix: {
+    if (!rt.collective) {
+      copy(out, in(0), count);
+      return;
+    }
+    std::vector<float> z = fetch(in(0), count);
+    HostTensor mixed = rt.collective(n, HostTensor{n.shape, std::vector<double>(z.begin(), z.end())});
+    if (static_cast<int64_t>(mixed.data.size()) != count)
+      rt.fail(i, "the collective returned " + std::to_string(mixed.data.size()) +
+                     " values for shape " + shapeToString(n.shape));
+    staging.assign(mixed.data.begin(), mixed.data.end());
+    upload(out, staging.data(), count);
+    gpu->synchronize(); // staging is reused
+    return;
+  }
+  case OpKind::Descend:
+    launch("st_descend", count, count, in(0), in(1), in(2), out);
+    return;
+  case OpKind::NewtonSchulz: {
+    int64_t m = n.shape[0], nn = n.shape[1], steps = n.ints[0];
+    float a = static_cast<float>(n.floats[0]), b = static_cast<float>(n.floats[1]),
+          c = static_cast<float>(n.floats[2]);
+    bool tr = m > nn;
+    int64_t r = tr ? nn : m, s = tr ? m : nn;
+    // Scratch: norm, X [r, s], A [r, r], B [r, r], BX [r, s] (f32 always:
+    // optimizer math is not a model GEMM).
+    int64_t off = kAlign;
+    float *base = scratchFloats(off + alignUp(r * s) * 2 + alignUp(r * r) * 2);
+    float *norm = base, *X = base + off, *A = X + alignUp(r * s), *B = A + alignUp(r * r),
+          *BX = B + alignUp(r * r);
+    launchShaped("st_norm_plus_eps", 1, 256, count, in(0), norm);
+    launch("st_ns_start", count, m, nn, tr ? 1 : 0, in(0), static_cast<const float *>(norm), X);
+    GemmCall xxt, bb, bx;
+    xxt.m = r, xxt.n = r, xxt.k = s, xxt.tb = true;
+    bb.m = r, bb.n = r, bb.k = r, bb.alpha = c;
+    bx.m = r, bx.n = s, bx.k = r;
+    for (int64_t st = 0; st < steps; ++st) {
+      gpu->gemm(xxt, X, X, A);                       // A = X X^T
+      gpu->gemm(bb, A, A, B);                        // B = c A A
+      launch("st_axpy", r * r, r * r, b, static_cast<const float *>(A), B); // B += b A
+      gpu->gemm(bx, B, X, BX);                       // BX = B X
+      launch("st_scale_add", r * s, r * s, a, X, static_cast<const float *>(BX)); // X = a X + BX
+    }
+    if (tr) { // out [m, n] = X^T
+      std::vector<int64_t> st = {1, m};
+      launch("st_gather", count, count, static_cast<const float *>(X), int64_t(0), out,
+             spaceOf(n.shape, st));
+    } else {
+      copy(out, X, count);
+    }
+    return;
+  }
+  default:
+    rt.fail(i, "the CUDA runtime has no implementation of this op");
+  }
+}
+
+} // namespace
+
+namespace {
+
+// The real GPU: device 0 through the driver API, the runtime's and the
+// model's kernels as NVRTC-compiled modules, GEMMs through cuBLASLt.
+class CudaBackend final : public GpuBackend {
+public:
+  std::unique_ptr<CudaDevice> dev;
+  std::unique_ptr<CublasLt> blas;
+  void *opsModule = nullptr, *modelModule = nullptr;
+
+  ~CudaBackend() override { blas.reset(); }
+  std::string name() const override { return dev->name(); }
+  Ptr alloc(size_t bytes) override {
+    try {
+      return dev->alloc(bytes);
+    } catch (const std::runtime_error &e) {
+      size_t free = 0, total = 0;
+      try {
+        dev->memoryInfo(free, total);
+      } catch (...) {
+      }
+      char msg[160];
+      std::snprintf(msg, sizeof msg, " (allocating %.1f MB on %s; %.1f MB of %.1f MB free)",
+                    bytes / 1e6, dev->name().c_str(), free / 1e6, total / 1e6);
+      throw std::runtime_error(e.what() + std::string(msg));
+    }
+  }
+  void *nativeStream() override { return dev->stream(); }
+  bool streamIdle() override { return dev->streamIdle(); }
+  void free(Ptr p) override {
+    dev->synchronize();
+    dev->free(p);
+  }
+  void uploadAsync(Ptr dst, const void *src, size_t bytes) override {
+    dev->uploadAsync(dst, src, bytes);
+  }
+  void copyAsync(Ptr dst, Ptr src, size_t bytes) override { dev->copyAsync(dst, src, bytes); }
+  void memsetAsync(Ptr dst, unsigned value, size_t words) override {
+    dev->memsetAsync(dst, value, words);
+  }
+  void downloadSync(void *dst, Ptr src, size_t bytes) override {
+    dev->downloadSync(dst, src, bytes);
+  }
+  void synchronize() override { dev->synchronize(); }
+  void *opsFunction(const std::string &name) override { return dev->function(opsModule, name); }
+  void *modelFunction(const std::string &name) override {
+    return modelModule ? dev->function(modelModule, name) : nullptr;
+  }
+  void launch(void *fn, unsigned grid, unsigned block, void **params, int,
+              const char *what) override {
+    dev->launchAsync(fn, grid, block, params, 0, what);
+  }
+  void gemm(const GemmCall &g, const void *a, const void *b, float *c) override {
+    blas->gemm(g, a, b, c);
+  }
+};
+
+} // namespace
+
+std::unique_ptr<PlanExecutor> makeGpuPlanExecutor(const Graph &graph,
+                                                  std::unique_ptr<GpuBackend> gpu,
+                                                  GemmPrecision gemm) {
+  auto dev = std::make_unique<CudaPlanDevice>(std::move(gpu));
+  return std::make_unique<PlanExecutor>(
+      std::make_unique<PlanExecutor::Impl>(graph, std::move(dev), gemm));
+}
+
+std::unique_ptr<PlanExecutor> PlanExecutor::onCuda(const Graph &graph, const CudaKernelSet &kernels,
+                                                   GemmPrecision gemm, std::string &why) {
+  auto gpu = std::make_unique<CudaBackend>();
+  gpu->dev = CudaDevice::open(why);
+  if (!gpu->dev)
+    return nullptr;
+  gpu->blas = CublasLt::open(*gpu->dev, why);
+  if (!gpu->blas)
+    return nullptr;
+  CudaKernelCache nvrtc(kernels.cacheDir);
+  if (!nvrtc.available(why))
+    return nullptr;
+  std::string arch = gpu->dev->arch(), error;
+  CudaBinary ops, model;
+  if (!nvrtc.compile(cudaRuntimeSource(), arch, ops, error))
+    throw std::runtime_error("the CUDA runtime's own kernels do not compile for " + arch + ": " +
+                             error);
+  gpu->opsModule = gpu->dev->loadModule(ops.cubin);
+  bool anyKernel = false;
+  for (Phase ph : {Phase::Step, Phase::Update, Phase::Outer})
+    for (const Node &n : graph.phase(ph))
+      anyKernel |= n.kind == OpKind::Kernel;
+  if (anyKernel) {
+    if (!nvrtc.compile(kernels.source, arch, model, error))
+      throw std::runtime_error("the model's CUDA kernels do not compile for " + arch + ": " + error);
+    gpu->modelModule = gpu->dev->loadModule(model.cubin);
+  }
+  return makeGpuPlanExecutor(graph, std::move(gpu), gemm);
+}
+
+} // namespace stretto

@@ -1,0 +1,66 @@
+//===- GpuBackend.h - what the CUDA plan device needs of a GPU (internal) -===//
+//
+// The CUDA plan device (CudaPlan.cpp) runs a plan through this interface:
+// memory, stream-ordered copies and launches, the kernels' functions by
+// name, and GEMMs. CudaBackend (CudaPlan.cpp) is the real one: the driver
+// API, NVRTC-compiled modules and cuBLASLt. Tests plug in an emulated GPU
+// (test/unit/GpuEmulator.h): the same device code runs on the host, with
+// runtime/cuda/RuntimeOps.cu compiled as C++ and the fused kernels' C++
+// twins, so the device's logic is checked where no GPU is. No MLIR here.
+//
+//===----------------------------------------------------------------------===//
+#ifndef STRETTO_RUNTIME_GPUBACKEND_H
+#define STRETTO_RUNTIME_GPUBACKEND_H
+
+#include "cuda/CublasLt.h"
+#include "stretto/Runtime/PlanExecutor.h"
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+
+namespace stretto {
+
+class GpuBackend {
+public:
+  using Ptr = unsigned long long; // device address
+  virtual ~GpuBackend() = default;
+  virtual std::string name() const = 0;
+  virtual Ptr alloc(size_t bytes) = 0;
+  virtual void free(Ptr p) = 0; // after the queued work
+  virtual void uploadAsync(Ptr dst, const void *src, size_t bytes) = 0;
+  virtual void copyAsync(Ptr dst, Ptr src, size_t bytes) = 0;
+  virtual void memsetAsync(Ptr dst, unsigned value, size_t words) = 0;
+  virtual void downloadSync(void *dst, Ptr src, size_t bytes) = 0;
+  virtual void synchronize() = 0;
+  /// The stream work is queued on (a CUstream), for collective libraries
+  /// (NCCL); null where there is none (an emulated GPU).
+  virtual void *nativeStream() { return nullptr; }
+  /// Whether the queued work has finished, without waiting (an emulated
+  /// GPU waits and says yes).
+  virtual bool streamIdle() {
+    synchronize();
+    return true;
+  }
+  /// A runtime op of RuntimeOps.cu / a generated kernel, by name; null when
+  /// missing.
+  virtual void *opsFunction(const std::string &name) = 0;
+  virtual void *modelFunction(const std::string &name) = 0;
+  /// Queues fn<<<grid, block>>> with `count` arguments (pointers to each
+  /// argument's value, cuLaunchKernel's convention).
+  virtual void launch(void *fn, unsigned grid, unsigned block, void **params, int count,
+                      const char *what) = 0;
+  /// Queues a GEMM (row-major, see GemmCall).
+  virtual void gemm(const GemmCall &g, const void *a, const void *b, float *c) = 0;
+};
+
+/// The compiled runtime over `gpu` (CudaPlan.cpp). Throws like
+/// PlanExecutor's constructor.
+std::unique_ptr<PlanExecutor> makeGpuPlanExecutor(const Graph &graph,
+                                                  std::unique_ptr<GpuBackend> gpu,
+                                                  GemmPrecision gemm);
+
+} // namespace stretto
+
+#endif

@@ -1,0 +1,582 @@
+//===- PlanImpl.h - the compiled runtime's plan and state (internal) -*- C++ -*-===//
+//
+// Shared by the plan executor's devices (PlanExecutor.cpp: the host, with
+// OpenMP loops and OpenBLAS; CudaPlan.cpp: a CUDA GPU through the driver
+// API, NVRTC-compiled kernels and cuBLASLt). The plan (buffer placement by
+// liveness), the states, gradient sums and constants, and the order in
+// which a phase's writes commit are the same on every device; a device
+// owns its memory (PlanDevice) and runs one node at a time (exec).
+// No MLIR here.
+//
+//===----------------------------------------------------------------------===//
+#ifndef STRETTO_RUNTIME_PLANIMPL_H
+#define STRETTO_RUNTIME_PLANIMPL_H
+
+#include "stretto/Runtime/PlanExecutor.h"
+#include "exec/OpSemantics.h"
+
+#include <algorithm>
+#include <cstring>
+#include <limits>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+namespace stretto {
+namespace planning {
+
+// Arena offsets are multiples of 16 floats (64 bytes: a cache line, an
+// AVX-512 vector).
+constexpr int64_t kAlign = 16;
+
+inline int64_t alignUp(int64_t n) { return (n + kAlign - 1) / kAlign * kAlign; }
+
+inline bool isSink(OpKind k) {
+  return k == OpKind::Write || k == OpKind::Grad || k == OpKind::Yield;
+}
+
+enum class Where { None, Arena, State, GradSum, Constant, Alias };
+
+struct Slot {
+  Where where = Where::None;
+  int64_t offset = 0; // Arena: in floats; Alias: floats into the aliased value
+  int64_t size = 0;   // floats
+  int ref = -1;       // Alias: node; State/GradSum/Constant: index
+  int dies = -1;      // the last node of the plan reading this buffer
+};
+
+struct PhasePlan {
+  Phase phase = Phase::Step;
+  std::vector<int> order;        // nodes to run, ascending
+  std::vector<Slot> slots;       // by node index
+  int64_t arenaFloats = 0;       // peak
+  int64_t unplannedFloats = 0;   // without reuse
+  std::vector<std::pair<int, int>> writes; // (state index, node written), in order
+  std::vector<std::pair<int, int>> grads;  // (grad index, node), in order
+};
+
+// First-fit allocator over an arena of floats with coalescing free list.
+class ArenaAllocator {
+public:
+  int64_t allocate(int64_t size) {
+    size = alignUp(std::max<int64_t>(size, 1));
+    for (auto it = free_.begin(); it != free_.end(); ++it)
+      if (it->second >= size) {
+        int64_t off = it->first;
+        if (it->second == size)
+          free_.erase(it);
+        else
+          *it = {off + size, it->second - size};
+        return off;
+      }
+    // Grow: a free block at the top extends instead of being skipped.
+    if (!free_.empty() && free_.back().first + free_.back().second == top_) {
+      int64_t off = free_.back().first;
+      free_.pop_back();
+      top_ = off + size;
+      return off;
+    }
+    int64_t off = top_;
+    top_ += size;
+    return off;
+  }
+  void release(int64_t off, int64_t size) {
+    size = alignUp(std::max<int64_t>(size, 1));
+    auto it = std::lower_bound(free_.begin(), free_.end(), std::make_pair(off, int64_t(0)));
+    it = free_.insert(it, {off, size});
+    // Merge with the next, then with the previous block.
+    if (it + 1 != free_.end() && it->first + it->second == (it + 1)->first) {
+      it->second += (it + 1)->second;
+      free_.erase(it + 1);
+    }
+    if (it != free_.begin() && (it - 1)->first + (it - 1)->second == it->first) {
+      (it - 1)->second += it->second;
+      free_.erase(it);
+    }
+  }
+  int64_t peak() const { return top_; }
+
+private:
+  std::vector<std::pair<int64_t, int64_t>> free_; // (offset, size), sorted
+  int64_t top_ = 0;
+};
+
+
+// Floats on a device (host memory, or a CUDA device pointer the host never
+// dereferences).
+struct DeviceBuffer {
+  float *data = nullptr;
+  int64_t size = 0;
+};
+
+} // namespace planning
+
+// A plan executor's device: its memory, and how it runs a node.
+class PlanDevice {
+public:
+  virtual ~PlanDevice() = default;
+  virtual const char *name() const = 0;
+  // Whether the fused kernel `name` (a Kernel node's) can run here.
+  virtual bool hasKernel(const std::string &name) const = 0;
+  virtual float *alloc(int64_t floats) = 0;
+  virtual void release(float *p) = 0;
+  // host <-> device; download waits for the work queued before it.
+  virtual void upload(float *dst, const float *host, int64_t n) = 0;
+  virtual void download(float *host, const float *src, int64_t n) = 0;
+  virtual void copy(float *dst, const float *src, int64_t n) = 0;       // no overlap
+  virtual void accumulate(float *dst, const float *src, int64_t n) = 0; // dst += src
+  virtual void divide(float *dst, int64_t n, float d) = 0;              // dst /= d
+  // Runs node i of plan p; its value goes to x.val[i].
+  virtual void exec(PlanExecutor::Impl &rt, const planning::PhasePlan &p, int i,
+                    const TensorMap &inputs, int64_t t, StepResult &result) = 0;
+  // Waits for the queued work (profiling timers; asynchronous devices).
+  virtual void finish() {}
+  // A GPU: buffers are device addresses, work is queued on stream() (a
+  // CUstream; null on an emulated GPU), idle() polls it without waiting.
+  virtual bool onDevice() const { return false; }
+  virtual void *stream() { return nullptr; }
+  virtual bool idle() { return true; }
+};
+
+struct PlanExecutor::Impl {
+  using Where = planning::Where;
+  using Slot = planning::Slot;
+  using PhasePlan = planning::PhasePlan;
+  using DeviceBuffer = planning::DeviceBuffer;
+  using ArenaAllocator = planning::ArenaAllocator;
+  static int64_t alignUp(int64_t n) { return planning::alignUp(n); }
+
+  Graph graph;
+  std::unique_ptr<PlanDevice> dev;
+  GemmPrecision gemmPrecision = GemmPrecision::F32;
+  std::map<std::string, int> stateIndex;
+  std::vector<DeviceBuffer> states;
+  std::map<std::string, int> gradIndex;
+  std::vector<DeviceBuffer> gradSums;
+  int64_t gradCount = 0;
+  std::vector<DeviceBuffer> constants;
+  int64_t counter = 0;
+  PlanStats stats;
+
+  PhasePlan stepPlan, updatePlan, outerPlan;
+  Collective collective; // GossipMix exchange; empty: identity
+  std::map<std::vector<int>, PhasePlan> evalPlans; // by probe list
+  DeviceBuffer arena;           // the running phase's intermediates
+  std::vector<float> scratch;   // the host device's temporaries
+  std::vector<float *> val;     // per node of the running phase
+
+  bool profiling = false;
+  std::map<OpKind, std::pair<double, int64_t>> profile; // seconds, calls
+  struct KernelTime {
+    double seconds = 0;
+    int64_t calls = 0;
+    double bytes = 0; // fused kernels: operands + result, once each (f32)
+    double flops = 0; // GEMMs and attention: 2 m n k per product
+  };
+  std::map<std::string, KernelTime> kernelProfile;
+
+  Phase cur = Phase::Step;
+
+  [[noreturn]] void fail(int i, const std::string &msg) const {
+    const Node &n = graph.phase(cur)[i];
+    std::ostringstream os;
+    os << opKindName(n.kind) << " (node " << i << ") at "
+       << (n.loc.empty() ? std::string("<unknown>") : n.loc) << ": " << msg;
+    throw std::runtime_error(os.str());
+  }
+
+  //===--- planning -------------------------------------------------------===//
+
+  // Constants of both phases, one persistent buffer each.
+  std::map<std::pair<int, int>, int> constIndex; // (phase, node) -> index
+
+  void collectConstants() {
+    for (Phase ph : {Phase::Step, Phase::Update, Phase::Outer}) {
+      const std::vector<Node> &nodes = graph.phase(ph);
+      for (size_t i = 0; i < nodes.size(); ++i) {
+        const Node &n = nodes[i];
+        if (n.kind != OpKind::Constant)
+          continue;
+        int64_t cnt = numElements(n.shape);
+        std::vector<float> v(cnt);
+        for (int64_t e = 0; e < cnt; ++e)
+          v[e] = static_cast<float>(n.data.size() == 1 ? n.data[0] : n.data[e]);
+        constIndex[{static_cast<int>(ph), static_cast<int>(i)}] = static_cast<int>(constants.size());
+        constants.push_back(allocate(cnt));
+        dev->upload(constants.back().data, v.data(), cnt);
+      }
+    }
+  }
+
+  // Plans `order` (ascending nodes of `phase`); values of `keep` live to the
+  // end (probes). Writes and Grad values live to the end too: they commit
+  // only once the whole phase succeeded.
+  PhasePlan plan(Phase phase, std::vector<int> order, const std::vector<int> &keep,
+                 bool snapshotReads = false) {
+    const std::vector<Node> &nodes = graph.phase(phase);
+    PhasePlan p;
+    p.phase = phase;
+    p.order = std::move(order);
+    p.slots.assign(nodes.size(), Slot{});
+    // Liveness is by position in `order` (partial runs concatenate lists).
+    std::vector<int> pos(nodes.size(), -1);
+    for (size_t k = 0; k < p.order.size(); ++k)
+      pos[p.order[k]] = static_cast<int>(k);
+    std::map<std::string, int> writtenBy; // state -> node holding its new value
+    auto root = [&](int i) {
+      while (p.slots[i].where == Where::Alias)
+        i = p.slots[i].ref;
+      return i;
+    };
+    // Where each value lives.
+    for (int i : p.order) {
+      const Node &n = nodes[i];
+      Slot &s = p.slots[i];
+      switch (n.kind) {
+      case OpKind::Reshape:
+      case OpKind::Transfer:
+        s.where = Where::Alias, s.ref = n.operands[0];
+        break;
+      case OpKind::Slice: {
+        // A window of whole leading rows (every dim before the axis is 1,
+        // as attention_grad's dq/dk/dv and the fused QKV split) is one
+        // contiguous range of its operand: a view, when the operand lives
+        // in the arena (states and gradient sums are written in place).
+        ops::Window w = ops::windowOf(n, nodes[n.operands[0]].shape);
+        if (w.outer == 1 && p.slots[root(n.operands[0])].where == Where::Arena) {
+          s.where = Where::Alias, s.ref = n.operands[0], s.offset = n.ints[1] * w.inner;
+          break;
+        }
+        s.where = Where::Arena, s.size = std::max<int64_t>(numElements(n.shape), 1);
+        p.unplannedFloats += alignUp(s.size);
+        break;
+      }
+      case OpKind::Read:
+        if (auto w = writtenBy.find(n.name); w != writtenBy.end()) {
+          s.where = Where::Alias, s.ref = w->second;
+        } else if (snapshotReads) {
+          // Partial runs: the state may change between a micro-batch's
+          // forward and backward parts; the value read is copied.
+          s.where = Where::Arena, s.size = std::max<int64_t>(numElements(n.shape), 1);
+          p.unplannedFloats += alignUp(s.size);
+        } else {
+          s.where = Where::State, s.ref = stateIndex.at(n.name);
+        }
+        break;
+      case OpKind::AccumulatedGrad: {
+        auto g = gradIndex.find(n.name);
+        if (g == gradIndex.end()) {
+          cur = phase;
+          fail(i, "no Grad node of the step phase produces '" + n.name + "'");
+        }
+        s.where = Where::GradSum, s.ref = g->second;
+        break;
+      }
+      case OpKind::Constant:
+        s.where = Where::Constant, s.ref = constIndex.at({static_cast<int>(phase), i});
+        break;
+      case OpKind::Write:
+        writtenBy[n.name] = n.operands[0];
+        p.writes.push_back({stateIndex.at(n.name), n.operands[0]});
+        break;
+      case OpKind::Grad:
+        p.grads.push_back({gradIndex.at(n.name), n.operands[0]});
+        break;
+      case OpKind::Yield:
+        break;
+      default:
+        s.where = Where::Arena, s.size = std::max<int64_t>(numElements(n.shape), 1);
+        p.unplannedFloats += alignUp(s.size);
+        break;
+      }
+    }
+    // A Write whose value is a state's old value, of a state this phase
+    // writes (another one, or the same one more than once), must see that
+    // old value whatever the commit order: such a Read gets its own copy.
+    std::map<int, int> writesOf;
+    for (auto [st, node] : p.writes)
+      ++writesOf[st];
+    for (auto [st, node] : p.writes) {
+      Slot &src = p.slots[root(node)];
+      if (src.where == Where::State && writesOf.count(src.ref) &&
+          !(src.ref == st && writesOf[st] == 1)) {
+        src.where = Where::Arena;
+        src.size = std::max<int64_t>(numElements(nodes[root(node)].shape), 1);
+        p.unplannedFloats += alignUp(src.size);
+      }
+    }
+    // Last reader of each root buffer.
+    const int end = std::numeric_limits<int>::max();
+    for (int i : p.order) {
+      int r = root(i);
+      p.slots[r].dies = std::max(p.slots[r].dies, pos[i]);
+      const Node &n = nodes[i];
+      bool toEnd = n.kind == OpKind::Write || n.kind == OpKind::Grad;
+      for (int o : n.operands) {
+        int ro = root(o);
+        p.slots[ro].dies = std::max(p.slots[ro].dies, toEnd ? end : pos[i]);
+      }
+    }
+    for (int k : keep)
+      p.slots[root(k)].dies = end;
+    if (phase == Phase::Update)
+      writeInPlace(p, nodes, root, pos);
+    // Offsets: allocate each result before its operands die, so that no
+    // kernel writes over its own input.
+    ArenaAllocator alloc;
+    std::vector<std::vector<int>> dyingAt(p.order.size());
+    for (size_t k = 0; k < p.order.size(); ++k) {
+      Slot &s = p.slots[p.order[k]];
+      if (s.where == Where::Arena) {
+        s.offset = alloc.allocate(s.size);
+        if (s.dies != end)
+          dyingAt[s.dies].push_back(p.order[k]);
+      }
+      for (int d : dyingAt[k])
+        alloc.release(p.slots[d].offset, p.slots[d].size);
+    }
+    p.arenaFloats = alloc.peak();
+    return p;
+  }
+
+  // Update-phase writes of a fused kernel's value go straight into the state
+  // (no arena buffer, no copy at the end) when that is invisible: the kernel
+  // reads the state's old value, if at all, only at each element's own index
+  // (same shape), and nothing reads the old value after the kernel ran. The
+  // Update phase has no failure mode after its first kernel, so committing
+  // early loses no atomicity.
+  template <typename Root>
+  void writeInPlace(PhasePlan &p, const std::vector<Node> &nodes, Root root,
+                    const std::vector<int> &pos) {
+    std::map<int, int> writesOf; // state -> number of writes
+    for (auto [st, node] : p.writes)
+      ++writesOf[st];
+    std::vector<std::pair<int, int>> kept;
+    for (auto [st, node] : p.writes) {
+      const Node &k = nodes[node];
+      Slot &slot = p.slots[node];
+      bool elementwise = k.kind == OpKind::Kernel && (k.ints.empty() || k.ints[0] == 0);
+      bool ok = elementwise && slot.where == Where::Arena && writesOf[st] == 1 &&
+                root(node) == node;
+      // Every Read of st that sees the old value (not an alias of a Write)
+      // runs no later than the kernel and its value dies there.
+      for (int i : p.order) {
+        const Slot &r = p.slots[i];
+        bool oldValue = nodes[i].kind == OpKind::Read && r.where != Where::Alias &&
+                        stateIndex.at(nodes[i].name) == st;
+        if (ok && oldValue &&
+            (pos[i] > pos[node] || (r.where == Where::State && r.dies > pos[node])))
+          ok = false;
+      }
+      for (int o : k.operands) // old values read elementwise only
+        if (ok && p.slots[root(o)].where == Where::State && p.slots[root(o)].ref == st &&
+            nodes[o].shape != k.shape)
+          ok = false;
+      if (!ok) {
+        kept.push_back({st, node});
+        continue;
+      }
+      slot.where = Where::State;
+      slot.ref = st;
+      p.unplannedFloats -= alignUp(slot.size);
+    }
+    p.writes = kept;
+  }
+
+  std::vector<int> allNodes(Phase ph) const {
+    std::vector<int> v(graph.phase(ph).size());
+    for (size_t i = 0; i < v.size(); ++i)
+      v[i] = static_cast<int>(i);
+    return v;
+  }
+
+  // Evaluation: the nodes the Yield operands and the probes need.
+  const PhasePlan &evalPlan(const std::vector<int> &probes) {
+    auto it = evalPlans.find(probes);
+    if (it != evalPlans.end())
+      return it->second;
+    const std::vector<Node> &nodes = graph.nodes;
+    std::vector<char> need(nodes.size(), 0);
+    for (int p : probes) {
+      if (p < 0 || p >= static_cast<int>(nodes.size()))
+        throw std::runtime_error("evaluate: probe " + std::to_string(p) + " is not a node");
+      need[p] = 1;
+    }
+    for (size_t i = 0; i < nodes.size(); ++i)
+      if (nodes[i].kind == OpKind::Yield)
+        need[i] = 1;
+    for (int i = static_cast<int>(nodes.size()) - 1; i >= 0; --i)
+      if (need[i])
+        for (int o : nodes[i].operands)
+          need[o] = 1;
+    std::vector<int> order;
+    for (size_t i = 0; i < nodes.size(); ++i)
+      if (need[i])
+        order.push_back(static_cast<int>(i));
+    return evalPlans.emplace(probes, plan(Phase::Step, order, probes)).first->second;
+  }
+
+  DeviceBuffer allocate(int64_t n) {
+    return DeviceBuffer{dev->alloc(std::max<int64_t>(n, 1)), n};
+  }
+  void release(DeviceBuffer &b) {
+    if (b.data)
+      dev->release(b.data);
+    b = DeviceBuffer{};
+  }
+  // Grows `b` to at least n floats (contents not kept).
+  void ensure(DeviceBuffer &b, int64_t n) {
+    if (b.size >= n && b.data)
+      return;
+    release(b);
+    b = allocate(n);
+  }
+  std::vector<float> download(const float *src, int64_t n) const {
+    std::vector<float> v(n);
+    if (n)
+      dev->download(v.data(), src, n);
+    return v;
+  }
+  HostTensor hostTensor(const Shape &shape, const float *src) const {
+    std::vector<float> v = download(src, numElements(shape));
+    return HostTensor{shape, std::vector<double>(v.begin(), v.end())};
+  }
+  // State s := the value at src (unless it is already there).
+  void commit(int s, const float *src) {
+    if (src != states[s].data)
+      dev->copy(states[s].data, src, states[s].size);
+  }
+  void addGrad(int g, const float *v) {
+    if (gradCount == 0)
+      dev->copy(gradSums[g].data, v, gradSums[g].size);
+    else
+      dev->accumulate(gradSums[g].data, v, gradSums[g].size);
+  }
+
+  ~Impl() {
+    for (auto *list : {&states, &gradSums, &constants})
+      for (DeviceBuffer &b : *list)
+        release(b);
+    release(arena);
+  }
+
+  // With `initialise` false the states keep the device's contents (a
+  // device that only counts bytes: the run's memory estimate, RunChecks.cpp).
+  Impl(const Graph &g, std::unique_ptr<PlanDevice> d, GemmPrecision gp, bool initialise = true)
+      : graph(g), dev(std::move(d)), gemmPrecision(gp) {
+    graph.validate();
+    std::string why;
+    if (!PlanExecutor::supports(graph, why))
+      throw std::runtime_error("the compiled runtime cannot run this graph: " + why);
+    for (size_t i = 0; i < graph.states.size(); ++i)
+      stateIndex[graph.states[i].name] = static_cast<int>(i);
+    for (const StateDecl &s : graph.states)
+      states.push_back(allocate(numElements(s.shape)));
+    for (const Node &n : graph.nodes)
+      if (n.kind == OpKind::Grad && !gradIndex.count(n.name)) {
+        gradIndex[n.name] = static_cast<int>(gradSums.size());
+        gradSums.push_back(allocate(numElements(graph.nodes[n.operands[0]].shape)));
+      }
+    for (Phase ph : {Phase::Step, Phase::Update, Phase::Outer}) {
+      const std::vector<Node> &nodes = graph.phase(ph);
+      for (size_t i = 0; i < nodes.size(); ++i) {
+        const Node &n = nodes[i];
+        cur = ph;
+        if (n.kind == OpKind::Kernel && !dev->hasKernel(n.name))
+          fail(static_cast<int>(i), "compiled kernel '" + n.name + "' was not provided");
+        if ((n.kind == OpKind::Read || n.kind == OpKind::Write) && !stateIndex.count(n.name))
+          fail(static_cast<int>(i), "no state named '" + n.name + "'");
+      }
+    }
+    collectConstants();
+    stepPlan = plan(Phase::Step, allNodes(Phase::Step), {});
+    updatePlan = plan(Phase::Update, allNodes(Phase::Update), {});
+    outerPlan = plan(Phase::Outer, allNodes(Phase::Outer), {});
+    stats.stepArenaBytes = stepPlan.arenaFloats * 4;
+    stats.updateArenaBytes = std::max(updatePlan.arenaFloats, outerPlan.arenaFloats) * 4;
+    stats.unplannedBytes =
+        (stepPlan.unplannedFloats + updatePlan.unplannedFloats + outerPlan.unplannedFloats) * 4;
+    for (const StateDecl &s : graph.states)
+      stats.persistentBytes += numElements(s.shape) * 4;
+    for (auto *list : {&gradSums, &constants})
+      for (const DeviceBuffer &b : *list)
+        stats.persistentBytes += b.size * 4;
+    if (initialise)
+      initialize(0);
+  }
+
+  void initialize(uint64_t seed) {
+    for (size_t k = 0; k < graph.states.size(); ++k) {
+      const StateDecl &s = graph.states[k];
+      std::vector<float> v(states[k].size);
+      for (int64_t i = 0; i < static_cast<int64_t>(v.size()); ++i)
+        v[i] = static_cast<float>(initialValue(s, seed, i));
+      dev->upload(states[k].data, v.data(), states[k].size);
+    }
+    for (size_t k = 0; k < graph.states.size(); ++k)
+      if (!graph.states[k].copyOf.empty())
+        dev->copy(states[k].data, states[stateIndex.at(graph.states[k].copyOf)].data,
+                  states[k].size);
+    counter = 0;
+    gradCount = 0;
+  }
+
+  //===--- running --------------------------------------------------------===//
+
+  void checkInputs(const std::vector<int> &order, const TensorMap &inputs) {
+    for (int i : order) {
+      const Node &n = graph.nodes[i];
+      if (n.kind != OpKind::Input)
+        continue;
+      ops::checkInput(n, inputs);
+    }
+  }
+
+  int64_t rowId(int i, float v, int64_t limit, const char *what) const {
+    std::string bad = ops::badId(static_cast<double>(v), limit, what);
+    if (!bad.empty())
+      fail(i, bad);
+    return static_cast<int64_t>(v);
+  }
+
+  // Checks a whole id tensor before an op uses it (serially: the message
+  // names the first bad id).
+  void checkIds(int i, const float *ids, int64_t count, int64_t limit, const char *what) const {
+    for (int64_t r = 0; r < count; ++r)
+      rowId(i, ids[r], limit, what);
+  }
+
+  float *scratchFloats(int64_t n) {
+    if (static_cast<int64_t>(scratch.size()) < n)
+      scratch.resize(n);
+    return scratch.data();
+  }
+
+  StepResult run(const PhasePlan &p, const TensorMap &inputs, int64_t t, bool probesOut,
+                 const std::vector<int> &probes);
+  // Runs positions [begin, end) of p's order over `arenaBase`, with value
+  // pointers in `val` (kept by the caller for partial runs).
+  StepResult runRange(const PhasePlan &p, size_t begin, size_t end, float *arenaBase,
+                      const TensorMap &inputs, int64_t t);
+  // Where a state Read of a partial run reads (2BW redirects).
+  const DeviceBuffer &readSource(const Node &n) const {
+    const std::string *name = &n.name;
+    if (redirect)
+      if (auto r = redirect->find(n.name); r != redirect->end())
+        name = &r->second;
+    return states[stateIndex.at(*name)];
+  }
+
+  // Partial runs (pipeline stages): one plan over the concatenated parts.
+  PhasePlan partPlan;
+  std::vector<std::vector<int>> parts;
+  std::vector<size_t> partStart; // position of each part's first node
+  const std::map<std::string, std::string> *redirect = nullptr;
+};
+
+} // namespace stretto
+
+#endif

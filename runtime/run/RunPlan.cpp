@@ -1,0 +1,646 @@
+//===- RunPlan.cpp - run settings, run flags and runPlan ------------------===//
+//
+// One description of a run (RunSettings: the plan's settings and the
+// command line's flags) and one function that runs it in every mode.
+// stretto-train and stretto-run only parse, compile or load, and call
+// runPlan.
+//
+//===----------------------------------------------------------------------===//
+#include "stretto/Runtime/RunSettings.h"
+
+#include "cuda/Nccl.h"
+#include "stretto/Runtime/Device.h"
+#include "stretto/Runtime/HostJit.h"
+#include "stretto/Runtime/Pipeline.h"
+#include "stretto/Runtime/PlanFile.h"
+#include "stretto/Runtime/RunChecks.h"
+#include "stretto/Support/Text.h"
+#include "stretto/Runtime/Communicator.h"
+#include "stretto/Runtime/Distributed.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <iostream>
+#include <set>
+#include <stdexcept>
+
+using namespace stretto;
+
+namespace {
+
+int64_t parseInt(const std::string &v, const std::string &what) {
+  char *end = nullptr;
+  errno = 0;
+  long long n = std::strtoll(v.c_str(), &end, 10);
+  if (v.empty() || *end || errno == ERANGE)
+    throw std::runtime_error(what + ", got '" + v + "'");
+  return n;
+}
+
+} // namespace
+
+std::string stretto::kernelCacheDirectory() {
+  const char *env = std::getenv("STRETTO_CACHE_DIR");
+  const char *home = std::getenv("HOME");
+  return env ? env : std::string(home ? home : "/tmp") + "/.cache/stretto/kernels";
+}
+
+//===--- settings <-> plan files ----------------------------------------===//
+
+std::map<std::string, std::string> RunSettings::toMeta() const {
+  std::map<std::string, std::string> m = {
+      {"model.name", modelName},
+      {"model.fingerprint", fingerprint},
+      {"model.vocab", std::to_string(vocab)},
+      {"data.format", data.format},
+      {"data.path", data.path},
+      {"data.val_fraction", exactDecimal(data.valFraction)},
+      {"train.optimizer", optimizer},
+      {"train.steps", std::to_string(steps)},
+      {"train.micro_batches", std::to_string(microBatches)},
+      {"train.seed", std::to_string(seed)},
+      {"train.log_interval", std::to_string(logInterval)},
+      {"train.eval_interval", std::to_string(evalInterval)},
+      {"train.eval_batches", std::to_string(evalBatches)},
+      {"train.checkpoint_interval", std::to_string(checkpointInterval)},
+      {"train.stages", std::to_string(stages)},
+      {"train.schedule", twoBW ? "2bw" : "flush"}};
+  for (auto &[k, v] : gossip.toMeta())
+    m[k] = v;
+  return m;
+}
+
+RunSettings RunSettings::fromMeta(const std::map<std::string, std::string> &meta) {
+  RunSettings s;
+  auto str = [&](const char *k, std::string &into) {
+    if (auto it = meta.find(k); it != meta.end())
+      into = it->second;
+  };
+  auto num = [&](const char *k, int64_t &into) {
+    if (auto it = meta.find(k); it != meta.end())
+      into = parseInt(it->second,
+                      std::string("the plan's setting '") + k + "' must be an integer");
+  };
+  str("model.name", s.modelName);
+  str("model.fingerprint", s.fingerprint);
+  str("train.optimizer", s.optimizer);
+  num("model.vocab", s.vocab);
+  s.data.format = "synthetic";
+  str("data.format", s.data.format);
+  str("data.path", s.data.path);
+  if (auto it = meta.find("data.val_fraction"); it != meta.end())
+    s.data.valFraction = std::atof(it->second.c_str());
+  int64_t seed = int64_t(s.seed);
+  num("train.steps", s.steps);
+  num("train.micro_batches", s.microBatches);
+  num("train.seed", seed);
+  s.seed = uint64_t(seed);
+  num("train.log_interval", s.logInterval);
+  num("train.eval_interval", s.evalInterval);
+  num("train.eval_batches", s.evalBatches);
+  num("train.checkpoint_interval", s.checkpointInterval);
+  num("train.stages", s.stages);
+  if (auto it = meta.find("train.schedule"); it != meta.end())
+    s.twoBW = it->second == "2bw";
+  s.gossip = GossipSettings::fromMeta(meta);
+  return s;
+}
+
+void RunSettings::apply(const RunFlags &f) {
+  flags = f;
+  if (f.steps > 0)
+    steps = f.steps;
+  if (f.seed >= 0)
+    seed = uint64_t(f.seed);
+  if (f.logInterval > 0)
+    logInterval = f.logInterval;
+  if (!f.dataPath.empty())
+    data.path = f.dataPath;
+  data.seed = seed;
+}
+
+TrainerOptions RunSettings::trainerOptions() const {
+  TrainerOptions o;
+  o.steps = steps;
+  o.microBatches = microBatches;
+  o.seed = seed;
+  o.logInterval = logInterval;
+  o.evalInterval = evalInterval;
+  o.evalBatches = evalBatches;
+  o.checkpointInterval = checkpointInterval;
+  o.outDir = flags.outDir;
+  o.resume = flags.resume || flags.forceResume;
+  o.forceResume = flags.forceResume;
+  o.initFrom = flags.initFrom;
+  o.modelFingerprint = fingerprint;
+  o.precision = flags.precision == "f64" ? Precision::F64 : Precision::F32;
+  o.quiet = flags.quiet;
+  o.profile = flags.profile;
+  o.compiled = flags.executor == "compiled";
+  o.gemmPrecision = flags.precision == "bf16" ? GemmPrecision::BF16 : GemmPrecision::F32;
+  return o;
+}
+
+//===--- the command line's run flags -----------------------------------===//
+
+const char *const stretto::kRunFlagsHelp =
+    "Run flags (stretto-train and stretto-run):\n"
+    "  --steps N             training steps (stretto-train: overrides train.steps before\n"
+    "                        compiling; stretto-run: the schedule stays the plan's)\n"
+    "  --seed S              seed for initialisation and data order\n"
+    "  --log-interval N      steps between progress lines\n"
+    "  --out DIR             metrics, loss plot, checkpoints, model.safetensors\n"
+    "  --resume              continue from the checkpoint in DIR (checkpoint.bin, or each\n"
+    "                        rank's newest checkpoint-rank<r>-step<N>.bin)\n"
+    "  --force-resume        --resume even from another seed's, model's or micro-batch\n"
+    "                        count's checkpoint\n"
+    "  --init-from FILE      start from a safetensors file's parameters (with --resume the\n"
+    "                        checkpoint wins)\n"
+    "  --device cpu|cuda|auto  cuda: the compiled runtime on CUDA device 0, or an error\n"
+    "                        naming what is missing; auto: the GPU when usable, else the\n"
+    "                        CPU (said on stderr)\n"
+    "  --precision f32|bf16|f64  bf16: GEMM operands in bf16; f64: the reference executor\n"
+    "  --executor compiled|reference  fused kernels over a planned arena, or plain loops\n"
+    "  --profile             where the compiled runtime spent its time, at the end\n"
+    "  --quiet               only errors and the final summary\n"
+    "  --kill-replica R@K    gossip/DiLoCo fault injection: replica R dies at round K\n"
+    "  --data FILE           (stretto-run) another data file than the plan's\n"
+    "  --check N             (stretto-run) N steps beside the reference executor\n"
+    "Several processes: --nproc N [--nnodes N --node-rank K --master-addr A --master-port P]\n"
+    "  [--log-dir DIR]; in each rank --timeout S (300) bounds rendezvous and every wait,\n"
+    "  --iface NAME, --rendezvous file:DIR, --on-peer-failure stop|continue (default:\n"
+    "  continue for gossip and DiLoCo replicas, which drop a dead peer and finish; stop\n"
+    "  for pipeline stages and data-parallel ranks, where every rank is needed).\n";
+
+namespace {
+using D = RunFlagSpec::Destination;
+const RunFlagSpec kRunFlagSpecs[] = {
+    {"--steps", true, D::Compile},         {"--seed", true, D::Compile},
+    {"--log-interval", true, D::Compile},  {"--out", true, D::Ranks},
+    {"--data", true, D::Compile},          {"--resume", false, D::Ranks},
+    {"--force-resume", false, D::Ranks},   {"--init-from", true, D::Ranks},
+    {"--device", true, D::Ranks},          {"--precision", true, D::Both},
+    {"--executor", true, D::Compile},      {"--check", true, D::Compile},
+    {"--profile", false, D::Ranks},        {"--quiet", false, D::Both},
+    {"--timeout", true, D::Ranks},         {"--iface", true, D::Ranks},
+    {"--rendezvous", true, D::Ranks},      {"--on-peer-failure", true, D::Ranks},
+    {"--kill-replica", true, D::Ranks},
+};
+} // namespace
+
+const RunFlagSpec *stretto::findRunFlag(const std::string &name) {
+  for (const RunFlagSpec &s : kRunFlagSpecs)
+    if (name == s.name)
+      return &s;
+  return nullptr;
+}
+
+std::vector<std::string> stretto::takeRunFlags(const std::vector<std::string> &args,
+                                               RunFlags &f) {
+  std::vector<std::string> rest;
+  for (size_t i = 0; i < args.size(); ++i) {
+    std::string a = args[i], inlineValue;
+    bool hasInline = false;
+    if (a.rfind("--", 0) == 0 && a.find('=') != std::string::npos) {
+      inlineValue = a.substr(a.find('=') + 1);
+      a = a.substr(0, a.find('='));
+      hasInline = true;
+    }
+    // Not a run flag, or a switch given a value ("--resume=1"): the
+    // caller's (which refuses what it does not know either).
+    const RunFlagSpec *spec = findRunFlag(a);
+    if (!spec || (!spec->takesValue && hasInline)) {
+      rest.push_back(args[i]);
+      continue;
+    }
+    auto value = [&]() -> std::string {
+      if (hasInline)
+        return inlineValue;
+      if (i + 1 >= args.size())
+        throw std::runtime_error(a + " needs a value");
+      return args[++i];
+    };
+    auto number = [&]() { return parseInt(value(), a + " expects an integer"); };
+    auto atLeast = [&](int64_t minimum) {
+      int64_t v = number();
+      if (v < minimum)
+        throw std::runtime_error(a + " must be at least " + std::to_string(minimum) + ", got " +
+                                 std::to_string(v));
+      return v;
+    };
+    auto oneOf = [&](std::initializer_list<const char *> allowed) {
+      std::string v = value(), list;
+      size_t k = 0;
+      for (const char *x : allowed) {
+        if (v == x)
+          return v;
+        list += std::string(k == 0 ? "" : k + 1 == allowed.size() ? " or " : ", ") + x;
+        ++k;
+      }
+      throw std::runtime_error(a + " must be " + list + ", got '" + v + "'");
+    };
+    if (a == "--steps")
+      f.steps = atLeast(1);
+    else if (a == "--seed")
+      f.seed = atLeast(0);
+    else if (a == "--log-interval")
+      f.logInterval = atLeast(1);
+    else if (a == "--out")
+      f.outDir = value();
+    else if (a == "--data")
+      f.dataPath = value();
+    else if (a == "--resume")
+      f.resume = true;
+    else if (a == "--force-resume")
+      f.resume = f.forceResume = true;
+    else if (a == "--init-from")
+      f.initFrom = value();
+    else if (a == "--device")
+      f.device = oneOf({"cpu", "cuda", "auto"});
+    else if (a == "--precision")
+      f.precision = oneOf({"f32", "bf16", "f64"});
+    else if (a == "--executor") {
+      f.executor = oneOf({"compiled", "reference"});
+      f.executorGiven = true;
+    } else if (a == "--check")
+      f.check = atLeast(1);
+    else if (a == "--profile")
+      f.profile = true;
+    else if (a == "--quiet")
+      f.quiet = true;
+    else if (a == "--timeout") {
+      f.timeoutSeconds = number();
+      if (f.timeoutSeconds < 1)
+        throw std::runtime_error("--timeout must be at least 1 second");
+    } else if (a == "--iface")
+      f.iface = value();
+    else if (a == "--rendezvous")
+      f.rendezvous = value();
+    else if (a == "--on-peer-failure")
+      f.onPeerFailure = oneOf({"stop", "continue"});
+    else if (a == "--kill-replica") {
+      std::string k = value();
+      int replica = -1;
+      long long round = 0;
+      char tail;
+      if (std::sscanf(k.c_str(), "%d@%lld%c", &replica, &round, &tail) != 2 || replica < 0 ||
+          round < 1)
+        throw std::runtime_error("--kill-replica " + k + ": expected R@K with R >= 0 and K >= 1");
+      f.kills.emplace_back(replica, round - 1);
+    } else
+      throw std::logic_error(a + " is in the run-flag table but has no parser");
+  }
+  if (f.executor == "reference" && f.precision == "bf16")
+    throw std::runtime_error("--precision=bf16 is a mode of the compiled runtime; the reference "
+                             "executor computes in f32 or f64");
+  return rest;
+}
+
+//===--- a plan's kernels and data --------------------------------------===//
+
+PlanKernels stretto::loadPlanKernels(const PlanFile &plan, const RunSettings &s) {
+  const Graph &graph = plan.graph;
+  PlanKernels k;
+  k.cppSource = plan.cppSource;
+  k.cudaSource = plan.cudaSource;
+  std::set<std::string> names;
+  for (Phase ph : {Phase::Step, Phase::Update, Phase::Outer})
+    for (const Node &n : graph.phase(ph))
+      if (n.kind == OpKind::Kernel)
+        names.insert(n.name);
+  // A rank of a multi-process pipeline compiles only its stage's kernels.
+  std::string source = plan.cppSource;
+  try {
+    std::optional<WorldInfo> w = worldFromEnvironment();
+    if (w && w->size > 1 && s.stages > 1 && w->size == s.stages && graph.outer.empty()) {
+      std::set<std::string> mine;
+      // The stages must outlive `stage` (a reference into a temporary
+      // vector here read freed memory: garbage kernel names on some plans).
+      const auto stagePlans = planStages(graph);
+      const Graph &stage = stagePlans.at(static_cast<size_t>(w->rank)).graph;
+      for (Phase ph : {Phase::Step, Phase::Update})
+        for (const Node &n : stage.phase(ph))
+          if (n.kind == OpKind::Kernel)
+            mine.insert(n.name);
+      names = mine;
+      source = hostKernelSubset(plan.cppSource, names);
+    }
+  } catch (const std::exception &) {
+    // A malformed environment is reported when runPlan joins the world.
+  }
+  if (names.empty())
+    return k;
+  if (plan.cppSource.empty())
+    throw std::runtime_error("the plan has kernel nodes but no kernel source");
+  auto cache = std::make_shared<HostKernelCache>(kernelCacheDirectory());
+  if (!s.flags.quiet)
+    cache->setOnCompile([](size_t n) {
+      std::cout << "compiling " << n << " fused kernels with the host compiler...\n" << std::flush;
+    });
+  std::vector<std::string> symbols(names.begin(), names.end());
+  std::string error;
+  std::vector<HostKernelFn> fns = cache->loadAll(source, symbols, error);
+  if (fns.size() != symbols.size())
+    throw std::runtime_error(error);
+  for (size_t i = 0; i < symbols.size(); ++i)
+    k.functions[symbols[i]] = fns[i];
+  k.owner = cache;
+  return k;
+}
+
+int stretto::ncclSelfCheck() { return nccl::selfCheck(); }
+
+const char *stretto::peerFailureDefault(const Graph &graph) {
+  return graph.outer.empty() ? "stop" : "continue";
+}
+
+std::unique_ptr<DataSource> stretto::dataSourceFor(const Graph &graph, const RunSettings &s) {
+  DataConfig data = s.data;
+  data.seed = s.seed;
+  return makeDataSource(graph, data, s.vocab);
+}
+
+//===--- --check: the chosen runtime beside the reference executor --------===//
+
+namespace {
+
+int checkAgainstReference(const Graph &graph, DataSource &source, const TrainerOptions &opt,
+                          const RunSettings &s) {
+  const int64_t steps = s.flags.check;
+  std::unique_ptr<Executor> ex = executorFactory(opt)(graph);
+  const bool bf16 = s.flags.precision == "bf16";
+  auto *compiled = dynamic_cast<PlanExecutor *>(ex.get());
+  const bool onGpu = compiled && compiled->deviceName() != "cpu";
+  std::string on = "reference executor";
+  if (compiled)
+    on = "compiled runtime on " + compiled->deviceName() + (bf16 ? " (bf16 GEMMs)" : "");
+  // The oracle runs the plan's fused kernels through their C++ build (the
+  // plan holds no unfused form of them).
+  RefExecutor ref(graph, Precision::F32);
+  ref.setKernels(opt.kernels);
+  ref.initialize(opt.seed);
+  ex->initialize(opt.seed);
+  // Tolerances. Losses: relative to the reference's f32 loss, 1e-4 (f32
+  // rounding) or 2e-2 with bf16 GEMMs. States (parameters and optimizer
+  // states): each tensor's relative L2 distance ||x - y|| / max(||x||, ||y||)
+  // must stay within 1e-3 in f32 (measured on the shipped examples, CPU, 20
+  // steps: 1e-5 at worst). bf16 GEMMs move states by up to a few percent
+  // from f32, so there the states are compared with the same bf16 GEMMs
+  // computed on the CPU, within 1e-2 (f32 rounding differences tip some
+  // bf16 roundings; 3e-3 on the emulated GPU in CompiledPathTest); on the
+  // CPU that is the runtime being checked, and its states are not compared.
+  // The key third of an attention's qkv bias is left out: its gradient is
+  // zero in exact arithmetic (softmax ignores a shift shared by a row's
+  // scores), so AdamW and Muon step it along rounding noise that no two
+  // runtimes share (f32: 5e-4 of the whole bias after 20 steps; bf16: tens
+  // of percent).
+  const double lossTol = bf16 ? 2e-2 : 1e-4, stateTol = bf16 ? 1e-2 : 1e-3;
+  auto isKeyBias = [](const StateDecl &d, size_t i, size_t n) {
+    const std::string &p = d.of.empty() ? d.name : d.of, tail = "attn.qkv.b";
+    return p.size() >= tail.size() && p.compare(p.size() - tail.size(), tail.size(), tail) == 0 &&
+           n % 3 == 0 && i >= n / 3 && i < 2 * n / 3;
+  };
+  std::unique_ptr<Executor> bf16Oracle;
+  if (bf16 && onGpu) {
+    TrainerOptions cpu = opt;
+    cpu.cuda = false;
+    bf16Oracle = executorFactory(cpu)(graph);
+    bf16Oracle->initialize(opt.seed);
+  }
+  Executor *stateOracle = !bf16 ? static_cast<Executor *>(&ref) : bf16Oracle.get();
+  std::printf("check: %s against the reference executor, %lld steps\n", on.c_str(),
+              (long long)steps);
+  // A NaN compares false with everything: count it as an infinite difference.
+  auto worse = [](double d, double worst) { return !(d <= worst); };
+  double worstLoss = 0;
+  for (int64_t step = 0; step < steps; ++step) {
+    double la = 0, lb = 0;
+    for (int64_t k = 0; k < opt.microBatches; ++k) {
+      auto batch = source.batch(Split::Train, uint64_t(step), k);
+      la += ref.microStep(batch).outputs.at(0);
+      lb += ex->microStep(batch).outputs.at(0);
+      if (bf16Oracle)
+        bf16Oracle->microStep(batch);
+    }
+    ref.update();
+    ex->update();
+    if (bf16Oracle)
+      bf16Oracle->update();
+    double rel = std::fabs(la - lb) / (1 + std::fabs(la));
+    if (worse(rel, worstLoss))
+      worstLoss = std::isnan(rel) ? HUGE_VAL : rel;
+    std::printf("  step %3lld  loss %.7f  vs %.7f  (relative %.2e)\n", (long long)step + 1,
+                la / double(opt.microBatches), lb / double(opt.microBatches), rel);
+  }
+  double worstState = 0;
+  std::string where = "-";
+  std::vector<std::string> drifted;
+  if (stateOracle)
+    for (const StateDecl &d : graph.states) {
+      HostTensor x = stateOracle->getState(d.name), y = ex->getState(d.name);
+      double dd = 0, xx = 0, yy = 0;
+      for (size_t i = 0; i < x.data.size() && i < y.data.size(); ++i) {
+        if (isKeyBias(d, i, x.data.size()))
+          continue;
+        double diff = x.data[i] - y.data[i];
+        dd += diff * diff, xx += x.data[i] * x.data[i], yy += y.data[i] * y.data[i];
+      }
+      double scale = std::sqrt(std::max(xx, yy));
+      double rel = x.data.size() != y.data.size() ? HUGE_VAL
+                   : dd == 0                      ? 0
+                                                  : std::sqrt(dd) / scale;
+      if (std::isnan(rel))
+        rel = HUGE_VAL;
+      if (rel > stateTol) {
+        char line[160];
+        std::snprintf(line, sizeof line, "  state %s drifted by %.2e (norm %.3e vs %.3e)",
+                      d.name.c_str(), rel, std::sqrt(xx), std::sqrt(yy));
+        drifted.push_back(line);
+      }
+      if (rel > worstState)
+        worstState = rel, where = d.name;
+    }
+  for (const std::string &line : drifted)
+    std::printf("%s\n", line.c_str());
+  bool lossOk = worstLoss <= lossTol, statesOk = drifted.empty();
+  std::printf("check: largest loss difference %.2e (tolerance %.0e, relative), ", worstLoss,
+              lossTol);
+  if (stateOracle)
+    std::printf("largest state difference %.2e at %s (tolerance %.0e, relative L2 per "
+                "tensor, key bias excluded%s): %s\n",
+                worstState, where.c_str(), stateTol,
+                bf16 ? ", against the same bf16 GEMMs on the CPU" : "",
+                lossOk && statesOk ? "ok"
+                : !lossOk          ? "MISMATCH (loss)"
+                                   : "MISMATCH (states)");
+  else
+    std::printf("states not compared (bf16 GEMMs on the CPU have no second implementation "
+                "here): %s\n",
+                lossOk ? "ok" : "MISMATCH (loss)");
+  return lossOk && statesOk ? 0 : 1;
+}
+
+} // namespace
+
+//===--- runPlan --------------------------------------------------------===//
+
+int stretto::runPlan(const Graph &graph, DataSource &data, const RunSettings &s,
+                     const PlanKernels &kernels) {
+  const RunFlags &f = s.flags;
+  const std::string tool = s.tool.empty() ? "stretto" : s.tool;
+  auto fail = [&](const std::string &msg) {
+    std::cerr << tool << ": " << msg << "\n";
+    return 1;
+  };
+  const bool pipelined = s.stages > 1;
+  const bool gossip = !graph.outer.empty();
+  if (f.check > 0) {
+    if (gossip)
+      return fail("--check compares single-replica plans; this one is a gossip/DiLoCo run of " +
+                  std::to_string(graph.outerLoop.replicas) + " replicas");
+    if (!f.initFrom.empty())
+      return fail("--check starts both runtimes from the plan's seed; it does not combine with "
+                  "--init-from");
+    if (pipelined)
+      return fail("--check compares single-stage plans; this one has " +
+                  std::to_string(s.stages) + " pipeline stages");
+  }
+  for (auto &[replica, round] : f.kills)
+    if (!gossip || replica >= graph.outerLoop.replicas)
+      return fail("--kill-replica " + std::to_string(replica) + "@" + std::to_string(round + 1) +
+                  ": " +
+                  (gossip ? "expected R@K with 0 <= R < " +
+                                std::to_string(graph.outerLoop.replicas) + " and K >= 1"
+                          : std::string("only gossip/DiLoCo runs have replicas to kill")));
+  if (f.executor == "compiled" && f.precision == "f64")
+    return fail("--executor=compiled: the compiled runtime computes in f32 (and bf16 GEMMs) "
+                "only; use --executor=reference");
+
+  TrainerOptions opt = s.trainerOptions();
+  opt.kernels = kernels.functions;
+  if (f.profile && !opt.compiled)
+    std::cerr << tool << ": --profile reports on the compiled runtime only; this run uses the "
+                 "reference executor\n";
+  // The device: CUDA device 0 when asked for and found. --device=cuda
+  // without one is an error naming what is missing; --device=auto trains on
+  // the CPU and says why.
+  std::string deviceNote;
+  if (f.device != "cpu") {
+    CudaProbe probe = probeCuda();
+    deviceNote = probe.available ? "found " + probe.name : probe.reason;
+    std::string why = !probe.available     ? probe.reason
+                      : !opt.compiled      ? "the reference executor runs on the CPU"
+                      : kernels.cudaSource.empty() && !kernels.functions.empty()
+                          ? "the plan holds no CUDA kernels"
+                          : "";
+    if (why.empty()) {
+      opt.cuda = true;
+      opt.cudaRequired = f.device == "cuda";
+      opt.cudaKernels = CudaKernelSet{kernels.cudaSource, kernelCacheDirectory()};
+    } else if (f.device == "cuda") {
+      return fail("--device=cuda: " + why + " (--device=auto falls back to the CPU)");
+    } else {
+      std::cerr << tool << ": --device=auto: " << why << "; training on the CPU\n";
+    }
+  }
+  // Every run setting, checked before anything is allocated.
+  {
+    RunCheck check(graph, opt);
+    check.stages = s.stages;
+    check.replicas = s.replicas;
+    check.sync = s.sync;
+    if (gossip)
+      check.gossip = &s.gossip;
+    check.checkMemory = !opt.cuda;
+    try {
+      validateRunSettings(check);
+    } catch (const std::exception &e) {
+      return fail((s.origin.empty() ? "" : s.origin + ": ") + e.what());
+    }
+  }
+  if (!f.quiet) {
+    std::cout << "data: " << data.describe() << "\n"
+              << "device: " << (opt.cuda ? "cuda" : "cpu") << " (" << f.executor
+              << " executor, " << f.precision << ")"
+              << (deviceNote.empty() ? "" : "; " + deviceNote) << "\n"
+              << std::flush;
+  }
+
+  // Several processes (the launcher, torchrun-style variables, mpirun, srun).
+  std::unique_ptr<Communicator> world;
+  try {
+    std::optional<WorldInfo> w = worldFromEnvironment();
+    if (w && w->size > 1) {
+      if (f.check > 0)
+        return fail("--check runs in one process");
+      ConnectOptions co;
+      co.timeout = std::chrono::seconds(f.timeoutSeconds);
+      co.iface = f.iface;
+      co.rendezvous = f.rendezvous;
+      if (const char *id = std::getenv("STRETTO_RUN_ID"))
+        co.runId = id;
+      world = connectGloo(*w, co);
+      if (!f.quiet && w->rank == 0)
+        std::cout << "world: " << w->size << " processes (" << w->source << "), "
+                  << world->transport() << ", timeout " << f.timeoutSeconds << " s\n";
+    }
+  } catch (const std::exception &e) {
+    return fail(e.what());
+  }
+  // Each rank's traffic, for people and bench/dist.
+  auto withStats = [&](int rc) {
+    if (world && !f.quiet)
+      std::printf("comm: rank %d sent %.3f MB, received %.3f MB, %.3f s in communication\n",
+                  world->rank(), world->bytesSent / 1e6, world->bytesReceived / 1e6,
+                  world->commSeconds);
+    std::fflush(stdout);
+    return rc;
+  };
+
+  if (f.check > 0) {
+    try {
+      return checkAgainstReference(graph, data, opt, s);
+    } catch (const std::exception &e) {
+      return fail(e.what());
+    }
+  }
+  if (gossip) {
+    GossipOptions g = gossipOptionsFor(graph, opt, s.gossip);
+    g.kills = f.kills;
+    const std::string policy = f.onPeerFailure.empty() ? peerFailureDefault(graph) : f.onPeerFailure;
+    g.stopOnPeerFailure = policy == "stop";
+    return withStats(runGossipTraining(graph, data, g, f.quiet, world.get()));
+  }
+  if (pipelined)
+    return withStats(runPipelineTraining(graph, data, opt, s.twoBW, world.get()));
+  opt.dataParallel = world.get();
+  // On GPUs the gradients are all-reduced where they are, by NCCL (created
+  // at the first step, when the device's context is current), unless
+  // STRETTO_NCCL=0 or the library is missing: then through host memory.
+  std::unique_ptr<nccl::Communicator> ncclComm;
+  const char *ncclEnv = std::getenv("STRETTO_NCCL");
+  if (world && opt.cuda && !(ncclEnv && std::string(ncclEnv) == "0")) {
+    std::string why;
+    if (nccl::Api::load(why)) {
+      opt.deviceAllReduce = [&](Executor::GradSums &g) {
+        if (!ncclComm) {
+          ncclComm = std::make_unique<nccl::Communicator>(*world, world->timeout());
+          if (world->rank() == 0 && !f.quiet)
+            std::cout << "data parallelism: gradients all-reduced on the GPU by NCCL "
+                      << ncclComm->version() << "\n";
+        }
+        ncclComm->groupStart();
+        for (auto &[p, n] : g.device.f32)
+          ncclComm->allReduceSum(p, p, n, nccl::kFloat32, g.device.stream);
+        ncclComm->groupEnd();
+        ncclComm->waitFor(g.device.idle, "gradient all-reduce");
+      };
+    } else if (world->rank() == 0 && !f.quiet) {
+      std::cout << "data parallelism: NCCL unavailable (" << why
+                << "); GPU gradients travel through host memory over Gloo\n";
+    }
+  }
+  return withStats(runTraining(graph, data, opt));
+}
