@@ -19,6 +19,7 @@
 #include "mlir/IR/Verifier.h"
 #include "llvm/ADT/StringSet.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <fstream>
@@ -753,10 +754,18 @@ std::string stretto::overrideFromFlag(const std::string &keyValue, const std::st
 }
 
 std::pair<std::string, std::string> stretto::splitOverride(const std::string &override) {
+  // Only what overrideFromFlag makes is a flag's override: the separator, then
+  // a printable flag that starts with "--". Any other text is a plain override,
+  // so a stray separator byte in a user's override cannot forge a flag name.
   size_t at = override.find(kFlagSeparator);
   if (at == std::string::npos)
     return {override, ""};
-  return {override.substr(0, at), override.substr(at + 1)};
+  std::string flag = override.substr(at + 1);
+  bool printable = std::all_of(flag.begin(), flag.end(),
+                               [](char ch) { return ch >= 0x20 && ch < 0x7f; });
+  if (flag.rfind("--", 0) != 0 || !printable)
+    return {override, ""};
+  return {override.substr(0, at), flag};
 }
 
 OwningOpRef<ModuleOp> stretto::importConfigString(MLIRContext &ctx, const std::string &toml,

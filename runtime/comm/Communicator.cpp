@@ -8,6 +8,7 @@
 #include <map>
 #include <mutex>
 #include <thread>
+#include <system_error>
 #include <tuple>
 
 using namespace stretto;
@@ -359,4 +360,34 @@ void InProcessGroup::leave(int r) {
     shared->left.at(static_cast<size_t>(r)) = true;
   }
   shared->cv.notify_all();
+}
+
+void stretto::runOnThreads(InProcessGroup &group,
+                           const std::function<void(int, Communicator &)> &body,
+                           const std::function<void(int, const std::string &)> &onError) {
+  const int n = group.size();
+  std::vector<std::thread> threads;
+  std::string cannotStart;
+  for (int r = 0; r < n && cannotStart.empty(); ++r) {
+    try {
+      threads.emplace_back([&, r] {
+        try {
+          body(r, group.rank(r));
+        } catch (const std::exception &e) {
+          onError(r, e.what());
+        }
+      });
+    } catch (const std::system_error &e) {
+      // No thread for rank r (the system's thread limit): it and the ranks
+      // after it never run; the others must not wait for them.
+      cannotStart = "cannot start a thread for rank " + std::to_string(r) + " of " +
+                    std::to_string(n) + ": " + e.what();
+      for (int q = r; q < n; ++q)
+        onError(q, cannotStart);
+    }
+  }
+  for (std::thread &t : threads)
+    t.join();
+  if (!cannotStart.empty())
+    throw std::runtime_error(cannotStart);
 }

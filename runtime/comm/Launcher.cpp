@@ -287,7 +287,9 @@ int stretto::launchRanks(const LaunchOptions &o) {
     r.err = pe[0];
   }
 
-  int firstFailure = -1, firstStatus = 0, survivorFailure = -1;
+  int firstFailure = -1, firstStatus = 0;
+  std::vector<int> survivorFailures; // ranks that failed while the others went on
+  int survivorStatus = 0;
   bool forwarded = false, terminating = false;
   auto stopTime = std::chrono::steady_clock::time_point::max();
   auto signalAll = [&](int sig) {
@@ -341,14 +343,16 @@ int stretto::launchRanks(const LaunchOptions &o) {
           r.exited = true;
           r.status = st;
           bool failed = !(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-          if (failed && o.continueOnFailure && !forwarded) {
+          bool fatal = WIFEXITED(st) && WEXITSTATUS(st) == kExitRunFailed;
+          if (failed && o.continueOnFailure && !forwarded && !fatal) {
             std::fprintf(stderr,
                          "launcher: rank %d failed (%s); the others continue "
                          "(--on-peer-failure=continue%s)\n",
                          r.rank, describeStatus(st).c_str(),
                          o.onPeerFailureGiven ? "" : ", the default for gossip and DiLoCo");
-            if (survivorFailure < 0)
-              survivorFailure = r.rank;
+            if (survivorFailures.empty())
+              survivorStatus = st;
+            survivorFailures.push_back(r.rank);
           } else if (failed && firstFailure < 0) {
             firstFailure = r.rank;
             firstStatus = st;
@@ -380,9 +384,21 @@ int stretto::launchRanks(const LaunchOptions &o) {
   ::sigaction(SIGINT, &oldInt, nullptr);
   ::sigaction(SIGTERM, &oldTerm, nullptr);
   if (firstFailure < 0) {
-    if (survivorFailure >= 0)
-      std::fprintf(stderr, "launcher: rank %d failed; every other rank finished\n",
-                   survivorFailure);
+    if (survivorFailures.empty())
+      return 0;
+    std::string failed;
+    for (int r : survivorFailures)
+      failed += (failed.empty() ? "" : ", ") + std::to_string(r);
+    const bool plural = survivorFailures.size() > 1;
+    if (survivorFailures.size() == ranks.size()) {
+      // Continuing needs someone to continue: a job where every rank failed failed.
+      std::fprintf(stderr, "launcher: the job failed: every rank failed (rank %d exited with %s)\n",
+                   survivorFailures.front(), describeStatus(survivorStatus).c_str());
+      int code = exitCodeOf(survivorStatus);
+      return code == 0 ? 1 : code;
+    }
+    std::fprintf(stderr, "launcher: rank%s %s failed; the other %zu finished\n", plural ? "s" : "",
+                 failed.c_str(), ranks.size() - survivorFailures.size());
     return 0;
   }
   if (forwarded) {

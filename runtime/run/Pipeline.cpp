@@ -13,6 +13,7 @@
 #include "stretto/Runtime/PlanExecutor.h"
 #include "stretto/Runtime/RunChecks.h"
 #include "stretto/Runtime/Communicator.h"
+#include "stretto/Runtime/StepDriver.h"
 #include "stretto/Runtime/StopSignals.h"
 
 #include <iostream>
@@ -181,74 +182,61 @@ enum StopFlag : int64_t { Go = 0, Stop = 1, Failed = 2 };
 
 // Running
 
-PipelineResult stretto::runPipelineRank(const Graph &graph, DataSource &data,
-                                        const PipelineOptions &opt, Communicator &comm) {
-  std::vector<StagePlan> plans = planStages(graph);
-  const int S = static_cast<int>(plans.size());
-  const int s = comm.rank();
-  if (comm.size() != S)
-    throw std::runtime_error("the plan has " + std::to_string(S) + " pipeline stages but the run " +
-                             std::to_string(comm.size()) +
-                             " ranks: a pipelined plan runs one rank per stage");
-  const int64_t m = opt.microBatches, total = opt.steps * m, first = opt.startStep * m;
-  if (opt.startStep < 0 || opt.startStep > opt.steps)
-    throw std::runtime_error("resume step " + std::to_string(opt.startStep) + " is outside [0, " +
-                             std::to_string(opt.steps) + "]");
-  const StagePlan &plan = plans[s];
-  // Values travel in the executor's element type: an f64 reference run
-  // computes every node in f64, whatever the node's declared type.
-  const bool f64 = !opt.executorFactory && !opt.compiled && opt.precision == Precision::F64;
-  auto wire = [f64](DType t) { return f64 ? DType::F64 : t; };
-  PipelineResult result;
-  StageReport report = reportFor(plan);
-  std::vector<double> losses;
-  auto t0 = std::chrono::steady_clock::now();
-  double busy = 0;
+namespace {
 
-  std::unique_ptr<Executor> exPtr;
-  if (opt.executorFactory) {
-    exPtr = opt.executorFactory(plan.graph);
-  } else if (opt.compiled) {
-    exPtr = std::make_unique<PlanExecutor>(plan.graph, opt.kernels, opt.gemmPrecision);
-  } else {
-    auto ref = std::make_unique<RefExecutor>(plan.graph, opt.precision);
-    ref->setKernels(opt.kernels);
-    exPtr = std::move(ref);
-  }
-  Executor &ex = *exPtr;
-  std::vector<int> sent;
-  for (const StagePlan::Send &snd : plan.sends)
-    sent.push_back(snd.node);
-  ex.preparePartialRuns({plan.forward, plan.backward}, sent);
-  // The update's stage_sum (global-norm clipping) sums over the stages.
-  ex.setCollective([&comm](const Node &n, const HostTensor &v) {
-    if (n.kind != OpKind::StageSum)
-      throw std::runtime_error(std::string("a pipeline stage cannot run ") +
-                               opKindName(n.kind));
-    std::vector<double> x = v.data;
-    comm.allReduceSum(x.data(), x.size());
-    return HostTensor{v.shape, std::move(x)};
-  });
-  ex.initialize(opt.seed);
-  if (!opt.resumeStates.empty()) {
-    for (const StateDecl &d : plan.graph.states) {
-      auto it = opt.resumeStates.find(d.name);
-      if (it == opt.resumeStates.end())
-        throw std::runtime_error("the resume state has no '" + d.name + "'");
-      ex.setState(d.name, it->second);
-    }
-    ex.setStepCount(opt.startStep);
-  } else if (!opt.initParams.empty()) {
-    applyInitParameters(ex, plan.graph, opt.initParams);
-  }
-  // Versions 2BW reads: "@p.prev" -> "@p" while the update is pending.
-  std::map<std::string, std::string> toCurrent;
-  for (const StateDecl &d : plan.graph.states)
-    if (!d.copyOf.empty())
-      toCurrent[d.name] = d.copyOf;
-  const std::map<std::string, std::string> none;
+/// Values travel in the executor's element type: an f64 reference run
+/// computes every node in f64, whatever the node's declared type.
+bool travelsInF64(const PipelineOptions &opt) {
+  return !opt.executorFactory && !opt.compiled && opt.precision == Precision::F64;
+}
 
-  // Received values: input node -> (channel, sending stage).
+std::unique_ptr<Executor> stageExecutor(const Graph &g, const PipelineOptions &opt) {
+  if (opt.executorFactory)
+    return opt.executorFactory(g);
+  if (opt.compiled)
+    return std::make_unique<PlanExecutor>(g, opt.kernels, opt.gemmPrecision);
+  auto ref = std::make_unique<RefExecutor>(g, opt.precision);
+  ref->setKernels(opt.kernels);
+  return ref;
+}
+
+/// One pipeline stage on rank s of `comm` (rank s runs stage s): its
+/// executor, its part of the 1F1B schedule and of every transfer, and the
+/// stop agreement. driveSteps runs it step by step; between two updates it
+/// runs as many micro-batches as the schedule allows (2BW runs ahead).
+class PipelineStage final : public StepMode {
+public:
+  PipelineStage(const Graph &graph, DataSource &data, const PipelineOptions &opt,
+                const TrainerOptions &run, Communicator &comm, bool processes);
+
+  int64_t totalSteps() const override { return opt.steps; }
+  bool lead() const override { return s == S - 1; }
+  std::string layout() const override { return "pipeline stages " + std::to_string(S); }
+  int checkpointRank() const override { return s; }
+  bool agree(bool ok) override {
+    double bad = ok ? 0 : 1;
+    comm.allReduceSum(&bad, 1);
+    return bad == 0;
+  }
+  void abort(const std::string &why) override { comm.abort(why); }
+  int64_t start(const std::map<std::string, HostTensor> *init) override;
+  ResumePoint resume() override;
+  StepReport step(const StepPlan &plan) override;
+  std::map<std::string, HostTensor> parameters() override {
+    if (finished)
+      return finalParameters();
+    return gatherStates(updates, /*paramsOnly=*/true);
+  }
+  std::string checkpointName(int64_t step) const override {
+    return run.outDir + "/checkpoint-rank*-step" + std::to_string(step) + ".bin";
+  }
+  std::string summaryDetail() const override;
+  std::string report() const override { return formatStageReport(result.stages); }
+  /// The run's result: on the last stage every stage's report and final
+  /// states and the losses; on the others their own report.
+  PipelineResult &outcome() { return result; }
+
+private:
   struct Recv {
     std::string name;
     int channel, from;
@@ -256,7 +244,92 @@ PipelineResult stretto::runPipelineRank(const Graph &graph, DataSource &data,
     Shape shape;
     DType dtype;
   };
+  DType wire(DType t) const { return f64 ? DType::F64 : t; }
+  void timed(double &bucket, const std::function<void()> &fn);
+  StepResult runPart(const std::vector<int> &nodes, int64_t j, bool backward);
+  void runUntilUpdate(int64_t u);
+  int64_t stopFlag(int64_t step, bool stopWanted);
+  void agreeOnStop(int64_t step, int64_t flag);
+  void saveCheckpoint(int64_t step);
+  double validate(int64_t step);
+  std::map<std::string, HostTensor> gatherStates(int64_t step, bool paramsOnly);
+  std::map<std::string, HostTensor> finalParameters();
+  void gatherReports();
+  void drainPrevious();
+  /// The mean loss of the k-th step this run trained (the last stage's).
+  double stepLoss(int64_t k) const {
+    double sum = 0;
+    for (int64_t j = k * m; j < (k + 1) * m; ++j)
+      sum += losses.at(static_cast<size_t>(j));
+    return sum / static_cast<double>(m);
+  }
+
+  const Graph &graph;
+  DataSource &data;
+  const PipelineOptions opt;
+  const TrainerOptions run;
+  Communicator &comm;
+  const std::vector<StagePlan> plans;
+  const int S, s;
+  const bool processes;
+  const int64_t m, total;
+  const StagePlan &plan;
+  const bool f64;
+  std::unique_ptr<Executor> exPtr;
+  std::map<std::string, std::string> toCurrent; // 2BW: "@p.prev" -> "@p"
+  const std::map<std::string, std::string> none;
   std::vector<Recv> recvs;
+  // Sends posted during this step and during the previous one: a step's
+  // sends may feed the next step (2BW runs ahead), which the receiver takes
+  // only after its own end of step, so they are waited for a step later.
+  std::vector<std::unique_ptr<Request>> pending, pendingPrev, flagSends;
+  std::map<int64_t, ValueEnv> envs;
+  int64_t first = 0, fwd = 0, bwd = 0, updates = 0, startStep = 0;
+  // Stop agreement: at the end of step u every stage sends the others its
+  // flag for u and reads theirs for u−1. A raised flag of u−1 stops
+  // everyone after step u+1: no stage has started a micro-batch past u+1
+  // when it reads it (2BW runs at most one step ahead of its updates), and
+  // none starts one after, so nothing is left in flight.
+  int64_t stopAfter = -1, prevFlag = 0;
+  bool failed = false, finished = false;
+  std::string why; // this stage's own reason to raise Failed
+  std::vector<double> losses; // the last stage's, one per micro-batch
+  StageReport report_;
+  PipelineResult result;
+  std::chrono::steady_clock::time_point t0 = std::chrono::steady_clock::now();
+  double busy = 0;
+};
+
+PipelineStage::PipelineStage(const Graph &graph, DataSource &data, const PipelineOptions &opt,
+                             const TrainerOptions &run, Communicator &comm, bool processes)
+    : graph(graph), data(data), opt(opt), run(run), comm(comm), plans(planStages(graph)),
+      S(static_cast<int>(plans.size())), s(comm.rank()), processes(processes), m(opt.microBatches),
+      total(opt.steps * opt.microBatches), plan(plans.at(std::min<size_t>(comm.rank(), plans.size() - 1))),
+      f64(travelsInF64(opt)) {
+  if (comm.size() != S)
+    throw std::runtime_error("the plan has " + std::to_string(S) + " pipeline stages but the run " +
+                             std::to_string(comm.size()) +
+                             " ranks: a pipelined plan runs one rank per stage");
+  report_ = reportFor(plan);
+  exPtr = stageExecutor(plan.graph, opt);
+  std::vector<int> sent;
+  for (const StagePlan::Send &snd : plan.sends)
+    sent.push_back(snd.node);
+  exPtr->preparePartialRuns({plan.forward, plan.backward}, sent);
+  // The update's stage_sum (global-norm clipping) sums over the stages.
+  exPtr->setCollective([&comm](const Node &n, const HostTensor &v) {
+    if (n.kind != OpKind::StageSum)
+      throw std::runtime_error(std::string("a pipeline stage cannot run ") +
+                               opKindName(n.kind));
+    std::vector<double> x = v.data;
+    comm.allReduceSum(x.data(), x.size());
+    return HostTensor{v.shape, std::move(x)};
+  });
+  exPtr->initialize(opt.seed);
+  for (const StateDecl &d : plan.graph.states)
+    if (!d.copyOf.empty())
+      toCurrent[d.name] = d.copyOf;
+  // Received values: input node -> (channel, sending stage).
   for (size_t i = 0; i < plan.graph.nodes.size(); ++i) {
     const Node &n = plan.graph.nodes[i];
     if (n.kind != OpKind::Input || n.name.rfind("xfer.", 0) != 0)
@@ -267,94 +340,158 @@ PipelineResult stretto::runPipelineRank(const Graph &graph, DataSource &data,
     recvs.push_back({n.name, channel, static_cast<int>(graph.nodes.at(channel).ints[0]),
                      isBackward, n.shape, n.dtype});
   }
-  // Sends posted during this step, and during the previous one. A step's
-  // sends may feed the next step (2BW runs ahead), which the receiver takes
-  // only after its own end of step: they are waited for one step later.
-  std::vector<std::unique_ptr<Request>> pending, pendingPrev;
-  auto drainPrevious = [&] {
-    for (auto &r : pendingPrev)
-      r->wait();
-    pendingPrev = std::move(pending);
-    pending.clear();
-  };
-  auto drain = [&] {
-    drainPrevious();
-    drainPrevious();
-  };
+}
 
-  std::map<int64_t, ValueEnv> envs;
-  int64_t fwd = first, bwd = first, updates = opt.startStep;
-  const int64_t window = S - s; // in flight on this stage (1F1B)
-  auto timed = [&](double &bucket, auto &&fn) {
-    auto a = std::chrono::steady_clock::now();
-    fn();
-    double d = std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count();
-    busy += d;
-    bucket += d;
-  };
-  // The version micro-batch j reads, given the updates applied so far.
-  auto redirectFor = [&](int64_t j) -> const std::map<std::string, std::string> & {
-    int64_t u = j / m + 1; // its step, 1-based; it needs x(u-2)
-    return updates == u - 2 ? toCurrent : none;
-  };
-  auto run = [&](const std::vector<int> &nodes, int64_t j, bool backward) {
-    // Data inputs are forward nodes; the backward part only receives.
-    std::map<std::string, HostTensor> inputs;
-    if (!backward)
-      inputs = data.batch(Split::Train, static_cast<uint64_t>(j / m), j % m);
-    for (const Recv &r : recvs)
-      if (r.backward == backward)
-        inputs[r.name] = recvTensor(comm, r.from, dataTag(r.channel, j), r.shape, wire(r.dtype));
-    StepResult res;
-    double &bucket = backward ? report.backwardSeconds : report.forwardSeconds;
-    timed(bucket, [&] { res = ex.runNodes(nodes, envs[j], inputs, redirectFor(j)); });
-    ++(backward ? report.backwards : report.forwards);
-    for (const StagePlan::Send &snd : plan.sends)
-      if (snd.backward == backward)
-        pending.push_back(sendTensor(comm, snd.to, dataTag(snd.channel, j),
-                                     ex.envValue(envs[j], snd.node),
-                                     wire(plan.graph.nodes[snd.node].dtype)));
-    return res;
-  };
-
-  // Every stage's states (or parameters), gathered on the last stage
-  // (periodic checkpoints' model file, the end).
-  auto gatherStates = [&](int64_t step, bool paramsOnly) {
-    std::map<std::string, HostTensor> all;
-    if (s != S - 1) {
-      int k = 0;
-      for (const StateDecl &d : plan.graph.states)
-        if (!paramsOnly || d.isParam)
-          sendTensor(comm, S - 1, kTagState | (uint64_t(step) << 12) | uint64_t(k++),
-                     ex.getState(d.name), wire(d.dtype))
-              ->wait();
-      return all;
+int64_t PipelineStage::start(const std::map<std::string, HostTensor> *init) {
+  if (!opt.resumeStates.empty()) { // resumed from states in memory (tests)
+    if (opt.startStep < 0 || opt.startStep > opt.steps)
+      throw std::runtime_error("resume step " + std::to_string(opt.startStep) +
+                               " is outside [0, " + std::to_string(opt.steps) + "]");
+    for (const StateDecl &d : plan.graph.states) {
+      auto it = opt.resumeStates.find(d.name);
+      if (it == opt.resumeStates.end())
+        throw std::runtime_error("the resume state has no '" + d.name + "'");
+      exPtr->setState(d.name, it->second);
     }
-    for (int from = 0; from < S; ++from) {
-      int k = 0;
-      for (const StateDecl &d : plans[from].graph.states) {
-        if (paramsOnly && !d.isParam)
-          continue;
-        if (from == s)
-          all[d.name] = ex.getState(d.name);
-        else
-          all[d.name] = recvTensor(comm, from, kTagState | (uint64_t(step) << 12) | uint64_t(k),
-                                   d.shape, wire(d.dtype));
-        ++k;
+    exPtr->setStepCount(opt.startStep);
+    startStep = opt.startStep;
+  } else if (init) {
+    applyInitParameters(*exPtr, plan.graph, *init);
+  } else if (!opt.initParams.empty()) {
+    applyInitParameters(*exPtr, plan.graph, opt.initParams);
+  }
+  first = fwd = bwd = startStep * m;
+  updates = startStep;
+  return startStep;
+}
+
+/// Each stage reads its own files (on its own machine's disk when the
+/// stages are processes on several) at the newest step every stage holds.
+ResumePoint PipelineStage::resume() {
+  const int64_t step = newestCommonCheckpointStep(run.outDir, S, &comm);
+  const std::string path = rankCheckpointPath(run.outDir, s, step);
+  Checkpoint c;
+  std::string error;
+  try {
+    c = loadRankCheckpoint(run.outDir, s, step, plan.graph.states);
+    RunCheck check(graph, run);
+    check.resumeFrom = &c;
+    check.checkpointPath = path;
+    validateRunSettings(check);
+  } catch (const std::exception &e) {
+    error = e.what();
+  }
+  if (!agree(error.empty()))
+    throw std::runtime_error(error.empty() ? "another stage could not read its checkpoint (its "
+                                             "log says why)"
+                                           : error);
+  std::string note = dataOrderNote(c, path, m);
+  if (lead() && !note.empty())
+    std::cerr << note << "\n";
+  for (const StateDecl &d : plan.graph.states)
+    exPtr->setState(d.name, c.states.at(d.name));
+  exPtr->setStepCount(step);
+  startStep = step;
+  first = fwd = bwd = step * m;
+  updates = step;
+  return {step, checkpointName(step)};
+}
+
+void PipelineStage::timed(double &bucket, const std::function<void()> &fn) {
+  auto a = std::chrono::steady_clock::now();
+  fn();
+  double d = std::chrono::duration<double>(std::chrono::steady_clock::now() - a).count();
+  busy += d;
+  bucket += d;
+}
+
+/// Runs `nodes` of micro-batch j: its data (forward) or received values.
+StepResult PipelineStage::runPart(const std::vector<int> &nodes, int64_t j, bool backward) {
+  // Data inputs are forward nodes; the backward part only receives.
+  std::map<std::string, HostTensor> inputs;
+  if (!backward)
+    inputs = data.batch(Split::Train, static_cast<uint64_t>(j / m), j % m);
+  for (const Recv &r : recvs)
+    if (r.backward == backward)
+      inputs[r.name] = recvTensor(comm, r.from, dataTag(r.channel, j), r.shape, wire(r.dtype));
+  // The version micro-batch j reads, given the updates applied so far: its
+  // step u = j / m + 1 needs x(u−2), which 2BW reads from "@p" until update
+  // u − 1 is applied.
+  const auto &redirect = updates == j / m - 1 ? toCurrent : none;
+  StepResult res;
+  double &bucket = backward ? report_.backwardSeconds : report_.forwardSeconds;
+  timed(bucket, [&] { res = exPtr->runNodes(nodes, envs[j], inputs, redirect); });
+  ++(backward ? report_.backwards : report_.forwards);
+  for (const StagePlan::Send &snd : plan.sends)
+    if (snd.backward == backward)
+      pending.push_back(sendTensor(comm, snd.to, dataTag(snd.channel, j),
+                                   exPtr->envValue(envs[j], snd.node),
+                                   wire(plan.graph.nodes[snd.node].dtype)));
+  return res;
+}
+
+/// 1F1B until update `u` is applied: a forward whenever the window, the
+/// weight version and the stop agreement allow it, else a backward (and
+/// the update after a step's last one).
+void PipelineStage::runUntilUpdate(int64_t u) {
+  const int64_t window = S - s; // in flight on this stage
+  while (updates < u) {
+    bool versionReady = opt.schedule == Schedule::TwoBW ? fwd / m - 1 <= updates
+                                                         : fwd / m <= updates;
+    bool allowed = stopAfter < 0 || fwd / m < stopAfter;
+    if (fwd < total && fwd - bwd < window && versionReady && allowed) {
+      StepResult r = runPart(plan.forward, fwd, false);
+      if (!r.outputs.empty()) {
+        losses.push_back(r.outputs[0]);
+        if (opt.onStep && static_cast<int64_t>(losses.size()) % m == 0)
+          opt.onStep(startStep + static_cast<int64_t>(losses.size()) / m, stepLoss(
+              static_cast<int64_t>(losses.size()) / m - 1));
       }
+      ++fwd;
+      continue;
     }
-    return all;
-  };
+    StepResult r = runPart(plan.backward, bwd, true);
+    // Summing the micro-batch's gradients is backward work (schedule models
+    // and stretto-tune's profile read backwardSeconds).
+    timed(report_.backwardSeconds, [&] { exPtr->accumulateGrads(r); });
+    envs.erase(bwd);
+    ++bwd;
+    if (bwd % m != 0)
+      continue;
+    timed(report_.updateSeconds, [&] { exPtr->update(); });
+    ++report_.updates;
+    ++updates;
+  }
+}
 
-  // Stop agreement: at the end of step u every stage sends the others its
-  // flag for u and reads theirs for u−1. A raised flag of u−1 stops
-  // everyone after step u+1: no stage has started a micro-batch past u+1
-  // when it reads it (2BW runs at most one step ahead of its updates), and
-  // none starts one after, so nothing is left in flight.
-  int64_t stopAfter = -1;
-  bool failed = false;
-  std::string why; // this stage's own reason to raise Failed
-  std::vector<std::unique_ptr<Request>> flagSends; // waited a step later
+void PipelineStage::drainPrevious() {
+  for (auto &r : pendingPrev)
+    r->wait();
+  pendingPrev = std::move(pending);
+  pending.clear();
+}
+
+/// This stage's flag for `step`: the last stage knows the loss, and a
+/// non-finite one stops the run, as does a non-finite state of any stage (a
+/// finite loss can hide one); else a stop request.
+int64_t PipelineStage::stopFlag(int64_t step, bool stopWanted) {
+  if (s == S - 1 && !losses.empty() && !std::isfinite(losses.back())) {
+    if (why.empty())
+      why = "the loss became " + std::to_string(losses.back()) + " at step " +
+            std::to_string(step);
+    return Failed;
+  }
+  if (std::string bad = exPtr->nonFiniteState(); !bad.empty()) {
+    if (why.empty())
+      why = "after the update of step " + std::to_string(step) + ", state " + bad;
+    return Failed;
+  }
+  return stopWanted ? Stop : Go;
+}
+
+/// Sends this stage's flag for `step`, reads the others' for step − 1
+/// (see stopAfter) and, at the run's last step, for `step` too.
+void PipelineStage::agreeOnStop(int64_t step, int64_t flag) {
   auto readFlags = [&](int64_t u, int64_t own) {
     int64_t agg = own;
     for (int p = 0; p < S; ++p)
@@ -365,155 +502,166 @@ PipelineResult stretto::runPipelineRank(const Graph &graph, DataSource &data,
       }
     return agg;
   };
-  int64_t prevFlag = Go;
-
-  while (bwd < total) {
-    bool versionReady = opt.schedule == Schedule::TwoBW ? fwd / m - 1 <= updates
-                                                         : fwd / m <= updates;
-    bool allowed = stopAfter < 0 || fwd / m < stopAfter;
-    if (fwd < total && fwd - bwd < window && versionReady && allowed) {
-      StepResult r = run(plan.forward, fwd, false);
-      if (!r.outputs.empty()) {
-        losses.push_back(r.outputs[0]);
-        if (static_cast<int64_t>(losses.size()) % m == 0) {
-          double sum = 0;
-          for (int64_t k = static_cast<int64_t>(losses.size()) - m;
-               k < static_cast<int64_t>(losses.size()); ++k)
-            sum += losses[k];
-          if (opt.onStep)
-            opt.onStep(opt.startStep + static_cast<int64_t>(losses.size()) / m,
-                       sum / static_cast<double>(m));
-        }
-      }
-      ++fwd;
-      continue;
+  std::vector<std::unique_ptr<Request>> sentNow;
+  for (int p = 0; p < S; ++p)
+    if (p != s)
+      sentNow.push_back(comm.isend(p, kTagFlag | uint64_t(step), WireType::I64, &flag, 1));
+  if (step > startStep + 1) {
+    int64_t prev = readFlags(step - 1, prevFlag);
+    if (prev != Go && stopAfter < 0) {
+      stopAfter = step + 1;
+      failed = prev == Failed;
     }
-    StepResult r = run(plan.backward, bwd, true);
-    // Summing the micro-batch's gradients is backward work (schedule models
-    // and stretto-tune's profile read backwardSeconds).
-    timed(report.backwardSeconds, [&] { ex.accumulateGrads(r); });
-    envs.erase(bwd);
-    ++bwd;
-    if (bwd % m != 0)
-      continue;
-    timed(report.updateSeconds, [&] { ex.update(); });
-    ++report.updates;
-    ++updates;
-    const int64_t step = updates;
-    // The last stage knows the loss: a non-finite one stops the run, as
-    // does a non-finite state of any stage (a finite loss can hide one).
-    int64_t flag = Go;
-    if (s == S - 1 && !losses.empty() && !std::isfinite(losses.back())) {
-      flag = Failed;
-      if (why.empty())
-        why = "the loss became " + std::to_string(losses.back()) + " at step " +
-              std::to_string(step);
-    } else if (std::string bad = ex.nonFiniteState(); !bad.empty()) {
-      flag = Failed;
-      if (why.empty())
-        why = "after the update of step " + std::to_string(step) + ", state " + bad;
-    } else if (opt.stopRequested && opt.stopRequested())
-      flag = Stop;
-    std::vector<std::unique_ptr<Request>> sentNow;
-    for (int p = 0; p < S; ++p)
-      if (p != s)
-        sentNow.push_back(comm.isend(p, kTagFlag | uint64_t(step), WireType::I64, &flag, 1));
-    if (step > opt.startStep + 1) {
-      int64_t prev = readFlags(step - 1, prevFlag);
-      if (prev != Go && stopAfter < 0) {
-        stopAfter = step + 1;
-        failed = prev == Failed;
-      }
-    }
-    for (auto &f : flagSends)
-      f->wait();
-    flagSends = std::move(sentNow);
-    prevFlag = flag;
-    const bool last = step == opt.steps || step == stopAfter;
-    if (last)
-      drain();
-    else
-      drainPrevious();
-    if (last) {
-      int64_t now = readFlags(step, flag); // every flag sent is read
-      if (stopAfter < 0 && now != Go)
-        failed = failed || now == Failed; // raised at the very last step
-      for (auto &f : flagSends)
-        f->wait();
-      flagSends.clear();
-    }
-    if (step == stopAfter && step < opt.steps)
-      result.stopped = true;
-    bool ckpt = !failed && opt.onCheckpoint &&
-                ((opt.checkpointInterval > 0 && step % opt.checkpointInterval == 0) ||
-                 result.stopped || step == opt.steps);
-    if (ckpt) {
-      std::map<std::string, HostTensor> own;
-      for (const StateDecl &d : plan.graph.states)
-        own[d.name] = ex.getState(d.name);
-      opt.onCheckpoint(step, s, own);
-      comm.barrier(); // every stage has written this step
-      if (opt.onCheckpointKept)
-        opt.onCheckpointKept(step, s);
-      if (opt.onModel && step < opt.steps && !result.stopped) {
-        std::map<std::string, HostTensor> params = gatherStates(step, /*paramsOnly=*/true);
-        if (s == S - 1)
-          opt.onModel(step, params);
-      }
-    }
-    if (!failed && opt.evalInterval > 0 && opt.evalBatches > 0 &&
-        (step % opt.evalInterval == 0 || step == opt.steps)) {
-      // Forward only, with this step's weights (x(step): no 2BW redirect),
-      // stage by stage; every stage is here after the same update.
-      // Every part of each validation batch (the step's batch, whatever m).
-      double sum = 0;
-      for (int64_t b = 0; b < opt.evalBatches * m; ++b) {
-        std::map<std::string, HostTensor> inputs =
-            data.batch(Split::Val, static_cast<uint64_t>(b / m), b % m);
-        for (const Recv &r : recvs)
-          if (!r.backward)
-            inputs[r.name] = recvTensor(comm, r.from, evalTag(step, b, r.channel), r.shape,
-                                        wire(r.dtype));
-        ValueEnv env;
-        StepResult res = ex.runNodes(plan.forward, env, inputs, none);
-        for (const StagePlan::Send &snd : plan.sends)
-          if (!snd.backward)
-            sendTensor(comm, snd.to, evalTag(step, b, snd.channel), ex.envValue(env, snd.node),
-                       wire(plan.graph.nodes[snd.node].dtype))
-                ->wait();
-        if (!res.outputs.empty())
-          sum += res.outputs[0];
-      }
-      if (s == S - 1 && opt.onEval)
-        opt.onEval(step, sum / static_cast<double>(opt.evalBatches * m));
-    }
-    if (last)
-      break;
   }
-  drain();
-  result.lastStep = updates;
-  if (failed)
-    throw std::runtime_error((why.empty() ? "another stage stopped the run at step " +
-                                                std::to_string(result.lastStep)
-                                          : why) +
-                             "; stopping without a checkpoint (the last good one is kept)");
+  for (auto &f : flagSends)
+    f->wait();
+  flagSends = std::move(sentNow);
+  prevFlag = flag;
+  const bool last = step == opt.steps || step == stopAfter;
+  drainPrevious();
+  if (!last)
+    return;
+  drainPrevious();
+  int64_t now = readFlags(step, flag); // every flag sent is read
+  if (stopAfter < 0 && now != Go)
+    failed = failed || now == Failed; // raised at the very last step
+  for (auto &f : flagSends)
+    f->wait();
+  flagSends.clear();
+}
 
-  report.busySeconds = busy;
-  report.wallSeconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  result.seconds = report.wallSeconds;
-  // The last stage gathers the final states, the reports and holds the losses.
+StepReport PipelineStage::step(const StepPlan &p) {
+  StepReport r;
+  runUntilUpdate(p.step);
+  const int64_t step = updates;
+  agreeOnStop(step, stopFlag(step, p.stopWanted()));
+  const bool stopped = step == stopAfter && step < opt.steps;
+  r.tokens = static_cast<double>(m * data.tokensPerBatch());
+  if (lead()) {
+    r.knowsLoss = true;
+    r.loss = stepLoss(step - startStep - 1);
+  }
+  if (failed) {
+    if (step == stopAfter || step == opt.steps) { // every stage ends here
+      r.end = StepEnd::Failed;
+      r.failure = why.empty() ? "another stage stopped the run at step " + std::to_string(step)
+                              : why;
+    }
+    return r;
+  }
+  if ((p.checkpoint || stopped) && !run.outDir.empty()) {
+    saveCheckpoint(step);
+    r.checkpointed = true;
+  }
+  if (p.evaluate && opt.evalBatches > 0) {
+    double val = validate(step);
+    if (lead())
+      r.valLoss = val;
+  }
+  if (p.last || stopped) {
+    gatherReports();
+    finished = true;
+  }
+  r.end = stopped ? StepEnd::Stopped : StepEnd::Continue;
+  return r;
+}
+
+/// Each stage writes its own file; once every stage has (a barrier), each
+/// removes its older ones.
+void PipelineStage::saveCheckpoint(int64_t step) {
+  std::map<std::string, HostTensor> own;
+  for (const StateDecl &d : plan.graph.states)
+    own[d.name] = exPtr->getState(d.name);
+  saveRankCheckpoint(run.outDir, s, step, opt.seed, own, run.precision,
+                     checkpointMeta(graph, run));
+  comm.barrier();
+  removeRankCheckpointsBefore(run.outDir, s, step);
+}
+
+/// Forward only, with this step's weights (x(step): no 2BW redirect), stage
+/// by stage: every part of each validation batch (the step's batch,
+/// whatever m). The mean on the last stage.
+double PipelineStage::validate(int64_t step) {
+  double sum = 0;
+  for (int64_t b = 0; b < opt.evalBatches * m; ++b) {
+    std::map<std::string, HostTensor> inputs =
+        data.batch(Split::Val, static_cast<uint64_t>(b / m), b % m);
+    for (const Recv &r : recvs)
+      if (!r.backward)
+        inputs[r.name] =
+            recvTensor(comm, r.from, evalTag(step, b, r.channel), r.shape, wire(r.dtype));
+    ValueEnv env;
+    StepResult res = exPtr->runNodes(plan.forward, env, inputs, none);
+    for (const StagePlan::Send &snd : plan.sends)
+      if (!snd.backward)
+        sendTensor(comm, snd.to, evalTag(step, b, snd.channel), exPtr->envValue(env, snd.node),
+                   wire(plan.graph.nodes[snd.node].dtype))
+            ->wait();
+    if (!res.outputs.empty())
+      sum += res.outputs[0];
+  }
+  return sum / static_cast<double>(opt.evalBatches * m);
+}
+
+/// Every stage's states (or parameters), gathered on the last stage.
+std::map<std::string, HostTensor> PipelineStage::gatherStates(int64_t step, bool paramsOnly) {
+  std::map<std::string, HostTensor> all;
+  if (s != S - 1) {
+    int k = 0;
+    for (const StateDecl &d : plan.graph.states)
+      if (!paramsOnly || d.isParam)
+        sendTensor(comm, S - 1, kTagState | (uint64_t(step) << 12) | uint64_t(k++),
+                   exPtr->getState(d.name), wire(d.dtype))
+            ->wait();
+    return all;
+  }
+  for (int from = 0; from < S; ++from) {
+    int k = 0;
+    for (const StateDecl &d : plans[from].graph.states) {
+      if (paramsOnly && !d.isParam)
+        continue;
+      if (from == s)
+        all[d.name] = exPtr->getState(d.name);
+      else
+        all[d.name] = recvTensor(comm, from, kTagState | (uint64_t(step) << 12) | uint64_t(k),
+                                 d.shape, wire(d.dtype));
+      ++k;
+    }
+  }
+  return all;
+}
+
+std::map<std::string, HostTensor> PipelineStage::finalParameters() {
+  std::map<std::string, HostTensor> params;
+  for (const StateDecl &d : graph.states)
+    if (d.isParam && result.states.count(d.name))
+      params.emplace(d.name, result.states.at(d.name));
+  return params;
+}
+
+/// The end of the run: the last stage gathers every stage's final states
+/// and report, and holds the losses.
+void PipelineStage::gatherReports() {
+  for (auto &r : pending)
+    r->wait();
+  pending.clear();
+  report_.busySeconds = busy;
+  report_.wallSeconds =
+      std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  result.seconds = report_.wallSeconds;
+  result.lastStep = updates;
+  result.stopped = updates < opt.steps;
   std::map<std::string, HostTensor> all = gatherStates(opt.steps + 1, /*paramsOnly=*/false);
-  std::vector<double> mine = {double(report.stage), double(report.parameters),
-                              double(report.weightVersions), double(report.efStates),
-                              double(report.optimizerStates), double(report.bytes),
-                              report.busySeconds, report.wallSeconds, report.forwardSeconds,
-                              report.backwardSeconds, report.updateSeconds,
-                              double(report.forwards), double(report.backwards),
-                              double(report.updates)};
+  const StageReport &o = report_;
+  std::vector<double> mine = {double(o.stage), double(o.parameters), double(o.weightVersions),
+                              double(o.efStates), double(o.optimizerStates), double(o.bytes),
+                              o.busySeconds, o.wallSeconds, o.forwardSeconds,
+                              o.backwardSeconds, o.updateSeconds, double(o.forwards),
+                              double(o.backwards), double(o.updates)};
   if (s != S - 1) {
     comm.isend(S - 1, kTagReport, WireType::F64, mine.data(), mine.size())->wait();
-    result.stages.push_back(report);
-    return result;
+    result.stages.push_back(report_);
+    return;
   }
   result.states = std::move(all);
   result.stages.resize(S);
@@ -537,71 +685,99 @@ PipelineResult stretto::runPipelineRank(const Graph &graph, DataSource &data,
     r.backwards = int64_t(v[12]);
     r.updates = int64_t(v[13]);
   }
-  // A step's loss is the mean of its micro-batches.
-  const int64_t ran = result.lastStep - opt.startStep;
-  for (int64_t u = 0; u < ran; ++u) {
-    double sum = 0;
-    for (int64_t k = 0; k < m; ++k)
-      sum += losses.at(u * m + k);
-    result.losses.push_back(sum / static_cast<double>(m));
-  }
-  return result;
+  for (int64_t u = 0; u < updates - startStep; ++u)
+    result.losses.push_back(stepLoss(u));
 }
+
+std::string PipelineStage::summaryDetail() const {
+  return std::string(" (") + (opt.schedule == Schedule::TwoBW ? "PipeDream-2BW" : "flush") +
+         ", " + std::to_string(S) + " stages" +
+         (processes ? " on " + std::to_string(comm.size()) + " processes" : "") + ", " +
+         std::to_string(m) + " micro-batches)";
+}
+
+} // namespace
+
+namespace {
+
+/// The trainer options a library run of `opt` drives with: its steps and
+/// evaluation, quiet, no output folder.
+TrainerOptions libraryRun(const PipelineOptions &opt) {
+  TrainerOptions run;
+  run.steps = opt.steps;
+  run.microBatches = opt.microBatches;
+  run.seed = opt.seed;
+  run.evalInterval = opt.evalInterval > 0 ? opt.evalInterval : opt.steps + 1;
+  run.evalBatches = opt.evalBatches;
+  run.logInterval = opt.steps + 1;
+  run.quiet = true;
+  run.precision = opt.precision;
+  return run;
+}
+
+/// Threads share the data source; batches are stateless but not thread-safe.
+class LockedData final : public DataSource {
+public:
+  explicit LockedData(DataSource &d) : d(d) {}
+  std::map<std::string, HostTensor> batch(Split sp, uint64_t i, int64_t part) override {
+    std::lock_guard<std::mutex> lock(mu);
+    return d.batch(sp, i, part);
+  }
+  std::string describe() const override { return d.describe(); }
+  int64_t tokensPerBatch() const override { return d.tokensPerBatch(); }
+
+private:
+  DataSource &d;
+  std::mutex mu;
+};
+
+/// Every stage on a thread of this process, each driven by driveSteps over
+/// an in-process group; `stop` is their shared stop request. The last
+/// stage's outcome, and its exit status; `error` is the failing stage's
+/// message (the one that saw why, over one that only heard of it).
+int pipelineOnThreads(const Graph &graph, DataSource &data, const PipelineOptions &opt,
+                      const TrainerOptions &run, std::atomic<bool> &stop, PipelineResult &result,
+                      std::string &error) {
+  const int S = static_cast<int>(planStages(graph).size());
+  InProcessGroup group(S);
+  LockedData locked(data);
+  std::mutex mu;
+  std::vector<int> codes(static_cast<size_t>(S), 0);
+  auto note = [&](int s, const std::string &what) {
+    std::lock_guard<std::mutex> lock(mu);
+    const char *echo = "another stage stopped the run";
+    if (error.empty() || (error.find(echo) != std::string::npos &&
+                          what.find(echo) == std::string::npos))
+      error = "stage " + std::to_string(s) + ": " + what;
+  };
+  runOnThreads(group, [&](int s, Communicator &c) {
+    TrainerOptions mine = run;
+    mine.quiet = run.quiet || s != S - 1;
+    mine.errorsToCaller = true;
+    PipelineStage mode(graph, locked, opt, mine, c, /*processes=*/false);
+    TrainSummary sum;
+    codes[static_cast<size_t>(s)] = driveSteps(mode, graph, mine, &sum, &stop);
+    if (!sum.error.empty())
+      note(s, sum.error);
+    if (s == S - 1)
+      result = std::move(mode.outcome());
+  }, [&](int s, const std::string &what) {
+    note(s, what);
+    codes[static_cast<size_t>(s)] = 1;
+  });
+  return std::count(codes.begin(), codes.end(), 1) ? 1 : codes.back();
+}
+
+} // namespace
 
 PipelineResult stretto::runPipeline(const Graph &graph, DataSource &data,
                                     const PipelineOptions &opt) {
-  const int S = static_cast<int>(planStages(graph).size());
-  InProcessGroup group(S);
-  // Threads share the data source; batches are stateless but not thread-safe.
-  struct Locked : DataSource {
-    DataSource &d;
-    std::mutex mu;
-    explicit Locked(DataSource &d) : d(d) {}
-    std::map<std::string, HostTensor> batch(Split sp, uint64_t i, int64_t part) override {
-      std::lock_guard<std::mutex> lock(mu);
-      return d.batch(sp, i, part);
-    }
-    std::string describe() const override { return d.describe(); }
-    int64_t tokensPerBatch() const override { return d.tokensPerBatch(); }
-  } locked(data);
-  std::mutex errMu;
-  std::string error;
-  PipelineResult result;
   auto t0 = std::chrono::steady_clock::now();
-  std::vector<std::thread> threads;
-  auto joinAll = [&] {
-    for (std::thread &t : threads)
-      t.join();
-  };
-  for (int s = 0; s < S; ++s) try {
-    threads.emplace_back([&, s] {
-      Communicator &c = group.rank(s);
-      try {
-        PipelineResult r = runPipelineRank(graph, locked, opt, c);
-        if (s == S - 1)
-          result = std::move(r);
-      } catch (const std::exception &e) {
-        {
-          std::lock_guard<std::mutex> lock(errMu);
-          // The stage that saw why wins over one that only heard of it.
-          const char *echo = "another stage stopped the run";
-          if (error.empty() || (error.find(echo) != std::string::npos &&
-                                std::string(e.what()).find(echo) == std::string::npos))
-            error = "stage " + std::to_string(s) + ": " + e.what();
-        }
-        c.abort("stage " + std::to_string(s) + " failed");
-      }
-    });
-  } catch (const std::system_error &e) {
-    // No thread for stage s (the system's thread limit): unblock the others.
-    group.rank(0).abort("no thread could be started for stage " + std::to_string(s));
-    joinAll();
-    throw std::runtime_error("cannot start a thread for pipeline stage " + std::to_string(s) +
-                             " of " + std::to_string(S) + ": " + e.what());
-  }
-  joinAll();
-  if (!error.empty())
-    throw std::runtime_error(error);
+  std::atomic<bool> never{false};
+  PipelineResult result;
+  std::string error;
+  if (pipelineOnThreads(graph, data, opt, libraryRun(opt), never, result, error) != 0)
+    throw std::runtime_error(error.empty() ? "the pipeline failed" : error);
   result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return result;
 }
@@ -620,164 +796,32 @@ std::string stretto::formatStageReport(const std::vector<StageReport> &stages) {
   return os.str();
 }
 
-namespace stretto {
-
-/// Trains on the pipeline runtime: one worker per stage, 1F1B. Progress,
-/// the per-stage allocation and idle report, periodic validation,
-/// metrics.jsonl, checkpoints every checkpoint_interval steps, at the end
-/// and on Ctrl-C (resumable).
-int runPipelineTraining(const Graph &graph, DataSource &data, const TrainerOptions &opt,
-                        bool twoBW, Communicator *comm) {
+int stretto::runPipelineTraining(const Graph &graph, DataSource &data, const TrainerOptions &opt,
+                                 bool twoBW, Communicator *comm) {
   PipelineOptions po;
   po.steps = opt.steps;
   po.microBatches = opt.microBatches;
   po.schedule = twoBW ? Schedule::TwoBW : Schedule::Flush;
   po.executorFactory = executorFactory(opt);
   po.seed = opt.seed;
-  // The last stage holds the loss: it prints and writes the output folder.
-  const std::vector<StagePlan> plans = planStages(graph);
-  const int S = static_cast<int>(plans.size());
-  const bool lead = !comm || comm->rank() == S - 1;
-  auto t0 = std::chrono::steady_clock::now();
-  std::ofstream metrics;
-  po.onStep = [&](int64_t step, double loss) {
-    if (metrics.is_open())
-      metrics << "{\"step\": " << step << ", \"loss\": " << loss << "}\n" << std::flush;
-    if (opt.quiet || (step % opt.logInterval != 0 && step != opt.steps))
-      return;
-    double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    std::printf("step %6lld/%lld | loss %.4f | %8.0f tok/s\n", (long long)step,
-                (long long)opt.steps, loss,
-                s > 0 ? (step - po.startStep) * opt.microBatches * data.tokensPerBatch() / s : 0.0);
-    std::fflush(stdout);
-  };
   po.evalInterval = opt.evalInterval;
   po.evalBatches = opt.evalBatches;
-  po.onEval = [&](int64_t step, double val) {
-    if (metrics.is_open()) {
-      char buf[96];
-      std::snprintf(buf, sizeof buf, "{\"step\": %lld, \"val_loss\": %.17g}\n", (long long)step,
-                    val);
-      metrics << buf << std::flush;
-    }
-    if (!opt.quiet) {
-      std::printf("step %6lld/%lld | val %.4f\n", (long long)step, (long long)opt.steps, val);
-      std::fflush(stdout);
-    }
-  };
-  static std::atomic<bool> interrupted{false};
-  interrupted = false;
-  po.stopRequested = [] { return interrupted.load(); };
-  StopOnSignal stopOnSignal(interrupted); // Ctrl-C, and SIGTERM from a launcher
   try {
-    // Each stage writes and reads its own files (rankCheckpointPath), on
-    // its own machine's disk when the stages are processes on several.
-    const std::string files = opt.outDir + "/checkpoint-rank*-step";
-    if (!opt.outDir.empty()) {
-      prepareOutputDirectory(opt.outDir);
-      if (opt.resume) {
-        const int64_t step = newestCommonCheckpointStep(opt.outDir, S, comm);
-        for (int r = 0; r < S; ++r) {
-          if (comm && r != comm->rank())
-            continue;
-          Checkpoint c = loadRankCheckpoint(opt.outDir, r, step, plans[r].graph.states);
-          RunCheck check(graph, opt);
-          check.resumeFrom = &c;
-          check.checkpointPath = rankCheckpointPath(opt.outDir, r, step);
-          validateRunSettings(check);
-          std::string note = dataOrderNote(c, check.checkpointPath, opt.microBatches);
-          if (lead && !note.empty())
-            std::cerr << note << "\n";
-          po.resumeStates.merge(c.states);
-        }
-        if (step >= opt.steps) {
-          // Nothing left to do: not an error, and no step counts below zero.
-          if (lead)
-            std::printf("the run in %s already finished: its checkpoint is at step %lld of "
-                        "%lld; nothing to train (raise --steps to continue it)\n",
-                        opt.outDir.c_str(), (long long)step, (long long)opt.steps);
-          return 0;
-        }
-        po.startStep = step;
-        if (lead)
-          std::printf("resuming from %s%lld.bin at step %lld\n", files.c_str(), (long long)step,
-                      (long long)step);
-      } else {
-        refuseExistingCheckpoint(opt.outDir, comm ? comm->rank() : -1);
-      }
-      checkWorld(opt.outDir, opt.resume, "pipeline stages " + std::to_string(S), lead);
-      if (lead) {
-        metrics.open(opt.outDir + "/metrics.jsonl", opt.resume ? std::ios::app : std::ios::trunc);
-        metrics.precision(17); // every digit of a double: runs compare line by line
-        if (!metrics)
-          throw std::runtime_error("output directory '" + opt.outDir + "' is not writable");
-      }
-      po.checkpointInterval = opt.checkpointInterval;
-      const std::map<std::string, std::string> meta = checkpointMeta(graph, opt);
-      po.onCheckpoint = [&, meta](int64_t step, int stage,
-                                  const std::map<std::string, HostTensor> &states) {
-        saveRankCheckpoint(opt.outDir, stage, step, opt.seed, states, opt.precision, meta);
-      };
-      po.onCheckpointKept = [&](int64_t step, int stage) {
-        removeRankCheckpointsBefore(opt.outDir, stage, step);
-      };
-      po.onModel = [&](int64_t, const std::map<std::string, HostTensor> &params) {
-        saveSafetensors(opt.outDir + "/model.safetensors", params);
-      };
-    } else if (opt.resume) {
-      throw std::runtime_error("--resume needs --out");
+    if (comm) { // this process is one stage
+      PipelineStage mode(graph, data, po, opt, *comm, /*processes=*/true);
+      return driveSteps(mode, graph, opt);
     }
-    if (!opt.initFrom.empty() && !po.resumeStates.empty()) {
-      if (lead && !opt.quiet)
-        std::printf("%s\n",
-                    initFromIgnoredLine(opt.initFrom, files + std::to_string(po.startStep) +
-                                                          ".bin")
-                        .c_str());
-    } else if (!opt.initFrom.empty()) {
-      po.initParams = loadInitParameters(opt.initFrom, graph);
-      if (lead && !opt.quiet)
-        std::printf("initialised %zu parameters from %s\n", po.initParams.size(),
-                    opt.initFrom.c_str());
-    }
-    PipelineResult r = comm ? runPipelineRank(graph, data, po, *comm) : runPipeline(graph, data, po);
-    if (!lead)
-      return 0;
-    for (double l : r.losses)
-      if (!std::isfinite(l))
-        throw std::runtime_error("the loss became " + std::to_string(l) +
-                                 "; no checkpoint written (the last good one is kept)");
-    std::map<std::string, HostTensor> params;
-    for (const StateDecl &d : graph.states)
-      if (d.isParam)
-        params.emplace(d.name, r.states.at(d.name));
-    if (!opt.outDir.empty())
-      saveSafetensors(opt.outDir + "/model.safetensors", params);
-    if (r.stopped) {
-      std::printf("interrupted at step %lld", (long long)r.lastStep);
-      if (!opt.outDir.empty())
-        std::printf("; checkpoint written to %s%lld.bin (continue with --resume)", files.c_str(),
-                    (long long)r.lastStep);
-      std::printf("\n");
-      return 130;
-    }
-    std::printf("%s", formatStageReport(r.stages).c_str());
-    int64_t ran = opt.steps - po.startStep;
-    std::printf("done: %lld steps in %.1f s (%s, %zu stages%s, %lld micro-batches), %.0f tok/s; "
-                "train loss %.4f -> %.4f\n",
-                (long long)ran, r.seconds, twoBW ? "PipeDream-2BW" : "flush", r.stages.size(),
-                comm ? (" on " + std::to_string(comm->size()) + " processes").c_str() : "",
-                (long long)opt.microBatches,
-                ran * opt.microBatches * data.tokensPerBatch() / r.seconds,
-                r.losses.empty() ? 0.0 : r.losses.front(), r.losses.empty() ? 0.0 : r.losses.back());
-    if (!opt.outDir.empty())
-      std::printf("wrote %s/{metrics.jsonl,checkpoint-rank*-step%lld.bin,model.safetensors}\n",
-                  opt.outDir.c_str(), (long long)opt.steps);
-    std::fflush(stdout);
-    return 0;
+    // One thread per stage; Ctrl-C and SIGTERM stop them all.
+    std::atomic<bool> stop{false};
+    StopOnSignal signals(stop);
+    PipelineResult result;
+    std::string error;
+    int code = pipelineOnThreads(graph, data, po, opt, stop, result, error);
+    if (code == 1)
+      std::cerr << "error: " << (error.empty() ? "the pipeline failed" : error) << "\n";
+    return code;
   } catch (const std::exception &e) {
-    std::fprintf(stderr, "error: %s\n", e.what());
+    std::cerr << "error: " << e.what() << "\n";
     return 1;
   }
 }
-
-} // namespace stretto

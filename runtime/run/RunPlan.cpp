@@ -611,7 +611,7 @@ int stretto::runPlan(const Graph &graph, DataSource &data, const RunSettings &s,
     g.kills = f.kills;
     const std::string policy = f.onPeerFailure.empty() ? peerFailureDefault(graph) : f.onPeerFailure;
     g.stopOnPeerFailure = policy == "stop";
-    return withStats(runGossipTraining(graph, data, g, f.quiet, world.get()));
+    return withStats(runGossipTraining(graph, data, g, opt, world.get()));
   }
   if (pipelined)
     return withStats(runPipelineTraining(graph, data, opt, s.twoBW, world.get()));

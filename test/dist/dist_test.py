@@ -341,11 +341,11 @@ def group_faults():
     p.send_signal(signal.SIGINT)
     o, _ = p.communicate(timeout=120)
     check("gossip: Ctrl-C stops every replica with a checkpoint (exit 130)",
-          p.returncode == 130 and "stopped after round" in o and
+          p.returncode == 130 and "interrupted at round" in o and
           len(glob.glob(d + "/checkpoint-rank*-step*.bin")) == 4, f"rc={p.returncode}\n{o[-2000:]}")
     rc, o = run([RUN, g, "--nproc", "4", "--out", d, "--resume", "--timeout", "60"])
     check("gossip: ... and resumes on 4 processes bit-identically", rc == 0 and
-          "resumed from" in o and
+          "resuming from" in o and
           tensors(d + "/model.safetensors") == tensors(ref + "/model.safetensors") and
           losses(d) == losses(ref), o[-2000:])
     # (--on-peer-failure=stop: the job ends at the kill, to be resumed whole.)

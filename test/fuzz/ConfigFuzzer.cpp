@@ -78,7 +78,9 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     // A config error names its place; an override's error names the override.
     bool atFile = error.rfind(std::string(kFile) + ":", 0) == 0;
     bool atOverride = error.rfind("override '", 0) == 0;
-    if ((!atFile && !atOverride) || error.find(": error: ") == std::string::npos)
+    // An override made from a flag (overrideFromFlag) is named as the flag.
+    bool atFlag = error.rfind("--", 0) == 0;
+    if ((!atFile && !atOverride && !atFlag) || error.find(": error: ") == std::string::npos)
       contractViolation("error message is not 'FILE:LINE:COL: error: MESSAGE' or "
                         "\"override 'KEY=VALUE': error: MESSAGE\"",
                         error);

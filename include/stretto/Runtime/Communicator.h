@@ -24,6 +24,7 @@
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -127,6 +128,14 @@ private:
   std::shared_ptr<Shared> shared;
   std::vector<std::unique_ptr<Communicator>> ranks;
 };
+
+/// Runs `body(r, group.rank(r))` for every rank on a thread of its own and
+/// waits for all. A rank whose body throws, or whose thread cannot start,
+/// is handed to `onError(r, what)`, which decides what its peers see
+/// (group.rank(r).abort or group.leave). Throws std::runtime_error after
+/// joining when a thread could not start.
+void runOnThreads(InProcessGroup &group, const std::function<void(int, Communicator &)> &body,
+                  const std::function<void(int, const std::string &)> &onError);
 
 /// A description of `timeout` for messages: "30 s", "250 ms".
 std::string describeTimeout(std::chrono::milliseconds t);

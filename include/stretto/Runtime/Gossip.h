@@ -1,8 +1,9 @@
 //===- Gossip.h - decentralized data parallelism (no MLIR) ----*- C++ -*-===//
 //
 // Runs a Graph with an Outer phase (train-gossip) as R replicas, one per rank
-// of a Communicator (threads of one process over an InProcessGroup in
-// runGossip, or processes over Gloo), each with its own executor (reference or
+// of a Communicator (threads of one process over an InProcessGroup, or
+// processes over Gloo), each a run mode driven round by round by the step
+// driver (StepDriver.h), each with its own executor (reference or
 // compiled) over the same Graph and its own data shard. Replica i takes its
 // own H_i local steps, then the outer round, whose `gossip_mix` nodes exchange
 // with the peers drawn for that round by pairwise sends and receives: a
@@ -200,29 +201,20 @@ struct GossipSettings {
 };
 
 class Communicator;
-/// One replica of a multi-process gossip/DiLoCo run: this process is replica
-/// comm.rank() of comm.size() (which must equal the replica count). The
-/// numerics are runGossip's: the same batches, the same frozen peer draws
-/// (drawn over every replica: a replica that died is skipped when its
-/// exchange fails, and reported), the same mixing in the same order, so a
-/// run without faults gives every replica the parameters it has in
-/// runGossip. Rank 0 gathers the round reports (each replica's loss,
-/// steps, bytes and simulated clock) and, at evaluation rounds, every
-/// replica's parameters for the consensus distance and the mean model's
-/// validation loss; its result holds the rounds and meanParams.
-GossipResult runGossipRank(const Graph &graph, DataSource &data, const GossipOptions &options,
-                           Communicator &comm);
 
 /// The options of a gossip run of `graph` with the trainer's options
 /// (executors, micro-batches, evaluation) and `settings`.
 GossipOptions gossipOptionsFor(const Graph &graph, const TrainerOptions &trainer,
                                const GossipSettings &settings);
 
-/// stretto-train's entry for sync = "gossip" | "diloco": per-round progress
-/// lines and a summary (loss, simulated wall-clock, bytes). Returns 0, or 1
-/// after printing an error.
+/// stretto-train's and stretto-run's entry for sync = "gossip" | "diloco":
+/// the replicas on threads of this process, or with `comm` this process as
+/// replica comm->rank(); each driven round by round by driveSteps with
+/// `trainer`'s output settings (rank 0 prints and writes the run's files).
+/// Returns 0, 1 after printing an error, 130 after a stop, and
+/// kExitRunFailed (Launcher.h) for a diverged replica of several processes.
 int runGossipTraining(const Graph &graph, DataSource &data, const GossipOptions &options,
-                      bool quiet, Communicator *comm = nullptr);
+                      const TrainerOptions &trainer, Communicator *comm = nullptr);
 
 } // namespace stretto
 

@@ -28,6 +28,11 @@ struct LaunchOptions {
   std::vector<std::string> command; // program and arguments of every rank
 };
 
+/// The exit status of a rank whose failure every rank must stop for (a
+/// diverged gossip replica): the launcher stops the job whatever
+/// --on-peer-failure says.
+constexpr int kExitRunFailed = 3;
+
 /// Runs the job; returns 0 when every rank exited 0, else the first failing
 /// rank's exit status (128+signal for a signal), after stopping the others
 /// (SIGTERM, then SIGKILL past the timeout). Prints one line naming the

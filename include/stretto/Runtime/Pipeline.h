@@ -76,27 +76,10 @@ struct PipelineOptions {
   /// --init-from (when not resuming): each stage sets the parameters it
   /// owns, and their copies, from these (applyInitParameters).
   std::map<std::string, HostTensor> initParams;
-  /// Ctrl-C: polled by every stage at the end of each step. The stages agree
-  /// one step later (a flag message to every other stage, received at the
-  /// end of the next step), so all stop after the same step.
-  std::function<bool()> stopRequested;
-  /// Checkpoints every `checkpointInterval` steps (0: never), when the run
-  /// stops early and at its last step. Each stage calls onCheckpoint with its
-  /// own states (on its thread or in its process); the stages then meet at a
-  /// barrier and each calls onCheckpointKept (every stage has written `step`:
-  /// its older files can go). At the periodic ones the last stage also gets
-  /// every stage's parameters in onModel (the end's are
-  /// PipelineResult::states).
-  int64_t checkpointInterval = 0;
-  std::function<void(int64_t step, int stage, const std::map<std::string, HostTensor> &)>
-      onCheckpoint;
-  std::function<void(int64_t step, int stage)> onCheckpointKept;
-  std::function<void(int64_t step, const std::map<std::string, HostTensor> &params)> onModel;
   /// Validation every `evalInterval` steps and at the last step (0: never):
   /// `evalBatches` validation batches flow forward through every stage with
-  /// the weights of that step; the last stage calls onEval with their mean.
+  /// the weights of that step (runPipelineTraining takes the trainer's).
   int64_t evalInterval = 0, evalBatches = 0;
-  std::function<void(int64_t step, double valLoss)> onEval;
 };
 
 struct StageReport {
@@ -117,35 +100,28 @@ struct StageReport {
 struct PipelineResult {
   std::vector<double> losses; // mean loss of each step run (startStep + 1 ...)
   int64_t lastStep = 0;       // the step the run ended at (early on a stop)
-  bool stopped = false;       // stopRequested ended it
+  bool stopped = false;       // a stop request ended it
   std::vector<StageReport> stages;
   std::map<std::string, HostTensor> states; // every stage's final state
   double seconds = 0;
 };
 
 /// Trains `graph` for options.steps steps of options.microBatches
-/// micro-batches (batch index of micro-batch j of the run is j). Throws
-/// std::runtime_error if a stage fails; no thread is left blocked.
+/// micro-batches, one thread per stage, each stage driven by driveSteps
+/// (part k of step u's batch is micro-batch k of step u). Throws
+/// std::runtime_error naming the stage that failed; no thread is left
+/// blocked.
 PipelineResult runPipeline(const Graph &graph, DataSource &data, const PipelineOptions &options);
-
-/// One stage of the pipeline on this rank of `comm` (rank s runs stage s;
-/// comm.size() must equal the stage count): the multi-process form of
-/// runPipeline. Losses, `stages` and the final `states` (every stage's,
-/// gathered) are filled on the last stage, which holds the loss; the other
-/// ranks return their own stage report only.
-PipelineResult runPipelineRank(const Graph &graph, DataSource &data,
-                               const PipelineOptions &options, Communicator &comm);
 
 /// A table of the per-stage allocation report, for people.
 std::string formatStageReport(const std::vector<StageReport> &stages);
 
-/// The pipeline trainer behind stretto-train and stretto-run: one worker
-/// per stage, 1F1B (flush or PipeDream-2BW). Progress lines, the per-stage
-/// allocation and idle report, periodic validation, metrics.jsonl,
-/// checkpoints every checkpoint_interval steps, at the end and on Ctrl-C
-/// (resumable). Returns 0, or 1 after printing the error.
-/// With `comm`, this process runs stage comm->rank() of a multi-process
-/// run; the last stage prints and writes the output folder.
+/// The pipeline trainer behind stretto-train and stretto-run: a stage per
+/// thread, or with `comm` this process as stage comm->rank() of a
+/// multi-process run; 1F1B (flush or PipeDream-2BW), each stage driven by
+/// driveSteps (the last stage prints and writes the run's files), the
+/// per-stage allocation and idle report at the end. Returns 0, 1 after
+/// printing the error, 130 after a stop.
 int runPipelineTraining(const Graph &graph, DataSource &data, const TrainerOptions &options,
                         bool twoBW, Communicator *comm = nullptr);
 

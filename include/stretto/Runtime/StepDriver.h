@@ -35,7 +35,10 @@ struct StepPlan {
   bool last = false;       // the run's last step
   bool evaluate = false;   // validation after it (every rank takes part)
   bool checkpoint = false; // a periodic or final checkpoint after it
-  bool stopWanted = false; // this rank was asked to stop (Ctrl-C, SIGTERM)
+  /// Whether this rank was asked to stop (Ctrl-C, SIGTERM): the mode asks
+  /// where its agreement needs it, after the step's work.
+  const std::atomic<bool> *stop = nullptr;
+  bool stopWanted() const { return stop && stop->load(); }
 };
 
 /// How a step ended, the same on every rank: the mode agrees on it.
@@ -43,6 +46,7 @@ enum class StepEnd {
   Continue, // train on
   Stopped,  // a stop request ended the run here, after a checkpoint
   Failed,   // a non-finite loss or state: no checkpoint of this state
+  Left,     // this rank leaves the run here (a planned failure, in tests)
 };
 
 /// What one step did, as far as this rank knows.
@@ -80,9 +84,13 @@ public:
   /// checkpoint.bin of a one-stage run (its lead writes it), else the rank
   /// of checkpoint-rank<r>-step<N>.bin.
   virtual int checkpointRank() const = 0;
+  /// Whether `ok` holds on every rank (an all-reduce over the run's ranks;
+  /// one rank: `ok`). Every rank calls it at the same points.
+  virtual bool agree(bool ok) = 0;
   /// A new run: every state from the seed, the parameters from `init` when
-  /// given (--init-from).
-  virtual void start(const std::map<std::string, HostTensor> *init) = 0;
+  /// given (--init-from). Returns the steps already done (0; a library run
+  /// handed states in memory may start later).
+  virtual int64_t start(const std::map<std::string, HostTensor> *init) = 0;
   /// --resume: loads the newest checkpoint every rank completed (each rank
   /// its own files) and returns the steps it holds.
   virtual ResumePoint resume() = 0;
@@ -98,15 +106,17 @@ public:
   /// lines printed before it (a stage table, dropped replicas).
   virtual std::string summaryDetail() const { return ""; }
   virtual std::string report() const { return ""; }
+  /// This rank failed (an exception left step): unblock its peers.
+  virtual void abort(const std::string &) {}
 };
 
 /// The trainer's settings the driver reads: steps, intervals, the output
 /// folder, --resume, --init-from, quiet; `graph` holds every parameter
 /// (--init-from is checked against it). `stop` is the stop request (null:
-/// the driver takes SIGINT and SIGTERM itself). Returns 0, 1 after printing
-/// an error, 130 after a stop with its checkpoint.
+/// the driver takes SIGINT and SIGTERM itself). Returns 0, 1 after an error
+/// (printed, and in summary->error), 130 after a stop with its checkpoint.
 int driveSteps(StepMode &mode, const Graph &graph, const TrainerOptions &options,
-               TrainSummary *summary = nullptr, std::atomic<bool> *stop = nullptr);
+               TrainSummary *summary = nullptr, const std::atomic<bool> *stop = nullptr);
 
 /// The loss plot driveSteps writes: train (every step) and validation (each
 /// evaluation) against the step, as an SVG a browser opens.

@@ -85,6 +85,8 @@ struct TrainerOptions {
   std::string modelFingerprint;
   Precision precision = Precision::F32;
   bool quiet = false;
+  // Errors are the caller's to print (a run on threads prints one for all).
+  bool errorsToCaller = false;
   // The compiled runtime (PlanExecutor) instead of the reference executor.
   bool compiled = false;
   // Compiled runtime: print the time per op kind and the slowest kernels at
@@ -122,6 +124,7 @@ struct TrainSummary {
   double seconds = 0, tokensPerSecond = 0;
   bool interrupted = false;
   std::vector<double> losses; // every step's training loss
+  std::string error;          // why the run failed (exit status 1)
 };
 
 /// The executor `options` ask for, for each pipeline stage or gossip replica
@@ -179,8 +182,8 @@ std::optional<Checkpoint> openRun(const std::string &outDir, bool resume, const 
 /// checkpoint at or past options.steps means the run already finished.
 std::optional<Checkpoint> openRun(const Graph &graph, const TrainerOptions &options);
 /// Writes <outDir>/checkpoint.bin (all states, and `meta`: see
-/// Checkpoint::meta) and model.safetensors (parameters), atomically;
-/// refuses a state holding inf or NaN.
+/// Checkpoint::meta) atomically; refuses a state holding inf or NaN. (The
+/// step driver writes model.safetensors beside it.)
 void saveRun(const std::string &outDir, const Graph &graph, int64_t step, uint64_t seed,
              const std::map<std::string, HostTensor> &states, Precision precision,
              const std::map<std::string, std::string> &meta = {});
