@@ -31,9 +31,12 @@ SKIP = 77
 # The smoke mode's model: gpt-tiny's kind at a size whose kernels compile
 # and train in a second or two (overrides for stretto-train and the
 # benches that take them; bench/configs/smoke-*.toml for those that take a
-# config file only).
-SMOKE_MODEL = ["model.layers=2", "model.heads=2", "model.d_model=16", "model.seq_len=8",
-               "model.batch=4"]
+# config file only). One name and vocabulary for every config it shrinks:
+# the kernels' sources (hence the shared kernel cache's entries) then
+# differ only where the training settings do, and compiling kernels is
+# most of a smoke test's time.
+SMOKE_MODEL = ["model.name=smoke", "model.layers=2", "model.heads=2", "model.d_model=16",
+               "model.seq_len=8", "model.batch=4", "model.vocab=256"]
 SMOKE_CONFIG = os.path.join(ROOT, "bench", "configs", "smoke-gpt.toml")
 SMOKE_PIPE_CONFIG = os.path.join(ROOT, "bench", "configs", "smoke-pipe.toml")
 

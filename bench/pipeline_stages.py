@@ -27,7 +27,7 @@ its wall-clock time and the comparison. Exit status 1 when a run fails or
 a case's losses differ by more than --tol (relative, default 1e-5): the
 stages must not change the math.
 
---smoke runs both cases on the tiny smoke model (4 layers) for 4 steps,
+--smoke runs both cases on the tiny smoke model for 4 steps,
 writes into a scratch folder ($STRETTO_SMOKE_DIR/pipeline_stages or a
 temporary one; never bench/results) and fails as above. STRETTO_BUILD
 names another build folder.
@@ -60,9 +60,9 @@ def cases(a):
             "train.ef_lambda=1.0", "train.grad_clip=0", f"train.steps={a.mini_steps}",
             f"train.eval_interval={max(1, a.mini_steps // 2)}"]
     if a.smoke:
-        size = benchutil.SMOKE_MODEL + ["model.layers=4", "train.warmup_steps=1"]
+        size = benchutil.SMOKE_MODEL + ["train.warmup_steps=1"]
         tiny += size
-        mini += size
+        mini += size + ["model.layers=4"]  # a stage per layer at least
     return [("gpt-tiny", tiny, 2, a.tiny_steps), ("gpt-mini", mini, 4, a.mini_steps)]
 
 

@@ -18,7 +18,7 @@ differences between GEMM libraries grow. A run that reads other data or
 drops a rank's gradients is off by far more (device-check.sh --dry-run
 shows one such run failing this check).
 
-Prints one line, `check: NAME: ...: ok` or `...: DIFFER` (and the worst
+Prints one line, `compare NAME: ...: ok` or `...: DIFFER` (and the worst
 rows); exit 0 when within the tolerances, 1 when not or when a folder lacks
 its files. --expect-differ inverts the verdict (the self-test that the
 check can fail). Standard library only: it runs on a bare GPU machine.
@@ -128,13 +128,13 @@ def main():
     try:
         ok, summary, details = compare(a.gpu_out, a.cpu_out, a.loss_tol, a.state_tol)
     except (OSError, ValueError, KeyError) as e:
-        print("check: %s: FAILED: %s" % (a.name, e))
+        print("compare %s: FAILED: %s" % (a.name, e))
         return 1
     if a.expect_differ:
-        print("check: %s: %s: %s" % (a.name, summary, "differ, as they must: ok" if not ok
+        print("compare %s: %s: %s" % (a.name, summary, "differ, as they must: ok" if not ok
                                      else "SAME (the check cannot tell these runs apart)"))
         return 0 if not ok else 1
-    print("check: %s: %s: %s" % (a.name, summary, "ok" if ok else "DIFFER"))
+    print("compare %s: %s: %s" % (a.name, summary, "ok" if ok else "DIFFER"))
     for line in details[:8]:
         print(line)
     return 0 if ok else 1

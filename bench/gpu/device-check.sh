@@ -5,7 +5,8 @@
 # bf16 GEMMs; checks that the GPU runs of the pipeline, gossip and
 # data-parallel plans give the CPU run's losses and parameters; then times
 # gpt-tiny and gpt-mini on the GPU and on the CPU. Writes everything to
-# ${OUT:-gpu-results}/device-check.txt and the check lines to summary.txt.
+# ${OUT:-gpu-results}/device-check.txt and the check lines to summary.txt
+# (one `kit-check: NAME: ok|FAILED|SKIPPED (why)` line per check).
 #
 #   bench/gpu/device-check.sh                 # on the GPU machine
 #   bench/gpu/device-check.sh --dry-run DIR   # here, without a GPU, on the bundle of
@@ -47,6 +48,7 @@ if [ "${1:-}" = "--dry-run" ]; then
   OUT=$DIR/gpu-results
 fi
 [ -d "$B" ] || { echo "no $B: run bench/gpu/bundle.sh first"; exit 1; }
+B=$(cd "$B" && pwd)
 rm -rf "$OUT"
 mkdir -p "$OUT"
 OUT=$(cd "$OUT" && pwd)
@@ -58,7 +60,7 @@ find "$B" -name '*.gz' -exec gunzip -f {} +
 # NVRTC and cuBLASLt: the toolkit's, else PyTorch's wheels.
 EXTRA=$(ls -d /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib 2>/dev/null | tr '\n' ':')
 EXTRA=$EXTRA$(python3 -c 'import nvidia, os; print(":".join(os.path.join(p, d, "lib") for p in nvidia.__path__ for d in os.listdir(p)))' 2>/dev/null)
-export LD_LIBRARY_PATH=$PWD/$B/lib:$EXTRA:${LD_LIBRARY_PATH:-}
+export LD_LIBRARY_PATH=$B/lib:$EXTRA:${LD_LIBRARY_PATH:-}
 export STRETTO_CACHE_DIR=${STRETTO_CACHE_DIR:-/tmp/stretto-cache}
 SR=$B/bin/stretto-run
 DATA=(--data "$B/data/kjv.txt")
@@ -78,7 +80,7 @@ run() {
 check() { # name command...
   local name=$1
   shift
-  if run "$@"; then say "check: $name: ok"; else say "check: $name: FAILED"; FAILED=$((FAILED + 1)); fi
+  if run "$@"; then say "kit-check: $name: ok"; else say "kit-check: $name: FAILED"; FAILED=$((FAILED + 1)); fi
 }
 # A run whose --out a comparison reads: a failed run is a failed check.
 trained() { # name out-folder stretto-run args...
@@ -86,14 +88,14 @@ trained() { # name out-folder stretto-run args...
   shift 2
   rm -rf "$out"
   if run "$SR" "$@" "${DATA[@]}" --out "$out" --quiet; then return 0; fi
-  say "check: $name: FAILED (the run exited non-zero)"
+  say "kit-check: $name: FAILED (the run exited non-zero)"
   FAILED=$((FAILED + 1))
   return 1
 }
 same() { # name gpu-out cpu-out [compare_runs.py flags]
   check "$1" "${COMPARE[@]}" "$@"
 }
-skip() { say "check: $1: SKIPPED ($2)"; SKIPPED+=("$1"); }
+skip() { say "kit-check: $1: SKIPPED ($2)"; SKIPPED+=("$1"); }
 
 if [ $DRY -eq 1 ]; then
   say "dry run: no GPU is used; every run marked GPU runs on the CPU (--device=cpu)"
@@ -157,7 +159,7 @@ else
   elif [ "$gpus" -lt 2 ]; then
     skip "data parallel: 2 NCCL ranks" "one GPU: NCCL refuses two ranks on one device (4a checks the reduction)"
   else
-    say "check: data parallel: 2 NCCL ranks on $gpus GPUs: FAILED (the run exited non-zero)"
+    say "kit-check: data parallel: 2 NCCL ranks on $gpus GPUs: FAILED (the run exited non-zero)"
     FAILED=$((FAILED + 1))
   fi
 fi
@@ -189,9 +191,9 @@ else
   done
 fi
 
-grep -E "^check:|done:|^nccl-check|NCCL|exit status [^0]" "$LOG" > "$OUT/summary.txt"
+grep -E "^kit-check:|^check:|^compare |done:|^nccl-check|NCCL|exit status [^0]" "$LOG" > "$OUT/summary.txt"
 say ""
-say "device-check: $(grep -c ': ok$\|: differ, as they must: ok$' "$LOG") checks passed, $FAILED failed, ${#SKIPPED[@]} skipped${SKIPPED[*]:+ (see the SKIPPED lines)}"
+say "device-check: $(grep -c '^kit-check: .*: ok$' "$LOG") checks passed, $FAILED failed, ${#SKIPPED[@]} skipped${SKIPPED[*]:+ (see the SKIPPED lines)}"
 [ $DRY -eq 1 ] && say "dry run: the script's logic ran with the CPU in the GPU's place; nothing about a GPU was checked"
 cp "$LOG" "$OUT/summary-full.txt" 2>/dev/null || true
 [ $FAILED -eq 0 ]
