@@ -35,8 +35,23 @@ SKIP = 77
 # the kernels' sources (hence the shared kernel cache's entries) then
 # differ only where the training settings do, and compiling kernels is
 # most of a smoke test's time.
-SMOKE_MODEL = ["model.name=smoke", "model.layers=2", "model.heads=2", "model.d_model=16",
+SMOKE_MODEL = ["model.name=smoke", "model.layers=1", "model.heads=2", "model.d_model=16",
                "model.seq_len=8", "model.batch=4", "model.vocab=256"]
+
+
+def smoke_model(overrides=()):
+    """SMOKE_MODEL, with a layer per pipeline stage when `overrides` ask
+    for train.stages=S > 1 (a stage holds at least one layer)."""
+    stages = [int(x.split("=", 1)[1]) for x in overrides if x.startswith("train.stages=")]
+    layers = max(stages + [1])
+    return [x if not x.startswith("model.layers=") else "model.layers=%d" % layers
+            for x in SMOKE_MODEL]
+
+
+def smoke_dims():
+    """The smoke model's {key: int} (layers, heads, d_model, ...)."""
+    return {x.split("=")[0][6:]: int(x.split("=")[1]) for x in SMOKE_MODEL
+            if x.split("=")[1].isdigit()}
 SMOKE_CONFIG = os.path.join(ROOT, "bench", "configs", "smoke-gpt.toml")
 SMOKE_PIPE_CONFIG = os.path.join(ROOT, "bench", "configs", "smoke-pipe.toml")
 

@@ -202,7 +202,8 @@ def main():
         a.seeds, a.gammas, a.ring_gammas, a.complete_seeds, a.rounds = [1], [0.0, 0.5], [0.5], [1], 2
         H, BATCH = 2, 4
         MODEL = benchutil.SMOKE_MODEL
-        TINY_PARAMS = gpt_params(2, 16, 8, 256)
+        d = benchutil.smoke_dims()
+        TINY_PARAMS = gpt_params(d["layers"], d["d_model"], d["seq_len"], d["vocab"])
         SCHEDULE = [f"train.local_steps={H}", f"train.eval_interval={H}",
                     f"train.log_interval={H}", "train.warmup_steps=1", "train.eval_batches=2"]
         os.environ.update(benchutil.smoke_env(scratch))

@@ -60,9 +60,8 @@ def cases(a):
             "train.ef_lambda=1.0", "train.grad_clip=0", f"train.steps={a.mini_steps}",
             f"train.eval_interval={max(1, a.mini_steps // 2)}"]
     if a.smoke:
-        size = benchutil.SMOKE_MODEL + ["train.warmup_steps=1"]
-        tiny += size
-        mini += size + ["model.layers=4"]  # a stage per layer at least
+        tiny += benchutil.smoke_model(["train.stages=2"]) + ["train.warmup_steps=1"]
+        mini += benchutil.smoke_model(["train.stages=4"]) + ["train.warmup_steps=1"]
     return [("gpt-tiny", tiny, 2, a.tiny_steps), ("gpt-mini", mini, 4, a.mini_steps)]
 
 

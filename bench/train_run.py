@@ -54,7 +54,7 @@ def sized(config, steps, *sets):
         return [config] + list(sets)
     keep = [x for x in sets if not x.startswith(("train.steps=", "train.warmup_steps=",
                                                   "train.eval_interval="))]
-    return [config] + keep + benchutil.SMOKE_MODEL + [
+    return [config] + keep + benchutil.smoke_model(keep) + [
         "train.steps=%d" % steps, "train.warmup_steps=1",
         "train.eval_interval=%d" % max(1, steps // 2), "train.log_interval=1"]
 

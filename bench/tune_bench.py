@@ -84,8 +84,8 @@ def main():
         train_run.SMOKE = True
         a.out = a.out or benchutil.scratch("tune_bench")
         benchutil.refuse_committed(a.out)
-        args = ["examples/gpt-wide-head.toml"] + benchutil.SMOKE_MODEL + [
-            "model.vocab=256", "train.micro_batches=2", "--stages", "2", "--no-cache",
+        args = ["examples/gpt-wide-head.toml"] + benchutil.smoke_model(["train.stages=2"]) + [
+            "train.micro_batches=2", "--stages", "2", "--no-cache",
             "--repeats", "1", "--top", "1", "--measure-steps", "3", "--profile-steps", "2",
             "--profile-runs", "1"]
         command = "python3 bench/tune_bench.py --smoke"

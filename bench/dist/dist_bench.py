@@ -68,7 +68,7 @@ def sh(cmd, env=None, timeout=1800):
 
 def plan(name, *overrides):
     path = os.path.join(WORK, name + ".plan")
-    model = benchutil.SMOKE_MODEL if SMOKE else []
+    model = benchutil.smoke_model(overrides) if SMOKE else []
     sh([TRAIN, TINY, "train.warmup_steps=2", "train.eval_interval=100000", *model, *overrides,
         "--save-plan", path, "--quiet"])
     return path

@@ -32,7 +32,7 @@ if [ "${1:-}" = "--smoke" ]; then
   R=$DIR/bundle.txt
   # The smoke model (bench/benchutil.py SMOKE_MODEL, whose kernels the
   # other smoke tests share); fast gzip: the same steps, seconds.
-  SMOKE=(model.name=smoke model.layers=2 model.heads=2 model.d_model=16 model.seq_len=8
+  SMOKE=(model.name=smoke model.layers=1 model.heads=2 model.d_model=16 model.seq_len=8
          model.batch=4 model.vocab=256)
   GZIP=-1
   export STRETTO_CACHE_DIR=${STRETTO_CACHE_DIR:-$DIR/kernel-cache}
@@ -52,7 +52,8 @@ plan() { # name config overrides...
   shift 2
   local size=()
   case $config in *gpt*) size=("${SMOKE[@]}") ;; esac
-  "$BUILD/bin/stretto-train" "$config" "$@" ${size[@]+"${size[@]}"} \
+  # (the plan's own overrides last: a 2-stage plan keeps its 2 layers)
+  "$BUILD/bin/stretto-train" "$config" ${size[@]+"${size[@]}"} "$@" \
     --save-plan "$B/plans/$name.plan" --quiet
 }
 plan mlp-sgd examples/mlp.toml
@@ -62,7 +63,7 @@ plan gpt-tiny-2bw-ef examples/gpt-tiny.toml train.sync=2bw train.ef_lambda=0.5 t
 plan gpt-tiny-micro2 examples/gpt-tiny.toml train.micro_batches=2
 plan gpt-mini examples/gpt-mini.toml
 plan pipe2-gpt-tiny-2bw examples/gpt-tiny.toml train.stages=2 train.micro_batches=4 \
-  train.sync=2bw train.ef_lambda=0.5 train.grad_clip=0
+  train.sync=2bw train.ef_lambda=0.5 train.grad_clip=0 model.layers=2
 plan gossip4-gpt-tiny examples/gpt-tiny.toml train.sync=gossip train.replicas=4 \
   train.local_steps=5 train.topology=ring
 cp bench/gpu/device-check.sh bench/gpu/compare_runs.py "$B/"
