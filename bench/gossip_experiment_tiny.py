@@ -446,12 +446,13 @@ def main():
                 f"γ = {n.split('=')[1]}: {fmt(final(n), 4)}" for n in gs) + ".")
     if has("gossip one-peer gamma=0.5 after-mixing") and has("gossip one-peer gamma=0.5"):
         am = [r for r in runs if r["name"] == "gossip one-peer gamma=0.5 after-mixing"]
+        marks = sorted({max(1, ROUNDS // 3), max(1, 2 * ROUNDS // 3), ROUNDS})  # 10, 20, 30
         cons = [[c[4] for c in r["curve"] if c[4] is not None] for r in am]
         claims.append(
             "- γ after the mixing (one-peer γ = 0.5) − before: "
             f"{delta('gossip one-peer gamma=0.5 after-mixing', 'gossip one-peer gamma=0.5')}; "
-            "its consensus distance per seed, round 10 / 20 / 30: "
-            + "; ".join(" / ".join(f"{c[i]:.3g}" for i in (9, 19, 29) if i < len(c)) for c in cons)
+            f"its consensus distance per seed, round {' / '.join(map(str, marks))}: "
+            + "; ".join(" / ".join(f"{c[i - 1]:.3g}" for i in marks if i <= len(c)) for c in cons)
             + f" (before the mixing: {fmt(of('gossip one-peer gamma=0.5', 4), 3)} at the end).")
 
     # The γ placement, as this experiment measured it (no quoted figure).
@@ -467,7 +468,8 @@ def main():
                  "grew on %d of %d seeds" % (sum(grew), len(grew)) if grew else "was not recorded")
         placement = [
             f"The γ placement, as measured here (gpt-tiny, {R} replicas, H = {H}, one-peer,",
-            f"γ = 0.5, seeds {', '.join(map(str, a.seeds))}): after the mixing − before the mixing,",
+            f"γ = 0.5, seed{'s' if len(a.seeds) > 1 else ''} {', '.join(map(str, a.seeds))}): "
+            "after the mixing − before the mixing,",
             f"final validation loss {delta(after, before)} (per-seed mean ± half-range); final",
             f"consensus distance {fmt(ends[after], 3)} after the mixing against "
             f"{fmt(ends[before], 3)} before;",
