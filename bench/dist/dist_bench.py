@@ -58,10 +58,16 @@ SMOKE = False
 ENV = dict(os.environ)  # the children's environment (smoke: a shared kernel cache)
 
 
+# A rank that failed: since gossip and DiLoCo replicas continue without a
+# dead peer by default, a launcher can end with status 0 after one; a
+# benchmark with a replica missing measured something else.
+RANK_FAILED = re.compile(r"^\[rank \d+\] error:|^launcher: rank \d+ failed", re.M)
+
+
 def sh(cmd, env=None, timeout=1800):
     p = subprocess.run(cmd, cwd=WORK, env=env or ENV, text=True, stdout=subprocess.PIPE,
                        stderr=subprocess.STDOUT, timeout=timeout)
-    if p.returncode != 0:
+    if p.returncode != 0 or RANK_FAILED.search(p.stdout):
         raise RuntimeError(f"{' '.join(cmd)} failed ({p.returncode}):\n{p.stdout[-3000:]}")
     return p.stdout
 
@@ -135,7 +141,7 @@ def throughput():
     g = plan("gossip", "train.sync=gossip", "train.replicas=4", f"train.local_steps={H}",
              "train.topology=one-peer", f"train.steps={rounds * H}")
     a = sh([RUN, g, "--quiet"], env=env(2))
-    b = sh([RUN, g, "--nproc", "4", "--timeout", "120"], env=env(1))
+    b = sh([RUN, g, "--nproc", "4", "--timeout", "120", "--on-peer-failure=stop"], env=env(1))
     tokens = 4 * rounds * H * tokens_per_batch()
     ta, tb = tokens / gossip_wall(a), tokens / gossip_wall(b)
     c = comm(b)
@@ -271,12 +277,12 @@ def network():
                 procs.append(subprocess.Popen(
                     ["ip", "netns", "exec", nets.ns(i), RUN, p, "--nnodes", str(R), "--node-rank",
                      str(i), "--nproc", "1", "--master-addr", nets.ip(0), "--master-port", "29641",
-                     "--timeout", "600", "--out", outs[i]], cwd=WORK, env=e,
+                     "--timeout", "600", "--on-peer-failure=stop", "--out", outs[i]], cwd=WORK, env=e,
                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
             texts = [q.communicate(timeout=3600)[0] for q in procs]
             wall = time.time() - t0
             for i, (q, t) in enumerate(zip(procs, texts)):
-                if q.returncode != 0:
+                if q.returncode != 0 or RANK_FAILED.search(t):
                     raise RuntimeError(f"{name}: replica {i} exited with status {q.returncode}:\n"
                                        + t[-3000:])
             rows = [json.loads(l) for l in open(os.path.join(outs[0], "metrics.jsonl"))]
