@@ -18,7 +18,7 @@ relative L2 distance).
     0.01, lambda 1), seed 1, --tiny-steps steps (default 300; the
     experiment's 1500 take ~10 minutes here), 2 stages.
   gpt-mini: examples/gpt-mini.toml, 2BW + EF lambda 1, no clipping, seed 1,
-    --mini-steps steps (default 50), 4 stages.
+    --mini-steps steps (default 50; warm-up a fifth of them), 4 stages.
 
 Every run is on the compiled runtime (--executor=compiled) with one OpenMP
 thread per process. Writes bench/results/pipeline/stages-vs-one.txt (or
@@ -58,6 +58,7 @@ def cases(a):
             f"train.eval_interval={max(1, a.tiny_steps // 4)}"]
     mini = ["examples/gpt-mini.toml", "--executor=compiled", "--seed", "1", "train.sync=2bw",
             "train.ef_lambda=1.0", "train.grad_clip=0", f"train.steps={a.mini_steps}",
+            f"train.warmup_steps={max(1, a.mini_steps // 5)}",
             f"train.eval_interval={max(1, a.mini_steps // 2)}"]
     if a.smoke:
         tiny += benchutil.smoke_model(["train.stages=2"]) + ["train.warmup_steps=1"]

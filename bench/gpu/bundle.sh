@@ -88,10 +88,10 @@ if [ ${#SMOKE[@]} -gt 0 ]; then
            plans/{mlp-sgd,gpt-tiny,gpt-tiny-muon,gpt-tiny-2bw-ef,gpt-tiny-micro2,gpt-mini,pipe2-gpt-tiny-2bw,gossip4-gpt-tiny}.plan.gz; do
     [ -s "$B/$f" ] || { echo "FAILED: the bundle lacks $f"; missing=1; }
   done
-  size=$(du -sb "$B" | cut -f1)
-  [ "$size" -lt $((64 * 1024 * 1024)) ] || { echo "FAILED: $size bytes, over 64 MiB"; missing=1; }
+  bytes=$(du -sb "$B" | cut -f1)
+  [ "$bytes" -lt $((64 * 1024 * 1024)) ] || { echo "FAILED: $bytes bytes, over 64 MiB"; missing=1; }
   LD_LIBRARY_PATH=$B/lib "$B/bin/stretto-run" --help >/dev/null ||
     { echo "FAILED: the bundled stretto-run does not start"; missing=1; }
-  [ $missing -eq 0 ] && echo "ok: the bundle holds every file device-check.sh reads, $size bytes"
+  [ $missing -eq 0 ] && echo "ok: the bundle holds every file device-check.sh reads, $bytes bytes"
   exit $missing
 fi
