@@ -14,6 +14,11 @@ if(EXISTS ${PROJECT_BINARY_DIR}/pyenv/bin/python3)
 else()
   set(STRETTO_BENCH_PYTHON ${Python3_EXECUTABLE})
 endif()
+# The PyTorch smokes' Python: setup.sh installs no PyTorch (several GB), so
+# they are skipped unless this names an interpreter that imports torch
+# (and numpy), e.g. -DSTRETTO_TORCH_PYTHON=/path/to/venv/bin/python3.
+set(STRETTO_TORCH_PYTHON ${STRETTO_BENCH_PYTHON} CACHE FILEPATH
+    "Python with torch and numpy for the bench-smoke PyTorch tests")
 
 function(stretto_bench_smoke name)
   add_test(NAME bench-smoke-${name} COMMAND ${ARGN}
@@ -30,7 +35,7 @@ set(B ${STRETTO_BENCH_DIR})
 stretto_bench_smoke(hostinfo ${PY} ${B}/hostinfo.py --smoke)
 stretto_bench_smoke(corpus_stats ${PY} ${B}/corpus_stats.py --smoke)
 stretto_bench_smoke(kernel_bench ${PY} ${B}/kernel_bench.py --smoke --no-torch)
-stretto_bench_smoke(kernel_bench-torch ${PY} ${B}/kernel_bench.py --smoke)
+stretto_bench_smoke(kernel_bench-torch ${STRETTO_TORCH_PYTHON} ${B}/kernel_bench.py --smoke)
 stretto_bench_smoke(train_run ${PY} ${B}/train_run.py --smoke)
 stretto_bench_smoke(pipeline_bench ${PY} ${B}/pipeline_bench.py --smoke)
 stretto_bench_smoke(pipeline_stages ${PY} ${B}/pipeline_stages.py --smoke)
@@ -44,8 +49,11 @@ stretto_bench_smoke(dist_bench-throughput ${PY} ${B}/dist/dist_bench.py throughp
 stretto_bench_smoke(dist_bench-network ${PY} ${B}/dist/dist_bench.py network --smoke)
 # JAX + optax (scripts/setup.sh installs them into build/pyenv); PyTorch
 # (not installed by setup.sh); each skipped where missing.
-foreach(check optax_adamw optax_gpt torch_adamw torch_gpt)
+foreach(check optax_adamw optax_gpt)
   stretto_bench_smoke(parity-${check} ${PY} ${B}/parity/${check}.py --smoke)
+endforeach()
+foreach(check torch_adamw torch_gpt)
+  stretto_bench_smoke(parity-${check} ${STRETTO_TORCH_PYTHON} ${B}/parity/${check}.py --smoke)
 endforeach()
 # The C++ benches (bench/CMakeLists.txt) check nothing themselves: this
 # driver runs each at a tiny size and checks what they print and write.
