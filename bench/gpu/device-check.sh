@@ -34,7 +34,8 @@
 # comparisons run, and the self-tests must see the mutated runs differ);
 # what needs a GPU (bf16 GEMMs against the CPU, timings, the profile, the
 # NCCL self-check, NCCL ranks) is listed as skipped. Exit status: 0 when
-# every check that ran passed, 1 when one failed.
+# every check that ran passed, 1 when one failed, 77 (skipped) without
+# --dry-run on a machine without an NVIDIA GPU.
 set -u
 B=gpu-bundle
 OUT=${OUT:-gpu-results}
@@ -99,8 +100,9 @@ skip() { say "kit-check: $1: SKIPPED ($2)"; SKIPPED+=("$1"); }
 
 if [ $DRY -eq 1 ]; then
   say "dry run: no GPU is used; every run marked GPU runs on the CPU (--device=cpu)"
-else
-  nvidia-smi -L 2>&1 | tee -a "$LOG"
+elif ! nvidia-smi -L 2>&1 | tee -a "$LOG" | grep -q '^GPU'; then
+  say "SKIPPED: no NVIDIA GPU here (nvidia-smi -L lists none); --dry-run DIR checks the script logic"
+  exit 77
 fi
 
 # 1. Every plan against the reference executor (stretto-run --check).
