@@ -107,7 +107,7 @@ def fresh(path):
 
 def smoke_env(scratch_dir, threads=1):
     """The environment of a smoke run's children: few threads, and a
-    kernel cache that the smoke tests share (atomic writes: runtime/
+    kernel cache that the smoke tests share (atomic writes: runtime/exec/
     JitCache.h) unless STRETTO_CACHE_DIR is set."""
     env = dict(os.environ, OMP_NUM_THREADS=str(threads), OPENBLAS_NUM_THREADS=str(threads))
     if "STRETTO_CACHE_DIR" not in env:
