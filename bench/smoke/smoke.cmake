@@ -26,7 +26,7 @@ function(stretto_bench_smoke name)
   set_tests_properties(bench-smoke-${name} PROPERTIES
     LABELS bench-smoke
     SKIP_RETURN_CODE 77
-    TIMEOUT 300
+    TIMEOUT 600
     ENVIRONMENT "STRETTO_BUILD=${PROJECT_BINARY_DIR};STRETTO_SMOKE_DIR=${STRETTO_SMOKE_DIR};STRETTO_CACHE_DIR=${STRETTO_SMOKE_DIR}/kernel-cache;PYTHONUNBUFFERED=1;OMP_NUM_THREADS=1")
 endfunction()
 
