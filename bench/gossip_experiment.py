@@ -3,6 +3,8 @@
 
     ninja -C build -j1 stretto-gossip-bench
     python3 bench/gossip_experiment.py            # about 10 minutes on 2 cores
+    python3 bench/gossip_experiment.py [section.key=value ...]   # overrides for every run
+    python3 bench/gossip_experiment.py --smoke    # the same code at a tiny size (seconds)
 
 Runs build/bin/stretto-gossip-bench once per method on bench/gossip-gpt-small.toml
 (a small GPT on data/kjv.txt), each run reporting the simulated wall-clock under
@@ -13,17 +15,30 @@ plain-loop oracle), not the compiled runtime. Writes bench/results/gossip/
 (between the GENERATED markers), each with the host header of
 bench/hostinfo.py (CSV: as '#' comment lines). Needs matplotlib (pip install
 matplotlib) for the figures; without it only CSV and table.
+
+--smoke runs every method on the tiny smoke model (bench/benchutil.py) with
+4 replicas, H = 2 and 4 local steps, writes the CSVs, figures and a copy of
+the page (docs/experiments/gossip.md, its generated table replaced) into a
+scratch folder ($STRETTO_SMOKE_DIR/gossip_experiment or a temporary one;
+never bench/results or docs) and fails unless every method wrote its rows
+with finite losses and the table landed between the page's markers.
+--out DIR and --doc FILE write elsewhere; STRETTO_BUILD names another build
+folder.
 """
+import argparse
 import csv
+import math
 import os
+import shutil
 import subprocess
 import sys
 import time
 
+import benchutil
 import hostinfo
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BENCH = os.path.join(ROOT, "build", "bin", "stretto-gossip-bench")
+BENCH = benchutil.binary("stretto-gossip-bench")
 CONFIG = os.path.join(ROOT, "bench", "gossip-gpt-small.toml")
 OUT = os.path.join(ROOT, "bench", "results", "gossip")
 DOC = os.path.join(ROOT, "docs", "experiments", "gossip.md")
@@ -39,6 +54,11 @@ METHODS = [
 
 
 HOST = None  # the host header, set in main()
+OVERRIDES = []  # section.key=value for every run (the command line's, or --smoke's)
+SMOKE_OVERRIDES = benchutil.SMOKE_MODEL + ["train.replicas=4", "train.local_steps=2",
+                                           "train.steps=4", "train.eval_interval=2",
+                                           "train.eval_batches=1"]
+ENV = dict(os.environ)
 
 
 def commented(text):
@@ -48,13 +68,13 @@ def commented(text):
 def run(method, extra):
     path = os.path.join(OUT, method + ".csv")
     t0 = time.time()
-    cmd = [BENCH, CONFIG, method, path] + extra + sys.argv[1:]
+    cmd = [BENCH, CONFIG, method, path] + extra + OVERRIDES
     print("$", " ".join(os.path.relpath(c, ROOT) if c.startswith(ROOT) else c for c in cmd),
           flush=True)
     # One OpenMP thread per executor: the sync run has one executor, the
     # gossip runs one thread per replica; spinning OpenMP teams on a shared
     # 2-core machine are several times slower.
-    env = dict(os.environ, OMP_NUM_THREADS="1")
+    env = dict(ENV, OMP_NUM_THREADS="1")
     subprocess.run(cmd, check=True, stderr=subprocess.DEVNULL, env=env)
     print(f"  {method}: {time.time() - t0:.0f} s", flush=True)
     with open(path) as f:
@@ -67,10 +87,32 @@ def run(method, extra):
 
 
 def main():
-    if not os.path.exists(BENCH):
-        sys.exit("build it first: ninja -C build -j1 stretto-gossip-bench")
+    global HOST, OUT, DOC, OVERRIDES, ENV
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("overrides", nargs="*", metavar="section.key=value",
+                   help="settings for every run (passed to stretto-gossip-bench)")
+    p.add_argument("--smoke", action="store_true",
+                   help="tiny model, 4 replicas, 4 steps, files into a scratch folder, checks")
+    p.add_argument("--out", help="folder for the CSVs and figures (default bench/results/gossip)")
+    p.add_argument("--doc", help="the page whose generated table is replaced (default "
+                                 "docs/experiments/gossip.md)")
+    a = p.parse_args()
+    benchutil.require("stretto-gossip-bench")
+    OVERRIDES = list(a.overrides)
+    if a.smoke:
+        scratch = benchutil.scratch("gossip_experiment")
+        OUT = a.out or scratch
+        if not a.doc:  # a copy of the page, whose table the run replaces
+            a.doc = os.path.join(scratch, "gossip.md")
+            shutil.copy(DOC, a.doc)
+        DOC = a.doc
+        benchutil.refuse_committed(OUT)
+        benchutil.refuse_committed(DOC)
+        OVERRIDES = SMOKE_OVERRIDES + OVERRIDES
+        ENV = benchutil.smoke_env(scratch)
+    else:
+        OUT, DOC = a.out or OUT, a.doc or DOC
     os.makedirs(OUT, exist_ok=True)
-    global HOST
     HOST = hostinfo.header(command=" ".join(["python3 bench/gossip_experiment.py"] + sys.argv[1:]))
     print(HOST)
     rows = {m: run(m, extra) for m, _, extra in METHODS}
@@ -109,10 +151,19 @@ def main():
 
     if os.path.exists(DOC):
         doc = open(DOC).read()
-        a, b = "<!-- GENERATED TABLE -->", "<!-- END GENERATED TABLE -->"
-        if a in doc and b in doc:
-            doc = doc[:doc.index(a) + len(a)] + "\n" + text + "\n" + doc[doc.index(b):]
+        m0, m1 = "<!-- GENERATED TABLE -->", "<!-- END GENERATED TABLE -->"
+        if m0 in doc and m1 in doc:
+            doc = doc[:doc.index(m0) + len(m0)] + "\n" + text + "\n" + doc[doc.index(m1):]
             open(DOC, "w").write(doc)
+    if a.smoke:
+        steps, H = 4, 2
+        for m, _, _ in METHODS:
+            want = steps if m == "sync" else steps // H
+            benchutil.check(len(rows[m]) == want and
+                            all(math.isfinite(float(r["loss"])) for r in rows[m]),
+                            f"{m}: {want} rows with finite losses")
+        doc = open(DOC).read()
+        benchutil.check(text in doc, "the table is in the page, between its markers")
 
     try:
         import matplotlib

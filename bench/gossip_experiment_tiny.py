@@ -43,39 +43,70 @@ so that a rebuild of a shared tree changes nothing). Runs are kept under
 --work (default /tmp/stretto-gossip-tiny) and reused when finished, so an
 interrupted experiment continues. Writes bench/results/gossip/tiny-{runs,
 curves,clock-check}.csv, tiny-loss.png and docs/experiments/gossip-gpt-tiny.md,
-each with the host header of bench/hostinfo.py.
+each with the host header of bench/hostinfo.py (--out DIR and --doc FILE
+write elsewhere). The page reports what the runs measured, the γ placement
+(after the mixing vs before) included; it quotes no figure it did not
+measure.
+
+--smoke runs every method (seed 1; one-peer γ 0 and 0.5, ring γ 0.5, the
+complete graph, after-mixing) on the tiny smoke model (bench/benchutil.py)
+with H = 2 for 2 rounds, in a fresh --work folder, writes the CSVs, the plot
+and the page into a scratch folder ($STRETTO_SMOKE_DIR/gossip_experiment_tiny
+or a temporary one; never bench/results or docs) and fails unless every
+run finished with finite losses, the proxy clock equals every gossip and
+DiLoCo run's round by round, and the complete graph at γ = 0.9 is DiLoCo
+μ = 0.9 bit for bit. STRETTO_BUILD names another build folder.
 """
 import argparse
 import csv
 import hashlib
 import json
+import math
 import os
+import shutil
 import statistics
 import subprocess
 import sys
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+import benchutil
 import hostinfo
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TRAIN = os.environ.get("STRETTO_TRAIN", os.path.join(ROOT, "build", "bin", "stretto-train"))
-GBENCH = os.environ.get("STRETTO_GOSSIP_BENCH",
-                        os.path.join(ROOT, "build", "bin", "stretto-gossip-bench"))
+TRAIN = os.environ.get("STRETTO_TRAIN", benchutil.binary("stretto-train"))
+GBENCH = os.environ.get("STRETTO_GOSSIP_BENCH", benchutil.binary("stretto-gossip-bench"))
 CONFIG = os.path.join(ROOT, "bench", "configs", "exp-gossip-gpt-tiny.toml")
 PROXY = os.path.join(ROOT, "bench", "configs", "gossip-clock-proxy.toml")
 OUT = os.path.join(ROOT, "bench", "results", "gossip")
 DOC = os.path.join(ROOT, "docs", "experiments", "gossip-gpt-tiny.md")
 R, H, ROUNDS = 8, 20, 30
 STEPS = H * ROUNDS
-TINY_PARAMS, PROXY_PARAMS = 470528, 2316
+BATCH = 16  # rows per replica's batch
 BANDWIDTH = 1e7
+# --smoke: the smoke model for the gpt-tiny runs, and the schedule (H,
+# evaluation every round) for every run, the proxy's included.
+MODEL = []
+SCHEDULE = []
+
+
+def gpt_params(layers, d, seq, vocab, mlp_ratio=4):
+    """Parameters of Stretto's GPT (lib/Frontend/Import.cpp: LayerNorm gains
+    and biases, qkv/proj/fc/proj with biases, learned positions, untied head)."""
+    f = mlp_ratio * d
+    per_layer = 4 * d + (3 * d * d + 3 * d) + (d * d + d) + (d * f + f) + (f * d + d)
+    return vocab * d + seq * d + layers * per_layer + 2 * d + d * vocab
+
+
+TINY_PARAMS = gpt_params(2, 128, 64, 256)  # 470,528
+PROXY_PARAMS = gpt_params(1, 4, 4, 256)    # 2,316: gossip-clock-proxy.toml
 HET = ["train.net_slow_replicas=0.25", "train.net_slow_links=0.25"]
 
 
 def methods(gammas, ring_gammas, complete_seeds, seed):
     """(name, clock topology, overrides) of the runs of one seed."""
-    m = [("sync DP", "sync", ["train.replicas=1", "model.batch=128", "train.micro_batches=8"]),
+    m = [("sync DP", "sync", ["train.replicas=1", f"model.batch={R * BATCH}",
+                              f"train.micro_batches={R}"]),
          ("DiLoCo mu=0.5", "complete", ["train.sync=diloco", "train.outer_momentum=0.5"]),
          ("DiLoCo mu=0.9", "complete", ["train.sync=diloco", "train.outer_momentum=0.9"])]
     if seed in complete_seeds:
@@ -103,8 +134,10 @@ def train(work, name, seed, overrides, config=CONFIG):
         info = json.load(open(done))
     else:
         os.makedirs(out, exist_ok=True)
+        model = MODEL if config == CONFIG else []
         cmd = ["nice", "-n", "10", TRAIN, config, "--executor=compiled", "--out", out,
-               "--quiet", f"train.seed={seed}", f"train.steps={STEPS}"] + overrides
+               "--quiet", f"train.seed={seed}", f"train.steps={STEPS}"] + model + SCHEDULE + \
+            overrides
         t0 = time.time()
         with open(os.path.join(out, "log.txt"), "w") as log:
             subprocess.run(cmd, check=True, stdout=log, stderr=subprocess.STDOUT,
@@ -126,7 +159,7 @@ def proxy_clock(work, topo, seed, het):
         path = os.path.join(work, f"proxy-sync-s{seed}.csv")
         if not os.path.exists(path):
             subprocess.run([GBENCH, PROXY, "sync", path + ".tmp", f"train.seed={seed}",
-                            f"train.net_bandwidth={bw!r}", f"train.steps={STEPS}"],
+                            f"train.net_bandwidth={bw!r}", f"train.steps={STEPS}"] + SCHEDULE,
                            check=True, stderr=subprocess.DEVNULL,
                            env=dict(os.environ, OMP_NUM_THREADS="1"))
             os.replace(path + ".tmp", path)
@@ -153,7 +186,29 @@ def main():
     p.add_argument("--no-run", action="store_true",
                    help="report the finished runs in --work only (a method missing a seed is left out)")
     p.add_argument("--work", default="/tmp/stretto-gossip-tiny")
+    p.add_argument("--smoke", action="store_true",
+                   help="tiny model, H = 2, 2 rounds, seed 1, a fresh --work, files into a "
+                        "scratch folder, checks")
+    p.add_argument("--out", help="folder for the CSVs and the plot (default bench/results/gossip)")
+    p.add_argument("--doc", help="the page to write (default docs/experiments/gossip-gpt-tiny.md)")
     a = p.parse_args()
+    global OUT, DOC, H, BATCH, MODEL, SCHEDULE, TINY_PARAMS
+    if a.smoke:
+        scratch = benchutil.scratch("gossip_experiment_tiny")
+        OUT, DOC = a.out or scratch, a.doc or os.path.join(scratch, "gossip-gpt-tiny.md")
+        benchutil.refuse_committed(OUT)
+        benchutil.refuse_committed(DOC)
+        a.work = benchutil.fresh(os.path.join(scratch, "work"))
+        a.seeds, a.gammas, a.ring_gammas, a.complete_seeds, a.rounds = [1], [0.0, 0.5], [0.5], [1], 2
+        H, BATCH = 2, 4
+        MODEL = benchutil.SMOKE_MODEL
+        d = benchutil.smoke_dims()
+        TINY_PARAMS = gpt_params(d["layers"], d["d_model"], d["seq_len"], d["vocab"])
+        SCHEDULE = [f"train.local_steps={H}", f"train.eval_interval={H}",
+                    f"train.log_interval={H}", "train.warmup_steps=1", "train.eval_batches=2"]
+        os.environ.update(benchutil.smoke_env(scratch))
+    else:
+        OUT, DOC = a.out or OUT, a.doc or DOC
     ROUNDS, STEPS = a.rounds, a.rounds * H
     globals().update(ROUNDS=ROUNDS, STEPS=STEPS)
     for b in (TRAIN, GBENCH):
@@ -163,7 +218,7 @@ def main():
     os.makedirs(a.work, exist_ok=True)
     default = (a.seeds == [1, 2] and a.gammas == [0.0, 0.5, 0.9] and a.ring_gammas == [0.0, 0.5]
                and a.complete_seeds == [1] and a.rounds == 30)
-    cmdline = "python3 bench/gossip_experiment_tiny.py" + ("" if default else (
+    cmdline = "python3 bench/gossip_experiment_tiny.py" + (" --smoke" if a.smoke else "" if default else (
         f" --seeds {' '.join(map(str, a.seeds))} --gammas {' '.join(f'{g:g}' for g in a.gammas)}"
         f" --ring-gammas {' '.join(f'{g:g}' for g in a.ring_gammas)}"
         f" --complete-seeds {' '.join(map(str, a.complete_seeds))} --rounds {a.rounds}"))
@@ -391,13 +446,37 @@ def main():
                 f"γ = {n.split('=')[1]}: {fmt(final(n), 4)}" for n in gs) + ".")
     if has("gossip one-peer gamma=0.5 after-mixing") and has("gossip one-peer gamma=0.5"):
         am = [r for r in runs if r["name"] == "gossip one-peer gamma=0.5 after-mixing"]
+        marks = sorted({max(1, ROUNDS // 3), max(1, 2 * ROUNDS // 3), ROUNDS})  # 10, 20, 30
         cons = [[c[4] for c in r["curve"] if c[4] is not None] for r in am]
         claims.append(
             "- γ after the mixing (one-peer γ = 0.5) − before: "
             f"{delta('gossip one-peer gamma=0.5 after-mixing', 'gossip one-peer gamma=0.5')}; "
-            "its consensus distance per seed, round 10 / 20 / 30: "
-            + "; ".join(" / ".join(f"{c[i]:.3g}" for i in (9, 19, 29) if i < len(c)) for c in cons)
+            f"its consensus distance per seed, round {' / '.join(map(str, marks))}: "
+            + "; ".join(" / ".join(f"{c[i - 1]:.3g}" for i in marks if i <= len(c)) for c in cons)
             + f" (before the mixing: {fmt(of('gossip one-peer gamma=0.5', 4), 3)} at the end).")
+
+    # The γ placement, as this experiment measured it (no quoted figure).
+    after, before = "gossip one-peer gamma=0.5 after-mixing", "gossip one-peer gamma=0.5"
+    if has(after) and has(before):
+        cons = {n: [[c[4] for c in r["curve"] if c[4] is not None]
+                    for r in runs if r["name"] == n] for n in (after, before)}
+        ends = {n: [c[-1] for c in cons[n] if c] for n in cons}
+        mid = ROUNDS // 2
+        grew = [c[-1] > c[mid - 1] for c in cons[after] if len(c) >= mid >= 1]
+        trend = ("grew on every seed" if grew and all(grew) else
+                 "did not grow on any seed" if grew and not any(grew) else
+                 "grew on %d of %d seeds" % (sum(grew), len(grew)) if grew else "was not recorded")
+        placement = [
+            f"The γ placement, as measured here (gpt-tiny, {R} replicas, H = {H}, one-peer,",
+            f"γ = 0.5, seed{'s' if len(a.seeds) > 1 else ''} {', '.join(map(str, a.seeds))}): "
+            "after the mixing − before the mixing,",
+            f"final validation loss {delta(after, before)} (per-seed mean ± half-range); final",
+            f"consensus distance {fmt(ends[after], 3)} after the mixing against "
+            f"{fmt(ends[before], 3)} before;",
+            f"the after-mixing consensus distance {trend} from round {mid} to round {ROUNDS}.",
+        ]
+    else:
+        placement = ["This run has no after-mixing run: it measured nothing about the γ placement."]
 
     try:
         import matplotlib
@@ -455,7 +534,7 @@ def main():
         "",
         "- Model and budget: `bench/configs/exp-gossip-gpt-tiny.toml`: gpt-tiny",
         "  (examples/gpt-tiny.toml's model: 2 layers, d = 128, 4 heads, sequence 64, batch 16",
-        "  per replica, 470,528 parameters), byte-level on `data/kjv.txt`. 8 replicas,",
+        f"  per replica, {TINY_PARAMS:,} parameters), byte-level on `data/kjv.txt`. 8 replicas,",
         f"  H = {H} local steps, {ROUNDS} outer rounds: {STEPS} local steps per replica for every",
         f"  method (sync DP: {STEPS} steps of 8 × 16 sequences; equal tokens and compute).",
         "- Inner optimizer: AdamW, lr 3e-3 (the rate bench/pipeline_experiment_tiny.py's sweep",
@@ -481,7 +560,7 @@ def main():
         "  stretto-train reports one network per run and the numerics do not depend on it,",
         "  so the gpt-tiny runs use the homogeneous network, and both clocks come from runs",
         "  of `bench/configs/gossip-clock-proxy.toml` (a 2,316-parameter GPT) with the same",
-        "  replicas, H, rounds, topology and seed, and `net_bandwidth` scaled by 2316 / 470528,",
+        f"  replicas, H, rounds, topology and seed, and `net_bandwidth` scaled by {PROXY_PARAMS} / {TINY_PARAMS},",
         "  which leaves every transfer time unchanged (stretto-train for the gossip and DiLoCo",
         "  clocks, `stretto-gossip-bench ... sync` for sync DP's). Check: the proxy's",
         "  homogeneous clock equals every gpt-tiny gossip/DiLoCo run's, round by round, "
@@ -542,10 +621,12 @@ def main():
         "",
         "docs/design.md §4.6 reports of GASLoC (arXiv 2606.11081): \"competitive with DiLoCo at",
         "equal steps and clearly faster under heterogeneous bandwidth; outer momentum improves",
-        "the dependence on the graph's spectral gap from χ to √χ\". It also says that on",
-        "gpt-tiny with 8 replicas and H = 20 the after-mixing placement \"ends about 0.09",
-        "higher in loss, with a consensus distance that keeps growing\". §4.5 gives DiLoCo's",
-        "published η = 0.7, μ = 0.9. Measured here (final val loss, per-seed differences):",
+        "the dependence on the graph's spectral gap from χ to √χ\". §4.5 gives DiLoCo's",
+        "published η = 0.7, μ = 0.9.",
+        "",
+    ] + placement + [
+        "",
+        "Measured here (final val loss, per-seed differences):",
         "",
     ] + claims + [
         "",
@@ -553,10 +634,30 @@ def main():
         "`tiny-curves.csv` (one row per round), `tiny-clock-check.csv` (proxy vs gpt-tiny",
         "clocks), `tiny-loss.png`.",
     ]
+    if a.smoke:
+        lines[1:1] = ["", "(Smoke run: the tiny smoke model, H = 2, 2 rounds; no figures.)"]
+    os.makedirs(os.path.dirname(os.path.abspath(DOC)), exist_ok=True)
     with open(DOC, "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))
+    if a.smoke:
+        n_jobs = len(jobs)
+        benchutil.check(len(runs) == n_jobs and all(
+            all(math.isfinite(c[2]) and (c[3] is None or math.isfinite(c[3])) for c in r["curve"])
+            and len(r["curve"]) == ROUNDS for r in runs),
+            f"{n_jobs} runs, each with {ROUNDS} rounds of finite losses")
+        benchutil.check(clock_check and max_clock_err <= 1e-9,
+                        "the proxy's clock is every gossip/DiLoCo run's, round by round "
+                        f"(largest relative difference {max_clock_err:.1g})")
+        d = next(r for r in runs if r["name"] == "DiLoCo mu=0.9")
+        g = next(r for r in runs if r["name"] == "gossip complete gamma=0.9")
+        benchutil.check(d["sha"] and d["sha"] == g["sha"],
+                        "gossip on the complete graph (γ = 0.9) is DiLoCo μ = 0.9 bit for bit")
+        benchutil.check("The γ placement, as measured here" in "\n".join(lines) and
+                        "about 0.09" not in "\n".join(lines),
+                        "the page states the γ placement this run measured (no quoted figure)")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

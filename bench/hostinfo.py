@@ -5,6 +5,7 @@
     python3 bench/hostinfo.py --prefix '# '      # as comment lines (CSV, shell logs)
     python3 bench/hostinfo.py --json             # as one JSON object
     python3 bench/hostinfo.py --note '2-core shared VM'
+    python3 bench/hostinfo.py --smoke            # checks both forms (ctest bench-smoke)
 
 From Python (bench scripts): `import hostinfo` (bench/ is the script's own
 folder, so it is on sys.path), then `hostinfo.header(note=...)` for the text
@@ -152,13 +153,32 @@ def header(note=None, prefix="", command=None):
     return "".join(prefix + l + "\n" for l in lines)
 
 
+def smoke():
+    """The header as the bench scripts use it; 1 when a field a results file
+    relies on is missing."""
+    text = header(note="smoke", prefix="# ", command="python3 bench/hostinfo.py --smoke")
+    sys.stdout.write(text)
+    d = json.loads(json.dumps(info("smoke")))
+    print(json.dumps(d, indent=2))
+    bad = [k for k in ("cpu", "cores", "date_utc", "commit") if not d.get(k)]
+    bad += [l for l in ("# host: ", "# isa: ", "# cores: ", "# date: ", "# commit: ",
+                        "# command: ", "# note: smoke") if l not in text]
+    print("FAILED: missing %s" % ", ".join(bad) if bad else "ok: header and JSON complete")
+    return 1 if bad else 0
+
+
 def main():
     p = argparse.ArgumentParser(description="Print the host header for a results file.")
     p.add_argument("--prefix", default="", help="put this before every line (e.g. '# ')")
     p.add_argument("--note", help="a free-text note line (default: $STRETTO_BENCH_NOTE)")
     p.add_argument("--command", help="the command that produced the results")
     p.add_argument("--json", action="store_true", help="one JSON object instead of text")
+    p.add_argument("--smoke", action="store_true",
+                   help="print both forms and check that they name the CPU, cores, date and "
+                        "commit (exit 1 otherwise)")
     a = p.parse_args()
+    if a.smoke:
+        return smoke()
     if a.json:
         d = info(a.note)
         if a.command:

@@ -18,6 +18,15 @@ gradient clipping, AdamW step, zero_grad) is timed eagerly and under
 torch.compile (the model module only, default mode), with the same thread
 count.
 
+One method for both sides: --repeat N (default 3) runs of each, interleaved
+(Stretto, PyTorch eager, torch.compile, Stretto, ...; with several --gemm
+libraries, one Stretto run of each per round), so that a drifting load hits
+every side alike. Each figure is the median of its N runs, shown with the
+range (min-max); a ratio is the ratio of the two medians. A Stretto run is
+one process of the C++ bench (its own warm-up step, then --steps timed
+steps); a PyTorch run builds the model afresh, warms up and times
+--torch-steps steps.
+
 The figures are ratios measured by this one script on one machine, in one
 sitting: the sgemm peak, the compiled runtime, the reference executor and
 PyTorch all run here with the same threads. They are printed, and written as
@@ -28,10 +37,21 @@ warm); on a loaded machine every figure moves, so compare runs of one sitting.
 
 Every run starts with the host header of bench/hostinfo.py (CPU model and
 family, ISA flags such as AVX2/AVX-512, cores, date, commit), which is also
-the JSON's "host"; --log FILE writes everything printed to FILE as well, e.g.
+the JSON's "host" (with "command", "method" and every run's figures in
+"runs"); --log FILE writes everything printed to FILE as well, e.g.
 
     python3 bench/kernel_bench.py --threads 2 --steps 20 --torch-steps 20 \
         --out bench/results/kernels/cpu-2threads.json --log bench/results/kernels/cpu-2threads.txt
+
+Exit status 1 when a run failed (the table and JSON are still written).
+
+--smoke: the same code on bench/configs/smoke-gpt.toml, 2 interleaved runs
+of 2 steps, 1 thread, JSON and log into a scratch folder
+($STRETTO_SMOKE_DIR/kernel_bench or a temporary one), then checks the JSON
+(every side ran the same number of runs, in alternation, medians inside
+their ranges, compiled and reference losses agree); seconds. With --no-torch
+it leaves PyTorch out; without it, it needs PyTorch and exits 77 (skipped)
+where torch does not import. STRETTO_BUILD names another build folder.
 """
 import argparse
 import json
@@ -44,6 +64,7 @@ import sys
 import tempfile
 import time
 
+import benchutil
 import hostinfo
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -55,7 +76,7 @@ AVX2_ENV = {"STRETTO_HOST_ARCH": "haswell", "STRETTO_RUNTIME_ISA": "avx2",
             "ONEDNN_MAX_CPU_ISA": "AVX2", "DNNL_MAX_CPU_ISA": "AVX2",
             "MKL_ENABLE_INSTRUCTIONS": "AVX2", "ATEN_CPU_CAPABILITY": "avx2"}
 DEFAULT_CONFIGS = ["examples/gpt-tiny.toml", "examples/gpt-mini.toml"]
-DEFAULT_BIN = "build/bin/stretto-bench-train"
+DEFAULT_BIN = benchutil.binary("stretto-bench-train")
 DASH = "\u2014"
 
 
@@ -98,12 +119,31 @@ def parse_args():
                    help="restrict every library to AVX2 on an AVX-512 host (an approximation of "
                         "an AVX2 host: same cores and memory): " + " ".join(
                             "%s=%s" % kv for kv in sorted(AVX2_ENV.items())))
-    p.add_argument("--repeat", type=int, default=1,
-                   help="run Stretto N times per library, interleaved, and keep the best "
-                        "(default 1)")
+    p.add_argument("--repeat", type=int, default=3,
+                   help="runs of each side (Stretto per library, PyTorch eager, torch.compile), "
+                        "interleaved; medians and ranges are reported (default 3)")
+    p.add_argument("--smoke", action="store_true",
+                   help="tiny model and steps, output into a scratch folder, checks (seconds)")
+    p.add_argument("--check-loss-diff", type=float, metavar="TOL",
+                   help="fail when the compiled and the reference executor's losses differ by "
+                        "more than TOL (--smoke: 1e-4)")
     p.add_argument("--log", help="also write everything printed to this file")
     p.add_argument("--note", help="a note for the host header (default: $STRETTO_BENCH_NOTE)")
     a = p.parse_args()
+    if a.smoke:
+        scratch = benchutil.scratch("kernel_bench" + ("" if a.no_torch else "-torch"))
+        a.configs = [benchutil.SMOKE_CONFIG]
+        a.steps, a.ref_steps, a.torch_steps, a.threads = 2, 1, 2, 1
+        a.repeat = 2
+        a.out = a.out or os.path.join(scratch, "kernel_bench.json")
+        a.log = a.log or os.path.join(scratch, "kernel_bench.txt")
+        if a.check_loss_diff is None:
+            a.check_loss_diff = 1e-4
+        benchutil.refuse_committed(a.out)
+        benchutil.refuse_committed(a.log)
+        os.environ.update(benchutil.smoke_env(scratch))
+    if a.repeat < 1:
+        p.error("--repeat must be at least 1")
     if a.threads < 1:
         p.error("--threads must be at least 1")
     for name in ("steps", "ref_steps", "torch_steps"):
@@ -366,12 +406,82 @@ def run_torch(torch, config_path, args):
     return res
 
 
+# --- medians and ranges --------------------------------------------------------
+
+# The Stretto figures that are timings (a median and a range over the runs);
+# the rest (model, kernels, FLOPs, plan bytes) are the same in every run.
+STRETTO_TIMED = ["compiled_tok_s", "compiled_gflops", "reference_tok_s", "sgemm_peak_gflops",
+                 "cold_start_s", "warm_start_s", "bench_wall_s"]
+TORCH_TIMED = {"eager": ["tok_s", "seconds"], "compile": ["tok_s", "seconds", "compile_s"]}
+
+
+def stats(values):
+    """Median, min, max and count of the finite values; None when there are none."""
+    xs = sorted(v for v in values if isinstance(v, (int, float)) and math.isfinite(v))
+    if not xs:
+        return None
+    n = len(xs)
+    med = xs[n // 2] if n % 2 else (xs[n // 2 - 1] + xs[n // 2]) / 2
+    return {"median": med, "min": xs[0], "max": xs[-1], "n": n}
+
+
+def summarise_stretto(runs):
+    """One dict like a run's, its timings replaced by their medians, and the
+    statistics of each timing; max_loss_diff is the largest of the runs'."""
+    ok = [x for x in runs if "error" not in x]
+    if not ok:
+        return dict(runs[0]) if runs else {"error": "no run"}, {}
+    out = dict(ok[0])
+    st = {}
+    for k in STRETTO_TIMED:
+        st[k] = stats(x.get(k) for x in ok)
+        out[k] = st[k]["median"] if st[k] else None
+    diffs = [x.get("max_loss_diff") for x in ok if x.get("max_loss_diff") is not None]
+    out["max_loss_diff"] = max(diffs) if diffs else None
+    out["runs_ok"] = len(ok)
+    return out, st
+
+
+def summarise_torch(runs):
+    """{"eager": {...medians...}, "compile": {...}} and the statistics; an
+    error when no run of that kind succeeded."""
+    out, st = {}, {}
+    if not runs:
+        return out, st
+    for key in ("expected_parameters", "parameters"):
+        if key in runs[0]:
+            out[key] = runs[0][key]
+    for kind, keys in TORCH_TIMED.items():
+        ok = [r[kind] for r in runs if kind in r and "error" not in r[kind]]
+        if not ok:
+            errs = [r.get(kind, {}).get("error") or r.get("error") for r in runs]
+            out[kind] = {"error": next((e for e in errs if e), "no run")}
+            continue
+        out[kind] = dict(ok[0])
+        st[kind] = {}
+        for k in keys:
+            st[kind][k] = stats(x.get(k) for x in ok)
+            out[kind][k] = st[kind][k]["median"] if st[kind][k] else None
+        out[kind]["runs_ok"] = len(ok)
+    return out, st
+
+
 # --- the table ----------------------------------------------------------------
 
 def fmt(v, spec, suffix=""):
     if v is None or (isinstance(v, float) and not math.isfinite(v)):
         return DASH
     return format(v, spec) + suffix
+
+
+def fmt_range(st, spec):
+    """'median (min-max)' of a statistics dict; the median alone for one run."""
+    if not st:
+        return DASH
+    if st["n"] == 1:
+        return format(st["median"], spec)
+    return "%s (%s%s%s)" % (format(st["median"], spec), format(st["min"], spec), "\u2013",
+                            format(st["max"], spec))
 
 
 def ratio(a, b):
@@ -381,36 +491,42 @@ def ratio(a, b):
 
 
 def table(results):
-    cols = ["model", "threads", "GEMM library", "sgemm peak GFLOP/s", "stretto compiled tok/s", "% sgemm peak",
-            "reference tok/s", "compiled/reference", "torch eager tok/s", "compiled/eager",
-            "torch.compile tok/s", "compiled/torch.compile", "cold start s", "warm start s",
-            "plan peak MB"]
+    cols = ["model", "threads", "GEMM library", "sgemm peak GFLOP/s",
+            "stretto compiled tok/s, median (range)", "% sgemm peak",
+            "reference tok/s", "compiled/reference", "torch eager tok/s, median (range)",
+            "compiled/eager", "torch.compile tok/s, median (range)", "compiled/torch.compile",
+            "cold start s", "warm start s", "plan peak MB", "runs"]
     rows = []
     for r in results:
         s = r.get("stretto") or {}
+        st = r.get("stretto_stats") or {}
         t = r.get("torch") or {}
+        tst = r.get("torch_stats") or {}
         eager = (t.get("eager") or {}).get("tok_s")
         tcomp = (t.get("compile") or {}).get("tok_s")
         comp = s.get("compiled_tok_s")
         gfl, peak = s.get("compiled_gflops"), s.get("sgemm_peak_gflops")
         pct = ratio(gfl, peak)
         peak_bytes = s.get("peak_bytes")
+        n_torch = (t.get("eager") or {}).get("runs_ok")
         rows.append([
             s.get("model") or r["name"],
             str(s.get("threads", r["threads"])),
             s.get("gemm_library") or "OpenBLAS",
             fmt(peak, ".1f"),
-            fmt(comp, ".0f"),
+            fmt_range(st.get("compiled_tok_s"), ".0f"),
             fmt(None if pct is None else 100 * pct, ".1f", "%"),
             fmt(s.get("reference_tok_s"), ".0f"),
             fmt(ratio(comp, s.get("reference_tok_s")), ".1f", "x"),
-            fmt(eager, ".0f"),
+            fmt_range((tst.get("eager") or {}).get("tok_s"), ".0f"),
             fmt(ratio(comp, eager), ".2f", "x"),
-            fmt(tcomp, ".0f"),
+            fmt_range((tst.get("compile") or {}).get("tok_s"), ".0f"),
             fmt(ratio(comp, tcomp), ".2f", "x"),
             fmt(s.get("cold_start_s"), ".2f"),
             fmt(s.get("warm_start_s"), ".2f"),
             fmt(None if peak_bytes is None else peak_bytes / 1e6, ".1f"),
+            "%s stretto%s" % (s.get("runs_ok", 0),
+                              ", %s torch" % n_torch if n_torch is not None else ""),
         ])
     widths = [max(len(c), *(len(row[i]) for row in rows)) if rows else len(c)
               for i, c in enumerate(cols)]
@@ -446,16 +562,33 @@ class _Tee:
         self.file.flush()
 
 
+METHOD = ("each side (Stretto per GEMM library, PyTorch eager, torch.compile) run --repeat "
+          "times, interleaved round by round; figures are medians with the range (min-max) "
+          "over the runs; ratios are ratios of medians")
+
+
 def main():
     args = parse_args()
     if args.emulate_avx2:  # before torch is imported; the C++ bench inherits it
         os.environ.update(AVX2_ENV)
         args.note = ((args.note + "; ") if args.note else "") + \
             "AVX2 emulated on this host: " + " ".join("%s=%s" % kv for kv in sorted(AVX2_ENV.items()))
+    torch = None
+    torch_note = "disabled (--no-torch)" if args.no_torch else None
+    if not args.no_torch:
+        try:
+            import torch  # noqa: F811
+        except Exception as e:
+            torch_note = "not importable: " + first_line(e)
+            if args.smoke:  # the PyTorch half of the smoke test cannot run here
+                benchutil.skip("kernel_bench.py --smoke needs PyTorch (%s); --no-torch runs "
+                               "the Stretto half" % torch_note)
     if args.log:
         sys.stdout = _Tee(sys.stdout, args.log)
     command = " ".join(["python3", os.path.relpath(os.path.abspath(__file__), ROOT)] + sys.argv[1:])
     print(hostinfo.header(args.note, command=command), flush=True)
+    if torch is None and not args.no_torch:
+        print("torch %s; PyTorch columns left empty" % torch_note, flush=True)
     binary = resolve(args.bin)
     if not (os.path.isfile(binary) and os.access(binary, os.X_OK)):
         print("error: %s not found; run `make` first (it builds build/bin/stretto-bench-train)"
@@ -467,65 +600,131 @@ def main():
         print("error: no such config: %s" % ", ".join(missing), file=sys.stderr)
         return 1
 
-    torch = None
-    torch_note = "disabled (--no-torch)" if args.no_torch else None
-    if not args.no_torch:
-        try:
-            import torch  # noqa: F811
-        except Exception as e:
-            torch_note = "not importable: " + first_line(e)
-            print("torch %s; PyTorch columns left empty" % torch_note, flush=True)
-
     meta = {
         "threads": args.threads, "steps": args.steps, "ref_steps": args.ref_steps,
-        "torch_steps": args.torch_steps, "cpu": cpu_name(), "cpu_count": os.cpu_count(),
+        "torch_steps": args.torch_steps, "repeat": args.repeat, "method": METHOD,
+        "command": command, "cpu": cpu_name(), "cpu_count": os.cpu_count(),
         "python": platform.python_version(),
         "torch": getattr(torch, "__version__", None), "torch_note": torch_note,
         "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         "host": hostinfo.info(args.note),
     }
-    print("threads %d, %s, Python %s%s" % (
+    print("threads %d, %s, Python %s%s; %d interleaved runs per side" % (
         args.threads, meta["cpu"], meta["python"],
-        ", torch " + meta["torch"] if meta["torch"] else ""), flush=True)
+        ", torch " + meta["torch"] if meta["torch"] else "", args.repeat), flush=True)
 
-    results = []
+    results, failures, order = [], [], []
     for config in configs:
         name = os.path.splitext(os.path.basename(config))[0]
         print("\n== %s ==" % config, flush=True)
-        rows = [{"config": config, "name": name, "threads": args.threads, "runs": []}
-                for _ in args.gemm]
-        for rep in range(args.repeat):  # interleaved, so drifting load hits every library
+        rows = [{"config": config, "name": name, "threads": args.threads,
+                 "gemm": gemm or "default", "runs": []} for gemm in args.gemm]
+        torch_runs = []
+        for rep in range(args.repeat):  # A B A B ...: a drifting load hits every side alike
+            print("-- round %d of %d --" % (rep + 1, args.repeat), flush=True)
             for r, gemm in zip(rows, args.gemm):
                 res = run_stretto(binary, config, args, gemm)
+                order.append("%s: stretto %s" % (name, r["gemm"]))
                 if "error" in res:
                     print("stretto bench: %s" % res["error"], flush=True)
+                    failures.append("%s, stretto %s, run %d: %s" % (name, r["gemm"], rep + 1,
+                                                                    res["error"]))
                 r["runs"].append(res)
-        for r in rows:  # the best of the repeats (throughput under noise)
+            if torch is not None:
+                t = run_torch(torch, config, args)
+                order.append("%s: torch" % name)
+                if "error" in t or "error" in t.get("eager", {}):
+                    err = t.get("error") or t["eager"]["error"]
+                    print("torch: %s" % err, flush=True)
+                    failures.append("%s, torch, run %d: %s" % (name, rep + 1, err))
+                torch_runs.append(t)
+        tsum, tstats = summarise_torch(torch_runs)
+        for r in rows:
+            r["stretto"], r["stretto_stats"] = summarise_stretto(r["runs"])
             ok = [x for x in r["runs"] if "error" not in x]
-            r["stretto"] = max(ok, key=lambda x: x.get("compiled_tok_s") or 0) if ok else r["runs"][0]
-            if args.repeat > 1:
-                print("%s: compiled tok/s over %d runs: %s (best kept)" % (
-                    r["stretto"].get("gemm_library", "default"), args.repeat,
-                    ", ".join("%.0f" % (x.get("compiled_tok_s") or 0) for x in ok)), flush=True)
+            print("%s: compiled tok/s over %d runs: %s -> median %s" % (
+                r["gemm"], len(ok), ", ".join("%.0f" % (x.get("compiled_tok_s") or 0) for x in ok),
+                fmt(r["stretto"].get("compiled_tok_s"), ".0f")), flush=True)
+            if args.check_loss_diff is not None:
+                d = r["stretto"].get("max_loss_diff")
+                if d is None or not d <= args.check_loss_diff:
+                    failures.append("%s, stretto %s: compiled vs reference losses differ by %s "
+                                    "(tolerance %g)" % (name, r["gemm"], d, args.check_loss_diff))
+            if torch is not None:  # the same PyTorch runs, compared with every row
+                r["torch_runs"], r["torch"], r["torch_stats"] = torch_runs, tsum, tstats
         if torch is not None:
-            t = run_torch(torch, config, args)
-            if "error" in t:
-                print("torch: %s" % t["error"], flush=True)
-            for r in rows:  # one PyTorch measurement, compared with every row
-                r["torch"] = t
+            for kind in ("eager", "compile"):
+                ok = [x[kind]["tok_s"] for x in torch_runs if "tok_s" in x.get(kind, {})]
+                print("torch %s: tok/s over %d runs: %s -> median %s" % (
+                    kind, len(ok), ", ".join("%.0f" % x for x in ok),
+                    fmt((tsum.get(kind) or {}).get("tok_s"), ".0f")), flush=True)
         results += rows
+    meta["order"] = order
 
     print("\n" + table(results))
-    print("\n%s; threads %d; timed steps: compiled %d, reference %d, torch %s. "
-          "Ratios from one run of this script; nothing asserts time." %
+    print("\n%s; threads %d; timed steps per run: compiled %d, reference %d, torch %s; %s. "
+          "Ratios from one sitting of this script; nothing asserts time." %
           (meta["cpu"], args.threads, args.steps, args.ref_steps,
-           args.torch_steps if torch is not None else DASH))
+           args.torch_steps if torch is not None else DASH, METHOD))
     if args.out:
         with open(args.out, "w") as f:
             json.dump({"meta": meta, "results": _finite(results)}, f, indent=2)
             f.write("\n")
         print("wrote %s" % args.out)
-    return 0
+    if args.smoke and not failures:
+        failures += smoke_checks(args, torch is not None)
+    for f in failures:
+        print("FAILED: " + f, flush=True)
+    return 1 if failures else 0
+
+
+def smoke_checks(args, with_torch):
+    """What --smoke checks in the JSON it wrote; a list of failures."""
+    bad = []
+    try:
+        with open(args.out) as f:
+            d = json.load(f, parse_constant=lambda c: bad.append("JSON holds " + c))
+    except (OSError, ValueError) as e:
+        return ["the JSON does not load: %s" % first_line(e)]
+    meta, res = d.get("meta", {}), d.get("results", [])
+    host = meta.get("host") or {}
+    if not (host.get("commit") and host.get("date_utc") and host.get("cpu")):
+        bad.append("meta.host lacks the commit, date or CPU")
+    if meta.get("method") != METHOD or meta.get("repeat") != args.repeat:
+        bad.append("meta lacks the method and the run count")
+    if len(res) != len(args.configs) * len(args.gemm):
+        bad.append("%d result rows for %d configs x %d libraries" % (
+            len(res), len(args.configs), len(args.gemm)))
+    want = []
+    for config in args.configs:
+        name = os.path.splitext(os.path.basename(config))[0]
+        one_round = ["%s: stretto %s" % (name, g or "default") for g in args.gemm]
+        want += (one_round + (["%s: torch" % name] if with_torch else [])) * args.repeat
+    if meta.get("order") != want:
+        bad.append("runs not interleaved round by round: %s" % meta.get("order"))
+    for r in res:
+        st = r.get("stretto_stats") or {}
+        c = st.get("compiled_tok_s") or {}
+        if c.get("n") != args.repeat:
+            bad.append("%s: %s Stretto runs, not %d" % (r.get("name"), c.get("n"), args.repeat))
+        elif not (c["min"] <= c["median"] <= c["max"] and c["median"] > 0):
+            bad.append("%s: the median lies outside its range" % r.get("name"))
+        if with_torch:
+            for kind in ("eager", "compile"):
+                t = ((r.get("torch_stats") or {}).get(kind) or {}).get("tok_s") or {}
+                if t.get("n") != args.repeat:
+                    bad.append("%s: %s torch %s runs, not %d (the same number as Stretto's)"
+                               % (r.get("name"), t.get("n"), kind, args.repeat))
+            s, e = (r.get("stretto") or {}).get("compiled_tok_s"), \
+                ((r.get("torch") or {}).get("eager") or {}).get("tok_s")
+            if not (s and e):
+                bad.append("%s: no ratio of medians" % r.get("name"))
+            t = r.get("torch") or {}
+            if t.get("parameters") != t.get("expected_parameters"):
+                bad.append("%s: the PyTorch twin has %s parameters, Stretto's GPT %s" % (
+                    r.get("name"), t.get("parameters"), t.get("expected_parameters")))
+    print("smoke checks: %s" % ("ok" if not bad else "%d failed" % len(bad)), flush=True)
+    return bad
 
 
 def _finite(x):

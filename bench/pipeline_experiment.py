@@ -12,32 +12,47 @@ is the same update on 1, 2 or 4 stages. Every run is on the compiled runtime
 instead of changing what was measured). Writes bench/results/pipeline/
 {runs.csv, curves.csv, loss.png} and docs/experiments/pipeline.md, each with
 the host header of bench/hostinfo.py (CSV: as '#' comment lines).
+
+--smoke runs the same grid and runs on the tiny smoke model (bench/
+benchutil.py) for 4 steps each, writes the CSVs, the plot and the page into
+a scratch folder ($STRETTO_SMOKE_DIR/pipeline_experiment or a temporary
+one; never bench/results or docs) and fails unless every run finished with
+a finite validation loss and every file was written. --out DIR and --doc
+FILE write elsewhere; STRETTO_BUILD names another build folder.
 """
+import argparse
 import csv
 import json
+import math
 import os
+import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 from concurrent.futures import ThreadPoolExecutor
 
+import benchutil
 import hostinfo
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TRAIN = os.path.join(ROOT, "build", "bin", "stretto-train")
+TRAIN = benchutil.binary("stretto-train")
 CONFIG = os.path.join(ROOT, "bench", "configs", "exp-gpt.toml")
 OUT = os.path.join(ROOT, "bench", "results", "pipeline")
+DOC = os.path.join(ROOT, "docs", "experiments", "pipeline.md")
 SEEDS = [1, 2]
+SMOKE = []  # --smoke: the overrides that make every run tiny
+WORK = None  # the runs' folders (removed at the end)
+ENV = dict(os.environ)
 
 
 def run(name, seed, overrides):
-    out = tempfile.mkdtemp(prefix="stretto-exp-")
+    out = tempfile.mkdtemp(prefix="run-", dir=WORK)
     cmd = [TRAIN, CONFIG, "--executor=compiled", "--seed", str(seed), "--out", out,
-           "--quiet"] + overrides
+           "--quiet"] + overrides + SMOKE
     # One thread per run, two runs at a time: the small model gains nothing
     # from threads, and idle OpenMP workers would spin on the other core.
-    env = dict(os.environ, OMP_NUM_THREADS="1")
+    env = dict(ENV, OMP_NUM_THREADS="1")
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, env=env)
     rows = [json.loads(l) for l in open(os.path.join(out, "metrics.jsonl"))]
     vals = [r["val_loss"] for r in rows if "val_loss" in r]
@@ -48,10 +63,35 @@ def run(name, seed, overrides):
 
 
 def main():
-    if not os.path.exists(TRAIN):
-        sys.exit("build first: make build (or ninja -C build stretto-train)")
+    global OUT, DOC, SMOKE, WORK, ENV
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--smoke", action="store_true",
+                   help="tiny model, 4 steps per run, files into a scratch folder, checks")
+    p.add_argument("--out", help="folder for the CSVs and the plot (default bench/results/pipeline)")
+    p.add_argument("--doc", help="the page to write (default docs/experiments/pipeline.md)")
+    a = p.parse_args()
+    benchutil.require("stretto-train")
+    if a.smoke:
+        scratch = benchutil.scratch("pipeline_experiment")
+        OUT, DOC = a.out or scratch, a.doc or os.path.join(scratch, "pipeline.md")
+        benchutil.refuse_committed(OUT)
+        benchutil.refuse_committed(DOC)
+        SMOKE = benchutil.SMOKE_MODEL + ["train.steps=4", "train.warmup_steps=1",
+                                         "train.eval_interval=2"]
+        ENV = benchutil.smoke_env(scratch)
+    else:
+        OUT, DOC = a.out or OUT, a.doc or DOC
     os.makedirs(OUT, exist_ok=True)
-    host = hostinfo.header(command="python3 bench/pipeline_experiment.py")
+    WORK = tempfile.mkdtemp(prefix="stretto-exp-")
+    try:
+        return experiment(a)
+    finally:
+        shutil.rmtree(WORK, ignore_errors=True)
+
+
+def experiment(a):
+    host = hostinfo.header(command="python3 bench/pipeline_experiment.py" +
+                           (" --smoke" if a.smoke else ""))
     print(host)
     print("tuning learning rates on the synchronous run (seed 1)")
     adam_grid = [1e-3, 3e-3, 1e-2]
@@ -157,11 +197,25 @@ def main():
         "",
         "![validation loss](../../bench/results/pipeline/loss.png)",
     ]
-    os.makedirs(os.path.join(ROOT, "docs", "experiments"), exist_ok=True)
-    with open(os.path.join(ROOT, "docs", "experiments", "pipeline.md"), "w") as f:
+    if a.smoke:
+        lines[1:1] = ["", "(Smoke run: the tiny smoke model for 4 steps per run; no figures.)"]
+    os.makedirs(os.path.dirname(os.path.abspath(DOC)), exist_ok=True)
+    with open(DOC, "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))
+    if a.smoke:
+        every = list(adam.values()) + list(muon.values()) + runs
+        benchutil.check(len(runs) == len(configs) * len(SEEDS) and
+                        all(math.isfinite(r["final_val"]) for r in every),
+                        "%d runs, each with a finite validation loss" % len(every))
+        for f in ("runs.csv", "curves.csv"):
+            with open(os.path.join(OUT, f)) as fh:
+                rows = [l for l in fh if not l.startswith("#")]
+            benchutil.check(len(rows) > len(runs), f"{f} has a row per run (and per step)")
+        benchutil.check(all(f"| {n} |" in "\n".join(lines) for n, _ in configs),
+                        "the page has a row per method")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -23,11 +23,21 @@ that a rebuild in a shared tree during the ~35 minutes changes nothing).
 Writes bench/results/pipeline/tiny-{runs,curves}.csv, tiny-loss.png and
 docs/experiments/pipeline-gpt-tiny.md, each with the host header of
 bench/hostinfo.py.
+
+--smoke runs the same sweeps and runs (seed 1, tuning seed 4) on the tiny
+smoke model (bench/benchutil.py) for 4 steps each, writes the CSVs, the plot
+and the page into a scratch folder ($STRETTO_SMOKE_DIR/
+pipeline_experiment_tiny or a temporary one; never bench/results or docs)
+and fails unless every run finished with a finite validation loss and every
+file was written. --out DIR and --doc FILE write elsewhere; STRETTO_BUILD
+names another build folder.
 """
 import argparse
 import csv
 import json
+import math
 import os
+import shutil
 import statistics
 import subprocess
 import sys
@@ -35,20 +45,24 @@ import tempfile
 import time
 from concurrent.futures import ThreadPoolExecutor
 
+import benchutil
 import hostinfo
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TRAIN = os.path.join(ROOT, "build", "bin", "stretto-train")
+TRAIN = benchutil.binary("stretto-train")
 CONFIG = os.path.join(ROOT, "bench", "configs", "exp-gpt-tiny.toml")
 OUT = os.path.join(ROOT, "bench", "results", "pipeline")
 DOC = os.path.join(ROOT, "docs", "experiments", "pipeline-gpt-tiny.md")
+SMOKE = []  # --smoke: the overrides that make every run tiny
+WORK = None  # the runs' folders (removed at the end)
+ENV = dict(os.environ)
 
 
 def run(name, seed, overrides, steps):
-    out = tempfile.mkdtemp(prefix="stretto-exp-")
+    out = tempfile.mkdtemp(prefix="run-", dir=WORK)
     cmd = ["nice", "-n", "10", os.environ.get("STRETTO_TRAIN", TRAIN), CONFIG, "--executor=compiled", "--seed", str(seed),
-           "--out", out, "--quiet", f"train.steps={steps}"] + overrides
-    env = dict(os.environ, OMP_NUM_THREADS="1")
+           "--out", out, "--quiet", f"train.steps={steps}"] + overrides + SMOKE
+    env = dict(ENV, OMP_NUM_THREADS="1")
     t0 = time.time()
     subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, env=env)
     wall = time.time() - t0
@@ -66,15 +80,40 @@ def main():
     p.add_argument("--tune-seed", type=int, default=4)
     p.add_argument("--steps", type=int, default=1500)
     p.add_argument("--jobs", type=int, default=2)
+    p.add_argument("--smoke", action="store_true",
+                   help="tiny model, 4 steps per run, seed 1, files into a scratch folder, checks")
+    p.add_argument("--out", help="folder for the CSVs and the plot (default bench/results/pipeline)")
+    p.add_argument("--doc", help="the page to write (default docs/experiments/pipeline-gpt-tiny.md)")
     a = p.parse_args()
-    if not os.path.exists(TRAIN):
-        sys.exit("build first: cmake --build build --target stretto-train")
+    global OUT, DOC, SMOKE, WORK, ENV
+    if "STRETTO_TRAIN" not in os.environ:
+        benchutil.require("stretto-train")
     if a.tune_seed in a.seeds:
         sys.exit("the tuning seed must not be reported")
+    if a.smoke:
+        scratch = benchutil.scratch("pipeline_experiment_tiny")
+        OUT, DOC = a.out or scratch, a.doc or os.path.join(scratch, "pipeline-gpt-tiny.md")
+        benchutil.refuse_committed(OUT)
+        benchutil.refuse_committed(DOC)
+        a.seeds, a.steps = [1], 4
+        SMOKE = benchutil.SMOKE_MODEL + ["train.warmup_steps=1", "train.eval_interval=2"]
+        ENV = benchutil.smoke_env(scratch)
+    else:
+        OUT, DOC = a.out or OUT, a.doc or DOC
     os.makedirs(OUT, exist_ok=True)
+    WORK = tempfile.mkdtemp(prefix="stretto-exp-")
+    try:
+        return experiment(a)
+    finally:
+        shutil.rmtree(WORK, ignore_errors=True)
+
+
+def experiment(a):
     cmdline = "python3 bench/pipeline_experiment_tiny.py" + (
         "" if (a.seeds, a.tune_seed, a.steps) == ([1, 2, 3], 4, 1500)
         else f" --seeds {' '.join(map(str, a.seeds))} --tune-seed {a.tune_seed} --steps {a.steps}")
+    if a.smoke:
+        cmdline = "python3 bench/pipeline_experiment_tiny.py --smoke"
     host = hostinfo.header(command=cmdline)
     print(host)
     t_start = time.time()
@@ -152,13 +191,15 @@ def main():
 
     def recovered(ef, bw_name, base):
         """Per seed: (2BW − EF) / (2BW − sync), in %."""
-        r = [100 * (b - e) / (b - s) for e, b, s in zip(vals(ef), vals(bw_name), vals(base))]
+        r = [100 * (b - e) / (b - s) if b != s else float("nan")
+             for e, b, s in zip(vals(ef), vals(bw_name), vals(base))]
         return statistics.mean(r), (max(r) - min(r)) / 2
 
     pen_a, pen_a_s = penalty("2bw adamw", "sync adamw")
     pen_m, pen_m_s = penalty("2bw muon", "sync muon")
-    ratios = [(x - y) / (u - v) for x, y, u, v in zip(vals("2bw adamw"), vals("sync adamw"),
-                                                    vals("2bw muon"), vals("sync muon"))]
+    ratios = [(x - y) / (u - v) if u != v else float("nan")
+              for x, y, u, v in zip(vals("2bw adamw"), vals("sync adamw"),
+                                    vals("2bw muon"), vals("sync muon"))]
 
     try:
         import matplotlib
@@ -242,11 +283,25 @@ def main():
         "- Why the delayed AdamW run plateaus at the synchronous lr: "
         "[adamw-delay-plateau.md](adamw-delay-plateau.md).",
     ] + plot
-    os.makedirs(os.path.dirname(DOC), exist_ok=True)
+    if a.smoke:
+        lines[1:1] = ["", "(Smoke run: the tiny smoke model for 4 steps per run; no figures.)"]
+    os.makedirs(os.path.dirname(os.path.abspath(DOC)), exist_ok=True)
     with open(DOC, "w") as f:
         f.write("\n".join(lines) + "\n")
     print("\n".join(lines))
+    if a.smoke:
+        every = tuning + runs
+        benchutil.check(len(runs) == len(configs) * len(a.seeds) and
+                        all(math.isfinite(r["final_val"]) for r in every),
+                        "%d runs, each with a finite validation loss" % len(every))
+        for f in ("tiny-runs.csv", "tiny-curves.csv"):
+            with open(os.path.join(OUT, f)) as fh:
+                rows = [l for l in fh if not l.startswith("#")]
+            benchutil.check(len(rows) > len(runs), f"{f} has a row per run (and per step)")
+        benchutil.check(all(f"| {n} |" in "\n".join(lines) for n, _ in configs),
+                        "the page has a row per method")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -15,6 +15,15 @@ quotes. Runs use the machine's default thread count (OMP_NUM_THREADS as set),
 a temporary --out folder and, where a cold kernel compile would distort the
 timing, a kernel cache that a first untimed run has filled. Timings are of
 one run on one machine: run on an idle machine and compare within one file.
+
+--smoke runs every task (or the one named) with the same code on a tiny
+model (bench/benchutil.py's) for a few steps, without waiting for an idle
+machine, writes the files into a scratch folder ($STRETTO_SMOKE_DIR/
+train_run or a temporary one; never bench/results), and fails (exit 1)
+where a figure the README takes from these files is missing or a check
+does not hold (cold and warm kernel caches give the same losses, the
+compiled and reference executors agree, bf16 and f32 both train, the
+kernel census finds kernels). STRETTO_BUILD names another build folder.
 """
 import argparse
 import json
@@ -28,11 +37,32 @@ import tempfile
 import time
 import tomllib
 
+import benchutil
 import hostinfo
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BIN = os.path.join(ROOT, "build", "bin")
+BIN = benchutil.BIN
 RESULTS = os.path.join(ROOT, "bench", "results", "train")
+SMOKE = False  # --smoke: tiny model and steps, no idle wait, checks
+
+
+def sized(config, steps, *sets):
+    """The config and overrides of a run: as given, or (--smoke) the smoke
+    model for `steps` steps (train.* settings kept, so the code path is the
+    same)."""
+    if not SMOKE:
+        return [config] + list(sets)
+    keep = [x for x in sets if not x.startswith(("train.steps=", "train.warmup_steps=",
+                                                  "train.eval_interval="))]
+    return [config] + keep + benchutil.smoke_model(keep) + [
+        "train.steps=%d" % steps, "train.warmup_steps=1",
+        "train.eval_interval=%d" % max(1, steps // 2), "train.log_interval=1"]
+
+
+def expect(ok, what):
+    """A --smoke check (the full runs report, they do not assert)."""
+    if SMOKE:
+        benchutil.check(ok, what)
 
 
 class Report:
@@ -99,6 +129,8 @@ def run(report, args, env=None, keep=lambda line: True, timed=True, reset=None, 
     if env is not None and env.get("OMP_NUM_THREADS") != os.environ.get("OMP_NUM_THREADS"):
         shown = "OMP_NUM_THREADS=%s %s" % (env.get("OMP_NUM_THREADS"), shown)
     out_dir = args[args.index("--out") + 1] if "--out" in args else None
+    if SMOKE:  # seconds, not figures: no idle wait, no retries
+        timed, tries = False, 1
     for attempt in range(1, tries + 1):
         if out_dir:
             shutil.rmtree(out_dir, ignore_errors=True)
@@ -156,7 +188,12 @@ def tokens_per_step(config):
     return c["model"]["batch"] * c["model"]["seq_len"]
 
 
-def cache_env(cache):
+def cache_env(cache, shared_in_smoke=True):
+    """A kernel cache of the run's own (a timed run's cache state is part of
+    what it measures); --smoke shares the smoke tests' cache unless the
+    task needs its own (the cold-cache run)."""
+    if SMOKE and shared_in_smoke and os.environ.get("STRETTO_CACHE_DIR"):
+        return dict(os.environ)
     return dict(os.environ, STRETTO_CACHE_DIR=cache)
 
 
@@ -173,22 +210,25 @@ def tiny(report, tmp):
         timed=False)
     report.add()
     cache = os.path.join(tmp, "cache")
-    env = cache_env(cache)  # empty: the first run compiles the kernels
-    cold_out, cold_s = run(report, [train, cfg, "--out", os.path.join(tmp, "cold")], env,
+    env = cache_env(cache, shared_in_smoke=False)  # empty: the first run compiles the kernels
+    steps = 6 if SMOKE else 300
+    table_steps = (1, 3, 6) if SMOKE else (1, 100, 200, 300)
+    cold_out, cold_s = run(report, [train] + sized(cfg, steps) + ["--out", os.path.join(tmp, "cold")], env,
                            FIGURE_LINE.match, reset=lambda: shutil.rmtree(cache, ignore_errors=True))
     report.add()
-    warm_out, warm_s = run(report, [train, cfg, "--out", os.path.join(tmp, "warm")], env,
+    warm_out, warm_s = run(report, [train] + sized(cfg, steps) + ["--out", os.path.join(tmp, "warm")], env,
                            FIGURE_LINE.match)
     report.add()
-    ref_out, ref_s = run(report, [train, cfg, "--executor=reference", "--out",
-                                  os.path.join(tmp, "ref")], env, FIGURE_LINE.match)
+    ref_out, ref_s = run(report, [train] + sized(cfg, steps) + ["--executor=reference", "--out",
+                                                                os.path.join(tmp, "ref")],
+                         env, FIGURE_LINE.match)
     cold, warm, ref = (metrics(os.path.join(tmp, d)) for d in ("cold", "warm", "ref"))
     by_step = {r["step"]: r for r in warm}
     report.add()
     report.add("== summary ==")
     report.add("loss table (warm-cache compiled run, metrics.jsonl):")
     report.add("| step | train loss | val loss |")
-    for step in (1, 100, 200, 300):
+    for step in table_steps:
         r = by_step.get(step, {})
         report.add("| %d | %s | %s |" % (step, "%.4f" % r["loss"] if "loss" in r else "-",
                                          "%.4f" % r["val_loss"] if "val_loss" in r else "-"))
@@ -196,46 +236,55 @@ def tiny(report, tmp):
         [(r["loss"], r.get("val_loss")) for r in warm]
     report.add("cold-cache and warm-cache runs: losses %s (every step, as written to metrics.jsonl)"
                % ("bit-identical" if same else "DIFFER"))
+    expect(same and len(warm) >= steps, "cold and warm kernel caches give the same %d losses" % steps)
     with open(os.path.join(tmp, "warm", "metrics.csv")) as f:
         rows = [l.split(",") for l in f.read().splitlines()[1:]]
     tps = [float(r[3]) for r in rows]
     report.add("compiled, cold kernel cache: %.1f s wall-clock for the process, trainer %.0f tok/s"
                % (cold_s, done_tok_s(cold_out)))
     report.add("compiled, warm kernel cache: %.1f s wall-clock for the process, trainer %.0f tok/s "
-               "(300 steps and 3 evaluations); per log interval (metrics.csv tokens_per_s) "
-               "%.0f-%.0f tok/s" % (warm_s, done_tok_s(warm_out), min(tps), max(tps)))
+               "(%d steps and %d evaluations); per log interval (metrics.csv tokens_per_s) "
+               "%.0f-%.0f tok/s" % (warm_s, done_tok_s(warm_out), steps,
+                                    sum("val_loss" in r for r in warm), min(tps), max(tps)))
     report.add("reference executor: %.1f s wall-clock, trainer %.0f tok/s, final val loss %.4f"
                % (ref_s, done_tok_s(ref_out), ref[-1].get("val_loss", float("nan"))))
     report.add("final val loss: compiled %.4f, reference %.4f" % (
         warm[-1].get("val_loss", float("nan")), ref[-1].get("val_loss", float("nan"))))
+    expect(abs(warm[-1].get("val_loss", 0) - ref[-1].get("val_loss", 1e9)) <= 1e-3,
+           "compiled and reference final val losses agree to 1e-3")
+    expect(done_tok_s(warm_out) > 0 and done_tok_s(ref_out) > 0, "both report tok/s")
 
 
 def bf16(report, tmp):
     """gpt-mini, 30 steps: bf16-rounded GEMM operands vs f32 on the CPU."""
     cfg = "examples/gpt-mini.toml"
     train = os.path.join(BIN, "stretto-train")
-    sets = ["train.steps=30", "train.warmup_steps=5", "train.eval_interval=1000"]
+    steps = 4 if SMOKE else 30
+    sets = sized(cfg, steps, "train.steps=30", "train.warmup_steps=5", "train.eval_interval=1000")
     env = cache_env(os.path.join(tmp, "cache"))
     report.add("kernel cache filled first (untimed): both precisions share the kernels")
-    run(report, [train, cfg, "--quiet", "--out", os.path.join(tmp, "warmup")] + sets +
+    run(report, [train, "--quiet", "--out", os.path.join(tmp, "warmup")] + sets +
         ["train.steps=6", "train.warmup_steps=2"], env, lambda l: l.startswith("done:"),
         timed=False)
     report.add()
     res = {}
     for prec in ("f32", "bf16"):
-        out, dt = run(report, [train, cfg, "--precision=" + prec, "--out",
-                               os.path.join(tmp, prec)] + sets, env, FIGURE_LINE.match)
+        out, dt = run(report, [train] + sets + ["--precision=" + prec, "--out",
+                                                os.path.join(tmp, prec)], env, FIGURE_LINE.match)
         res[prec] = (done_tok_s(out), metrics(os.path.join(tmp, prec)), dt)
         report.add()
     report.add("== summary ==")
     for prec in ("f32", "bf16"):
         tok, m, dt = res[prec]
-        report.add("%-4s: %.0f tok/s (trainer, 30 steps + 1 evaluation), process %.1f s; "
-                   "loss at step 30 %.5f, val loss %.5f" % (prec, tok, dt, m[-1]["loss"],
+        report.add("%-4s: %.0f tok/s (trainer, %d steps + 1 evaluation), process %.1f s; "
+                   "loss at step %d %.5f, val loss %.5f" % (prec, tok, steps, dt, steps,
+                                                          m[-1]["loss"],
                                                           m[-1].get("val_loss", float("nan"))))
+        expect(len(m) == steps and tok > 0 and all(r["loss"] == r["loss"] for r in m),
+               "%s trains %d steps with finite losses and reports tok/s" % (prec, steps))
     d = abs(res["f32"][1][-1]["loss"] - res["bf16"][1][-1]["loss"])
-    report.add("|loss f32 - loss bf16| at step 30: %.2g (same to 3 decimals: %s)" % (
-        d, "yes" if round(res["f32"][1][-1]["loss"], 3) == round(res["bf16"][1][-1]["loss"], 3)
+    report.add("|loss f32 - loss bf16| at step %d: %.2g (same to 3 decimals: %s)" % (
+        steps, d, "yes" if round(res["f32"][1][-1]["loss"], 3) == round(res["bf16"][1][-1]["loss"], 3)
         else "no"))
 
 
@@ -243,17 +292,20 @@ def pipe2(report, tmp):
     """gpt-tiny on 2 pipeline stages, 4 micro-batches, 2BW + delay-EF, 20 steps."""
     cfg = "examples/gpt-tiny.toml"
     train = os.path.join(BIN, "stretto-train")
-    sets = ["train.stages=2", "train.micro_batches=4", "train.sync=2bw", "train.ef_lambda=0.5",
-            "train.grad_clip=0", "train.warmup_steps=2", "--steps", "20"]
+    steps = 4 if SMOKE else 20
+    sets = sized(cfg, steps, "train.stages=2", "train.micro_batches=4", "train.sync=2bw",
+                 "train.ef_lambda=0.5", "train.grad_clip=0", "train.warmup_steps=2")
+    if not SMOKE:
+        sets += ["--steps", "20"]
     env = cache_env(os.path.join(tmp, "cache"))
     report.add("kernel cache filled first (untimed)")
-    run(report, [train, cfg, "--quiet", "--out", os.path.join(tmp, "warmup")] + sets, env,
+    run(report, [train, "--quiet", "--out", os.path.join(tmp, "warmup")] + sets, env,
         lambda l: l.startswith("done:"), timed=False)
     report.add()
     res = {}
     for ex in ("compiled", "reference"):
-        out, dt = run(report, [train, cfg] + sets + ["--executor=" + ex, "--out",
-                                                     os.path.join(tmp, ex)], env,
+        out, dt = run(report, [train] + sets + ["--executor=" + ex, "--out",
+                                                os.path.join(tmp, ex)], env,
                       FIGURE_LINE.match)
         m = re.search(r"done: \d+ steps in ([\d.]+) s", out)
         res[ex] = (float(m.group(1)) if m else float("nan"), done_tok_s(out),
@@ -262,23 +314,33 @@ def pipe2(report, tmp):
     report.add("== summary ==")
     for ex in ("compiled", "reference"):
         s, tok, _, dt = res[ex]
-        report.add("%-9s: 20 steps in %.1f s (trainer), %.0f tok/s; process %.1f s" % (ex, s, tok, dt))
-    a, b = res["compiled"][2], res["reference"][2]
+        report.add("%-9s: %d steps in %.1f s (trainer), %.0f tok/s; process %.1f s"
+                   % (ex, steps, s, tok, dt))
+    # (a pipeline writes its validation losses as rows of their own)
+    a, b = ([r for r in res[ex][2] if "loss" in r] for ex in ("compiled", "reference"))
     diff = max(abs(x["loss"] - y["loss"]) for x, y in zip(a, b))
     report.add("max |loss compiled - loss reference| over %d steps: %.2g" % (min(len(a), len(b)), diff))
+    expect(len(a) == len(b) == steps and diff <= 1e-4,
+           "the 2-stage pipeline's compiled and reference losses agree to 1e-4 over %d steps" % steps)
 
 
 def profile(report, tmp):
     """Where gpt-mini's compiled step spends its time, per op kind."""
-    run(report, [os.path.join(BIN, "stretto-bench-train"), "examples/gpt-mini.toml", "--profile"])
+    cfg = benchutil.SMOKE_CONFIG if SMOKE else "examples/gpt-mini.toml"
+    out, _ = run(report, [os.path.join(BIN, "stretto-bench-train"), cfg, "--profile"] +
+                 (["--steps", "2", "--ref-steps", "1"] if SMOKE else []),
+                 cache_env(os.path.join(tmp, "cache")) if SMOKE else None)
+    expect("memory bandwidth (triad, measured)" in out and re.search(r"compiled\s+\d+ tok/s", out),
+           "the profile reports the step's time per op kind and the triad roof")
 
 
 def kernels(report, tmp):
     """What gpt-tiny compiles to: fused kernels by kind, from the kernel IR
     that `stretto-train --dump` writes after the last kernel pass."""
     dump = os.path.join(tmp, "dump")
-    run(report, [os.path.join(BIN, "stretto-train"), "examples/gpt-tiny.toml", "--quiet",
-                 "--dump", dump, "--out", os.path.join(tmp, "out"), "train.steps=21"],
+    run(report, [os.path.join(BIN, "stretto-train")] +
+        sized("examples/gpt-tiny.toml", 2, "train.steps=21") +
+        ["--quiet", "--dump", dump, "--out", os.path.join(tmp, "out")],
         cache_env(os.path.join(tmp, "cache")), lambda l: l.startswith("compiled "), timed=False)
     passes = []
     for root, _, files in os.walk(os.path.join(dump, "kernel")):
@@ -304,6 +366,8 @@ def kernels(report, tmp):
     report.add("kernel.reduce: %d over a trailing run of dims (row sums; whole-tensor sums "
                "included), %d over a leading run (column sums)" % (rows_sums, cols_sums))
     report.add("kernel.gemm (the GEMM library, not fused kernels): %d" % g)
+    expect(e > 0 and r > 0 and w > 0 and g > 0 and rows_sums + cols_sums == r,
+           "the kernel IR has elementwise, reduce, rows and gemm kernels; every reduce classified")
 
 
 TASKS = {"tiny": ("gpt-tiny", tiny), "bf16": ("gpt-mini-bf16", bf16),
@@ -313,21 +377,30 @@ TASKS = {"tiny": ("gpt-tiny", tiny), "bf16": ("gpt-mini-bf16", bf16),
 
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("task", choices=list(TASKS) + ["all"])
-    p.add_argument("--results", default=RESULTS, help="folder for the results files")
+    p.add_argument("task", nargs="?" if "--smoke" in sys.argv else None,
+                   choices=list(TASKS) + ["all"], default="all")
+    p.add_argument("--results", help="folder for the results files (default bench/results/train; "
+                                     "--smoke: a scratch folder)")
     p.add_argument("--note", help="a note for the host header (default: $STRETTO_BENCH_NOTE)")
+    p.add_argument("--smoke", action="store_true",
+                   help="tiny model and steps, no idle wait, files into a scratch folder, checks")
     a = p.parse_args()
-    if not os.path.exists(os.path.join(BIN, "stretto-train")):
-        sys.exit("build first: make build")
+    global SMOKE
+    SMOKE = a.smoke
+    benchutil.require("stretto-train", "stretto-bench-train")
+    results = a.results or (benchutil.scratch("train_run") if SMOKE else RESULTS)
+    if SMOKE:
+        benchutil.refuse_committed(results)
     for task in (TASKS if a.task == "all" else [a.task]):
         name, fn = TASKS[task]
-        report = Report(name, a.note, "python3 bench/train_run.py " + task)
+        report = Report(name, a.note, "python3 bench/train_run.py " + task +
+                        (" --smoke" if SMOKE else ""))
         tmp = tempfile.mkdtemp(prefix="stretto-train-run-")
         try:
             fn(report, tmp)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
-        report.write(a.results)
+        report.write(results)
     return 0
 
 

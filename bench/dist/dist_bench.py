@@ -4,6 +4,7 @@
 
     python3 bench/dist/dist_bench.py throughput   # tok/s, bytes and comm time per step per rank
     python3 bench/dist/dist_bench.py network      # 4 replicas in network namespaces, tc-shaped links
+    python3 bench/dist/dist_bench.py network --smoke   # the same at tiny sizes (seconds)
 
 `throughput` runs, on the same machine and plan: a 2-stage PipeDream-2BW
 gpt-tiny pipeline (threads vs 2 processes), 4-replica one-peer gossip
@@ -19,8 +20,21 @@ round, records the wall-clock of every round, and reports the wall-clock
 to a target loss, next to the in-process simulated clock with the same
 slow links. Each replica has one thread; the script reports how much of
 the wall clock was compute (the rounds' local steps) and how much waiting.
+Every run (method) gets fresh --out folders, one per replica: a run never
+meets an earlier run's checkpoints (stretto-run refuses to overwrite them).
+`network` needs root, iproute2 and tc; without them it prints SKIPPED and
+exits 77.
+
+--smoke runs the same code at a tiny model, few steps and rounds, writes
+the results file into a scratch folder ($STRETTO_SMOKE_DIR/dist_bench-WHAT
+or a temporary one; never bench/results), checks what the full run relies
+on (every rank trained every step or round, finite losses, one comm line
+per rank) and exits non-zero on any failure. STRETTO_BUILD names another
+build folder.
 """
+import argparse
 import json
+import math
 import os
 import re
 import shutil
@@ -32,33 +46,42 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
 sys.path.insert(0, os.path.dirname(HERE))
+import benchutil  # noqa: E402
 import hostinfo  # noqa: E402
 
-BUILD = os.environ.get("STRETTO_BUILD", os.path.join(ROOT, "build"))
-TRAIN = os.path.join(BUILD, "bin", "stretto-train")
-RUN = os.path.join(BUILD, "bin", "stretto-run")
+TRAIN = benchutil.binary("stretto-train")
+RUN = benchutil.binary("stretto-run")
 TINY = os.path.join(ROOT, "examples", "gpt-tiny.toml")
 RESULTS = os.path.join(ROOT, "bench", "results", "dist")
-WORK = tempfile.mkdtemp(prefix="stretto-distbench-")
+WORK = None  # set in main()
+SMOKE = False
+ENV = dict(os.environ)  # the children's environment (smoke: a shared kernel cache)
+
+
+# A rank that failed: since gossip and DiLoCo replicas continue without a
+# dead peer by default, a launcher can end with status 0 after one; a
+# benchmark with a replica missing measured something else.
+RANK_FAILED = re.compile(r"^\[rank \d+\] error:|^launcher: rank \d+ failed", re.M)
 
 
 def sh(cmd, env=None, timeout=1800):
-    p = subprocess.run(cmd, cwd=WORK, env=env, text=True, stdout=subprocess.PIPE,
+    p = subprocess.run(cmd, cwd=WORK, env=env or ENV, text=True, stdout=subprocess.PIPE,
                        stderr=subprocess.STDOUT, timeout=timeout)
-    if p.returncode != 0:
+    if p.returncode != 0 or RANK_FAILED.search(p.stdout):
         raise RuntimeError(f"{' '.join(cmd)} failed ({p.returncode}):\n{p.stdout[-3000:]}")
     return p.stdout
 
 
 def plan(name, *overrides):
     path = os.path.join(WORK, name + ".plan")
-    sh([TRAIN, TINY, "train.warmup_steps=2", "train.eval_interval=100000", *overrides,
+    model = benchutil.smoke_model(overrides) if SMOKE else []
+    sh([TRAIN, TINY, "train.warmup_steps=2", "train.eval_interval=100000", *model, *overrides,
         "--save-plan", path, "--quiet"])
     return path
 
 
 def env(threads):
-    e = dict(os.environ)
+    e = dict(ENV)
     e["OMP_NUM_THREADS"] = str(threads)
     e["OPENBLAS_NUM_THREADS"] = str(threads)
     return e
@@ -81,12 +104,23 @@ def gossip_wall(out):
     return float(m.group(1)) if m else float("nan")
 
 
+def tokens_per_batch():
+    """Rows x sequence of one replica's batch (gpt-tiny's, or the smoke model's)."""
+    return (4 * 8) if SMOKE else (16 * 64)
+
+
+def expect(ok, what):
+    """The smoke mode's checks (a full run reports; it only fails on errors)."""
+    if SMOKE:
+        benchutil.check(ok, what)
+
+
 def throughput():
     lines = []
     say = lambda s="": (print(s), lines.append(s))
-    steps = 60
-    say(f"# Multi-process vs in-process, gpt-tiny, {steps} steps per run (tok/s from the "
-        "runs' own summary lines; comm per rank from their 'comm:' lines)")
+    steps = 4 if SMOKE else 60
+    say(f"# Multi-process vs in-process, gpt-tiny{' (smoke size)' if SMOKE else ''}, {steps} steps "
+        "per run (tok/s from the runs' own summary lines; comm per rank from their 'comm:' lines)")
     say("| run | in-process tok/s | multi-process tok/s | multi / in | per step per rank: MB sent, "
         "MB received, ms in communication |")
     say("|---|---:|---:|---:|---|")
@@ -96,33 +130,40 @@ def throughput():
     a = sh([RUN, pp, "--quiet"], env=env(2))
     b = sh([RUN, pp, "--nproc", "2", "--timeout", "120"], env=env(1))
     c = comm(b)
+    expect(math.isfinite(tok_s(a)) and math.isfinite(tok_s(b)), "pipeline runs report tok/s")
+    expect(len(c) == 2, "the 2-process pipeline reports comm for both ranks")
     per = "; ".join(f"rank {r}: {s / steps:.2f}, {rc / steps:.2f}, {1000 * t / steps:.1f}"
                     for r, s, rc, t in c)
     say(f"| 2-stage 2BW + EF, 4 micro-batches (threads vs 2 processes) | {tok_s(a):,.0f} | "
         f"{tok_s(b):,.0f} | {tok_s(b) / tok_s(a):.2f}x | {per} |")
 
-    rounds, H = 6, 10
+    rounds, H = (2, 2) if SMOKE else (6, 10)
     g = plan("gossip", "train.sync=gossip", "train.replicas=4", f"train.local_steps={H}",
              "train.topology=one-peer", f"train.steps={rounds * H}")
     a = sh([RUN, g, "--quiet"], env=env(2))
-    b = sh([RUN, g, "--nproc", "4", "--timeout", "120"], env=env(1))
-    tokens = 4 * rounds * H * 16 * 64
+    b = sh([RUN, g, "--nproc", "4", "--timeout", "120", "--on-peer-failure=stop"], env=env(1))
+    tokens = 4 * rounds * H * tokens_per_batch()
     ta, tb = tokens / gossip_wall(a), tokens / gossip_wall(b)
     c = comm(b)
+    expect(math.isfinite(ta) and math.isfinite(tb), "gossip runs report their local-step time")
+    expect(len(c) == 4, "the 4-process gossip run reports comm for every rank")
     per = "; ".join(f"rank {r}: {s / (rounds * H):.2f}, {rc / (rounds * H):.2f}, "
                     f"{1000 * t / (rounds * H):.1f}" for r, s, rc, t in c)
     say(f"| gossip one-peer, 4 replicas, H = {H} (threads vs 4 processes) | {ta:,.0f} | {tb:,.0f} | "
         f"{tb / ta:.2f}x | {per} |")
 
+    batch = 4 if SMOKE else 16
     dp = plan("dp", f"train.steps={steps}")
-    one = plan("one", f"train.steps={steps}", "model.batch=32", "train.micro_batches=2")
+    one = plan("one", f"train.steps={steps}", f"model.batch={2 * batch}", "train.micro_batches=2")
     a = sh([RUN, one, "--quiet"], env=env(2))
     b = sh([RUN, dp, "--nproc", "2", "--timeout", "120"], env=env(1))
     c = comm(b)
+    expect(math.isfinite(tok_s(a)) and math.isfinite(tok_s(b)), "data-parallel runs report tok/s")
+    expect(len(c) == 2, "the 2-process data-parallel run reports comm for both ranks")
     per = "; ".join(f"rank {r}: {s / steps:.2f}, {rc / steps:.2f}, {1000 * t / steps:.1f}"
                     for r, s, rc, t in c)
-    say(f"| data parallel: 1 process, batch 32 as 2 micro-batches vs 2 processes of 16 | "
-        f"{tok_s(a):,.0f} | {tok_s(b):,.0f} | {tok_s(b) / tok_s(a):.2f}x | {per} |")
+    say(f"| data parallel: 1 process, batch {2 * batch} as 2 micro-batches vs 2 processes of "
+        f"{batch} | {tok_s(a):,.0f} | {tok_s(b):,.0f} | {tok_s(b) / tok_s(a):.2f}x | {per} |")
     say()
     say("In-process runs use 2 OpenMP threads (stages and replicas are threads sharing them); "
         "each process of a multi-process run gets 1 (the launcher's share of 2 cores).")
@@ -146,6 +187,14 @@ class Namespaces:
         self.R = R
         self.tag = f"sb{os.getpid() % 10000}"
         self.br = self.tag + "br"
+        try:
+            self._build(fast_mbit, slow_pairs, slow_mbit)
+        except Exception:
+            self.close()  # what was made so far
+            raise
+
+    def _build(self, fast_mbit, slow_pairs, slow_mbit):
+        R = self.R
         run_root(f"ip link add {self.br} type bridge")
         run_root(f"ip link set {self.br} up")
         for i in range(R):
@@ -176,25 +225,33 @@ class Namespaces:
         return f"10.233.0.{i + 1}"
 
     def close(self):
+        quiet = dict(shell=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         for i in range(self.R):
-            subprocess.run(f"ip netns del {self.ns(i)}", shell=True)
-        subprocess.run(f"ip link del {self.br}", shell=True)
+            subprocess.run(f"ip netns del {self.ns(i)}", **quiet)
+        subprocess.run(f"ip link del {self.br}", **quiet)
 
 
 def network():
     if os.geteuid() != 0 or not shutil.which("tc") or not shutil.which("ip"):
-        print("needs root, ip and tc")
-        sys.exit(77)
-    R, H, rounds = 4, 20, 12
+        benchutil.skip("dist_bench.py network needs root, ip (iproute2) and tc")
+    R, H, rounds = (4, 2, 2) if SMOKE else (4, 20, 12)
     fast, slow = 40, 4  # Mbit/s: the model (1.9 MB of f32) takes 0.4 s / 3.8 s per message
     slow_pairs = [(0, 1), (2, 3)]  # a third of the 6 pairs; "some links 10x slower"
     lines = []
     say = lambda s="": (print(s), lines.append(s))
-    say(f"# Gossip vs DiLoCo on a shaped network: {R} replicas of gpt-tiny in network namespaces, "
-        f"H = {H}, {rounds} rounds")
+    say(f"# Gossip vs DiLoCo on a shaped network: {R} replicas of gpt-tiny"
+        f"{' (smoke size)' if SMOKE else ''} in network namespaces, H = {H}, {rounds} rounds")
     say(f"# links: {fast} Mbit/s, except replica pairs {slow_pairs} at {slow} Mbit/s (tc htb, "
         "per-destination classes); 1 thread per replica")
-    nets = Namespaces(R, fast, slow_pairs, slow)
+    try:
+        nets = Namespaces(R, fast, slow_pairs, slow)
+    except RuntimeError as e:  # e.g. a container without network namespaces or htb
+        text = str(e)
+        if any(w in text for w in ("ip netns add", "Operation not permitted",
+                                   "qdisc kind is unknown")):
+            benchutil.skip("cannot make shaped network namespaces here: %s"
+                           % " ".join(text.split())[:200])
+        raise
     try:
         results = {}
         for name, extra in (("DiLoCo (complete graph, outer momentum 0.9)",
@@ -204,11 +261,17 @@ def network():
                               "train.outer_momentum=0.5"])):
             # The plan's simulated clock: the fast link, a third of the links
             # 10x slower (the model draws which), 1 s per local step.
-            p = plan(re.sub(r"\W+", "-", name), f"train.replicas={R}", f"train.local_steps={H}",
+            slug = re.sub(r"\W+", "-", name).strip("-")
+            p = plan(slug, f"train.replicas={R}", f"train.local_steps={H}",
                      f"train.steps={rounds * H}", "train.eval_interval=100000",
                      f"train.net_bandwidth={fast * 1e6 / 8:.0f}", "train.net_slow_links=0.34",
                      "train.net_slow_link_factor=10", *extra)
-            outs = [os.path.join(WORK, f"o{i}") for i in range(R)]
+            # Fresh folders per run and replica: stretto-run refuses to write
+            # over an earlier run's checkpoints (a new run never overwrites).
+            outs = [os.path.join(WORK, "runs", slug, f"replica{i}") for i in range(R)]
+            for o in outs:
+                if os.path.exists(o):
+                    raise RuntimeError(f"{o} exists: every run needs fresh --out folders")
             e = env(1)
             e["STRETTO_JOB_TOKEN"] = "bench-" + str(os.getpid())
             procs = []
@@ -217,15 +280,22 @@ def network():
                 procs.append(subprocess.Popen(
                     ["ip", "netns", "exec", nets.ns(i), RUN, p, "--nnodes", str(R), "--node-rank",
                      str(i), "--nproc", "1", "--master-addr", nets.ip(0), "--master-port", "29641",
-                     "--timeout", "600", "--out", outs[i]], cwd=WORK, env=e,
+                     "--timeout", "600", "--on-peer-failure=stop", "--out", outs[i]], cwd=WORK, env=e,
                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True))
             texts = [q.communicate(timeout=3600)[0] for q in procs]
             wall = time.time() - t0
-            for q, t in zip(procs, texts):
-                if q.returncode != 0:
-                    raise RuntimeError(t[-3000:])
+            for i, (q, t) in enumerate(zip(procs, texts)):
+                if q.returncode != 0 or RANK_FAILED.search(t):
+                    raise RuntimeError(f"{name}: replica {i} exited with status {q.returncode}:\n"
+                                       + t[-3000:])
             rows = [json.loads(l) for l in open(os.path.join(outs[0], "metrics.jsonl"))]
             c = comm(texts[0] + "".join(texts[1:]))
+            expect(len(rows) == rounds and [r["round"] for r in rows] == list(range(1, rounds + 1)),
+                   f"{name}: metrics.jsonl has rounds 1..{rounds}")
+            expect(all(math.isfinite(r["loss"]) for r in rows), f"{name}: finite round losses")
+            expect(sorted(x[0] for x in c) == list(range(R)),
+                   f"{name}: a comm line from each of the {R} replicas")
+            expect(all(x[1] > 0 for x in c), f"{name}: every replica sent bytes")
             results[name] = (rows, wall, c, texts[0])
         # The simulated clock of the same runs (in-process, same slow links).
         say()
@@ -242,6 +312,7 @@ def network():
         say(f"Wall-clock to the target loss {target:.4f} (the worse method's best round loss):")
         for name, (rows, wall, c, text0) in results.items():
             hit = next((r for r in rows if r["loss"] <= target), None)
+            expect(hit is not None, f"{name}: reaches the target loss")
             if hit and "elapsed_s" in hit:
                 say(f"- {name}: round {hit['round']}, {hit['elapsed_s']:.1f} s")
             elif hit:
@@ -257,19 +328,39 @@ def network():
 
 
 def main():
-    what = sys.argv[1] if len(sys.argv) > 1 else "throughput"
-    os.makedirs(RESULTS, exist_ok=True)
+    global WORK, SMOKE, ENV
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("what", nargs="?", default="throughput", choices=["throughput", "network"])
+    ap.add_argument("--smoke", action="store_true",
+                    help="tiny sizes, results into a scratch folder, checks; seconds")
+    ap.add_argument("--results", help="folder for WHAT.md (default bench/results/dist; "
+                                      "--smoke: a scratch folder)")
+    a = ap.parse_args()
+    SMOKE = a.smoke
+    benchutil.require("stretto-train", "stretto-run")
+    if a.what == "network" and (os.geteuid() != 0 or not shutil.which("tc")
+                                or not shutil.which("ip")):
+        benchutil.skip("dist_bench.py network needs root, ip (iproute2) and tc")
+    results = a.results or (benchutil.scratch("dist_bench-" + a.what) if SMOKE else RESULTS)
+    if SMOKE:
+        benchutil.refuse_committed(results)
+        ENV = benchutil.smoke_env(results)
+    os.makedirs(results, exist_ok=True)
+    WORK = tempfile.mkdtemp(prefix="stretto-distbench-")
+    command = "python3 bench/dist/dist_bench.py " + a.what + (" --smoke" if SMOKE else "")
+    # The header as the run starts (the commit and tree it ran from).
+    header = hostinfo.header(note="2-core shared VM", prefix="# ", command=command)
     try:
-        lines = throughput() if what == "throughput" else network()
+        lines = throughput() if a.what == "throughput" else network()
     finally:
         shutil.rmtree(WORK, ignore_errors=True)
-    path = os.path.join(RESULTS, f"{what}.md")
+    path = os.path.join(results, f"{a.what}.md")
     with open(path, "w") as f:
-        f.write(hostinfo.header(note="2-core shared VM", prefix="# ",
-                                command=f"python3 bench/dist/dist_bench.py {what}"))
+        f.write(header)
         f.write("\n".join(lines) + "\n")
     print(f"wrote {path}")
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -1,27 +1,60 @@
 #!/bin/bash
 # Packs what a GPU machine needs to check and time the CUDA runtime, into
 # gpu-bundle/ (git-ignored): stretto-run (the runtime alone, no MLIR), the
-# shared libraries it needs beyond glibc, trainer plans of the examples, and
-# the corpus. Run here after `make build`; then, on a machine with a GPU
-# (the device tool: carry gpu-bundle, run bench/gpu/device-check.sh).
+# shared libraries it needs beyond glibc, trainer plans of the examples, the
+# corpus, device-check.sh and compare_runs.py. Run here after `make build`;
+# then, on a machine with a GPU (the device tool: carry gpu-bundle, run
+# bench/gpu/device-check.sh).
+#
+#   bench/gpu/bundle.sh                 # gpu-bundle/, and bench/results/gpu/bundle.txt
+#   bench/gpu/bundle.sh --smoke DIR     # DIR/gpu-bundle with the plans at the smoke
+#                                       # model's size, DIR/bundle.txt (never
+#                                       # bench/results); then device-check.sh --dry-run DIR
+#
+# BUILD names the build folder (default build; STRETTO_BUILD too). Exit
+# status non-zero when a step fails or (--smoke) the bundle lacks a file
+# device-check.sh reads.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-BUILD=${BUILD:-build}
+BUILD=${BUILD:-${STRETTO_BUILD:-build}}
 B=gpu-bundle
-rm -rf $B && mkdir -p $B/bin $B/lib $B/plans $B/data
-cp $BUILD/bin/stretto-run $B/bin/
-for lib in $(ldd $BUILD/bin/stretto-run | awk '/=>/ {print $3}'); do
+R=bench/results/gpu/bundle.txt
+SMOKE=()
+GZIP=-9
+if [ "${1:-}" = "--smoke" ]; then
+  DIR=${2:?usage: bundle.sh --smoke DIR}
+  case "$(realpath -m "$DIR")/" in
+    "$(realpath bench/results)"/*|"$(realpath docs)"/*)
+      echo "bundle.sh --smoke: $DIR is inside bench/results or docs" >&2; exit 1 ;;
+  esac
+  mkdir -p "$DIR"
+  B=$DIR/gpu-bundle
+  R=$DIR/bundle.txt
+  # The smoke model (bench/benchutil.py SMOKE_MODEL, whose kernels the
+  # other smoke tests share); fast gzip: the same steps, seconds.
+  SMOKE=(model.name=smoke model.layers=1 model.heads=2 model.d_model=16 model.seq_len=8
+         model.batch=4 model.vocab=256)
+  GZIP=-1
+  export STRETTO_CACHE_DIR=${STRETTO_CACHE_DIR:-$DIR/kernel-cache}
+fi
+rm -rf "$B" && mkdir -p "$B/bin" "$B/lib" "$B/plans" "$B/data"
+cp "$BUILD/bin/stretto-run" "$B/bin/"
+for lib in $(ldd "$BUILD/bin/stretto-run" | awk '/=>/ {print $3}'); do
   case $(basename "$lib") in
     libc.so*|libm.so*) ;; # the machine's own glibc
-    *) cp -L "$lib" $B/lib/ ;;
+    *) cp -L "$lib" "$B/lib/" ;;
   esac
 done
-cp data/kjv.txt $B/data/
+cp data/kjv.txt "$B/data/"
 export STRETTO_CACHE_DIR=${STRETTO_CACHE_DIR:-/tmp/stretto-bundle-cache}
 plan() { # name config overrides...
   local name=$1 config=$2
   shift 2
-  $BUILD/bin/stretto-train "$config" "$@" --save-plan $B/plans/$name.plan --quiet
+  local size=()
+  case $config in *gpt*) size=("${SMOKE[@]}") ;; esac
+  # (the plan's own overrides last: a 2-stage plan keeps its 2 layers)
+  "$BUILD/bin/stretto-train" "$config" ${size[@]+"${size[@]}"} "$@" \
+    --save-plan "$B/plans/$name.plan" --quiet
 }
 plan mlp-sgd examples/mlp.toml
 plan gpt-tiny examples/gpt-tiny.toml
@@ -30,22 +63,35 @@ plan gpt-tiny-2bw-ef examples/gpt-tiny.toml train.sync=2bw train.ef_lambda=0.5 t
 plan gpt-tiny-micro2 examples/gpt-tiny.toml train.micro_batches=2
 plan gpt-mini examples/gpt-mini.toml
 plan pipe2-gpt-tiny-2bw examples/gpt-tiny.toml train.stages=2 train.micro_batches=4 \
-  train.sync=2bw train.ef_lambda=0.5 train.grad_clip=0
+  train.sync=2bw train.ef_lambda=0.5 train.grad_clip=0 model.layers=2
 plan gossip4-gpt-tiny examples/gpt-tiny.toml train.sync=gossip train.replicas=4 \
   train.local_steps=5 train.topology=ring
-cp bench/gpu/device-check.sh $B/
+cp bench/gpu/device-check.sh bench/gpu/compare_runs.py "$B/"
 # The device tool carries at most 64 MiB with the repository: compressed
 # (device-check.sh unpacks them).
-gzip -9 $B/plans/*.plan $B/lib/libopenblas.so.0 $B/data/kjv.txt
-du -sh $B
+gzip $GZIP "$B"/plans/*.plan "$B/lib/libopenblas.so.0" "$B/data/kjv.txt"
+du -sh "$B"
 # The bundle's size, under the host header, for the README.
-R=bench/results/gpu/bundle.txt
-mkdir -p "$(dirname $R)"
+mkdir -p "$(dirname "$R")"
 {
-  python3 bench/hostinfo.py --command "bench/gpu/bundle.sh"
+  python3 bench/hostinfo.py --command "bench/gpu/bundle.sh${SMOKE[*]:+ --smoke}"
   echo
-  echo "total (du -sb $B): $(du -sb $B | cut -f1) bytes; (du -sh) $(du -sh $B | cut -f1)"
+  echo "total (du -sb $B): $(du -sb "$B" | cut -f1) bytes; (du -sh) $(du -sh "$B" | cut -f1)"
   echo "files (bytes):"
-  (cd $B && find . -type f -printf '%s %p\n' | sort -k2)
-} > $R
+  (cd "$B" && find . -type f -printf '%s %p\n' | sort -k2)
+} > "$R"
 echo "wrote $R"
+if [ ${#SMOKE[@]} -gt 0 ]; then
+  # What device-check.sh reads, and the device tool's 64 MiB.
+  missing=0
+  for f in bin/stretto-run device-check.sh compare_runs.py data/kjv.txt.gz lib/libopenblas.so.0.gz \
+           plans/{mlp-sgd,gpt-tiny,gpt-tiny-muon,gpt-tiny-2bw-ef,gpt-tiny-micro2,gpt-mini,pipe2-gpt-tiny-2bw,gossip4-gpt-tiny}.plan.gz; do
+    [ -s "$B/$f" ] || { echo "FAILED: the bundle lacks $f"; missing=1; }
+  done
+  bytes=$(du -sb "$B" | cut -f1)
+  [ "$bytes" -lt $((64 * 1024 * 1024)) ] || { echo "FAILED: $bytes bytes, over 64 MiB"; missing=1; }
+  LD_LIBRARY_PATH=$B/lib "$B/bin/stretto-run" --help >/dev/null ||
+    { echo "FAILED: the bundled stretto-run does not start"; missing=1; }
+  [ $missing -eq 0 ] && echo "ok: the bundle holds every file device-check.sh reads, $bytes bytes"
+  exit $missing
+fi

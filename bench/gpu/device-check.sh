@@ -2,65 +2,200 @@
 # On a machine with an NVIDIA GPU, from the repository root with
 # gpu-bundle/ (bench/gpu/bundle.sh) next to it: checks the CUDA runtime
 # against the reference executor on every bundled plan, in f32 and with
-# bf16 GEMMs, then times gpt-tiny and gpt-mini on the GPU and on the CPU.
-# Writes everything to ${OUT:-gpu-results}/device-check.txt. Prints figures;
-# the checks' exit codes are reported, never hidden.
+# bf16 GEMMs; checks that the GPU runs of the pipeline, gossip and
+# data-parallel plans give the CPU run's losses and parameters; then times
+# gpt-tiny and gpt-mini on the GPU and on the CPU. Writes everything to
+# ${OUT:-gpu-results}/device-check.txt and the check lines to summary.txt
+# (one `kit-check: NAME: ok|FAILED|SKIPPED (why)` line per check).
+#
+#   bench/gpu/device-check.sh                 # on the GPU machine
+#   bench/gpu/device-check.sh --dry-run DIR   # here, without a GPU, on the bundle of
+#                                             # `bundle.sh --smoke DIR`
+#
+# Comparisons (bench/gpu/compare_runs.py): the same plan, the same 20 steps,
+# on the GPU and on the CPU: every step's (or gossip round's) train and
+# validation loss within 1e-3 relative (|a-b|/(1+|b|), stretto-run --check's
+# measure), every parameter tensor within 1e-2 relative L2 (key third of
+# the qkv biases left out), 10x --check's tolerances for 4x its steps.
+#
+# Data parallelism on one GPU: NCCL refuses two ranks on one device, and a
+# one-rank NCCL all-reduce is the identity (it cannot show a reduction
+# bug). So the reduction is checked with 2 ranks on the GPU whose gradients
+# are all-reduced through host memory over Gloo (STRETTO_NCCL=0), against
+# 2 ranks on the CPU: a rank whose gradient the sum dropped or doubled
+# trains on other data and fails the comparison (the self-test below shows
+# a 1-rank run, i.e. rank 1's half of the batch dropped, failing it). Two
+# NCCL ranks are tried as well: on a machine with 2+ GPUs they run (one
+# device per LOCAL_RANK) and are compared the same way; on one GPU NCCL's
+# refusal is reported as not run, never as passed. --nccl-check stays, as
+# what it is: NCCL's API on one rank (an identity sum).
+#
+# --dry-run: the same script logic with the CPU in the GPU's place (the
+# comparisons run, and the self-tests must see the mutated runs differ);
+# what needs a GPU (bf16 GEMMs against the CPU, timings, the profile, the
+# NCCL self-check, NCCL ranks) is listed as skipped. Exit status: 0 when
+# every check that ran passed, 1 when one failed, 77 (skipped) without
+# --dry-run on a machine without an NVIDIA GPU.
 set -u
 B=gpu-bundle
 OUT=${OUT:-gpu-results}
+GPU=cuda
+DRY=0
+if [ "${1:-}" = "--dry-run" ]; then
+  DRY=1
+  GPU=cpu # the GPU's runs, on the CPU
+  DIR=${2:?usage: device-check.sh --dry-run DIR (the folder of bundle.sh --smoke DIR)}
+  B=$DIR/gpu-bundle
+  OUT=$DIR/gpu-results
+fi
+[ -d "$B" ] || { echo "no $B: run bench/gpu/bundle.sh first"; exit 1; }
+B=$(cd "$B" && pwd)
+rm -rf "$OUT"
 mkdir -p "$OUT"
+OUT=$(cd "$OUT" && pwd)
 LOG=$OUT/device-check.txt
+RUNS=$OUT/runs
+mkdir -p "$RUNS"
 # bundle.sh compressed the plans, OpenBLAS and the corpus.
-find $B -name '*.gz' -exec gunzip -f {} +
+find "$B" -name '*.gz' -exec gunzip -f {} +
 # NVRTC and cuBLASLt: the toolkit's, else PyTorch's wheels.
 EXTRA=$(ls -d /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib 2>/dev/null | tr '\n' ':')
 EXTRA=$EXTRA$(python3 -c 'import nvidia, os; print(":".join(os.path.join(p, d, "lib") for p in nvidia.__path__ for d in os.listdir(p)))' 2>/dev/null)
-export LD_LIBRARY_PATH=$PWD/$B/lib:$EXTRA:${LD_LIBRARY_PATH:-}
-export STRETTO_CACHE_DIR=/tmp/stretto-cache
+export LD_LIBRARY_PATH=$B/lib:$EXTRA:${LD_LIBRARY_PATH:-}
+export STRETTO_CACHE_DIR=${STRETTO_CACHE_DIR:-/tmp/stretto-cache}
+SR=$B/bin/stretto-run
+DATA=(--data "$B/data/kjv.txt")
+COMPARE=(python3 "$B/compare_runs.py")
+FAILED=0
+SKIPPED=()
+: > "$LOG"
+say() { echo "$*" | tee -a "$LOG"; }
 run() {
   echo "\$ $*" | tee -a "$LOG"
   timeout 300 "$@" 2>&1 | tee -a "$LOG"
-  echo "exit status ${PIPESTATUS[0]}" | tee -a "$LOG"
+  local rc=${PIPESTATUS[0]}
+  echo "exit status $rc" | tee -a "$LOG"
+  return "$rc"
 }
-: > "$LOG"
-nvidia-smi -L 2>&1 | tee -a "$LOG"
-for p in $B/plans/*.plan; do
-  case $(basename "$p") in
-    pipe*|gossip*) # no --check: the same 20 steps on the GPU and the CPU
-      for dev in cuda cpu; do
-        run $B/bin/stretto-run "$p" --data $B/data/kjv.txt --device=$dev --steps 20
-      done ;;
+# A check: its command's exit status decides; a failure is counted.
+check() { # name command...
+  local name=$1
+  shift
+  if run "$@"; then say "kit-check: $name: ok"; else say "kit-check: $name: FAILED"; FAILED=$((FAILED + 1)); fi
+}
+# A run whose --out a comparison reads: a failed run is a failed check.
+trained() { # name out-folder stretto-run args...
+  local name=$1 out=$2
+  shift 2
+  rm -rf "$out"
+  if run "$SR" "$@" "${DATA[@]}" --out "$out" --quiet; then return 0; fi
+  say "kit-check: $name: FAILED (the run exited non-zero)"
+  FAILED=$((FAILED + 1))
+  return 1
+}
+same() { # name gpu-out cpu-out [compare_runs.py flags]
+  check "$1" "${COMPARE[@]}" "$@"
+}
+skip() { say "kit-check: $1: SKIPPED ($2)"; SKIPPED+=("$1"); }
+
+if [ $DRY -eq 1 ]; then
+  say "dry run: no GPU is used; every run marked GPU runs on the CPU (--device=cpu)"
+elif ! nvidia-smi -L 2>&1 | tee -a "$LOG" | grep -q '^GPU'; then
+  say "SKIPPED: no NVIDIA GPU here (nvidia-smi -L lists none); --dry-run DIR checks the script logic"
+  exit 77
+fi
+
+# 1. Every plan against the reference executor (stretto-run --check).
+for p in "$B"/plans/*.plan; do
+  n=$(basename "$p" .plan)
+  case $n in
+    pipe*|gossip*) ;; # --check runs one process of one-stage plans
     *)
-      run $B/bin/stretto-run "$p" --data $B/data/kjv.txt --device=cuda --check 5
-      run $B/bin/stretto-run "$p" --data $B/data/kjv.txt --device=cuda --precision=bf16 --check 5 ;;
+      check "$n: --check 5 on $GPU (f32)" "$SR" "$p" "${DATA[@]}" --device=$GPU --check 5
+      if [ $DRY -eq 1 ]; then
+        skip "$n: --check 5 with bf16 GEMMs on the GPU" "dry run: bf16 GEMMs are checked against the CPU's on a GPU only"
+      else
+        check "$n: --check 5 on $GPU (bf16 GEMMs)" "$SR" "$p" "${DATA[@]}" --device=$GPU --precision=bf16 --check 5
+      fi ;;
   esac
 done
-for p in gpt-tiny gpt-mini; do
-  for dev in cuda cpu; do
-    run $B/bin/stretto-run $B/plans/$p.plan --data $B/data/kjv.txt --device=$dev --steps 100 --log-interval 50
-  done
-  run $B/bin/stretto-run $B/plans/$p.plan --data $B/data/kjv.txt --device=cuda --precision=bf16 --steps 100 --log-interval 50
-  run $B/bin/stretto-run $B/plans/$p.plan --data $B/data/kjv.txt --device=cuda --steps 20 --profile --quiet
+
+# 2. Pipeline and gossip plans: the GPU run against the CPU run, 20 steps.
+for p in "$B"/plans/pipe*.plan "$B"/plans/gossip*.plan; do
+  n=$(basename "$p" .plan)
+  trained "$n on $GPU" "$RUNS/$n-gpu" "$p" --device=$GPU --steps 20 &&
+    trained "$n on cpu" "$RUNS/$n-cpu" "$p" --device=cpu --steps 20 &&
+    same "$n: $GPU run vs cpu run" "$RUNS/$n-gpu" "$RUNS/$n-cpu"
 done
-# NCCL: one rank (NCCL refuses two ranks on one GPU): init, send/recv to
-# itself, all-reduce, abort.
-run $B/bin/stretto-run --nccl-check
-# Two processes on the one GPU: a 2-stage pipeline whose activations and
-# cotangents are staged through the host over Gloo.
-run $B/bin/stretto-run $B/plans/pipe2-gpt-tiny-2bw.plan --data $B/data/kjv.txt --device=cuda \
-  --nproc 2 --timeout 120 --steps 20
-# Data parallelism on one rank with NCCL: the gradients all-reduced on the
-# GPU by a 1-rank NCCL communicator must give the plain GPU run's losses
-# (a 1-rank sum is the identity); with STRETTO_NCCL=0 they go through Gloo.
-run $B/bin/stretto-run $B/plans/gpt-tiny.plan --data $B/data/kjv.txt --device=cuda --steps 20 \
-  --out /tmp/dp-plain --quiet
-run $B/bin/stretto-run $B/plans/gpt-tiny.plan --data $B/data/kjv.txt --device=cuda --steps 20 \
-  --nproc 1 --timeout 120 --out /tmp/dp-nccl
-if cmp -s <(cut -d, -f1-3 /tmp/dp-plain/metrics.csv) <(cut -d, -f1-3 /tmp/dp-nccl/metrics.csv); then
-  echo "check: 1-rank NCCL data parallelism: the plain run's losses" | tee -a "$LOG"
-else
-  echo "check: 1-rank NCCL data parallelism: LOSSES DIFFER" | tee -a "$LOG"
-  diff <(cut -d, -f1-3 /tmp/dp-plain/metrics.csv) <(cut -d, -f1-3 /tmp/dp-nccl/metrics.csv) | head -5 | tee -a "$LOG"
+# The check can fail: the same plan from another seed must differ.
+n=pipe2-gpt-tiny-2bw
+if [ -d "$RUNS/$n-cpu" ]; then
+  trained "$n, seed 2" "$RUNS/$n-seed2" "$B/plans/$n.plan" --device=cpu --steps 20 --seed 2 &&
+    same "self-test: $n from another seed differs" "$RUNS/$n-seed2" "$RUNS/$n-cpu" --expect-differ
 fi
-grep -E "^check:|^done:|done:|^nccl-check|NCCL|exit status [^0]" "$LOG" > "$OUT/summary.txt"
-cat "$OUT/summary.txt"
+
+# 3. Two processes on the one GPU: a 2-stage pipeline whose activations and
+# cotangents are staged through the host over Gloo, against the CPU run.
+n=pipe2-gpt-tiny-2bw
+trained "$n, 2 processes on $GPU" "$RUNS/$n-gpu-2proc" "$B/plans/$n.plan" --device=$GPU \
+  --nproc 2 --timeout 120 --steps 20 &&
+  same "$n: 2 processes on $GPU vs 1 process on cpu" "$RUNS/$n-gpu-2proc" "$RUNS/$n-cpu"
+
+# 4. Data parallelism: 2 ranks of gpt-tiny (each half of the step's batch).
+p=$B/plans/gpt-tiny.plan
+trained "data parallel, 2 ranks on cpu" "$RUNS/dp2-cpu" "$p" --device=cpu --nproc 2 --timeout 120 --steps 20
+# 4a. GPU gradients all-reduced through host memory over Gloo (any GPU count).
+STRETTO_NCCL=0 trained "data parallel, 2 ranks on $GPU, Gloo" "$RUNS/dp2-gpu-gloo" "$p" \
+  --device=$GPU --nproc 2 --timeout 120 --steps 20 &&
+  same "data parallel: 2 ranks on $GPU (gradients over Gloo) vs 2 ranks on cpu" \
+    "$RUNS/dp2-gpu-gloo" "$RUNS/dp2-cpu"
+# 4b. Two NCCL ranks: real on 2+ GPUs; on one GPU NCCL refuses (not a pass).
+if [ $DRY -eq 1 ]; then
+  skip "data parallel: 2 NCCL ranks vs 2 ranks on cpu" "dry run: NCCL needs a GPU"
+else
+  gpus=$(nvidia-smi -L 2>/dev/null | grep -c '^GPU')
+  rm -rf "$RUNS/dp2-gpu-nccl"
+  if run "$SR" "$p" "${DATA[@]}" --device=cuda --nproc 2 --timeout 120 --steps 20 \
+       --out "$RUNS/dp2-gpu-nccl"; then
+    same "data parallel: 2 NCCL ranks on $gpus GPU(s) vs 2 ranks on cpu" "$RUNS/dp2-gpu-nccl" "$RUNS/dp2-cpu"
+  elif [ "$gpus" -lt 2 ]; then
+    skip "data parallel: 2 NCCL ranks" "one GPU: NCCL refuses two ranks on one device (4a checks the reduction)"
+  else
+    say "kit-check: data parallel: 2 NCCL ranks on $gpus GPUs: FAILED (the run exited non-zero)"
+    FAILED=$((FAILED + 1))
+  fi
+fi
+# 4c. NCCL's API on one rank: init, send/recv to itself, all-reduce, abort
+# (a one-rank sum is the identity: this checks the library binding, not a
+# reduction). The former "1-rank NCCL data parallelism" run is gone: with
+# --nproc 1 stretto-run starts no launcher and no communicator (a world of
+# one process), so it was the plain GPU run compared with itself.
+if [ $DRY -eq 1 ]; then
+  skip "NCCL self-check" "dry run: NCCL needs a GPU"
+else
+  check "NCCL self-check (one rank: init, send/recv, all-reduce, abort)" "$SR" --nccl-check
+fi
+# The check can fail: a run that drops rank 1's half of every batch (one
+# process of the same plan) must differ from the 2-rank run.
+trained "gpt-tiny, 1 rank on cpu" "$RUNS/dp1-cpu" "$p" --device=cpu --steps 20 &&
+  same "self-test: rank 1's gradients dropped differs from 2 ranks" "$RUNS/dp1-cpu" "$RUNS/dp2-cpu" --expect-differ
+
+# 5. Timings (figures, not checks).
+if [ $DRY -eq 1 ]; then
+  skip "timings of gpt-tiny and gpt-mini (GPU, CPU, bf16, profile)" "dry run: figures of a GPU"
+else
+  for n in gpt-tiny gpt-mini; do
+    for dev in cuda cpu; do
+      run "$SR" "$B/plans/$n.plan" "${DATA[@]}" --device=$dev --steps 100 --log-interval 50
+    done
+    run "$SR" "$B/plans/$n.plan" "${DATA[@]}" --device=cuda --precision=bf16 --steps 100 --log-interval 50
+    run "$SR" "$B/plans/$n.plan" "${DATA[@]}" --device=cuda --steps 20 --profile --quiet
+  done
+fi
+
+grep -E "^kit-check:|^check:|^compare |done:|^nccl-check|NCCL|exit status [^0]" "$LOG" > "$OUT/summary.txt"
+say ""
+say "device-check: $(grep -c '^kit-check: .*: ok$' "$LOG") checks passed, $FAILED failed, ${#SKIPPED[@]} skipped${SKIPPED[*]:+ (see the SKIPPED lines)}"
+[ $DRY -eq 1 ] && say "dry run: the script's logic ran with the CPU in the GPU's place; nothing about a GPU was checked"
+cp "$LOG" "$OUT/summary-full.txt" 2>/dev/null || true
+[ $FAILED -eq 0 ]

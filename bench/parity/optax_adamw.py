@@ -29,6 +29,10 @@ Where the two optimizers could differ, and how they are matched:
   - the learning-rate schedule: constant here (no warm-up, no clipping).
 
 Exit status: 0 parity holds, 1 it does not, 77 JAX/optax missing (the
+
+--smoke: the same check at a tiny size and few steps (parity_common.py),
+its files kept in $STRETTO_SMOKE_DIR or a temporary folder (ctest
+bench-smoke-parity-*).
 harness reports itself skipped, never passed).
 """
 
@@ -96,6 +100,7 @@ def main():
                             "wd-not-scaled-by-lr"],
                    help="change the optax side on purpose (to show the check sees it)")
     a = p.parse_args()
+    common.finish_arguments(p, a, "optax_adamw")
     return common.check(a, "optax %s, jax %s" % (optax.__version__, jax.__version__), run_optax)
 
 

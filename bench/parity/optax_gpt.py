@@ -42,6 +42,10 @@ rounding has moved the two trajectories apart, so only the curves'
 levels are comparable there.
 
 Exit status: 0 parity holds, 1 it does not, 77 JAX/optax missing.
+
+--smoke: the same check at a tiny size and few steps (parity_common.py),
+its files kept in $STRETTO_SMOKE_DIR or a temporary folder (ctest
+bench-smoke-parity-*).
 """
 
 import argparse

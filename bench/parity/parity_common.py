@@ -4,6 +4,12 @@ weights, a Stretto run read back step by step, and the comparison.
 
 The frameworks' sides (optax_adamw.py, torch_adamw.py) only build the same
 model and optimizer and return their losses and parameter snapshots.
+
+--smoke (every parity script): the same check at a tiny size and few steps
+(the GPT in delay-EF mode with 2 micro-batches), its files kept
+in a scratch folder ($STRETTO_SMOKE_DIR/<script> or a temporary one); the
+exit status is the check's (0 PASS, 1 FAIL, 77 the framework is missing).
+STRETTO_BUILD names another build folder.
 """
 import argparse
 import json
@@ -12,9 +18,13 @@ import os
 import shutil
 import struct
 import subprocess
+import sys
 import tempfile
 
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import benchutil  # noqa: E402
 
 MASK = (1 << 64) - 1
 
@@ -175,12 +185,31 @@ def rel(a, b):
     return float(np.linalg.norm(a - b) / max(np.linalg.norm(b), 1e-30))
 
 
+def add_smoke_argument(p):
+    p.add_argument("--smoke", action="store_true",
+                   help="a tiny size and few steps, files kept in a scratch folder (seconds)")
+
+
+def smoke_work(a, name):
+    """--smoke: the work folder (kept) in the smoke scratch folder."""
+    if not a.work:  # fresh: stretto-run refuses an earlier run's checkpoints
+        a.work = benchutil.fresh(os.path.join(benchutil.scratch(name), "work"))
+    benchutil.refuse_committed(a.work)
+    os.environ.update(benchutil.smoke_env(a.work))
+
+
+def finish_arguments(p, a, name):
+    """The MLP checks' --smoke: 10 steps, parameters compared every 5."""
+    if a.smoke:
+        a.steps, a.param_every = 10, 5
+        smoke_work(a, name)
+
+
 def add_arguments(p):
     """The model, the optimizer settings and the tolerances, shared."""
-    here = os.path.dirname(os.path.abspath(__file__))
-    bindir = os.path.join(here, "..", "..", "build", "bin")
-    p.add_argument("--stretto-train", default=os.path.join(bindir, "stretto-train"))
-    p.add_argument("--stretto-run", default=os.path.join(bindir, "stretto-run"))
+    p.add_argument("--stretto-train", default=benchutil.binary("stretto-train"))
+    p.add_argument("--stretto-run", default=benchutil.binary("stretto-run"))
+    add_smoke_argument(p)
     p.add_argument("--executor", default="compiled", choices=["compiled", "reference"])
     p.add_argument("--steps", type=int, default=50)
     p.add_argument("--param-every", type=int, default=10)
@@ -413,9 +442,9 @@ def run_stretto_config(a, work, config_text, init_path, checkpoints):
 def add_gpt_arguments(p):
     """The GPT checks' model, optimizer, mode and tolerance options."""
     here = os.path.dirname(os.path.abspath(__file__))
-    bindir = os.path.join(here, "..", "..", "build", "bin")
-    p.add_argument("--stretto-train", default=os.path.join(bindir, "stretto-train"))
-    p.add_argument("--stretto-run", default=os.path.join(bindir, "stretto-run"))
+    p.add_argument("--stretto-train", default=benchutil.binary("stretto-train"))
+    p.add_argument("--stretto-run", default=benchutil.binary("stretto-run"))
+    add_smoke_argument(p)
     p.add_argument("--executor", default="compiled", choices=["compiled", "reference"])
     p.add_argument("--dtype", default="f32", choices=["f32", "f64"],
                    help="f64: Stretto's reference executor and JAX in double precision")
@@ -459,7 +488,20 @@ def add_gpt_arguments(p):
     p.add_argument("--work", help="keep the files here (default: a temporary folder)")
 
 
-def finish_gpt_arguments(p, a):
+# --smoke's GPT: one layer (the framework's compile of the model is most of
+# the time), in the mode with the most machinery (the delay, error
+# feedback, 2 micro-batches), 10 steps, parameters compared at steps 5 and
+# 10. (test/lit/Train/parity-optax-gpt.test runs 2 layers on 2 stages.)
+GPT_SMOKE = dict(layers=1, d_model=16, heads=2, seq_len=8, batch=8, vocab=128, steps=10,
+                 warmup=3, param_every=5, eps=1e-6, mode="delay-ef", ef_lambda=0.5, stages=1,
+                 micro_batches=2)
+
+
+def finish_gpt_arguments(p, a, name=None):
+    if a.smoke:
+        for k, v in GPT_SMOKE.items():
+            setattr(a, k, v)
+        smoke_work(a, name or os.path.splitext(os.path.basename(sys.argv[0]))[0])
     if a.dtype == "f64":
         a.executor = "reference"
     if a.batch % a.micro_batches:

@@ -16,6 +16,10 @@ torch.optim.AdamW against Stretto's AdamW:
   - amsgrad, maximize, foreach/fused: defaults (off / per-tensor loop).
 
 Exit status: 0 parity holds, 1 it does not, 77 PyTorch missing (skipped).
+
+--smoke: the same check at a tiny size and few steps (parity_common.py),
+its files kept in $STRETTO_SMOKE_DIR or a temporary folder (ctest
+bench-smoke-parity-*).
 """
 import argparse
 import os
@@ -72,6 +76,7 @@ def main():
     p.add_argument("--mutate", default="none", choices=["none", "decay-biases"],
                    help="change the PyTorch side on purpose (to show the check sees it)")
     a = p.parse_args()
+    common.finish_arguments(p, a, "torch_adamw")
     torch.set_num_threads(max(1, min(4, os.cpu_count() or 1)))
     return common.check(a, "torch %s" % torch.__version__, run_torch)
 

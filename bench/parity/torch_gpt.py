@@ -40,6 +40,10 @@ u(t) = (x(t) − x'(t+1)) / lr_group(t) from the optimizer's step x'(t+1) and
 sets x(t+1) = x(t) − lr_group(t)·[u(t) + λ(u(t) − u(t−1))], u(−1) = u(0).
 
 Exit status: 0 parity holds, 1 it does not, 77 PyTorch missing (skipped).
+
+--smoke: the same check at a tiny size and few steps (parity_common.py),
+its files kept in $STRETTO_SMOKE_DIR or a temporary folder (ctest
+bench-smoke-parity-*).
 """
 import argparse
 import os
