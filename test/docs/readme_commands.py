@@ -41,7 +41,9 @@ links: every Markdown link and image of README.md, docs/guide/,
 docs/results/ and docs/experiments/ (outside code) that is not a URL must
 name an existing file or folder, and a `#anchor` must be a heading of the
 target page (GitHub's slugs). Every page of docs/guide/ and docs/results/
-must be reachable from README.md by such links.
+must be reachable from README.md by such links, and every docs/*.md page
+that a tool's --help or error text names (tools/*/*.cpp,
+runtime/RunPlan.cpp) must exist.
 
 Exit status 0 when everything that ran passed, 1 otherwise.
 """
@@ -441,6 +443,22 @@ def check_links(pages):
     for page in pages:
         if rel(page).startswith(("docs/guide/", "docs/results/")) and page not in seen:
             bad.append(f"{rel(page)}: not reachable by links from README.md")
+    # The pages that --help texts and error messages point to exist.
+    sources = [os.path.join(ROOT, "runtime", "RunPlan.cpp")]
+    tools = os.path.join(ROOT, "tools")
+    for d in sorted(os.listdir(tools)):
+        if os.path.isdir(os.path.join(tools, d)):
+            sources += [os.path.join(tools, d, f) for f in sorted(os.listdir(os.path.join(tools, d)))
+                        if f.endswith(".cpp")]
+    for src in sources:
+        for number, line in enumerate(open(src, encoding="utf-8"), 1):
+            for m in re.finditer(r"docs/[\w./-]+\.md(?:#[\w-]+)?", line):
+                checked += 1
+                path, _, anchor = m.group(0).partition("#")
+                if not os.path.exists(os.path.join(ROOT, path)):
+                    bad.append(f"{rel(src)}:{number}: {m.group(0)}: no such page")
+                elif anchor and anchor not in anchors(os.path.join(ROOT, path)):
+                    bad.append(f"{rel(src)}:{number}: {m.group(0)}: no such heading")
     for b in bad:
         print("BROKEN " + b)
     print(f"{checked} links in {len(pages)} pages checked, {len(bad)} broken")
