@@ -19,7 +19,8 @@ commands of the page. A command fails the test when it exits non-zero: a
 renamed flag, a removed config key or a tool that no longer runs.
 
 Training is capped so that the whole test takes minutes on 2 cores:
-- stretto-train gets `train.steps=S train.warmup_steps=1` appended (S is 4,
+- stretto-train gets `train.steps=S train.warmup_steps=1
+  train.eval_batches=2` appended (S is 4,
   or what a `<!-- test: steps=N -->` line right before the block says, for
   gossip runs whose local steps need more), and an explicit `--steps N` is
   set to S; `--help` lines are left alone;
@@ -28,7 +29,9 @@ Training is capped so that the whole test takes minutes on 2 cores:
 - stretto-bench-train gets `--steps 2 --ref-steps 1`, stretto-sample
   `--tokens 16`;
 - stretto-run trains from plans the page compiled, so their (capped) steps.
-`list` prints every command as it would run.
+`list` prints every command as it would run. OMP_NUM_THREADS is 1 unless
+set, and the kernel cache is BUILD_DIR/docs-test-kernels unless
+STRETTO_CACHE_DIR is set.
 
 A block preceded by `<!-- test: skip (REASON) -->` is not run (it needs a
 GPU, several machines or a cluster scheduler, or it is the set-up and the
@@ -185,6 +188,13 @@ def tool_of(words):
     return -1, None
 
 
+def split_words(command):
+    try:
+        return shlex.split(command)
+    except ValueError:
+        return command.split()
+
+
 def has_flag(words, flag):
     return any(w == flag or w.startswith(flag + "=") for w in words)
 
@@ -201,7 +211,7 @@ def cap_segment(segment, steps):
     if tool == "stretto-train":
         if has_flag(words, "--steps"):
             segment = re.sub(r"--steps(=|\s+)\d+", f"--steps\\g<1>{steps}", segment)
-        add += [f"train.steps={steps}", "train.warmup_steps=1"]
+        add += [f"train.steps={steps}", "train.warmup_steps=1", "train.eval_batches=2"]
     elif tool == "stretto-tune":
         for flag, value in (("--profile-runs", 1), ("--profile-steps", 2),
                             ("--measure-steps", 3), ("--repeats", 1), ("--top", 1)):
@@ -284,6 +294,10 @@ def page_folder(build):
 def run_commands(build, pages, keep):
     env = dict(os.environ)
     env.setdefault("STRETTO_CACHE_DIR", os.path.join(os.path.abspath(build), "docs-test-kernels"))
+    # One thread per process unless told otherwise: on a loaded machine (CI
+    # runs other tests beside this one) OpenMP threads that wait for a busy
+    # core make a step many times slower.
+    env.setdefault("OMP_NUM_THREADS", "1")
     ran, skipped, failed = 0, [], []
     start = time.time()
     for page in pages:
@@ -304,8 +318,10 @@ def run_commands(build, pages, keep):
                         print(f"FAIL  {where}  {cmd}\n      {'; '.join(problems)}", flush=True)
                     else:
                         skipped.append((where, cmd, directives["skip"]))
-                        print(f"SKIP  {where}  {cmd}\n      ({directives['skip']}; its flags "
-                              f"are in the tools' --help)", flush=True)
+                        checked = "; its flags are in the tool's --help" \
+                            if tool_of(split_words(cmd))[1] else ""
+                        print(f"SKIP  {where}  {cmd}\n      ({directives['skip']}{checked})",
+                              flush=True)
                     continue
                 run = capped(cmd, steps)
                 t0 = time.time()
@@ -313,11 +329,12 @@ def run_commands(build, pages, keep):
                     r = subprocess.run(["bash", "-c", "set -eo pipefail\n" + prelude + run],
                                        cwd=work, env=env, stdout=subprocess.PIPE,
                                        stderr=subprocess.STDOUT, text=True,
-                                       timeout=COMMAND_TIMEOUT)
+                                       errors="replace", timeout=COMMAND_TIMEOUT)
                     rc, output = r.returncode, r.stdout
                 except subprocess.TimeoutExpired as e:
-                    rc, output = "timeout", (e.stdout or b"").decode(errors="replace") \
-                        if isinstance(e.stdout, bytes) else (e.stdout or "")
+                    out = e.stdout or ""
+                    rc = f"timeout after {COMMAND_TIMEOUT} s"
+                    output = out.decode(errors="replace") if isinstance(out, bytes) else out
                 dt = time.time() - t0
                 ran += 1
                 shown = run if run == cmd else f"{cmd}\n      ran as: {run}"
