@@ -172,7 +172,10 @@ const char *const stretto::kRunFlagsHelp =
     "  [--log-dir DIR]; in each rank --timeout S (300) bounds rendezvous and every wait,\n"
     "  --iface NAME, --rendezvous file:DIR, --on-peer-failure stop|continue (default:\n"
     "  continue for gossip and DiLoCo replicas, which drop a dead peer and finish; stop\n"
-    "  for pipeline stages and data-parallel ranks, where every rank is needed).\n";
+    "  for pipeline stages and data-parallel ranks, where every rank is needed).\n"
+    "More in the guide: docs/guide/training.md (steps, resume, --init-from),\n"
+    "  docs/guide/devices.md (--device, --precision, --executor, --check, plan files),\n"
+    "  docs/guide/distributed.md (several processes and machines, faults).\n";
 
 namespace {
 using D = RunFlagSpec::Destination;

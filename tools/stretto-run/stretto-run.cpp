@@ -36,7 +36,9 @@ const char *kUsage =
     "--nproc N starts N ranks here (one per pipeline stage; a one-stage plan runs\n"
     "synchronous data parallelism); under torchrun-style variables, mpirun or srun\n"
     "each process is one rank. --steps defaults to the plan's; the learning-rate\n"
-    "schedule was fixed when the plan was compiled (recompile with train.steps=N).\n";
+    "schedule was fixed when the plan was compiled (recompile with train.steps=N).\n"
+    "Plan files and --check: docs/guide/devices.md; several processes and machines:\n"
+    "docs/guide/distributed.md.\n";
 
 int fail(const std::string &msg) {
   std::cerr << "stretto-run: " << msg << "\n";

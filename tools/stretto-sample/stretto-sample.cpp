@@ -28,7 +28,8 @@ static cl::opt<uint64_t> seed("seed", cl::desc("Sampling seed"), cl::init(1), cl
 static const char *const kOverview =
     "stretto-sample: continue a prompt with a trained byte-level GPT\n\n"
     "  stretto-sample examples/gpt-tiny.toml --checkpoint runs/gpt-tiny/checkpoint.bin "
-    "--prompt \"And God said\"\n";
+    "--prompt \"And God said\"\n\n"
+    "Training the model first: docs/guide/training.md\n";
 
 int main(int argc, char **argv) {
   cl::HideUnrelatedOptions(cat);

@@ -66,6 +66,10 @@ Examples:
   stretto-train examples/gpt-tiny.toml train.sync=gossip train.replicas=4 \
       train.local_steps=10 train.topology=one-peer               gossip outer optimizer
   stretto-sample examples/gpt-tiny.toml --checkpoint runs/tiny/checkpoint.bin
+
+The guide, docs/guide/README.md: configs and resume (training.md), pipelines
+(pipelines.md), gossip and DiLoCo (gossip.md), --nproc (distributed.md),
+--dump and --profile (inspecting.md).
 )";
 
 namespace {
@@ -113,7 +117,8 @@ int launchTraining(int argc, char **argv) {
     std::string a = rest[i], name = a.substr(0, a.find('='));
     bool inl = a.find('=') != std::string::npos && a.rfind("--", 0) == 0;
     if (name == "--save-plan")
-      return fail("--save-plan compiles a plan for later; it does not combine with --nproc");
+      return fail("--save-plan compiles a plan for later; it does not combine with --nproc "
+                  "(run the plan with `stretto-run PLAN --nproc N`: docs/guide/distributed.md)");
     const RunFlagSpec *spec = findRunFlag(name);
     std::vector<std::string> item = {a};
     if (!inl && spec && spec->takesValue && i + 1 < rest.size())

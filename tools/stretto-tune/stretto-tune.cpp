@@ -604,7 +604,9 @@ std::string ms(double s) {
 
 static const char *const kOverview =
     "stretto-tune: profile a model's partition units, search stage partitions (DP under "
-    "memory limits), simulate and measure the best, write the winner\n";
+    "memory limits), simulate and measure the best, write the winner\n\n"
+    "  stretto-tune examples/gpt-wide-head.toml --stages 2\n\n"
+    "How it works and how to read its report: docs/guide/tuning.md\n";
 
 int main(int argc, char **argv) {
   cl::HideUnrelatedOptions(cat);
