@@ -290,6 +290,15 @@ def Train_ReluOp : Train_UnaryOp<"relu", [Differentiable]> { let summary = "max(
 def Train_SiluOp : Train_UnaryOp<"silu", [Differentiable]> {
   let summary = "SiLU (swish): x * sigmoid(x) = x / (1 + e^-x)";
 }
+def Train_ErfOp : Train_UnaryOp<"erf", [Differentiable]> {
+  let summary = "the error function erf(x) = 2/sqrt(pi) * integral_0^x e^(-t^2) dt";
+  let description = [{
+    GELU's exact (PyTorch's default, `approximate="none"`) form is
+    `0.5 x (1 + erf(x / sqrt(2)))`; the PyTorch exporter composes it from
+    this op. It cannot be composed from the others to f32 accuracy.
+    The VJP is `g * 2/sqrt(pi) * exp(-x^2)`.
+  }];
+}
 
 // Layout and reductions
 

@@ -1107,3 +1107,25 @@ train.model @m {
     %s = train.stage_sum : tensor<f32>
   }
 }
+
+// -----
+
+// train.erf (GELU's exact form) is element-wise on floats: token ids are
+// refused, and the result keeps the operand's type.
+train.model @m {
+  train.step {
+    %ids = train.input "tokens" : tensor<2x3xi32>
+    // expected-error @+1 {{'train.erf' op operand #0 must be ranked tensor of 32-bit float or bfloat16 type or 64-bit float values, but got 'tensor<2x3xi32>'}}
+    %e = train.erf %ids : tensor<2x3xi32>
+  }
+}
+
+// -----
+
+train.model @m {
+  train.step {
+    %x = train.input "x" : tensor<2x3xf32>
+    // expected-error @+1 {{'train.erf' op requires the same type for all operands and results}}
+    %e = "train.erf"(%x) : (tensor<2x3xf32>) -> tensor<2x3xbf16>
+  }
+}

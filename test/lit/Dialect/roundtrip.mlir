@@ -144,8 +144,10 @@ train.model @elementwise {
     %dgelu = train.gelu_grad %gelu : tensor<2x3xf32>
     // CHECK: %[[RELU:.*]] = train.relu %[[DGELU]] : tensor<2x3xf32>
     %relu = train.relu %dgelu : tensor<2x3xf32>
-    // CHECK: %[[L:.*]] = train.reduce_sum %[[RELU]] [0, 1] : tensor<2x3xf32> -> tensor<f32>
-    %l = train.reduce_sum %relu [0, 1] : tensor<2x3xf32> -> tensor<f32>
+    // CHECK: %[[ERF:.*]] = train.erf %[[RELU]] : tensor<2x3xf32>
+    %erf = train.erf %relu : tensor<2x3xf32>
+    // CHECK: %[[L:.*]] = train.reduce_sum %[[ERF]] [0, 1] : tensor<2x3xf32> -> tensor<f32>
+    %l = train.reduce_sum %erf [0, 1] : tensor<2x3xf32> -> tensor<f32>
     train.yield %l : tensor<f32>
   }
 }
