@@ -1330,7 +1330,7 @@ int runGossipTraining(const Graph &graph, DataSource &data, const GossipOptions 
       std::cout << "resumed from " << files << res.startRound << ".bin after round "
                 << res.startRound << "\n";
     if (!opt.outDir.empty() && !res.meanParams.empty())
-      saveSafetensors(opt.outDir + "/model.safetensors", res.meanParams);
+      saveModelSafetensors(opt.outDir + "/model.safetensors", graph, res.meanParams);
     if (res.stoppedAfter >= 0 && res.stoppedAfter + 1 < opt.rounds) {
       std::cout << "stopped after round " << res.stoppedAfter + 1 << " of " << opt.rounds;
       if (res.checkpointRound == res.stoppedAfter)

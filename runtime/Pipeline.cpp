@@ -722,7 +722,7 @@ int runPipelineTraining(const Graph &graph, DataSource &data, const TrainerOptio
         removeRankCheckpointsBefore(opt.outDir, stage, step);
       };
       po.onModel = [&](int64_t, const std::map<std::string, HostTensor> &params) {
-        saveSafetensors(opt.outDir + "/model.safetensors", params);
+        saveModelSafetensors(opt.outDir + "/model.safetensors", graph, params);
       };
     } else if (opt.resume) {
       throw std::runtime_error("--resume needs --out");
@@ -751,7 +751,7 @@ int runPipelineTraining(const Graph &graph, DataSource &data, const TrainerOptio
       if (d.isParam)
         params.emplace(d.name, r.states.at(d.name));
     if (!opt.outDir.empty())
-      saveSafetensors(opt.outDir + "/model.safetensors", params);
+      saveModelSafetensors(opt.outDir + "/model.safetensors", graph, params);
     if (r.stopped) {
       std::printf("interrupted at step %lld", (long long)r.lastStep);
       if (!opt.outDir.empty())

@@ -79,7 +79,12 @@ def Train_ParamOp : Train_VarOp<"param"> {
     `normal(s)` draws N(0, s²), `uniform(s)` U(-s, s), `zeros`/`ones` ignore s.
     Optional discardable attributes: `role` ("embedding", "head", "matrix",
     "bias", "norm") which the optimizer pass uses to assign parameter groups,
-    and `layer` (the block index, for partitioning).
+    `layer` (the block index, for partitioning), `layout = "out_in"` for a
+    matrix held as PyTorch's nn.Linear holds it (`[out, in]`, used as
+    `x·Wᵀ`; Muon's fan-in/fan-out scale reads it), and `aliases` (the other
+    names of a tied parameter, e.g. `["lm_head.weight"]`, which
+    model.safetensors also writes so that PyTorch's `load_state_dict` finds
+    every name).
 
     ```mlir
     train.param @h0.attn.qkv.w : tensor<128x384xf32> = normal(2.000000e-02) {role = "matrix"}

@@ -166,6 +166,39 @@ train.model @m {
 
 // -----
 
+// `layout = "out_in"` marks a matrix held as nn.Linear holds it: 2-D only,
+// and that one spelling.
+train.model @m {
+  // expected-error @+1 {{'train.param' op 'layout' must be "out_in" on a 2-D parameter (a matrix held [out, in], as PyTorch's nn.Linear holds it)}}
+  train.param @b : tensor<4xf32> = zeros {layout = "out_in"}
+}
+
+// -----
+
+train.model @m {
+  // expected-error @+1 {{'train.param' op 'layout' must be "out_in" on a 2-D parameter}}
+  train.param @w : tensor<4x4xf32> = zeros {layout = "in_out"}
+}
+
+// -----
+
+// A tied parameter's aliases are names, none of them another symbol's
+// (model.safetensors writes the tensor under each).
+train.model @m {
+  // expected-error @+1 {{'train.param' op 'aliases' must be an array of non-empty names (the other names of a tied parameter)}}
+  train.param @w : tensor<4x4xf32> = zeros {aliases = ["head.weight", 3]}
+}
+
+// -----
+
+train.model @m {
+  // expected-error @+1 {{'train.param' op alias 'v' is also the name of a parameter or state}}
+  train.param @w : tensor<4x4xf32> = zeros {aliases = ["v"]}
+  train.param @v : tensor<4x4xf32> = zeros
+}
+
+// -----
+
 // The step's yield needs the loss; an empty step gets an empty implicit yield.
 train.model @m {
   // expected-error @+1 {{'train.yield' op needs the loss as its first operand}}
