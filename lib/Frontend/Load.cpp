@@ -3,6 +3,7 @@
 #include "stretto/Frontend/Import.h"
 #include "stretto/Graph.h"
 
+#include "mlir/AsmParser/AsmParser.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Parser/Parser.h"
@@ -98,7 +99,23 @@ static LogicalResult applyTrainerOverrides(train::ModelOp model,
     int64_t i;
     double f;
     Attribute attr;
-    if (!value.getAsInteger(10, i))
+    if (value.starts_with("[")) {
+      // A list (stage_units, stage_ranges, local_steps): MLIR syntax, which
+      // the TOML spelling of these lists also is.
+      std::string why;
+      {
+        ScopedDiagnosticHandler capture(model.getContext(), [&](Diagnostic &d) {
+          why = d.str();
+          return success();
+        });
+        attr = parseAttribute(value, model.getContext());
+      }
+      if (!attr) {
+        llvm::errs() << "override '" << o << "': error: cannot parse the list '" << value
+                     << "': " << why << "\n";
+        return failure();
+      }
+    } else if (!value.getAsInteger(10, i))
       attr = b.getI64IntegerAttr(i);
     else if (!value.getAsDouble(f))
       attr = b.getF64FloatAttr(f);

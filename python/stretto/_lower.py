@@ -61,7 +61,7 @@ def user_frame(node):
     if not frames:
         return None
     f, line, fn, code = frames[-1]
-    return f, int(line), fn, code.strip()
+    return os.path.normpath(f), int(line), fn, code.strip()
 
 
 def op_name(target):
