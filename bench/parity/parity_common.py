@@ -403,24 +403,33 @@ def run_stretto_config(a, work, config_text, init_path, checkpoints):
     `init_path`, reading model.safetensors after each step in `checkpoints`
     (stretto-run --steps k, then --resume). Returns (losses per step,
     {step: params}, {step: val loss})."""
-    env = dict(os.environ)
-    env.setdefault("STRETTO_CACHE_DIR", os.path.join(work, "kernel-cache"))
-    env.setdefault("OMP_NUM_THREADS", "1")
     cfg = os.path.join(work, "model.toml")
     with open(cfg, "w") as f:
         f.write(config_text)
-    plan = os.path.join(work, "model.plan")
-    out = os.path.join(work, "run")
+    return run_stretto_model(a, work, cfg, [], init_path, checkpoints)
+
+
+def run_stretto_model(a, work, model, overrides, init_path, checkpoints, name="run"):
+    """run_stretto_config for a model file (.toml or .mlir) and
+    `section.key=value` overrides."""
+    env = dict(os.environ)
+    env.setdefault("STRETTO_CACHE_DIR", os.path.join(work, "kernel-cache"))
+    env.setdefault("OMP_NUM_THREADS", "1")
+    cfg = model
+    plan = os.path.join(work, name + ".plan")
+    out = os.path.join(work, name)
     snapshots, done = {}, 0
     if getattr(a, "dtype", "f32") == "f64":
         # Plans are f32 (compiled runtime): f64 trains with stretto-train on
         # the reference executor, in one run, and compares the last step.
-        subprocess.run([a.stretto_train, cfg, "--precision", "f64", "--out", out, "--quiet",
-                        "--init-from", init_path], check=True, env=env, stdout=subprocess.DEVNULL)
+        subprocess.run([a.stretto_train, cfg] + overrides +
+                       ["--precision", "f64", "--out", out, "--quiet", "--init-from", init_path],
+                       check=True, env=env, stdout=subprocess.DEVNULL)
         snapshots[a.steps] = read_safetensors(os.path.join(out, "model.safetensors"))
         checkpoints = []
     else:
-        subprocess.run([a.stretto_train, cfg, "--save-plan", plan, "--quiet"], check=True, env=env)
+        subprocess.run([a.stretto_train, cfg] + overrides + ["--save-plan", plan, "--quiet"],
+                       check=True, env=env)
     for k in checkpoints:
         cmd = [a.stretto_run, plan, "--steps", str(k), "--out", out, "--quiet",
                "--executor", a.executor]

@@ -200,5 +200,6 @@ def Kernel_GeluGradOp : Kernel_ScalarUnaryOp<"gelu_grad",
     "d/dx gelu(x): 0.5(1+t) + 0.5x(1-t^2)k(1+3*0.044715x^2), t = tanh(u)">;
 def Kernel_ReluOp : Kernel_ScalarUnaryOp<"relu", "x if x > 0 else 0">;
 def Kernel_SiluOp : Kernel_ScalarUnaryOp<"silu", "x / (1 + e^-x)">;
+def Kernel_ErfOp : Kernel_ScalarUnaryOp<"erf", "the error function">;
 
 #endif // STRETTO_KERNEL_OPS

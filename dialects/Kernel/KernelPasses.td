@@ -9,7 +9,7 @@ def KernelFuseElementwise : Pass<"kernel-fuse-elementwise", "::stretto::train::M
   let description = [{
     In every phase of a `train.model` (`train.step`, `train.update`,
     `train.outer`), each elementwise op (add, sub, mul, div, max, min, pow,
-    gt, neg, exp, log, sqrt, rsqrt, tanh, cos, gelu, gelu_grad, relu, silu, and
+    gt, neg, exp, log, sqrt, rsqrt, tanh, cos, gelu, gelu_grad, relu, silu, erf, and
     `train.descend`, which is p - lr·dir) whose result is used outside a
     kernel becomes the root of one `kernel.elementwise`. The kernel absorbs,
     transitively, every elementwise producer of its operands that

@@ -508,6 +508,25 @@ LogicalResult ParamOp::verify() {
       return emitOpError() << "unknown role '" << role.getValue()
                            << "'; expected embedding, head, matrix, bias or norm";
   }
+  if (Attribute layout = (*this)->getAttr("layout")) {
+    auto s = dyn_cast<StringAttr>(layout);
+    if (!s || s.getValue() != "out_in" || getTensorType().getRank() != 2)
+      return emitOpError() << "'layout' must be \"out_in\" on a 2-D parameter (a matrix held "
+                              "[out, in], as PyTorch's nn.Linear holds it)";
+  }
+  if (Attribute aliases = (*this)->getAttr("aliases")) {
+    auto list = dyn_cast<ArrayAttr>(aliases);
+    if (!list || !llvm::all_of(list, [](Attribute a) {
+          auto s = dyn_cast<StringAttr>(a);
+          return s && !s.getValue().empty();
+        }))
+      return emitOpError() << "'aliases' must be an array of non-empty names (the other names "
+                              "of a tied parameter)";
+    for (Attribute a : list)
+      if (SymbolTable::lookupSymbolIn((*this)->getParentOp(), cast<StringAttr>(a)))
+        return emitOpError() << "alias '" << cast<StringAttr>(a).getValue()
+                             << "' is also the name of a parameter or state";
+  }
   return success();
 }
 

@@ -79,7 +79,12 @@ def Train_ParamOp : Train_VarOp<"param"> {
     `normal(s)` draws N(0, s²), `uniform(s)` U(-s, s), `zeros`/`ones` ignore s.
     Optional discardable attributes: `role` ("embedding", "head", "matrix",
     "bias", "norm") which the optimizer pass uses to assign parameter groups,
-    and `layer` (the block index, for partitioning).
+    `layer` (the block index, for partitioning), `layout = "out_in"` for a
+    matrix held as PyTorch's nn.Linear holds it (`[out, in]`, used as
+    `x·Wᵀ`; Muon's fan-in/fan-out scale reads it), and `aliases` (the other
+    names of a tied parameter, e.g. `["lm_head.weight"]`, which
+    model.safetensors also writes so that PyTorch's `load_state_dict` finds
+    every name).
 
     ```mlir
     train.param @h0.attn.qkv.w : tensor<128x384xf32> = normal(2.000000e-02) {role = "matrix"}
@@ -289,6 +294,15 @@ def Train_GeluGradOp : Train_UnaryOp<"gelu_grad"> {
 def Train_ReluOp : Train_UnaryOp<"relu", [Differentiable]> { let summary = "max(x, 0)"; }
 def Train_SiluOp : Train_UnaryOp<"silu", [Differentiable]> {
   let summary = "SiLU (swish): x * sigmoid(x) = x / (1 + e^-x)";
+}
+def Train_ErfOp : Train_UnaryOp<"erf", [Differentiable]> {
+  let summary = "the error function erf(x) = 2/sqrt(pi) * integral_0^x e^(-t^2) dt";
+  let description = [{
+    GELU's exact (PyTorch's default, `approximate="none"`) form is
+    `0.5 x (1 + erf(x / sqrt(2)))`; the PyTorch exporter composes it from
+    this op. It cannot be composed from the others to f32 accuracy.
+    The VJP is `g * 2/sqrt(pi) * exp(-x^2)`.
+  }];
 }
 
 // Layout and reductions

@@ -175,6 +175,14 @@ void SiluOp::buildVJP(OpBuilder &b, Value g, SmallVectorImpl<Value> &grads) {
   grads.push_back(e.mul(g, e.mul(s, e.add(e.c(x, 1.0), e.mul(x, e.sub(e.c(x, 1.0), s))))));
 }
 
+void ErfOp::buildVJP(OpBuilder &b, Value g, SmallVectorImpl<Value> &grads) {
+  Emit e{b, getLoc()};
+  // d erf(x)/dx = 2/sqrt(pi) e^(-x^2)
+  Value x = getInput();
+  Value d = e.mul(e.c(x, 2.0 / std::sqrt(M_PI)), b.create<ExpOp>(getLoc(), e.neg(e.mul(x, x))));
+  grads.push_back(e.mul(g, d));
+}
+
 void ReluOp::buildVJP(OpBuilder &b, Value g, SmallVectorImpl<Value> &grads) {
   Emit e{b, getLoc()};
   grads.push_back(e.mul(g, e.gt(getInput(), e.c(g, 0.0))));

@@ -5,6 +5,11 @@
 //    learned token and position embeddings, fused-QKV causal attention, a
 //    GELU MLP of width mlp_ratio·d with biases everywhere but the untied
 //    head, or with mlp = "swiglu" a bias-free SwiGLU MLP, Llama-style);
+//  - llama: Llama-style blocks (RMSNorm, rotary position embeddings,
+//    grouped-query causal attention, SwiGLU MLP, no biases, optionally a
+//    head tied to the token embedding), with Meta's llama parameter names
+//    and PyTorch's [out, in] matrices, so that its PyTorch twin
+//    (examples/pytorch/llama.py) loads model.safetensors as it is;
 //  - mlp: a classifier, matmul + bias + activation layers, softmax CE.
 // Every config error is one line naming file, line and column of the key.
 // Sizes are bounded (see "Size limits") so that an absurd config is an error
@@ -23,6 +28,7 @@
 #include <cmath>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <limits>
 #include <optional>
 #include <sstream>
@@ -174,6 +180,14 @@ public:
     }
     return v;
   }
+  bool boolean(const std::string &key, bool fallback) {
+    const toml::node *n = node(key);
+    if (!n)
+      return fallback;
+    if (!n->is_boolean())
+      fail(n, "'" + name + "." + key + "' must be true or false");
+    return *n->value<bool>();
+  }
   std::vector<int64_t> integers(const std::string &key, std::vector<int64_t> fallback,
                                 size_t maxLength) {
     const toml::node *n = node(key);
@@ -272,6 +286,10 @@ public:
   /// Declares a parameter and reads it in the step.
   Value param(const std::string &name, ArrayRef<int64_t> shape, train::InitKind init,
               double scale, StringRef role, std::optional<int64_t> layer = std::nullopt) {
+    return readOf(declare(name, shape, init, scale, role, layer));
+  }
+  ParamOp declare(const std::string &name, ArrayRef<int64_t> shape, train::InitKind init,
+                  double scale, StringRef role, std::optional<int64_t> layer) {
     ParamOp p;
     {
       OpBuilder::InsertionGuard g(b);
@@ -283,7 +301,15 @@ public:
       if (layer)
         p->setAttr("layer", b.getI64IntegerAttr(*layer));
     }
-    return readOf(p);
+    return p;
+  }
+  /// x Wᵀ for x [..., in] and W [out, in] (PyTorch's nn.Linear layout,
+  /// marked `layout = "out_in"`), no bias.
+  Value linearOutIn(Value x, const std::string &name, int64_t in, int64_t out, double std,
+                    StringRef role, std::optional<int64_t> layer) {
+    ParamOp p = declare(name, {out, in}, train::InitKind::normal, std, role, layer);
+    p->setAttr("layout", b.getStringAttr("out_in"));
+    return b.create<MatmulOp>(loc, x, TransposeOp::swapLastTwo(b, loc, readOf(p)));
   }
   Value readOf(ParamOp p) {
     return b.create<ReadOp>(loc, p.getTensorType(), FlatSymbolRefAttr::get(p.getSymNameAttr()));
@@ -417,6 +443,177 @@ void buildGpt(ModelBuilder &mb, Section &m, const Common &c) {
   Value loss = b.create<CrossEntropyOp>(loc, RankedTensorType::get({}, c.elem), logits, tgt);
   b.create<YieldOp>(loc, ValueRange{loss});
   mb.model->setAttr("vocab", b.getI64IntegerAttr(vocab));
+}
+
+/// The sizes of a kind = "llama" model, read and checked.
+struct LlamaSizes {
+  int64_t layers, heads, kvHeads, d, hidden, vocab, seq;
+  double std, eps, theta;
+  bool tie;
+};
+
+LlamaSizes readLlama(Section &m, const Common &c) {
+  LlamaSizes s;
+  s.layers = m.integer("layers", std::nullopt, 1, kMaxLayers);
+  const toml::node *headsNode = m.node("heads");
+  s.heads = m.integer("heads", std::nullopt, 1);
+  const toml::node *kvNode = m.node("kv_heads");
+  s.kvHeads = m.integer("kv_heads", s.heads, 1);
+  s.d = m.integer("d_model", std::nullopt, 1);
+  s.vocab = m.integer("vocab", 256, 2, kMaxIds);
+  s.seq = m.integer("seq_len", std::nullopt, 1);
+  s.std = m.number("init_std", 0.02);
+  s.eps = m.number("norm_eps", 1e-5);
+  s.theta = m.number("rope_theta", 10000.0);
+  s.tie = m.boolean("tie_embeddings", false);
+  if (s.d % s.heads != 0)
+    fail(headsNode, "'model.heads' (" + std::to_string(s.heads) +
+                        ") must divide 'model.d_model' (" + std::to_string(s.d) + ")");
+  if (s.heads % s.kvHeads != 0)
+    fail(kvNode, "'model.kv_heads' (" + std::to_string(s.kvHeads) +
+                     ") must divide 'model.heads' (" + std::to_string(s.heads) +
+                     "): each K/V head serves heads / kv_heads query heads");
+  if ((s.d / s.heads) % 2 != 0)
+    fail(headsNode, "the head dimension d_model / heads (" + std::to_string(s.d / s.heads) +
+                        ") must be even: rotary embeddings rotate pairs of dims");
+  if (!(s.std > 0))
+    fail(m.node("init_std"), "'model.init_std' must be positive");
+  if (!(s.eps > 0))
+    fail(m.node("norm_eps"), "'model.norm_eps' must be positive");
+  if (!(s.theta > 1))
+    fail(m.node("rope_theta"), "'model.rope_theta' must be > 1");
+  // SwiGLU's hidden width: round(8/3 d) unless given (three matrices
+  // instead of two, the parameter count of a 4d GELU MLP).
+  s.hidden = m.integer("mlp_hidden", std::max<int64_t>(1, std::llround(8.0 * double(s.d) / 3.0)),
+                       1);
+  Factor fb = key(m, "batch", c.batch), ft = key(m, "seq_len", s.seq),
+         fd = key(m, "d_model", s.d), fh = key(m, "mlp_hidden", s.hidden),
+         fv = key(m, "vocab", s.vocab);
+  checkTensor("the inputs", "[batch, seq_len]", {fb, ft});
+  checkTensor("the parameter tok_embeddings.weight", "[vocab, d_model]", {fv, fd});
+  checkTensor("the parameter layers.*.feed_forward.w1.weight", "[mlp_hidden, d_model]", {fh, fd});
+  checkTensor("the activation of feed_forward.w1", "[batch, seq_len, mlp_hidden]", {fb, ft, fh});
+  checkTensor("the activation logits", "[batch, seq_len, vocab]", {fb, ft, fv});
+  checkTensor("the rotary tables", "[seq_len, d_model]", {ft, fd});
+  int64_t kv = s.d / s.heads * s.kvHeads;
+  int64_t perLayer = 2 * s.d + s.d * s.d * 2 + 2 * kv * s.d + 3 * s.d * s.hidden;
+  int64_t count = satAdd(satMul(s.layers, perLayer), s.vocab * s.d * (s.tie ? 1 : 2) + s.d);
+  checkParameters(m.node("layers"), count,
+                  "'model.layers', 'model.d_model', 'model.mlp_hidden' or 'model.vocab'");
+  return s;
+}
+
+/// A constant [rows, cols] table of the model's element type.
+Value constantTable(ModelBuilder &mb, int64_t rows, int64_t cols,
+                    const std::function<double(int64_t, int64_t)> &at) {
+  auto type = mb.t({rows, cols});
+  auto &sem = cast<FloatType>(mb.elem).getFloatSemantics();
+  std::vector<APFloat> values;
+  values.reserve(rows * cols);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t col = 0; col < cols; ++col) {
+      APFloat v(at(r, col));
+      bool lost;
+      v.convert(sem, APFloat::rmNearestTiesToEven, &lost);
+      values.push_back(v);
+    }
+  return mb.b.create<ConstantOp>(mb.loc, type, DenseElementsAttr::get(type, values));
+}
+
+/// Rotary embedding of x [B, H, T, Dh] (rotate-half form, as Hugging Face's
+/// Llama): x cos + rotate_half(x) sin, rotate_half(x) = [-x2, x1].
+Value rotary(ModelBuilder &mb, Value x, Value cos, Value sin) {
+  OpBuilder &b = mb.b;
+  auto shape = cast<RankedTensorType>(x.getType()).getShape();
+  SmallVector<int64_t> half(shape.begin(), shape.end());
+  int64_t Dh = shape.back();
+  half.back() = Dh / 2;
+  // (Named steps: C++ leaves the order of nested create calls unspecified.)
+  Value x1 = b.create<SliceOp>(mb.loc, mb.t(half), x, 3, 0);
+  Value x2 = b.create<SliceOp>(mb.loc, mb.t(half), x, 3, Dh / 2);
+  Value negX2 = b.create<PadOp>(mb.loc, x.getType(), b.create<NegOp>(mb.loc, x2), 3, 0);
+  Value rot = b.create<AddOp>(mb.loc, negX2, b.create<PadOp>(mb.loc, x.getType(), x1, 3, Dh / 2));
+  Value xCos = b.create<MulOp>(mb.loc, x, cos);
+  return b.create<AddOp>(mb.loc, xCos, b.create<MulOp>(mb.loc, rot, sin));
+}
+
+/// One Llama block: x + attn(rms_norm(x)), then + swiglu(rms_norm(x)).
+Value llamaBlock(ModelBuilder &mb, const LlamaSizes &s, int64_t B, Value x, Value cos, Value sin,
+                 int64_t l) {
+  OpBuilder &b = mb.b;
+  Location loc = mb.loc;
+  const int64_t T = s.seq, H = s.heads, G = s.kvHeads, Dh = s.d / s.heads;
+  const double residStd = s.std / std::sqrt(2.0 * double(s.layers));
+  const std::string p = "layers." + std::to_string(l) + ".";
+  Value g = mb.param(p + "attention_norm.weight", {s.d}, train::InitKind::ones, 0.0, "norm", l);
+  Value h = b.create<RmsNormOp>(loc, x, g, s.eps);
+  auto heads = [&](const char *w, int64_t n) {
+    Value y = mb.linearOutIn(h, p + "attention." + w + ".weight", s.d, n * Dh, s.std, "matrix", l);
+    return b.create<TransposeOp>(loc, mb.reshape(y, {B, T, n, Dh}), ArrayRef<int64_t>{0, 2, 1, 3})
+        .getResult();
+  };
+  Value q = rotary(mb, heads("wq", H), cos, sin);
+  Value k = rotary(mb, heads("wk", G), cos, sin);
+  Value v = heads("wv", G);
+  if (G != H) { // grouped-query attention: K/V head j serves query heads j·H/G ..
+    auto repeat = [&](Value t) {
+      Value r = mb.reshape(t, {B, G, 1, T, Dh});
+      r = b.create<BroadcastOp>(loc, mb.t({B, G, H / G, T, Dh}), r);
+      return mb.reshape(r, {B, H, T, Dh});
+    };
+    k = repeat(k);
+    v = repeat(v);
+  }
+  Value a = b.create<AttentionOp>(loc, mb.t({B, H, T, Dh}), q, k, v,
+                                  APFloat(1.0 / std::sqrt(double(Dh))), /*causal=*/true);
+  a = mb.reshape(b.create<TransposeOp>(loc, a, ArrayRef<int64_t>{0, 2, 1, 3}), {B, T, s.d});
+  x = b.create<AddOp>(loc, x, mb.linearOutIn(a, p + "attention.wo.weight", s.d, s.d, residStd,
+                                             "matrix", l));
+  g = mb.param(p + "ffn_norm.weight", {s.d}, train::InitKind::ones, 0.0, "norm", l);
+  h = b.create<RmsNormOp>(loc, x, g, s.eps);
+  // SwiGLU (Shazeer, 2020): w2(silu(w1 h) * w3 h).
+  Value gate = mb.linearOutIn(h, p + "feed_forward.w1.weight", s.d, s.hidden, s.std, "matrix", l);
+  Value up = mb.linearOutIn(h, p + "feed_forward.w3.weight", s.d, s.hidden, s.std, "matrix", l);
+  Value f = b.create<MulOp>(loc, b.create<SiluOp>(loc, gate), up);
+  return b.create<AddOp>(loc, x, mb.linearOutIn(f, p + "feed_forward.w2.weight", s.hidden, s.d,
+                                                residStd, "matrix", l));
+}
+
+void buildLlama(ModelBuilder &mb, Section &m, const Common &c) {
+  const LlamaSizes s = readLlama(m, c);
+  OpBuilder &b = mb.b;
+  Location loc = mb.loc;
+  const int64_t B = c.batch, T = s.seq, Dh = s.d / s.heads;
+  Value tok = b.create<InputOp>(loc, mb.ids({B, T}), "tokens");
+  Value tgt = b.create<InputOp>(loc, mb.ids({B, T}), "targets");
+  ParamOp wte = mb.declare("tok_embeddings.weight", {s.vocab, s.d}, train::InitKind::normal, s.std,
+                           "embedding", std::nullopt);
+  Value table = mb.readOf(wte);
+  Value x = b.create<EmbeddingOp>(loc, mb.t({B, T, s.d}), table, tok);
+  // Rotary tables [T, Dh]: angle(t, i) = t / theta^(2i / Dh) for the pair
+  // (i, i + Dh/2), as cat(freqs, freqs) in the rotate-half form.
+  auto angle = [&](int64_t t, int64_t col) {
+    int64_t i = col % (Dh / 2);
+    return double(t) / std::pow(s.theta, double(2 * i) / double(Dh));
+  };
+  Value cos = constantTable(mb, T, Dh, [&](int64_t t, int64_t col) { return std::cos(angle(t, col)); });
+  Value sin = constantTable(mb, T, Dh, [&](int64_t t, int64_t col) { return std::sin(angle(t, col)); });
+  for (int64_t l = 0; l < s.layers; ++l)
+    x = llamaBlock(mb, s, B, x, cos, sin, l);
+  Value g = mb.param("norm.weight", {s.d}, train::InitKind::ones, 0.0, "norm");
+  x = b.create<RmsNormOp>(loc, x, g, s.eps);
+  Value logits;
+  if (s.tie) {
+    // One parameter; model.safetensors also names it output.weight, as the
+    // tied PyTorch twin's state_dict does.
+    wte->setAttr("aliases", b.getStrArrayAttr({"output.weight"}));
+    logits = b.create<MatmulOp>(loc, x, TransposeOp::swapLastTwo(b, loc, table));
+  } else {
+    logits = mb.linearOutIn(x, "output.weight", s.d, s.vocab, s.std, "head", std::nullopt);
+  }
+  Value loss = b.create<CrossEntropyOp>(loc, RankedTensorType::get({}, c.elem), logits, tgt);
+  b.create<YieldOp>(loc, ValueRange{loss});
+  mb.model->setAttr("vocab", b.getI64IntegerAttr(s.vocab));
 }
 
 void buildMlp(ModelBuilder &mb, Section &m, const Common &c) {
@@ -683,7 +880,7 @@ OwningOpRef<ModuleOp> importTable(MLIRContext &ctx, toml::table &root, const std
   Section t = section(root, "train");
   Section d = section(root, "data");
 
-  std::string kind = m.string("kind", "gpt", {"gpt", "mlp"});
+  std::string kind = m.string("kind", "gpt", {"gpt", "llama", "mlp"});
   std::string name = m.string("name", kind);
   std::string dtype = m.string("dtype", "f32", {"f32", "bf16", "f64"});
   Common c;
@@ -724,6 +921,8 @@ OwningOpRef<ModuleOp> importTable(MLIRContext &ctx, toml::table &root, const std
   ModelBuilder mb(b, loc, model, step, c.elem);
   if (kind == "gpt")
     buildGpt(mb, m, c);
+  else if (kind == "llama")
+    buildLlama(mb, m, c);
   else
     buildMlp(mb, m, c);
   m.rejectUnknown();

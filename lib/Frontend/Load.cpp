@@ -3,11 +3,13 @@
 #include "stretto/Frontend/Import.h"
 #include "stretto/Runtime/Graph.h"
 
+#include "mlir/AsmParser/AsmParser.h"
 #include "mlir/IR/Builders.h"
 #include "mlir/IR/Verifier.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Support/FileUtilities.h"
 #include "llvm/ADT/SmallString.h"
+#include "llvm/Support/FileSystem.h"
 #include "llvm/Support/Path.h"
 #include "llvm/Support/SourceMgr.h"
 #include "llvm/Support/raw_ostream.h"
@@ -30,8 +32,48 @@ std::unique_ptr<ScopedDiagnosticHandler> stretto::printDiagnostics(MLIRContext &
   });
 }
 
+/// `data.KEY=VALUE` on an .mlir model: the corpus (path, format,
+/// val_fraction), which an exported model may not name. Returns false
+/// after printing the error.
+static bool applyDataOverride(train::ModelOp model, const std::string &o, StringRef key,
+                              StringRef value) {
+  OpBuilder b(model.getContext());
+  NamedAttrList data(model->getAttrOfType<DictionaryAttr>("data"));
+  auto fail = [&](const std::string &why) {
+    llvm::errs() << o << ": error: " << why << "\n";
+    return false;
+  };
+  value = value.trim('"');
+  if (key == "path") {
+    if (value.empty())
+      return fail("'data.path' must not be empty");
+    // Relative to where the command runs (a path in the IR is relative to
+    // the model file).
+    llvm::SmallString<256> path(value);
+    llvm::sys::fs::make_absolute(path);
+    data.set("path", b.getStringAttr(path));
+    if (!data.get("format"))
+      data.set("format", b.getStringAttr("text"));
+  } else if (key == "format") {
+    if (value != "text" && value != "bin" && value != "synthetic")
+      return fail("'data.format' is \"" + value.str() + "\"; expected one of text, bin, synthetic");
+    data.set("format", b.getStringAttr(value));
+  } else if (key == "val_fraction") {
+    double f;
+    if (value.getAsDouble(f) || !(f > 0 && f < 1))
+      return fail("'data.val_fraction' must be a number in (0, 1)");
+    data.set("val_fraction", b.getF64FloatAttr(f));
+  } else {
+    return fail("unknown key 'data." + key.str() + "'; an .mlir model takes data.path, "
+                "data.format and data.val_fraction");
+  }
+  model->setAttr("data", data.getDictionary(model.getContext()));
+  return true;
+}
+
 /// `train.KEY=VALUE` on an .mlir model: VALUE as integer, number or string.
 /// An override the model's verifier refuses is named in the error.
+/// `data.KEY=VALUE` sets the corpus (applyDataOverride).
 static LogicalResult applyTrainerOverrides(train::ModelOp model,
                                            const std::vector<std::string> &overrides) {
   OpBuilder b(model.getContext());
@@ -41,10 +83,17 @@ static LogicalResult applyTrainerOverrides(train::ModelOp model,
     auto [kv, flag] = splitOverride(typed);
     const std::string o = flag.empty() ? "override '" + kv + "'" : flag;
     StringRef s(kv);
+    if (s.consume_front("data.") && s.contains('=')) {
+      auto [key, value] = s.split('=');
+      if (!applyDataOverride(model, o, key, value))
+        return failure();
+      continue;
+    }
+    s = kv;
     if (!s.consume_front("train.") || !s.contains('=')) {
       llvm::errs() << o
-                   << ": error: on an .mlir model an override must be train.KEY=VALUE (model "
-                      "and data keys are fixed in the IR)\n";
+                   << ": error: on an .mlir model an override must be train.KEY=VALUE or "
+                      "data.KEY=VALUE (the model's keys are fixed in the IR)\n";
       return failure();
     }
     auto [key, value] = s.split('=');
@@ -53,7 +102,23 @@ static LogicalResult applyTrainerOverrides(train::ModelOp model,
     int64_t i;
     double f;
     Attribute attr;
-    if (!value.getAsInteger(10, i))
+    if (value.starts_with("[")) {
+      // A list (stage_units, stage_ranges, local_steps): MLIR syntax, which
+      // the TOML spelling of these lists also is.
+      std::string why;
+      {
+        ScopedDiagnosticHandler capture(model.getContext(), [&](Diagnostic &d) {
+          why = d.str();
+          return success();
+        });
+        attr = parseAttribute(value, model.getContext());
+      }
+      if (!attr) {
+        llvm::errs() << o << ": error: cannot parse the list '" << value
+                     << "': " << why << "\n";
+        return failure();
+      }
+    } else if (!value.getAsInteger(10, i))
       attr = b.getI64IntegerAttr(i);
     else if (!value.getAsDouble(f))
       attr = b.getF64FloatAttr(f);

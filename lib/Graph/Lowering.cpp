@@ -205,6 +205,10 @@ FailureOr<Graph> stretto::lowerToGraph(ModelOp model) {
       d.copyOf = c.getValue().str();
     if (auto o = op.getAttrOfType<FlatSymbolRefAttr>("of"))
       d.of = o.getValue().str();
+    if (auto aliases = op.getAttrOfType<ArrayAttr>("aliases"))
+      for (Attribute a : aliases)
+        if (auto s = dyn_cast<StringAttr>(a))
+          d.aliases.push_back(s.getValue().str());
     d.stage = stageOf(&op);
     g.states.push_back(std::move(d));
   }

@@ -275,9 +275,13 @@ void OptimizerPass::runOnOperation() {
       Value o = b.create<NewtonSchulzOp>(ploc, u.getType(), u, 5, APFloat(3.4445),
                                          APFloat(-4.7750), APFloat(2.0315));
       // Our weights are [in, out] (x·W), PyTorch's [out, in]: Muon's
-      // sqrt(max(1, out/in)) is sqrt(max(1, cols/rows)) here.
+      // sqrt(max(1, out/in)) is sqrt(max(1, cols/rows)) here, unless the
+      // parameter says it is laid out as PyTorch's (exported nn.Linear
+      // weights, kind = "llama": layout = "out_in").
       auto s = param.getTensorType().getShape();
-      double fanIn = s[0], fanOut = s[1];
+      auto layout = param->getAttrOfType<StringAttr>("layout");
+      bool outIn = layout && layout.getValue() == "out_in";
+      double fanIn = outIn ? s[1] : s[0], fanOut = outIn ? s[0] : s[1];
       double scale = r.muonRmsScale ? 0.2 * std::sqrt(std::max(fanIn, fanOut))
                                     : std::sqrt(std::max(1.0, fanOut / fanIn));
       direction = pm.mul(o, pm.c(scale));

@@ -15,7 +15,7 @@ namespace {
 
 // The plan-file format's version: bumped whenever the format changes (a
 // record, a field, a spelling); a file of another version is refused.
-constexpr int kPlanFormat = 1;
+constexpr int kPlanFormat = 2; // 2: states carry aliases
 const std::string kHeader = "stretto-plan " + std::to_string(kPlanFormat);
 
 const char *initName(InitKind k) {
@@ -191,10 +191,15 @@ std::string planFileText(const PlanFile &plan) {
   os << kHeader << "\n";
   for (auto &[k, v] : plan.meta)
     os << "meta " << str(k) << " " << str(v) << "\n";
-  for (const StateDecl &s : plan.graph.states)
+  for (const StateDecl &s : plan.graph.states) {
     os << "state " << str(s.name) << " dtype=" << dtypeName(s.dtype) << " init=" << initName(s.init)
        << " scale=" << num(s.scale) << " param=" << (s.isParam ? 1 : 0) << " copyof=" << str(s.copyOf)
-       << " of=" << str(s.of) << " stage=" << s.stage << " shape=" << list(s.shape) << "\n";
+       << " of=" << str(s.of) << " stage=" << s.stage << " shape=" << list(s.shape)
+       << " aliases=" << s.aliases.size();
+    for (const std::string &a : s.aliases)
+      os << " " << str(a);
+    os << "\n";
+  }
   const OuterLoop &o = plan.graph.outerLoop;
   os << "outer replicas=" << o.replicas << " topology=" << str(o.topology) << " seed=" << o.seed
      << " local=" << list(o.localSteps) << "\n";
@@ -283,6 +288,12 @@ PlanFile parsePlanFile(const std::string &text, const std::string &path, bool ch
       r.space(), r.keyword("stage"), s.stage = static_cast<int>(r.integer(r.word()));
       r.space();
       s.shape = checkedShape(r, r.values<int64_t>("shape"));
+      r.space(), r.keyword("aliases");
+      int64_t n = r.integer(r.word());
+      if (n < 0 || n > 1024)
+        r.fail("bad alias count " + std::to_string(n));
+      for (int64_t i = 0; i < n; ++i)
+        r.space(), s.aliases.push_back(r.string());
       g.states.push_back(std::move(s));
     } else if (what == "outer") {
       OuterLoop &o = g.outerLoop;

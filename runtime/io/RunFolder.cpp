@@ -159,6 +159,16 @@ void stretto::saveRun(const std::string &outDir, const Graph &graph, int64_t ste
   saveCheckpoint(outDir + "/checkpoint.bin", checkpointOf(step, seed, own, meta), precision);
 }
 
+void stretto::saveModelSafetensors(const std::string &path, const Graph &graph,
+                                   const std::map<std::string, HostTensor> &params) {
+  std::map<std::string, HostTensor> named = params;
+  for (const StateDecl &s : graph.states)
+    if (auto it = params.find(s.name); s.isParam && it != params.end())
+      for (const std::string &alias : s.aliases)
+        named.emplace(alias, it->second);
+  saveSafetensors(path, named);
+}
+
 std::map<std::string, HostTensor> stretto::loadInitParameters(const std::string &path,
                                                               const Graph &graph) {
   std::map<std::string, HostTensor> file = loadSafetensors(path);
@@ -176,8 +186,17 @@ std::map<std::string, HostTensor> stretto::loadInitParameters(const std::string 
       throw std::runtime_error(path + ": tensor '" + s.name + "' has shape " +
                                shapeToString(it->second.shape) + " in the file but " +
                                shapeToString(s.shape) + " in the model");
-    params.emplace(s.name, std::move(it->second));
+    const HostTensor &value = params.emplace(s.name, std::move(it->second)).first->second;
     file.erase(it);
+    for (const std::string &alias : s.aliases) {
+      auto a = file.find(alias);
+      if (a == file.end())
+        continue;
+      if (a->second.shape != value.shape || a->second.data != value.data)
+        throw std::runtime_error(path + ": tensor '" + alias + "' is tied to '" + s.name +
+                                 "' (one parameter) but holds other values");
+      file.erase(a);
+    }
   }
   if (!file.empty())
     throw std::runtime_error(path + ": tensor '" + file.begin()->first +

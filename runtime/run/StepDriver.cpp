@@ -286,7 +286,7 @@ int stretto::driveSteps(StepMode &mode, const Graph &graph, const TrainerOptions
       if (r.checkpointed) {
         std::map<std::string, HostTensor> params = mode.parameters();
         if (mode.lead() && !opt.outDir.empty() && !params.empty())
-          saveSafetensors(opt.outDir + "/model.safetensors", params);
+          saveModelSafetensors(opt.outDir + "/model.safetensors", graph, params);
       }
     }
     rec.close();

@@ -40,5 +40,24 @@ if subprocess.call([python, "-c", "import jax, optax, numpy"],
     config.available_features.add("optax")
 config.substitutions.append(("%bench", os.path.join(config.stretto_src_root, "bench")))
 
+# PyTorch (optional, several GB; never installed by scripts/setup.sh): the
+# exporter's tests (test/lit/Export, `REQUIRES: torch`) run with the first
+# interpreter that imports torch: $STRETTO_TORCH_PYTHON, the tests' pyenv,
+# or the interpreter running lit. Without one they are reported
+# unsupported, never passed. %torch-python runs it with python/ (the
+# `stretto` package) on its path.
+torch_python = None
+for candidate in [os.environ.get("STRETTO_TORCH_PYTHON"), python, sys.executable]:
+    if candidate and subprocess.call([candidate, "-c", "import torch, numpy"],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) == 0:
+        torch_python = candidate
+        config.available_features.add("torch")
+        break
+config.substitutions.append(("%torch-python", torch_python or "false"))
+config.environment["PYTHONPATH"] = os.path.join(config.stretto_src_root, "python")
+for var in ["STRETTO_TORCH_PYTHON"]:
+    if var in os.environ:
+        config.environment[var] = os.environ[var]
+
 # Compiled kernels go to a cache inside the build tree, not the user's home.
 config.environment["STRETTO_CACHE_DIR"] = os.path.join(config.test_exec_root, "kernel-cache")

@@ -347,7 +347,8 @@ std::vector<GradCase> unaryCases() {
                     {"log", Gen::Positive},       {"sqrt", Gen::Positive},
                     {"rsqrt", Gen::Positive},     {"tanh", Gen::Normal},
                     {"cos", Gen::Normal},         {"gelu", Gen::Normal},
-                    {"relu", Gen::AwayFromZero},  {"silu", Gen::Normal}};
+                    {"relu", Gen::AwayFromZero},  {"silu", Gen::Normal},
+                    {"erf", Gen::Normal}};
   for (const Op &op : ops) {
     GradCase c;
     c.name = op.name;
@@ -570,7 +571,7 @@ TEST(GradientCheckCoverage, EveryDifferentiableOpHasACase) {
   const char *ops[] = {"add",     "sub",       "mul",        "div",      "max",
                        "min",     "pow",       "neg",        "exp",      "log",
                        "sqrt",    "rsqrt",     "tanh",       "cos",      "gelu",
-                       "relu",    "silu",      "matmul",    "transpose",  "reshape",  "broadcast",
+                       "relu",    "silu",      "erf",        "matmul",    "transpose",  "reshape",  "broadcast",
                        "reduce_sum", "slice",  "pad",        "softmax",  "layer_norm",
                        "rms_norm", "attention", "embedding", "cross_entropy"};
   std::vector<GradCase> all = allCases();

@@ -33,6 +33,7 @@ PlanFile samplePlan() {
   w.init = InitKind::Normal;
   w.scale = 0.1 / 3; // not exact in decimal
   w.isParam = true;
+  w.aliases = {"lm_head.weight", "a name with spaces"}; // a tied parameter's other names
   StateDecl m;
   m.name = "w.m";
   m.shape = {3, 2};
@@ -103,6 +104,7 @@ TEST(PlanFile, RoundTripsEveryField) {
     EXPECT_EQ(a.copyOf, b.copyOf);
     EXPECT_EQ(a.of, b.of);
     EXPECT_EQ(a.stage, b.stage);
+    EXPECT_EQ(a.aliases, b.aliases);
   }
   EXPECT_EQ(q.graph.outerLoop.replicas, 4);
   EXPECT_EQ(q.graph.outerLoop.localSteps, (std::vector<int64_t>{10, 20}));
@@ -159,15 +161,15 @@ TEST(PlanFile, RefusesBadFiles) {
   expectRefused("hello\n", "not a Stretto plan file");
   // Another format version: refused, saying so (not "corrupt").
   std::string older = good;
-  older.replace(0, std::string("stretto-plan 1").size(), "stretto-plan 0");
-  expectRefused(older, "has format '0' but this build reads format 1");
+  older.replace(0, std::string("stretto-plan 2").size(), "stretto-plan 0");
+  expectRefused(older, "has format '0' but this build reads format 2");
   // A well-formed checksum over a bad record: the line is named.
-  std::string body = "stretto-plan 1\nphase step 1\nn frobnicate dtype=f32\n";
+  std::string body = "stretto-plan 2\nphase step 1\nn frobnicate dtype=f32\n";
   char sum[40];
   std::snprintf(sum, sizeof sum, "%016llx", static_cast<unsigned long long>(fnv1a64(body)));
   expectRefused(body + "checksum " + sum + "\n", ":3: unknown op 'frobnicate'");
   // A graph that does not validate (operand out of range).
-  body = "stretto-plan 1\nphase step 1\nn neg dtype=f32 stage=-1 flag=0 shape=2 ops=5 ints= "
+  body = "stretto-plan 2\nphase step 1\nn neg dtype=f32 stage=-1 flag=0 shape=2 ops=5 ints= "
          "floats= data= name=0: loc=4:a:1:\n";
   std::snprintf(sum, sizeof sum, "%016llx", static_cast<unsigned long long>(fnv1a64(body)));
   expectRefused(body + "checksum " + sum + "\n", "neg");

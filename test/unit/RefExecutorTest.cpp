@@ -310,6 +310,7 @@ TEST(Elementwise, Unary) {
   int cs = un(OpKind::Cos, x, {4});
   int ge = un(OpKind::Gelu, x, {4});
   int re = un(OpKind::Relu, x, {4});
+  int ef = un(OpKind::Erf, x, {4});
   const double e = 2.718281828459045;
   expectVec(eval(g, neg).data, {-1, 1, -2, -0.5});
   expectVec(eval(g, ex).data, {e, 1 / e, e * e, std::sqrt(e)}, 1e-12);
@@ -327,6 +328,8 @@ TEST(Elementwise, Unary) {
             {0.8411919906082768, -0.15880800939172324, 1.954597694087775,
              0.34571400982514394});
   expectVec(eval(g, re).data, {1, 0, 2, 0.5});
+  // erf (math.erf values).
+  expectVec(eval(g, ef).data, {0.8427007929497149, -0.8427007929497149, 0.9953222650189527, 0.5204998778130465});
 }
 
 // Layout ops

@@ -44,7 +44,7 @@ const char *dtypeName(DType t);
 //    Neg, Exp, Log, Sqrt, Rsqrt, Tanh, Cos
 //    Gelu:       tanh form: 0.5x(1+tanh(sqrt(2/pi)(x+0.044715x^3)))
 //    GeluGrad:   d/dx Gelu (Gelu's VJP is g * GeluGrad(x))
-//    Relu
+//    Relu, Silu, Erf
 //  Layout:
 //    Matmul:     lhs [..., M, K] x rhs [K, N] or [..., K, N] -> [..., M, N]
 //    Transpose:  ints: permutation; out[i_perm...] : out dim d = in dim perm[d]
@@ -154,6 +154,7 @@ struct StateDecl {
   std::string copyOf;  // non-empty: starts as a copy of this parameter
   std::string of;      // the parameter this state belongs to, if any
   int stage = -1;      // pipeline stage owning it; -1: not partitioned
+  std::vector<std::string> aliases; // a tied parameter's other names (saved too)
 };
 
 // The local-step loop around the Outer phase (train-gossip's attributes of

@@ -233,6 +233,10 @@ Checkpoint loadRankCheckpoint(const std::string &outDir, int rank, int64_t step,
 /// format: u64 header length, JSON header, raw little-endian data), F32,
 /// names as given, atomically.
 void saveSafetensors(const std::string &path, const std::map<std::string, HostTensor> &tensors);
+/// model.safetensors: the parameters, each tied one also under its aliases
+/// (StateDecl::aliases), so that PyTorch's load_state_dict finds every name.
+void saveModelSafetensors(const std::string &path, const Graph &graph,
+                          const std::map<std::string, HostTensor> &params);
 /// Reads a safetensors file (F32 or F64 tensors) by name. Throws
 /// std::runtime_error naming the file and what is wrong: unreadable,
 /// truncated (header or a tensor's data past the end), a header that is not
@@ -244,7 +248,9 @@ std::map<std::string, HostTensor> loadSafetensors(const std::string &path);
 /// The parameters in `path` (loadSafetensors), checked against the graph's:
 /// the first mismatch in the model's order (a missing name, a wrong shape),
 /// then a tensor the model has no parameter for, throws naming the file and
-/// the tensor. Returns exactly the graph's parameters.
+/// the tensor. A tied parameter's aliases may be in the file too (as
+/// model.safetensors writes them) if they hold the same values. Returns
+/// exactly the graph's parameters.
 std::map<std::string, HostTensor> loadInitParameters(const std::string &path,
                                                      const Graph &graph);
 /// Sets the parameters of `graph` (a whole model, a pipeline stage or a

@@ -166,6 +166,39 @@ train.model @m {
 
 // -----
 
+// `layout = "out_in"` marks a matrix held as nn.Linear holds it: 2-D only,
+// and that one spelling.
+train.model @m {
+  // expected-error @+1 {{'train.param' op 'layout' must be "out_in" on a 2-D parameter (a matrix held [out, in], as PyTorch's nn.Linear holds it)}}
+  train.param @b : tensor<4xf32> = zeros {layout = "out_in"}
+}
+
+// -----
+
+train.model @m {
+  // expected-error @+1 {{'train.param' op 'layout' must be "out_in" on a 2-D parameter}}
+  train.param @w : tensor<4x4xf32> = zeros {layout = "in_out"}
+}
+
+// -----
+
+// A tied parameter's aliases are names, none of them another symbol's
+// (model.safetensors writes the tensor under each).
+train.model @m {
+  // expected-error @+1 {{'train.param' op 'aliases' must be an array of non-empty names (the other names of a tied parameter)}}
+  train.param @w : tensor<4x4xf32> = zeros {aliases = ["head.weight", 3]}
+}
+
+// -----
+
+train.model @m {
+  // expected-error @+1 {{'train.param' op alias 'v' is also the name of a parameter or state}}
+  train.param @w : tensor<4x4xf32> = zeros {aliases = ["v"]}
+  train.param @v : tensor<4x4xf32> = zeros
+}
+
+// -----
+
 // The step's yield needs the loss; an empty step gets an empty implicit yield.
 train.model @m {
   // expected-error @+1 {{'train.yield' op needs the loss as its first operand}}
@@ -1105,5 +1138,27 @@ train.model @m {
   train.step {
     // expected-error @+1 {{'train.stage_sum' op expected 1 or more operands, but found 0}}
     %s = train.stage_sum : tensor<f32>
+  }
+}
+
+// -----
+
+// train.erf (GELU's exact form) is element-wise on floats: token ids are
+// refused, and the result keeps the operand's type.
+train.model @m {
+  train.step {
+    %ids = train.input "tokens" : tensor<2x3xi32>
+    // expected-error @+1 {{'train.erf' op operand #0 must be ranked tensor of 32-bit float or bfloat16 type or 64-bit float values, but got 'tensor<2x3xi32>'}}
+    %e = train.erf %ids : tensor<2x3xi32>
+  }
+}
+
+// -----
+
+train.model @m {
+  train.step {
+    %x = train.input "x" : tensor<2x3xf32>
+    // expected-error @+1 {{'train.erf' op requires the same type for all operands and results}}
+    %e = "train.erf"(%x) : (tensor<2x3xf32>) -> tensor<2x3xbf16>
   }
 }

@@ -44,6 +44,9 @@ train.model @recipe attributes {trainer = {
   train.param @b : tensor<4xf32> = zeros {role = "bias"}
   // CHECK-NEXT: train.param @h : tensor<4x8xf32> = zeros(2.500000e-01) {role = "head"}
   train.param @h : tensor<4x8xf32> = zeros(0.25) {role = "head"}
+  // A matrix held as nn.Linear holds it, tied under another name (exporter).
+  // CHECK-NEXT: train.param @lm : tensor<8x4xf32> = zeros {aliases = ["lm_head.weight"], layout = "out_in", role = "head"}
+  train.param @lm : tensor<8x4xf32> = zeros {role = "head", layout = "out_in", aliases = ["lm_head.weight"]}
   // CHECK-NEXT: train.state @w.muon_m : tensor<4x4xbf16> = zeros {of = @w}
   train.state @w.muon_m : tensor<4x4xbf16> = zeros(0.0) {of = @w}
   // CHECK-NEXT: train.state @wte.v1 : tensor<8x4xf32> = normal(1.000000e+00) {of = @wte}
@@ -144,8 +147,10 @@ train.model @elementwise {
     %dgelu = train.gelu_grad %gelu : tensor<2x3xf32>
     // CHECK: %[[RELU:.*]] = train.relu %[[DGELU]] : tensor<2x3xf32>
     %relu = train.relu %dgelu : tensor<2x3xf32>
-    // CHECK: %[[L:.*]] = train.reduce_sum %[[RELU]] [0, 1] : tensor<2x3xf32> -> tensor<f32>
-    %l = train.reduce_sum %relu [0, 1] : tensor<2x3xf32> -> tensor<f32>
+    // CHECK: %[[ERF:.*]] = train.erf %[[RELU]] : tensor<2x3xf32>
+    %erf = train.erf %relu : tensor<2x3xf32>
+    // CHECK: %[[L:.*]] = train.reduce_sum %[[ERF]] [0, 1] : tensor<2x3xf32> -> tensor<f32>
+    %l = train.reduce_sum %erf [0, 1] : tensor<2x3xf32> -> tensor<f32>
     train.yield %l : tensor<f32>
   }
 }

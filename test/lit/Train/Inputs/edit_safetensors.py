@@ -4,6 +4,7 @@ usage: edit_safetensors.py IN OUT MODE [NAME]
   extra NAME   add a tensor NAME (f32, shape [2])
   drop NAME    remove tensor NAME (the first in the file when NAME is 'first')
   f16 NAME     relabel tensor NAME as F16 (its data halved to fit)
+  scale NAME   double the values of F32 tensor NAME (same shape)
 Only the standard library: the layout is an 8-byte little-endian header
 length, a JSON header, then the data.
 """
@@ -28,6 +29,10 @@ elif mode == "drop":
 elif mode == "f16":
     info, blob = tensors[name]
     tensors[name] = (dict(info, dtype="F16"), blob[:len(blob) // 2])
+elif mode == "scale":
+    info, blob = tensors[name]
+    values = struct.unpack("<%df" % (len(blob) // 4), blob)
+    tensors[name] = (info, struct.pack("<%df" % len(values), *(2 * v for v in values)))
 else:
     sys.exit("unknown mode " + mode)
 out_header = {} if meta is None else {"__metadata__": meta}
