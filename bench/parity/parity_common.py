@@ -418,6 +418,7 @@ def run_stretto_model(a, work, model, overrides, init_path, checkpoints, name="r
     cfg = model
     plan = os.path.join(work, name + ".plan")
     out = os.path.join(work, name)
+    shutil.rmtree(out, ignore_errors=True)  # --work reused: a new run
     snapshots, done = {}, 0
     if getattr(a, "dtype", "f32") == "f64":
         # Plans are f32 (compiled runtime): f64 trains with stretto-train on

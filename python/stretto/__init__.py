@@ -1,19 +1,9 @@
-"""Stretto's Python side: the PyTorch exporter (`python3 -m stretto.export`).
+"""Stretto's Python side: the PyTorch exporter.
 
-Training needs no Python; this package only turns a PyTorch model into the
-`train` dialect MLIR and safetensors weights that stretto-train reads.
+    python3 -m stretto.export my_model.py:build --out runs/mine
+    from stretto.export import export, load_builder      # the same from Python
+
+Training needs no Python: this package only turns a PyTorch model into the
+`train` dialect MLIR and safetensors weights that stretto-train reads
+(docs/guide/own-models.md).
 """
-__all__ = ["export", "ExportError"]
-
-
-def export(*args, **kwargs):
-    """stretto.export.export (imported on use: it needs torch)."""
-    from .export import export as run
-    return run(*args, **kwargs)
-
-
-def __getattr__(name):
-    if name == "ExportError":
-        from ._lower import ExportError
-        return ExportError
-    raise AttributeError(name)

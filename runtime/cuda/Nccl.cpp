@@ -68,13 +68,21 @@ void nccl::Communicator::check(int rc, const char *what) {
   throw std::runtime_error(msg);
 }
 
+static const Api &loadOrThrow() {
+  std::string why;
+  const Api *api = Api::load(why);
+  if (!api)
+    throw std::runtime_error("NCCL: " + why);
+  return *api;
+}
+
 nccl::Communicator::Communicator(stretto::Communicator &bootstrap,
                                  std::chrono::milliseconds timeout)
-    : rank_(bootstrap.rank()), size_(bootstrap.size()), timeout_(timeout) {
-  std::string why;
-  api_ = Api::load(why);
-  if (!api_)
-    throw std::runtime_error("NCCL: " + why);
+    : Communicator(loadOrThrow(), bootstrap, timeout) {}
+
+nccl::Communicator::Communicator(const Api &api, stretto::Communicator &bootstrap,
+                                 std::chrono::milliseconds timeout)
+    : api_(&api), rank_(bootstrap.rank()), size_(bootstrap.size()), timeout_(timeout) {
   api_->getVersion(&version_);
   // Rank 0 makes the id; the bootstrap communicator carries it to the others.
   UniqueId id;
@@ -131,20 +139,39 @@ void nccl::Communicator::waitFor(const std::function<bool()> &done, const char *
   }
 }
 
-void nccl::Communicator::groupStart() { check(api_->groupStart(), "ncclGroupStart"); }
-void nccl::Communicator::groupEnd() { check(api_->groupEnd(), "ncclGroupEnd"); }
+void nccl::Communicator::settle(int rc, const char *what) {
+  check(rc, what);
+  // NCCL user guide, "Nonblocking Group Operation": after ncclInProgress,
+  // poll ncclCommGetAsyncError until it is no longer in progress before the
+  // next NCCL call on this communicator. (The H200 run's self-check failed
+  // with ncclInvalidArgument on the all-reduce after an unpolled groupEnd.)
+  if (groupDepth_ == 0)
+    waitFor([] { return true; }, what);
+}
+
+void nccl::Communicator::groupStart() {
+  check(api_->groupStart(), "ncclGroupStart");
+  ++groupDepth_;
+}
+
+void nccl::Communicator::groupEnd() {
+  if (groupDepth_ == 0)
+    throw std::logic_error("ncclGroupEnd without ncclGroupStart");
+  --groupDepth_;
+  settle(api_->groupEnd(), "ncclGroupEnd");
+}
 
 void nccl::Communicator::send(const void *dev, size_t count, DataType t, int peer, void *stream) {
-  check(api_->send(dev, count, t, peer, comm_, stream), "ncclSend");
+  settle(api_->send(dev, count, t, peer, comm_, stream), "ncclSend");
 }
 
 void nccl::Communicator::recv(void *dev, size_t count, DataType t, int peer, void *stream) {
-  check(api_->recv(dev, count, t, peer, comm_, stream), "ncclRecv");
+  settle(api_->recv(dev, count, t, peer, comm_, stream), "ncclRecv");
 }
 
 void nccl::Communicator::allReduceSum(const void *in, void *out, size_t count, DataType t,
                                       void *stream) {
-  check(api_->allReduce(in, out, count, t, kSum, comm_, stream), "ncclAllReduce");
+  settle(api_->allReduce(in, out, count, t, kSum, comm_, stream), "ncclAllReduce");
 }
 
 void nccl::Communicator::abort() {

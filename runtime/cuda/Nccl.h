@@ -96,13 +96,21 @@ public:
   /// no library, an NCCL error, or no progress within `timeout` (after
   /// aborting the half-made communicator).
   Communicator(stretto::Communicator &bootstrap, std::chrono::milliseconds timeout);
+  /// The same over the given functions (tests: an NCCL without a GPU).
+  Communicator(const Api &api, stretto::Communicator &bootstrap,
+               std::chrono::milliseconds timeout);
   ~Communicator(); // finalizes, or aborts after an error
   int rank() const { return rank_; }
   int size() const { return size_; }
   int version() const { return version_; }
 
   /// Grouped point-to-point (between stages, gossip pairs) and all-reduce
-  /// (data parallelism, DiLoCo), queued on `stream`.
+  /// (data parallelism, DiLoCo), queued on `stream`. On a non-blocking
+  /// communicator a call may return ncclInProgress, and NCCL refuses the
+  /// next call until ncclCommGetAsyncError says ncclSuccess ("Attempt to use
+  /// communicator before the previous operation returned ncclSuccess"):
+  /// each call outside a group, and groupEnd, returns only once the
+  /// communicator is ready again (polled against the deadline).
   void groupStart();
   void groupEnd();
   void send(const void *dev, size_t count, DataType t, int peer, void *stream);
@@ -117,7 +125,10 @@ public:
 
 private:
   void check(int rc, const char *what);
+  /// check, then (outside a group) waits until the call has been taken.
+  void settle(int rc, const char *what);
   const Api *api_ = nullptr;
+  int groupDepth_ = 0;
   Comm comm_ = nullptr;
   int rank_ = 0, size_ = 1, version_ = 0;
   bool failed_ = false;

@@ -7,6 +7,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "stretto/Runtime/RunSettings.h"
+#include "stretto/Runtime/CostModel.h"
 
 #include "cuda/Nccl.h"
 #include "stretto/Runtime/Device.h"
@@ -164,6 +165,9 @@ const char *const stretto::kRunFlagsHelp =
     "  --precision f32|bf16|f64  bf16: GEMM operands in bf16; f64: the reference executor\n"
     "  --executor compiled|reference  fused kernels over a planned arena, or plain loops\n"
     "  --profile             where the compiled runtime spent its time, at the end\n"
+    "  --device-model NAME   predict a step's time on that GPU (h200, h100) from the plan,\n"
+    "                        a roofline estimate that needs no GPU, and exit; with\n"
+    "                        --profile, also the costliest nodes\n"
     "  --quiet               only errors and the final summary\n"
     "  --kill-replica R@K    gossip/DiLoCo fault injection: replica R dies at round K\n"
     "  --data FILE           (stretto-run) another data file than the plan's\n"
@@ -189,7 +193,7 @@ const RunFlagSpec kRunFlagSpecs[] = {
     {"--profile", false, D::Ranks},        {"--quiet", false, D::Both},
     {"--timeout", true, D::Ranks},         {"--iface", true, D::Ranks},
     {"--rendezvous", true, D::Ranks},      {"--on-peer-failure", true, D::Ranks},
-    {"--kill-replica", true, D::Ranks},
+    {"--kill-replica", true, D::Ranks},    {"--device-model", true, D::Both},
 };
 } // namespace
 
@@ -271,6 +275,13 @@ std::vector<std::string> stretto::takeRunFlags(const std::vector<std::string> &a
       f.check = atLeast(1);
     else if (a == "--profile")
       f.profile = true;
+    else if (a == "--device-model") {
+      f.deviceModel = value();
+      std::string known;
+      if (!findDeviceModel(f.deviceModel, &known))
+        throw std::runtime_error("--device-model must be one of " + known + ", got '" +
+                                 f.deviceModel + "'");
+    }
     else if (a == "--quiet")
       f.quiet = true;
     else if (a == "--timeout") {
@@ -487,6 +498,35 @@ int checkAgainstReference(const Graph &graph, DataSource &source, const TrainerO
 
 } // namespace
 
+//===--- --device-model: the cost model's prediction ---------------------===//
+
+namespace {
+int predictOnDevice(const Graph &graph, const RunSettings &s) {
+  const DeviceModel *device = findDeviceModel(s.flags.deviceModel);
+  // Tokens (rows) a step: the first input's elements, each micro-batch.
+  int64_t tokens = 0;
+  for (const Node &n : graph.nodes)
+    if (n.kind == OpKind::Input) {
+      tokens = (n.shape.empty() ? 1 : numElements(n.shape)) * std::max<int64_t>(1, s.microBatches);
+      break;
+    }
+  std::printf("model @%s: the whole step on one device%s\n", s.modelName.c_str(),
+              s.stages > 1 ? " (all pipeline stages)" : "");
+  CostPrecision asked = s.flags.precision == "bf16" ? CostPrecision::BF16 : CostPrecision::F32;
+  StepCost cost = predictStep(graph, *device, asked, s.microBatches, tokens);
+  std::fputs(formatStepCost(cost, *device, asked, s.flags.profile ? 20 : 0).c_str(), stdout);
+  for (CostPrecision p : {CostPrecision::F32, CostPrecision::TF32, CostPrecision::BF16}) {
+    if (p == asked)
+      continue;
+    StepCost other = predictStep(graph, *device, p, s.microBatches, tokens);
+    std::printf("  with %s: %.3f ms a step eager, %.3f ms as a graph (%.0f tok/s)\n",
+                costPrecisionName(p), other.eagerSeconds * 1e3, other.graphSeconds * 1e3,
+                other.graphSeconds > 0 ? tokens / other.graphSeconds : 0.0);
+  }
+  return 0;
+}
+} // namespace
+
 //===--- runPlan --------------------------------------------------------===//
 
 int stretto::runPlan(const Graph &graph, DataSource &data, const RunSettings &s,
@@ -520,6 +560,8 @@ int stretto::runPlan(const Graph &graph, DataSource &data, const RunSettings &s,
   if (f.executor == "compiled" && f.precision == "f64")
     return fail("--executor=compiled: the compiled runtime computes in f32 (and bf16 GEMMs) "
                 "only; use --executor=reference");
+  if (!f.deviceModel.empty())
+    return predictOnDevice(graph, s);
 
   TrainerOptions opt = s.trainerOptions();
   opt.kernels = kernels.functions;

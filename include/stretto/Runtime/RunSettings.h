@@ -34,6 +34,7 @@ struct RunFlags {
   bool resume = false, forceResume = false;
   std::string initFrom;
   bool quiet = false, profile = false;
+  std::string deviceModel; // --device-model NAME: predict the step there, then exit
   std::string device = "cpu";      // cpu | cuda | auto
   std::string precision = "f32";   // f32 | bf16 | f64 (f64: the reference executor)
   std::string executor = "compiled"; // compiled | reference

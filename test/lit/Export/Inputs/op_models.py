@@ -30,18 +30,26 @@ def _sdpa_merge(y):
     return y.transpose(1, 2).reshape(B, T, D)
 
 
+# Grouped-query attention: 4 query heads of 2 dims, 2 K/V heads (K/V head j
+# serves query heads 2j and 2j + 1, repeat_interleave's order).
+def _gqa_qkv(x, p):
+    q = (x @ p["w"]).view(B, T, 4, 2).transpose(1, 2)
+    k = (x @ p["wk"]).view(B, T, 2, 2).transpose(1, 2)
+    v = (x @ p["wv"]).view(B, T, 2, 2).transpose(1, 2)
+    return q, k, v
+
+
 def _gqa(x, p):
-    q = _sdpa_heads(x @ p["w"])
-    k = (x @ p["wk"]).view(B, T, 1, D // H).transpose(1, 2)
-    v = (x @ p["wv"]).view(B, T, 1, D // H).transpose(1, 2)
-    return _sdpa_merge(F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True))
+    q, k, v = _gqa_qkv(x, p)
+    y = F.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=True)
+    return y.transpose(1, 2).reshape(B, T, D)
 
 
 def _repeat_kv(x, p):
-    q = _sdpa_heads(x @ p["w"])
-    k = (x @ p["wk"]).view(B, T, 1, D // H).transpose(1, 2).repeat_interleave(H, dim=1)
-    v = (x @ p["wv"]).view(B, T, 1, D // H).transpose(1, 2).repeat_interleave(H, dim=1)
-    return _sdpa_merge(F.scaled_dot_product_attention(q, k, v, is_causal=True))
+    q, k, v = _gqa_qkv(x, p)
+    k, v = k.repeat_interleave(2, dim=1), v.repeat_interleave(2, dim=1)
+    y = F.scaled_dot_product_attention(q, k, v, is_causal=True)
+    return y.transpose(1, 2).reshape(B, T, D)
 
 
 def _manual_attention(x, p):

@@ -1,0 +1,266 @@
+//===- CostModel.cpp - a plan's step time predicted on a named GPU --------===//
+#include "stretto/Runtime/CostModel.h"
+#include "exec/OpSemantics.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <map>
+
+using namespace stretto;
+
+namespace {
+
+// H200 SXM: NVIDIA's H200 product page (dense tensor-core peaks: bf16 989
+// TFLOP/s, TF32 495, FP32 67; HBM3e 4.8 TB/s). Efficiencies: rules of thumb
+// for cuBLASLt GEMMs (0.6-0.8) and streaming kernels with 16-byte accesses
+// (0.8-0.9); FlashAttention-2 reaches about 35 % of the Hopper peak
+// (FlashAttention-3 paper, arXiv:2407.08608). Eager launch: a few
+// microseconds of host time per kernel; a replayed CUDA graph leaves gaps
+// well under a microsecond. All estimates, to rank where a step's time
+// goes, not to replace a measurement. H100 SXM: the same chip with 3.35
+// TB/s HBM3.
+const DeviceModel kDeviceModels[] = {
+    {"h200", "NVIDIA H200 SXM", 989e12, 495e12, 67e12, 4.8e12, 0.7, 0.85, 0.35, 5e-6, 0.2e-6},
+    {"h100", "NVIDIA H100 SXM", 989e12, 495e12, 67e12, 3.35e12, 0.7, 0.85, 0.35, 5e-6, 0.2e-6},
+};
+
+int64_t numelOf(const Shape &s) { return s.empty() ? 1 : numElements(s); }
+
+/// What one node costs on `d`: its category and its FLOPs, bytes and
+/// launches; {} (no launch) for what costs nothing (views, I/O, sinks).
+struct Costing {
+  const DeviceModel &d;
+  CostPrecision precision;
+  double elem; // storage bytes per element in this phase
+
+  double peak() const {
+    return precision == CostPrecision::BF16   ? d.bf16Flops
+           : precision == CostPrecision::TF32 ? d.tf32Flops
+                                              : d.f32Flops;
+  }
+  double memoryTime(double bytes) const { return bytes / (d.bandwidth * d.memoryEfficiency); }
+
+  NodeCost cost(const std::vector<Node> &list, const Node &n) const {
+    NodeCost c;
+    auto in = [&](size_t i) -> const Shape & { return list[n.operands[i]].shape; };
+    double moved = static_cast<double>(numelOf(n.shape));
+    for (size_t i = 0; i < n.operands.size(); ++i)
+      moved += static_cast<double>(numelOf(in(i)));
+    c.bytes = moved * elem;
+    c.launches = 1;
+    c.what = opKindName(n.kind);
+    auto shapeText = [](const Shape &s) {
+      std::string t;
+      for (int64_t v : s)
+        t += (t.empty() ? "" : "x") + std::to_string(v);
+      return t.empty() ? std::string("scalar") : t;
+    };
+    switch (n.kind) {
+    case OpKind::Gemm: {
+      ops::GemmDims g = ops::gemmDims(n, in(0), in(1));
+      c.category = "gemm";
+      c.flops = 2.0 * g.batch * g.m * g.n * g.k;
+      c.seconds = std::max(c.flops / (peak() * d.gemmEfficiency), memoryTime(c.bytes));
+      c.what = "gemm " + std::to_string(g.batch) + "x" + std::to_string(g.m) + "x" +
+               std::to_string(g.n) + "x" + std::to_string(g.k);
+      return c;
+    }
+    case OpKind::Attention:
+    case OpKind::AttentionGrad: {
+      const Shape &q = in(0); // [B, H, T, D]
+      double b = static_cast<double>(numelOf(Shape(q.begin(), q.end() - 2)));
+      double t = static_cast<double>(q[q.size() - 2]), dd = static_cast<double>(q.back());
+      double fwd = 4.0 * b * t * t * dd * (n.flag ? 0.5 : 1.0);
+      // The backward's five T x T products against the forward's two.
+      c.flops = n.kind == OpKind::Attention ? fwd : 2.5 * fwd;
+      c.category = "attention";
+      c.seconds = std::max(c.flops / (peak() * d.attentionEfficiency), memoryTime(c.bytes));
+      c.what = std::string(opKindName(n.kind)) + " " + shapeText(q);
+      return c;
+    }
+    case OpKind::NewtonSchulz: {
+      // Per iteration on G [m, n], s = min(m, n), l = max: A = X Xᵀ, B =
+      // bA + cA², X' = aX + BX: 4 s² l + 2 s³ FLOPs in three GEMMs.
+      double m = static_cast<double>(in(0)[0]), k = static_cast<double>(in(0)[1]);
+      double s = std::min(m, k), l = std::max(m, k);
+      double steps = n.ints.empty() ? 5 : static_cast<double>(n.ints[0]);
+      c.flops = steps * (4 * s * s * l + 2 * s * s * s);
+      c.category = "optimizer";
+      c.launches = static_cast<int64_t>(3 * steps + 2);
+      c.seconds = std::max(c.flops / (peak() * d.gemmEfficiency), memoryTime(c.bytes * steps));
+      c.what = "newton_schulz " + shapeText(in(0));
+      return c;
+    }
+    case OpKind::Kernel:
+      c.category = !n.ints.empty() && n.ints[0] == 1   ? "reduction kernel"
+                   : !n.ints.empty() && n.ints[0] == 2 ? "row kernel"
+                                                       : "element-wise kernel";
+      c.what = n.name + " " + shapeText(n.shape);
+      c.seconds = memoryTime(c.bytes);
+      return c;
+    case OpKind::Reshape:
+    case OpKind::Input:
+    case OpKind::Read:
+    case OpKind::Write:
+    case OpKind::AccumulatedGrad:
+    case OpKind::Constant:
+    case OpKind::StepCount:
+    case OpKind::Yield:
+    case OpKind::Transfer:
+    case OpKind::StageSum:
+    case OpKind::GossipMix:
+      return NodeCost(); // views, state I/O and communication: not modelled
+    case OpKind::Grad:
+      // Accumulated into the gradient sum (read + write) when there are
+      // several micro-batches; the caller drops it otherwise.
+      c.category = "gradient sums";
+      c.bytes = 3.0 * numelOf(in(0)) * elem;
+      c.seconds = memoryTime(c.bytes);
+      return c;
+    default:
+      c.category = opClass(n.kind) == OpClass::Optimizer ? "optimizer" : "runtime op";
+      c.what = std::string(opKindName(n.kind)) + " " + shapeText(n.shape);
+      c.seconds = memoryTime(c.bytes);
+      return c;
+    }
+  }
+};
+
+} // namespace
+
+const DeviceModel *stretto::findDeviceModel(const std::string &name, std::string *known) {
+  std::string names;
+  for (const DeviceModel &d : kDeviceModels) {
+    if (d.name == name)
+      return &d;
+    names += (names.empty() ? "" : ", ") + d.name;
+  }
+  if (known)
+    *known = names;
+  return nullptr;
+}
+
+bool stretto::costPrecisionFromName(const std::string &name, CostPrecision &p) {
+  if (name == "f32")
+    p = CostPrecision::F32;
+  else if (name == "tf32")
+    p = CostPrecision::TF32;
+  else if (name == "bf16")
+    p = CostPrecision::BF16;
+  else
+    return false;
+  return true;
+}
+
+const char *stretto::costPrecisionName(CostPrecision p) {
+  return p == CostPrecision::BF16 ? "bf16" : p == CostPrecision::TF32 ? "tf32" : "f32";
+}
+
+StepCost stretto::predictStep(const Graph &graph, const DeviceModel &device,
+                              CostPrecision precision, int64_t microBatches, int64_t tokens) {
+  StepCost out;
+  out.tokens = tokens;
+  auto add = [&](const std::vector<Node> &list, double elem, int64_t times) {
+    Costing costing{device, precision, elem};
+    for (const Node &n : list) {
+      if (n.kind == OpKind::Grad && microBatches <= 1)
+        continue;
+      NodeCost c = costing.cost(list, n);
+      if (c.launches == 0)
+        continue;
+      c.times = times;
+      out.deviceSeconds += c.seconds * times;
+      out.launches += c.launches * times;
+      out.flops += c.flops * times;
+      out.bytes += c.bytes * times;
+      out.nodes.push_back(std::move(c));
+    }
+  };
+  // bf16: the step's activations and weight copies in bf16; the update
+  // reads and writes f32 master weights and optimizer states.
+  add(graph.nodes, precision == CostPrecision::BF16 ? 2.0 : 4.0, std::max<int64_t>(1, microBatches));
+  add(graph.update, 4.0, 1);
+  int64_t params = 0;
+  for (const StateDecl &s : graph.states)
+    if (s.isParam)
+      params += numelOf(s.shape);
+  out.modelFlops = 6.0 * static_cast<double>(params) * static_cast<double>(tokens);
+  double hostLaunch = static_cast<double>(out.launches) * device.eagerLaunchSeconds;
+  out.eagerSeconds = std::max(out.deviceSeconds, hostLaunch);
+  out.graphSeconds = out.deviceSeconds + static_cast<double>(out.launches) * device.graphGapSeconds;
+  return out;
+}
+
+std::string stretto::formatStepCost(const StepCost &cost, const DeviceModel &d,
+                                    CostPrecision precision, int detail) {
+  std::string s;
+  char buf[512];
+  auto line = [&](const char *fmt, auto... args) {
+    std::snprintf(buf, sizeof buf, fmt, args...);
+    s += buf;
+  };
+  const double peak = precision == CostPrecision::BF16   ? d.bf16Flops
+                      : precision == CostPrecision::TF32 ? d.tf32Flops
+                                                         : d.f32Flops;
+  line("cost model: %s (%s), %s; a roofline estimate from the plan, not a measurement\n",
+       d.description.c_str(), d.name.c_str(),
+       precision == CostPrecision::BF16   ? "bf16 activations and GEMMs, f32 master weights"
+       : precision == CostPrecision::TF32 ? "f32 storage, TF32 GEMMs"
+                                          : "f32 storage and GEMMs (no tensor cores)");
+  line("  assumed: GEMMs at %.0f%% of %.0f TFLOP/s, attention at %.0f%%, kernels at %.0f%% of "
+       "%.2f TB/s; %.1f us of host time per eager launch, %.2f us between kernels of a graph\n",
+       100 * d.gemmEfficiency, peak / 1e12, 100 * d.attentionEfficiency,
+       100 * d.memoryEfficiency, d.bandwidth / 1e12, d.eagerLaunchSeconds * 1e6,
+       d.graphGapSeconds * 1e6);
+  struct Sum {
+    int64_t launches = 0;
+    double flops = 0, bytes = 0, seconds = 0;
+  };
+  std::map<std::string, Sum> by;
+  for (const NodeCost &n : cost.nodes) {
+    Sum &t = by[n.category];
+    t.launches += n.launches * n.times;
+    t.flops += n.flops * n.times;
+    t.bytes += n.bytes * n.times;
+    t.seconds += n.seconds * n.times;
+  }
+  std::vector<std::pair<std::string, Sum>> rows(by.begin(), by.end());
+  std::sort(rows.begin(), rows.end(),
+            [](const auto &a, const auto &b) { return a.second.seconds > b.second.seconds; });
+  line("  %-20s | %8s | %9s | %8s | %9s | %5s\n", "per step", "launches", "GFLOP", "MB",
+       "device ms", "share");
+  for (const auto &[name, t] : rows)
+    line("  %-20s | %8lld | %9.2f | %8.1f | %9.3f | %4.0f%%\n", name.c_str(),
+         (long long)t.launches, t.flops / 1e9, t.bytes / 1e6, t.seconds * 1e3,
+         cost.deviceSeconds > 0 ? 100 * t.seconds / cost.deviceSeconds : 0.0);
+  line("  %-20s | %8lld | %9.2f | %8.1f | %9.3f |\n", "total", (long long)cost.launches,
+       cost.flops / 1e9, cost.bytes / 1e6, cost.deviceSeconds * 1e3);
+  const double hostMs = cost.launches * d.eagerLaunchSeconds * 1e3;
+  line("  step, launched eagerly: %.3f ms (%s-bound: %lld launches x %.1f us = %.3f ms of host "
+       "time, %.3f ms of device time)\n",
+       cost.eagerSeconds * 1e3, hostMs > cost.deviceSeconds * 1e3 ? "launch" : "device",
+       (long long)cost.launches, d.eagerLaunchSeconds * 1e6, hostMs, cost.deviceSeconds * 1e3);
+  line("  step, as one CUDA graph: %.3f ms\n", cost.graphSeconds * 1e3);
+  if (cost.tokens > 0) {
+    auto rate = [&](double sec) { return sec > 0 ? cost.tokens / sec : 0.0; };
+    line("  predicted: %.0f tok/s eager, %.0f tok/s as a graph; model FLOPs (6 x parameters x "
+         "%lld tokens) %.3f TFLOP a step: %.1f TFLOP/s as a graph (%.0f%% of the peak)\n",
+         rate(cost.eagerSeconds), rate(cost.graphSeconds), (long long)cost.tokens,
+         cost.modelFlops / 1e12, cost.graphSeconds > 0 ? cost.modelFlops / cost.graphSeconds / 1e12 : 0.0,
+         cost.graphSeconds > 0 ? 100 * cost.modelFlops / cost.graphSeconds / peak : 0.0);
+  }
+  if (detail > 0) {
+    std::vector<const NodeCost *> top;
+    for (const NodeCost &n : cost.nodes)
+      top.push_back(&n);
+    std::sort(top.begin(), top.end(), [](const NodeCost *a, const NodeCost *b) {
+      return a->seconds * a->times > b->seconds * b->times;
+    });
+    top.resize(std::min<size_t>(top.size(), static_cast<size_t>(detail)));
+    line("  the %zu costliest nodes (per step):\n", top.size());
+    for (const NodeCost *n : top)
+      line("    %9.3f ms  %-20s %s%s\n", n->seconds * n->times * 1e3, n->category.c_str(),
+           n->what.c_str(), n->times > 1 ? (" x" + std::to_string(n->times)).c_str() : "");
+  }
+  return s;
+}
