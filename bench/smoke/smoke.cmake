@@ -68,3 +68,4 @@ stretto_bench_smoke(gpu-bundle ${B}/gpu/bundle.sh --smoke ${STRETTO_SMOKE_DIR}/g
 stretto_bench_smoke(gpu-device-check ${B}/gpu/device-check.sh --dry-run ${STRETTO_SMOKE_DIR}/gpu)
 set_tests_properties(bench-smoke-gpu-bundle PROPERTIES FIXTURES_SETUP gpu-bundle)
 set_tests_properties(bench-smoke-gpu-device-check PROPERTIES FIXTURES_REQUIRED gpu-bundle)
+stretto_bench_smoke(gpu-cost_model ${PY} ${B}/gpu/cost_model.py --smoke)
