@@ -754,6 +754,7 @@ int pipelineOnThreads(const Graph &graph, DataSource &data, const PipelineOption
     TrainerOptions mine = run;
     mine.quiet = run.quiet || s != S - 1;
     mine.errorsToCaller = true;
+    mine.onError = [&note, s](const std::string &what) { note(s, what); };
     PipelineStage mode(graph, locked, opt, mine, c, /*processes=*/false);
     TrainSummary sum;
     codes[static_cast<size_t>(s)] = driveSteps(mode, graph, mine, &sum, &stop);

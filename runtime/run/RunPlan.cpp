@@ -529,6 +529,37 @@ int predictOnDevice(const Graph &graph, const RunSettings &s) {
 
 //===--- runPlan --------------------------------------------------------===//
 
+namespace {
+/// The run flags that do not fit this plan, as the error to print; "" when
+/// they all do.
+std::string flagsAgainstPlan(const Graph &graph, const RunSettings &s) {
+  const RunFlags &f = s.flags;
+  const bool gossip = !graph.outer.empty();
+  if (f.check > 0) {
+    if (gossip)
+      return "--check compares single-replica plans; this one is a gossip/DiLoCo run of " +
+             std::to_string(graph.outerLoop.replicas) + " replicas";
+    if (!f.initFrom.empty())
+      return "--check starts both runtimes from the plan's seed; it does not combine with "
+             "--init-from";
+    if (s.stages > 1)
+      return "--check compares single-stage plans; this one has " + std::to_string(s.stages) +
+             " pipeline stages";
+  }
+  for (auto &[replica, round] : f.kills)
+    if (!gossip || replica >= graph.outerLoop.replicas)
+      return "--kill-replica " + std::to_string(replica) + "@" + std::to_string(round + 1) +
+             ": " +
+             (gossip ? "expected R@K with 0 <= R < " + std::to_string(graph.outerLoop.replicas) +
+                           " and K >= 1"
+                     : std::string("only gossip/DiLoCo runs have replicas to kill"));
+  if (f.executor == "compiled" && f.precision == "f64")
+    return "--executor=compiled: the compiled runtime computes in f32 (and bf16 GEMMs) only; use "
+           "--executor=reference";
+  return "";
+}
+} // namespace
+
 int stretto::runPlan(const Graph &graph, DataSource &data, const RunSettings &s,
                      const PlanKernels &kernels) {
   const RunFlags &f = s.flags;
@@ -539,27 +570,8 @@ int stretto::runPlan(const Graph &graph, DataSource &data, const RunSettings &s,
   };
   const bool pipelined = s.stages > 1;
   const bool gossip = !graph.outer.empty();
-  if (f.check > 0) {
-    if (gossip)
-      return fail("--check compares single-replica plans; this one is a gossip/DiLoCo run of " +
-                  std::to_string(graph.outerLoop.replicas) + " replicas");
-    if (!f.initFrom.empty())
-      return fail("--check starts both runtimes from the plan's seed; it does not combine with "
-                  "--init-from");
-    if (pipelined)
-      return fail("--check compares single-stage plans; this one has " +
-                  std::to_string(s.stages) + " pipeline stages");
-  }
-  for (auto &[replica, round] : f.kills)
-    if (!gossip || replica >= graph.outerLoop.replicas)
-      return fail("--kill-replica " + std::to_string(replica) + "@" + std::to_string(round + 1) +
-                  ": " +
-                  (gossip ? "expected R@K with 0 <= R < " +
-                                std::to_string(graph.outerLoop.replicas) + " and K >= 1"
-                          : std::string("only gossip/DiLoCo runs have replicas to kill")));
-  if (f.executor == "compiled" && f.precision == "f64")
-    return fail("--executor=compiled: the compiled runtime computes in f32 (and bf16 GEMMs) "
-                "only; use --executor=reference");
+  if (std::string why = flagsAgainstPlan(graph, s); !why.empty())
+    return fail(why);
   if (!f.deviceModel.empty())
     return predictOnDevice(graph, s);
 

@@ -318,6 +318,8 @@ int stretto::driveSteps(StepMode &mode, const Graph &graph, const TrainerOptions
       printSummary(mode, rec, step - start, sum.seconds);
     }
   } catch (const std::exception &e) {
+    if (opt.onError)
+      opt.onError(e.what());
     mode.abort(e.what());
     sum.error = e.what();
     if (!opt.errorsToCaller)

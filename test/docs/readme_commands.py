@@ -46,7 +46,7 @@ name an existing file or folder, and a `#anchor` must be a heading of the
 target page (GitHub's slugs). Every page of docs/guide/ and docs/results/
 must be reachable from README.md by such links, and every docs/*.md page
 that a tool's --help or error text names (tools/*/*.cpp,
-runtime/RunPlan.cpp) must exist.
+runtime/run/RunPlan.cpp) must exist.
 
 Exit status 0 when everything that ran passed, 1 otherwise.
 """
@@ -461,7 +461,7 @@ def check_links(pages):
         if rel(page).startswith(("docs/guide/", "docs/results/")) and page not in seen:
             bad.append(f"{rel(page)}: not reachable by links from README.md")
     # The pages that --help texts and error messages point to exist.
-    sources = [os.path.join(ROOT, "runtime", "RunPlan.cpp")]
+    sources = [os.path.join(ROOT, "runtime", "run", "RunPlan.cpp")]
     tools = os.path.join(ROOT, "tools")
     for d in sorted(os.listdir(tools)):
         if os.path.isdir(os.path.join(tools, d)):

@@ -87,6 +87,10 @@ struct TrainerOptions {
   bool quiet = false;
   // Errors are the caller's to print (a run on threads prints one for all).
   bool errorsToCaller = false;
+  // Called with a step's exception before the mode aborts (and so before the
+  // peers it leaves can fail in turn): a run on threads reports the rank
+  // that saw why, not one that only heard of it.
+  std::function<void(const std::string &)> onError;
   // The compiled runtime (PlanExecutor) instead of the reference executor.
   bool compiled = false;
   // Compiled runtime: print the time per op kind and the slowest kernels at
