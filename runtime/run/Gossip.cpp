@@ -255,11 +255,13 @@ void advanceClocks(ReplicaReport &rep, int r, Topology topo, const std::vector<i
 std::unique_ptr<Executor> makeExecutor(const Graph &g, const GossipOptions &opt) {
   if (opt.executorFactory)
     return opt.executorFactory(g);
-  if (opt.compiled)
-    return std::make_unique<PlanExecutor>(g, opt.kernels, opt.gemmPrecision);
-  auto ref = std::make_unique<RefExecutor>(g, opt.precision);
-  ref->setKernels(opt.kernels);
-  return ref;
+  // The choice every mode makes, written once (executorFactory).
+  TrainerOptions choice;
+  choice.compiled = opt.compiled;
+  choice.kernels = opt.kernels;
+  choice.gemmPrecision = opt.gemmPrecision;
+  choice.precision = opt.precision;
+  return executorFactory(choice)(g);
 }
 
 std::vector<double> flattenParams(const Graph &g, const Executor &ex) {

@@ -193,11 +193,13 @@ bool travelsInF64(const PipelineOptions &opt) {
 std::unique_ptr<Executor> stageExecutor(const Graph &g, const PipelineOptions &opt) {
   if (opt.executorFactory)
     return opt.executorFactory(g);
-  if (opt.compiled)
-    return std::make_unique<PlanExecutor>(g, opt.kernels, opt.gemmPrecision);
-  auto ref = std::make_unique<RefExecutor>(g, opt.precision);
-  ref->setKernels(opt.kernels);
-  return ref;
+  // The choice every mode makes, written once (executorFactory).
+  TrainerOptions choice;
+  choice.compiled = opt.compiled;
+  choice.kernels = opt.kernels;
+  choice.gemmPrecision = opt.gemmPrecision;
+  choice.precision = opt.precision;
+  return executorFactory(choice)(g);
 }
 
 /// One pipeline stage on rank s of `comm` (rank s runs stage s): its
