@@ -24,6 +24,7 @@
 #include <gloo/transport/tcp/device.h>
 
 #include <arpa/inet.h>
+#include <csignal>
 #include <netdb.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -307,14 +308,17 @@ private:
 
   CommError failure(int peer, const char *doing, const std::exception &e) const {
     std::string what = e.what();
-    if (what.find("closed") != std::string::npos || what.find("reset") != std::string::npos ||
+    auto gone = [](const std::string &w) {
+      return w.find("closed") != std::string::npos || w.find("reset") != std::string::npos ||
+             w.find("Broken pipe") != std::string::npos;
+    };
+    if (gone(what) ||
         what.find("imed out") != std::string::npos || what.find("timeout") != std::string::npos)
       markDead(peer);
     std::string why = what.find("imed out") != std::string::npos
                           ? "no progress within the timeout of " + describeTimeout(timeout_) +
                                 " (is rank " + std::to_string(peer) + " stalled?)"
-                      : what.find("closed") != std::string::npos ||
-                              what.find("reset") != std::string::npos
+                      : gone(what)
                           ? "the connection was closed: rank " + std::to_string(peer) +
                                 " exited or died"
                           : what;
@@ -369,7 +373,8 @@ private:
       std::string w = e.what();
       const std::string head = "rank " + std::to_string(rank()) + ": " + what + " over " +
                                std::to_string(size()) + " ranks failed: ";
-      if (w.find("closed") != std::string::npos || w.find("reset") != std::string::npos) {
+      if (w.find("closed") != std::string::npos || w.find("reset") != std::string::npos ||
+          w.find("Broken pipe") != std::string::npos) {
         // Of two ranks, the other one is gone; of more, Gloo's message only
         // gives the socket address.
         if (size() == 2)
@@ -465,6 +470,11 @@ std::string localAddressToward(const std::string &peer) {
 } // namespace
 
 std::unique_ptr<Communicator> stretto::connectGloo(const WorldInfo &w, const ConnectOptions &o) {
+  // A write to the socket of a rank that died raises SIGPIPE, whose default
+  // action ends this process without a word (Python ignores SIGPIPE, so
+  // torch.distributed never meets it). Ignored, the write fails with EPIPE
+  // and the error names the dead rank.
+  std::signal(SIGPIPE, SIG_IGN);
   const std::string where = w.masterAddr + ":" + std::to_string(w.masterPort);
   std::unique_ptr<StoreServer> server;
   std::unique_ptr<StoreClient> client;

@@ -178,6 +178,27 @@ std::vector<std::string> stretto::takeLaunchFlags(const std::vector<std::string>
   return rest;
 }
 
+/// The job's exit status when no rank stopped it (--on-peer-failure=
+/// continue): 0 while any rank finished, naming the ranks that failed; the
+/// first failure's status when every rank failed.
+static int survivorsOutcome(const std::vector<int> &failures, int firstStatus, size_t ranks) {
+  if (failures.empty())
+    return 0;
+  if (failures.size() == ranks) {
+    // Continuing needs someone to continue: a job where every rank failed failed.
+    std::fprintf(stderr, "launcher: the job failed: every rank failed (rank %d exited with %s)\n",
+                 failures.front(), describeStatus(firstStatus).c_str());
+    int code = exitCodeOf(firstStatus);
+    return code == 0 ? 1 : code;
+  }
+  std::string failed;
+  for (int r : failures)
+    failed += (failed.empty() ? "" : ", ") + std::to_string(r);
+  std::fprintf(stderr, "launcher: rank%s %s failed; the other %zu finished\n",
+               failures.size() > 1 ? "s" : "", failed.c_str(), ranks - failures.size());
+  return 0;
+}
+
 int stretto::launchRanks(const LaunchOptions &o) {
   if (o.command.empty())
     throw std::runtime_error("launcher: no command to run");
@@ -383,24 +404,8 @@ int stretto::launchRanks(const LaunchOptions &o) {
   }
   ::sigaction(SIGINT, &oldInt, nullptr);
   ::sigaction(SIGTERM, &oldTerm, nullptr);
-  if (firstFailure < 0) {
-    if (survivorFailures.empty())
-      return 0;
-    std::string failed;
-    for (int r : survivorFailures)
-      failed += (failed.empty() ? "" : ", ") + std::to_string(r);
-    const bool plural = survivorFailures.size() > 1;
-    if (survivorFailures.size() == ranks.size()) {
-      // Continuing needs someone to continue: a job where every rank failed failed.
-      std::fprintf(stderr, "launcher: the job failed: every rank failed (rank %d exited with %s)\n",
-                   survivorFailures.front(), describeStatus(survivorStatus).c_str());
-      int code = exitCodeOf(survivorStatus);
-      return code == 0 ? 1 : code;
-    }
-    std::fprintf(stderr, "launcher: rank%s %s failed; the other %zu finished\n", plural ? "s" : "",
-                 failed.c_str(), ranks.size() - survivorFailures.size());
-    return 0;
-  }
+  if (firstFailure < 0)
+    return survivorsOutcome(survivorFailures, survivorStatus, ranks.size());
   if (forwarded) {
     // Interrupted by the user: the ranks' own status (130 after a checkpoint).
     return exitCodeOf(firstStatus);
