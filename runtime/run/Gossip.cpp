@@ -250,20 +250,6 @@ void advanceClocks(ReplicaReport &rep, int r, Topology topo, const std::vector<i
   }
 }
 
-// The executor of one replica (or of the evaluation): the compiled runtime
-// when the options ask for it, else the reference executor.
-std::unique_ptr<Executor> makeExecutor(const Graph &g, const GossipOptions &opt) {
-  if (opt.executorFactory)
-    return opt.executorFactory(g);
-  // The choice every mode makes, written once (executorFactory).
-  TrainerOptions choice;
-  choice.compiled = opt.compiled;
-  choice.kernels = opt.kernels;
-  choice.gemmPrecision = opt.gemmPrecision;
-  choice.precision = opt.precision;
-  return executorFactory(choice)(g);
-}
-
 std::vector<double> flattenParams(const Graph &g, const Executor &ex) {
   std::vector<double> flat;
   for (const StateDecl &s : g.states)
@@ -286,7 +272,6 @@ std::map<std::string, HostTensor> unflattenParams(const Graph &g, const std::vec
   return out;
 }
 
-
 // The options' local steps, else the plan's: one value for every replica,
 // or one per replica.
 std::vector<int64_t> localStepsPerReplica(const Graph &graph, const GossipOptions &opt, int R) {
@@ -300,7 +285,6 @@ std::vector<int64_t> localStepsPerReplica(const Graph &graph, const GossipOption
                              std::to_string(R) + " replicas");
   return H;
 }
-
 
 Topology topologyOf(const Graph &graph, const GossipOptions &opt) {
   return parseTopology(!opt.topology.empty() ? opt.topology

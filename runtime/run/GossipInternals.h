@@ -40,10 +40,6 @@ void advanceClocks(ReplicaReport &rep, int r, Topology topo, const std::vector<i
                    const std::vector<double> &ready, double roundBytes,
                    const GossipOptions &opt);
 
-/// The executor of one replica (or of the evaluation): the compiled runtime
-/// when the options ask for it, else the reference executor.
-std::unique_ptr<Executor> makeExecutor(const Graph &g, const GossipOptions &opt);
-
 /// The parameters in the graph's order, as one vector, and back.
 std::vector<double> flattenParams(const Graph &g, const Executor &ex);
 std::map<std::string, HostTensor> unflattenParams(const Graph &g, const std::vector<double> &flat);

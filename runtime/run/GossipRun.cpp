@@ -223,10 +223,10 @@ GossipReplica::GossipReplica(const Graph &graph, DataSource &data, const GossipO
     throw std::runtime_error("gossip needs at least one round, got " + std::to_string(opt.rounds));
   result.replicas.assign(R, ReplicaReport());
   result.replicas[r].simTime.assign(NN, 0.0);
-  exPtr = makeExecutor(graph, opt);
+  exPtr = executorFor(graph, opt);
   exPtr->initialize(opt.distinctInit ? opt.seed + static_cast<uint64_t>(r) : opt.seed);
   if (r == 0)
-    evalEx = makeExecutor(graph, opt);
+    evalEx = executorFor(graph, opt);
   // Checkpoints: every replica writes its own file (rankCheckpointPath) at
   // the end of a checkpoint round, before its report of that round; rank 0
   // writes its own once the reports of the round are in, naming the
@@ -1171,7 +1171,7 @@ public:
         clock(opt.networks.size(), 0.0) {
     if (R < 1)
       throw std::runtime_error("data parallelism needs at least one replica");
-    exPtr = makeExecutor(graph, opt);
+    exPtr = executorFor(graph, opt);
     exPtr->initialize(opt.seed);
     for (const StateDecl &s : graph.states)
       if (s.isParam)

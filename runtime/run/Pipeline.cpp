@@ -190,18 +190,6 @@ bool travelsInF64(const PipelineOptions &opt) {
   return !opt.executorFactory && !opt.compiled && opt.precision == Precision::F64;
 }
 
-std::unique_ptr<Executor> stageExecutor(const Graph &g, const PipelineOptions &opt) {
-  if (opt.executorFactory)
-    return opt.executorFactory(g);
-  // The choice every mode makes, written once (executorFactory).
-  TrainerOptions choice;
-  choice.compiled = opt.compiled;
-  choice.kernels = opt.kernels;
-  choice.gemmPrecision = opt.gemmPrecision;
-  choice.precision = opt.precision;
-  return executorFactory(choice)(g);
-}
-
 /// One pipeline stage on rank s of `comm` (rank s runs stage s): its
 /// executor, its part of the 1F1B schedule and of every transfer, and the
 /// stop agreement. driveSteps runs it step by step; between two updates it
@@ -313,7 +301,7 @@ PipelineStage::PipelineStage(const Graph &graph, DataSource &data, const Pipelin
                              std::to_string(comm.size()) +
                              " ranks: a pipelined plan runs one rank per stage");
   report_ = reportFor(plan);
-  exPtr = stageExecutor(plan.graph, opt);
+  exPtr = executorFor(plan.graph, opt);
   std::vector<int> sent;
   for (const StagePlan::Send &snd : plan.sends)
     sent.push_back(snd.node);

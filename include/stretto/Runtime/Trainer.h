@@ -138,6 +138,21 @@ struct TrainSummary {
 std::function<std::unique_ptr<Executor>(const Graph &)>
 executorFactory(const TrainerOptions &options);
 
+/// The executor a mode's options (PipelineOptions, GossipOptions) ask for:
+/// their own factory when set, else executorFactory's choice from their
+/// compiled, kernels, gemmPrecision and precision.
+template <class ModeOptions>
+std::unique_ptr<Executor> executorFor(const Graph &g, const ModeOptions &opt) {
+  if (opt.executorFactory)
+    return opt.executorFactory(g);
+  TrainerOptions choice;
+  choice.compiled = opt.compiled;
+  choice.kernels = opt.kernels;
+  choice.gemmPrecision = opt.gemmPrecision;
+  choice.precision = opt.precision;
+  return executorFactory(choice)(g);
+}
+
 /// Trains; returns 0 on success, 130 when interrupted (after a final
 /// checkpoint), 1 on an error (message already printed to stderr).
 int runTraining(const Graph &graph, DataSource &data, const TrainerOptions &options,
