@@ -138,6 +138,12 @@ public:
   void exec(PlanExecutor::Impl &rt, const PhasePlan &p, int i, const TensorMap &inputs, int64_t t,
             StepResult &result) override;
 
+  // Each op kind's implementation on the GPU, in one table (OpTable.h).
+  using Handler = void (CudaPlanDevice::*)(NodeCall &);
+  static const OpTable<Handler> &ops();
+  STRETTO_PLAN_DEVICE_HANDLERS
+  void checkIds(NodeCall &nc, int operand, int64_t limit, const char *what);
+
   // Queues runtime op `name` over `items` work items (grid-stride loops)
   // with the given arguments (by value, in the kernel's order).
   template <typename... Args> void launch(const char *name, int64_t items, Args... args) {
@@ -214,374 +220,371 @@ public:
 
 void CudaPlanDevice::exec(PlanExecutor::Impl &rt, const PhasePlan &p, int i,
                           const TensorMap &inputs, int64_t t, StepResult &result) {
-  const std::vector<Node> &nodes = rt.graph.phase(p.phase);
-  const Node &n = nodes[i];
-  float *out = rt.val[i];
-  auto in = [&](int k) -> const float * { return rt.val[n.operands[k]]; };
-  auto inShape = [&](int k) -> const Shape & { return nodes[n.operands[k]].shape; };
-  const int64_t count = numElements(n.shape);
-  const bool bf16 = rt.gemmPrecision == GemmPrecision::BF16;
-  // Ids are checked on the host: from the step's inputs when they are one
-  // (no wait), else downloaded (a wait for the stream; they are small).
-  auto checkIds = [&](int operand, int64_t limit, const char *what) {
-    int64_t rows = numElements(inShape(operand));
-    const Node &src = nodes[n.operands[operand]];
-    auto given = src.kind == OpKind::Input ? inputs.find(src.name) : inputs.end();
-    std::vector<float> ids = given != inputs.end()
-                                 ? std::vector<float>(given->second.data.begin(),
-                                                      given->second.data.begin() + rows)
-                                 : fetch(in(operand), rows);
-    rt.checkIds(i, ids.data(), rows, limit, what);
-  };
+  NodeCall nc(rt, p, i, inputs, t, result);
+  runNode(*this, ops(), nc);
+}
 
-  if (isBinary(n.kind)) {
-    StSpace s = spaceOf(n.shape, broadcastStrides(inShape(0), n.shape),
-                        broadcastStrides(inShape(1), n.shape));
-    launch("st_binary_op", count, opCode(n.kind), count, in(0), in(1), out, s);
-    return;
-  }
-  if (isUnary(n.kind)) {
-    StSpace s;
-    if (inShape(0) != n.shape)
-      s = spaceOf(n.shape, broadcastStrides(inShape(0), n.shape));
-    launch("st_unary_op", count, opCode(n.kind), count, in(0), out, s);
-    return;
-  }
+const OpTable<CudaPlanDevice::Handler> &CudaPlanDevice::ops() {
+  static const OpTable<Handler> table = planDeviceOps<CudaPlanDevice>("CUDA");
+  return table;
+}
 
-  switch (n.kind) {
-  case OpKind::Input: {
-    const std::vector<double> &src = inputs.at(n.name).data;
-    staging.assign(src.begin(), src.begin() + count);
-    upload(out, staging.data(), count);
+// Ids are checked on the host: from the step's inputs when they are one (no
+// wait), else downloaded (a wait for the stream; they are small).
+void CudaPlanDevice::checkIds(NodeCall &nc, int operand, int64_t limit, const char *what) {
+  int64_t rows = numElements(nc.inShape(operand));
+  const Node &src = nc.nodes[nc.n.operands[operand]];
+  auto given = src.kind == OpKind::Input ? nc.inputs.find(src.name) : nc.inputs.end();
+  std::vector<float> ids =
+      given != nc.inputs.end()
+          ? std::vector<float>(given->second.data.begin(), given->second.data.begin() + rows)
+          : fetch(nc.in(operand), rows);
+  nc.rt.checkIds(nc.i, ids.data(), rows, limit, what);
+}
+
+void CudaPlanDevice::opBinary(NodeCall &nc) {
+  StSpace s = spaceOf(nc.n.shape, broadcastStrides(nc.inShape(0), nc.n.shape),
+                      broadcastStrides(nc.inShape(1), nc.n.shape));
+  launch("st_binary_op", nc.count, opCode(nc.n.kind), nc.count, nc.in(0), nc.in(1), nc.out, s);
+}
+
+void CudaPlanDevice::opUnary(NodeCall &nc) {
+  StSpace s;
+  if (nc.inShape(0) != nc.n.shape)
+    s = spaceOf(nc.n.shape, broadcastStrides(nc.inShape(0), nc.n.shape));
+  launch("st_unary_op", nc.count, opCode(nc.n.kind), nc.count, nc.in(0), nc.out, s);
+}
+
+void CudaPlanDevice::opInput(NodeCall &nc) {
+  const std::vector<double> &src = nc.inputs.at(nc.n.name).data;
+  staging.assign(src.begin(), src.begin() + nc.count);
+  upload(nc.out, staging.data(), nc.count);
+}
+
+void CudaPlanDevice::opRead(NodeCall &nc) {
+  if (nc.p.slots[nc.i].where == Where::Arena) // a copy (see plan)
+    copy(nc.out, nc.rt.readSource(nc.n).data, nc.count);
+}
+
+void CudaPlanDevice::opNothing(NodeCall &) {}
+
+void CudaPlanDevice::opStepCount(NodeCall &nc) {
+  staging.assign(1, static_cast<float>(nc.t));
+  upload(nc.out, staging.data(), 1);
+}
+
+void CudaPlanDevice::opYield(NodeCall &nc) {
+  for (size_t k = 0; k < nc.n.operands.size(); ++k) {
+    float v = 0;
+    download(&v, nc.in(static_cast<int>(k)), 1);
+    nc.result.outputs.push_back(static_cast<double>(v));
+  }
+}
+
+void CudaPlanDevice::opKernel(NodeCall &nc) {
+  // KernelSource's launch contract (include/stretto/Runtime/KernelSource.h).
+  std::vector<const void *> args;
+  for (size_t k = 0; k < nc.n.operands.size(); ++k)
+    args.push_back(nc.in(static_cast<int>(k)));
+  args.push_back(nc.out);
+  std::vector<void *> params;
+  for (const void *&a : args)
+    params.push_back(&a);
+  int kind = nc.n.ints.empty() ? 0 : static_cast<int>(nc.n.ints[0]);
+  bool rowSums = kind == 1 && nc.n.ints.size() > 1 && nc.n.ints[1] == 1;
+  int64_t rowLen = nc.n.shape.empty() ? 1 : nc.n.shape.back();
+  unsigned block = 128, grid;
+  if (rowSums) // a block per row
+    grid = static_cast<unsigned>(std::min<int64_t>(std::max<int64_t>(nc.count, 1), 65535));
+  else if (kind == 2) // a thread per row
+    grid = gridFor(nc.count / std::max<int64_t>(rowLen, 1), block);
+  else // a thread per element or column
+    grid = gridFor(nc.count, block);
+  gpu->launch(kernelFns.at(nc.n.name), grid, block, params.data(), static_cast<int>(params.size()),
+              nc.n.name.c_str());
+}
+
+void CudaPlanDevice::opGemm(NodeCall &nc) {
+  GemmDims g = gemmDims(nc.n, nc.inShape(0), nc.inShape(1));
+  GemmCall c;
+  c.ta = g.ta, c.tb = g.tb, c.alpha = static_cast<float>(g.alpha);
+  c.m = g.m, c.n = g.n, c.k = g.k, c.batch = g.batch;
+  if (!g.rhsBatched && !g.ta) { // a shared rhs: the batch folds into the rows
+    c.m = g.batch * g.m;
+    c.batch = 1;
+  } else {
+    c.strideA = g.m * g.k, c.strideB = g.rhsBatched ? g.k * g.n : 0, c.strideC = g.m * g.n;
+  }
+  gemm(c, nc.in(0), numElements(nc.inShape(0)), nc.in(1), numElements(nc.inShape(1)), nc.out,
+       nc.bf16);
+}
+
+void CudaPlanDevice::opMatmul(NodeCall &nc) {
+  const Shape &as = nc.inShape(0), &bs = nc.inShape(1);
+  GemmCall c;
+  c.m = as[as.size() - 2], c.k = as.back(), c.n = bs.back();
+  int64_t batch = numElements(Shape(as.begin(), as.end() - 2));
+  if (bs.size() > 2) {
+    c.batch = batch, c.strideA = c.m * c.k, c.strideB = c.k * c.n, c.strideC = c.m * c.n;
+  } else {
+    c.m *= batch;
+  }
+  gemm(c, nc.in(0), numElements(as), nc.in(1), numElements(bs), nc.out, nc.bf16);
+}
+
+void CudaPlanDevice::opTranspose(NodeCall &nc) {
+  std::vector<int64_t> inSt = stridesOf(nc.inShape(0)), st(nc.n.ints.size());
+  for (size_t d = 0; d < nc.n.ints.size(); ++d)
+    st[d] = inSt[nc.n.ints[d]];
+  launch("st_gather", nc.count, nc.count, nc.in(0), int64_t(0), nc.out, spaceOf(nc.n.shape, st));
+}
+
+void CudaPlanDevice::opBroadcast(NodeCall &nc) {
+  launch("st_gather", nc.count, nc.count, nc.in(0), int64_t(0), nc.out,
+         spaceOf(nc.n.shape, broadcastStrides(nc.inShape(0), nc.n.shape)));
+}
+
+void CudaPlanDevice::opReduceSum(NodeCall &nc) {
+  // [outer, nred, inner] column sums when the summed dims are one block
+  // with kept dims after it, else row sums of [count, nred] (the summed
+  // dims permuted to the end first unless they already are).
+  const Shape &s = nc.inShape(0);
+  ReducedBlock rb = reducedBlock(s, nc.n.ints);
+  if (!rb.any) {
+    copy(nc.out, nc.in(0), nc.count);
     return;
   }
-  case OpKind::Read:
-    if (p.slots[i].where == Where::Arena) // a copy (see plan)
-      copy(out, rt.readSource(n).data, count);
-    return;
-  case OpKind::Reshape:
-  case OpKind::Transfer:
-  case OpKind::Constant:
-  case OpKind::AccumulatedGrad:
-  case OpKind::Write:
-  case OpKind::Grad:
-    return;
-  case OpKind::StepCount: {
-    staging.assign(1, static_cast<float>(t));
-    upload(out, staging.data(), 1);
+  const float *x = nc.in(0);
+  int64_t nred = numElements(s) / std::max<int64_t>(nc.count, 1);
+  if (rb.contiguous && rb.inner > 1) {
+    launch("st_column_sums", nc.count, rb.outer, nred, rb.inner, x, nc.out);
     return;
   }
-  case OpKind::Yield:
-    for (size_t k = 0; k < n.operands.size(); ++k) {
-      float v = 0;
-      download(&v, in(static_cast<int>(k)), 1);
-      result.outputs.push_back(static_cast<double>(v));
-    }
-    return;
-  case OpKind::Kernel: {
-    // KernelSource's launch contract (include/stretto/Runtime/KernelSource.h).
-    std::vector<const void *> args;
-    for (size_t k = 0; k < n.operands.size(); ++k)
-      args.push_back(in(static_cast<int>(k)));
-    args.push_back(out);
-    std::vector<void *> params;
-    for (const void *&a : args)
-      params.push_back(&a);
-    int kind = n.ints.empty() ? 0 : static_cast<int>(n.ints[0]);
-    bool rowSums = kind == 1 && n.ints.size() > 1 && n.ints[1] == 1;
-    int64_t rowLen = n.shape.empty() ? 1 : n.shape.back();
-    unsigned block = 128, grid;
-    if (rowSums) // a block per row
-      grid = static_cast<unsigned>(std::min<int64_t>(std::max<int64_t>(count, 1), 65535));
-    else if (kind == 2) // a thread per row
-      grid = gridFor(count / std::max<int64_t>(rowLen, 1), block);
-    else // a thread per element or column
-      grid = gridFor(count, block);
-    gpu->launch(kernelFns.at(n.name), grid, block, params.data(), static_cast<int>(params.size()),
-                n.name.c_str());
+  if (!rb.contiguous) {
+    std::vector<char> red(s.size(), 0);
+    for (int64_t d : nc.n.ints)
+      red[d] = 1;
+    Shape perm;
+    std::vector<int64_t> st, inSt = stridesOf(s);
+    for (int pass = 0; pass < 2; ++pass)
+      for (size_t d = 0; d < s.size(); ++d)
+        if ((red[d] != 0) == (pass == 1)) {
+          perm.push_back(s[d]);
+          st.push_back(inSt[d]);
+        }
+    float *tmp = scratchFloats(numElements(s));
+    launch("st_gather", numElements(s), numElements(s), x, int64_t(0), tmp, spaceOf(perm, st));
+    x = tmp;
+  }
+  int64_t rows = std::max<int64_t>(nc.count, 1);
+  launchShaped("st_row_sums", gridFor(rows, 1), 256, rows, nred, x, nc.out);
+}
+
+void CudaPlanDevice::opSliceOrPad(NodeCall &nc) {
+  bool isSlice = nc.n.kind == OpKind::Slice;
+  if (isSlice && nc.p.slots[nc.i].where == Where::Alias)
+    return; // a view of its operand (PlanImpl.h)
+  const Shape &big = isSlice ? nc.inShape(0) : nc.n.shape,
+              &small = isSlice ? nc.n.shape : nc.inShape(0);
+  int64_t axis = nc.n.ints[0];
+  std::vector<int64_t> st = stridesOf(big);
+  int64_t base = nc.n.ints[1] * st[axis];
+  if (isSlice) {
+    launch("st_gather", nc.count, nc.count, nc.in(0), base, nc.out, spaceOf(small, st));
+  } else {
+    gpu->memsetAsync(dptr(nc.out), 0, static_cast<size_t>(nc.count));
+    int64_t c = numElements(small);
+    launch("st_scatter", c, c, nc.in(0), base, nc.out, spaceOf(small, st));
+  }
+}
+
+void CudaPlanDevice::opSoftmax(NodeCall &nc) {
+  int64_t len = nc.n.shape.back(), rows = nc.count / std::max<int64_t>(len, 1);
+  launch("st_softmax_rows", rows, rows, len, nc.n.flag ? 1 : 0, len, nc.in(0), nc.out);
+}
+
+void CudaPlanDevice::opNorm(NodeCall &nc) {
+  int64_t d = nc.n.shape.back(), rows = nc.count / std::max<int64_t>(d, 1);
+  const float *beta = nc.n.kind == OpKind::LayerNorm ? nc.in(2) : nullptr;
+  launch("st_norm_rows", rows, rows, d, static_cast<float>(nc.n.floats[0]), nc.in(0), nc.in(1),
+         beta, nc.out);
+}
+
+void CudaPlanDevice::opNormGrad(NodeCall &nc) {
+  // As the CPU device, in the same order: dx row by row (mean and rstd
+  // to the scratch), each chunk's partial dgamma (dbeta) sums, then the
+  // chunks added in order.
+  const int64_t d = nc.inShape(0).back(), rows = d ? numElements(nc.inShape(0)) / d : 0;
+  const int64_t per = normChunkRows(rows), chunks = (rows + per - 1) / per;
+  float *mean = scratchFloats(alignUp(2 * rows) + 2 * chunks * d), *rstd = mean + rows;
+  float *pg = mean + alignUp(2 * rows), *pb = nc.n.flag ? pg + chunks * d : nullptr;
+  launch("st_norm_grad_rows", rows, rows, d, static_cast<float>(nc.n.floats[0]), nc.n.flag ? 1 : 0,
+         nc.in(0), nc.in(1), nc.in(2), nc.out, mean, rstd);
+  launch("st_norm_param_partials", chunks * d, rows, d, per, chunks, nc.in(0), nc.in(2),
+         static_cast<const float *>(mean), static_cast<const float *>(rstd), pg, pb);
+  float *dgamma = nc.out + rows * d, *dbeta = nc.n.flag ? dgamma + d : nullptr;
+  launch("st_norm_param_grad", d, d, chunks, static_cast<const float *>(pg),
+         static_cast<const float *>(pb), dgamma, dbeta);
+}
+
+void CudaPlanDevice::opAttention(NodeCall &nc) {
+  // S = scale Q K^T, masked softmax rows, O = P V: two batched GEMMs.
+  AttentionDims a = attentionDims(nc.inShape(0), nc.inShape(1), nc.inShape(2));
+  int64_t sCount = a.batch * a.tq * a.tk;
+  // S, then room for either product's bf16 operands (see gemm).
+  int64_t operands = numElements(nc.inShape(0)) + numElements(nc.inShape(1)) +
+                     numElements(nc.inShape(2)) + sCount + 4 * kAlign;
+  float *S = scratchFloats(alignUp(sCount) + (nc.bf16 ? operands : 0));
+  GemmCall qk;
+  qk.batch = a.batch, qk.m = a.tq, qk.n = a.tk, qk.k = a.d, qk.tb = true;
+  qk.alpha = static_cast<float>(nc.n.floats[0]);
+  qk.strideA = a.tq * a.d, qk.strideB = a.tk * a.d, qk.strideC = a.tq * a.tk;
+  gemm(qk, nc.in(0), numElements(nc.inShape(0)), nc.in(1), numElements(nc.inShape(1)), S, nc.bf16,
+       alignUp(sCount));
+  launch("st_softmax_rows", a.batch * a.tq, a.batch * a.tq, a.tk, nc.n.flag ? 1 : 0, a.tq, S, S);
+  GemmCall pv;
+  pv.batch = a.batch, pv.m = a.tq, pv.n = a.dv, pv.k = a.tk;
+  pv.strideA = a.tq * a.tk, pv.strideB = a.tk * a.dv, pv.strideC = a.tq * a.dv;
+  gemm(pv, S, sCount, nc.in(2), numElements(nc.inShape(2)), nc.out, nc.bf16, alignUp(sCount));
+}
+
+void CudaPlanDevice::opAttentionGrad(NodeCall &nc) {
+  // As the CPU device (PlanExecutor.cpp): P recomputed, dP = G Vᵀ, dS in
+  // dP's place (st_softmax_grad_rows), then dV = Pᵀ G, dQ = dS K,
+  // dK = dSᵀ Q; five batched GEMMs over [B, H] with [B, H, T, T] scratch.
+  const Shape &qs = nc.inShape(0);
+  const int64_t t = qs[qs.size() - 2], d = qs.back(), elems = numElements(qs);
+  const int64_t batch = numElements(Shape(qs.begin(), qs.end() - 2)), sCount = batch * t * t;
+  if (elems == 0)
+    return; // an empty batch (no queries or features: refused by validation)
+  const float *q = nc.in(0), *k = nc.in(1), *v = nc.in(2), *g = nc.in(3);
+  // P and dS, then room for any product's bf16 operands (see gemm).
+  const int64_t used = 2 * alignUp(sCount);
+  float *P = scratchFloats(used + (nc.bf16 ? 2 * elems + 2 * sCount + 4 * kAlign : 0));
+  float *dS = P + alignUp(sCount);
+  GemmCall scores; // [T, D] x [T, D]ᵀ per block
+  scores.batch = batch, scores.m = t, scores.n = t, scores.k = d, scores.tb = true;
+  scores.strideA = t * d, scores.strideB = t * d, scores.strideC = t * t;
+  GemmCall qk = scores;
+  qk.alpha = static_cast<float>(nc.n.floats[0]);
+  gemm(qk, q, elems, k, elems, P, nc.bf16, used);
+  launch("st_softmax_rows", batch * t, batch * t, t, nc.n.flag ? 1 : 0, t, P, P);
+  gemm(scores, g, elems, v, elems, dS, nc.bf16, used);
+  launch("st_softmax_grad_rows", batch * t, batch * t, t, nc.n.flag ? 1 : 0, t,
+         static_cast<float>(nc.n.floats[0]), P, dS);
+  GemmCall back; // [T, T] (transposed or not) x [T, D] per block
+  back.batch = batch, back.m = t, back.n = d, back.k = t;
+  back.strideA = t * t, back.strideB = t * d, back.strideC = t * d;
+  GemmCall backT = back;
+  backT.ta = true;
+  gemm(backT, P, sCount, g, elems, nc.out + 2 * elems, nc.bf16, used);
+  gemm(back, dS, sCount, k, elems, nc.out, nc.bf16, used);
+  gemm(backT, dS, sCount, q, elems, nc.out + elems, nc.bf16, used);
+}
+
+void CudaPlanDevice::opEmbedding(NodeCall &nc) {
+  int64_t vocab = nc.inShape(0)[0], d = nc.inShape(0)[1], rows = numElements(nc.inShape(1));
+  checkIds(nc, 1, vocab, "id");
+  launch("st_embedding", rows * d, rows, d, nc.in(0), nc.in(1), nc.out);
+}
+
+void CudaPlanDevice::opScatterRows(NodeCall &nc) {
+  int64_t vocab = nc.n.shape[0], d = nc.n.shape[1], rows = numElements(nc.inShape(0));
+  checkIds(nc, 0, vocab, "id");
+  gpu->memsetAsync(dptr(nc.out), 0, static_cast<size_t>(nc.count));
+  launch("st_scatter_rows", d, rows, d, nc.in(0), nc.in(1), nc.out);
+}
+
+void CudaPlanDevice::opOneHot(NodeCall &nc) {
+  int64_t c = nc.n.shape.back(), rows = numElements(nc.inShape(0));
+  checkIds(nc, 0, c, "class id");
+  gpu->memsetAsync(dptr(nc.out), 0, static_cast<size_t>(nc.count));
+  launch("st_one_hot", rows, rows, c, nc.in(0), nc.out);
+}
+
+void CudaPlanDevice::opCrossEntropy(NodeCall &nc) {
+  int64_t c = nc.inShape(0).back(), rows = numElements(nc.inShape(1));
+  checkIds(nc, 1, c, "target");
+  float *loss = scratchFloats(rows);
+  if (c >= 256) // a vocabulary: a block per row
+    launchShaped("st_cross_entropy_block_rows", gridFor(rows, 1), 256, rows, c, nc.in(0), nc.in(1),
+                 loss);
+  else
+    launch("st_cross_entropy_rows", rows, rows, c, nc.in(0), nc.in(1), loss);
+  launchShaped("st_mean", 1, 32, rows, static_cast<const float *>(loss), nc.out);
+}
+
+void CudaPlanDevice::opStageSum(NodeCall &nc) {
+  double sum = 0;
+  for (size_t k = 0; k < nc.n.operands.size(); ++k)
+    sum += fetch(nc.in(static_cast<int>(k)), 1)[0];
+  if (!nc.n.ints.empty()) { // a pipeline stage's copy: all-reduced over the stages
+    if (!nc.rt.collective)
+      nc.rt.fail(nc.i, "stage_sum of a pipeline stage runs only under the pipeline runtime");
+    sum = nc.rt.collective(nc.n, HostTensor{nc.n.shape, {sum}}).data.at(0);
+  }
+  staging.assign(1, static_cast<float>(sum));
+  upload(nc.out, staging.data(), 1);
+  gpu->synchronize(); // staging is reused
+}
+
+void CudaPlanDevice::opGossipMix(NodeCall &nc) {
+  if (!nc.rt.collective) {
+    copy(nc.out, nc.in(0), nc.count);
     return;
   }
-  case OpKind::Gemm: {
-    GemmDims g = gemmDims(n, inShape(0), inShape(1));
-    GemmCall c;
-    c.ta = g.ta, c.tb = g.tb, c.alpha = static_cast<float>(g.alpha);
-    c.m = g.m, c.n = g.n, c.k = g.k, c.batch = g.batch;
-    if (!g.rhsBatched && !g.ta) { // a shared rhs: the batch folds into the rows
-      c.m = g.batch * g.m;
-      c.batch = 1;
-    } else {
-      c.strideA = g.m * g.k, c.strideB = g.rhsBatched ? g.k * g.n : 0, c.strideC = g.m * g.n;
-    }
-    gemm(c, in(0), numElements(inShape(0)), in(1), numElements(inShape(1)), out, bf16);
-    return;
+  std::vector<float> z = fetch(nc.in(0), nc.count);
+  HostTensor mixed =
+      nc.rt.collective(nc.n, HostTensor{nc.n.shape, std::vector<double>(z.begin(), z.end())});
+  if (static_cast<int64_t>(mixed.data.size()) != nc.count)
+    nc.rt.fail(nc.i, "the collective returned " + std::to_string(mixed.data.size()) +
+                         " values for shape " + shapeToString(nc.n.shape));
+  staging.assign(mixed.data.begin(), mixed.data.end());
+  upload(nc.out, staging.data(), nc.count);
+  gpu->synchronize(); // staging is reused
+}
+
+void CudaPlanDevice::opDescend(NodeCall &nc) {
+  launch("st_descend", nc.count, nc.count, nc.in(0), nc.in(1), nc.in(2), nc.out);
+}
+
+void CudaPlanDevice::opNewtonSchulz(NodeCall &nc) {
+  int64_t m = nc.n.shape[0], nn = nc.n.shape[1], steps = nc.n.ints[0];
+  float a = static_cast<float>(nc.n.floats[0]), b = static_cast<float>(nc.n.floats[1]),
+        c = static_cast<float>(nc.n.floats[2]);
+  bool tr = m > nn;
+  int64_t r = tr ? nn : m, s = tr ? m : nn;
+  // Scratch: norm, X [r, s], A [r, r], B [r, r], BX [r, s] (f32 always:
+  // optimizer math is not a model GEMM).
+  int64_t off = kAlign;
+  float *base = scratchFloats(off + alignUp(r * s) * 2 + alignUp(r * r) * 2);
+  float *norm = base, *X = base + off, *A = X + alignUp(r * s), *B = A + alignUp(r * r),
+        *BX = B + alignUp(r * r);
+  launchShaped("st_norm_plus_eps", 1, 256, nc.count, nc.in(0), norm);
+  launch("st_ns_start", nc.count, m, nn, tr ? 1 : 0, nc.in(0), static_cast<const float *>(norm), X);
+  GemmCall xxt, bb, bx;
+  xxt.m = r, xxt.n = r, xxt.k = s, xxt.tb = true;
+  bb.m = r, bb.n = r, bb.k = r, bb.alpha = c;
+  bx.m = r, bx.n = s, bx.k = r;
+  for (int64_t st = 0; st < steps; ++st) {
+    gpu->gemm(xxt, X, X, A);                                                    // A = X X^T
+    gpu->gemm(bb, A, A, B);                                                     // B = c A A
+    launch("st_axpy", r * r, r * r, b, static_cast<const float *>(A), B);       // B += b A
+    gpu->gemm(bx, B, X, BX);                                                    // BX = B X
+    launch("st_scale_add", r * s, r * s, a, X, static_cast<const float *>(BX)); // X = a X + BX
   }
-  case OpKind::Matmul: {
-    const Shape &as = inShape(0), &bs = inShape(1);
-    GemmCall c;
-    c.m = as[as.size() - 2], c.k = as.back(), c.n = bs.back();
-    int64_t batch = numElements(Shape(as.begin(), as.end() - 2));
-    if (bs.size() > 2) {
-      c.batch = batch, c.strideA = c.m * c.k, c.strideB = c.k * c.n, c.strideC = c.m * c.n;
-    } else {
-      c.m *= batch;
-    }
-    gemm(c, in(0), numElements(as), in(1), numElements(bs), out, bf16);
-    return;
-  }
-  case OpKind::Transpose: {
-    std::vector<int64_t> inSt = stridesOf(inShape(0)), st(n.ints.size());
-    for (size_t d = 0; d < n.ints.size(); ++d)
-      st[d] = inSt[n.ints[d]];
-    launch("st_gather", count, count, in(0), int64_t(0), out, spaceOf(n.shape, st));
-    return;
-  }
-  case OpKind::Broadcast:
-    launch("st_gather", count, count, in(0), int64_t(0), out,
-           spaceOf(n.shape, broadcastStrides(inShape(0), n.shape)));
-    return;
-  case OpKind::ReduceSum: {
-    // [outer, nred, inner] column sums when the summed dims are one block
-    // with kept dims after it, else row sums of [count, nred] (the summed
-    // dims permuted to the end first unless they already are).
-    const Shape &s = inShape(0);
-    ReducedBlock rb = reducedBlock(s, n.ints);
-    if (!rb.any) {
-      copy(out, in(0), count);
-      return;
-    }
-    const float *x = in(0);
-    int64_t nred = numElements(s) / std::max<int64_t>(count, 1);
-    if (rb.contiguous && rb.inner > 1) {
-      launch("st_column_sums", count, rb.outer, nred, rb.inner, x, out);
-      return;
-    }
-    if (!rb.contiguous) {
-      std::vector<char> red(s.size(), 0);
-      for (int64_t d : n.ints)
-        red[d] = 1;
-      Shape perm;
-      std::vector<int64_t> st, inSt = stridesOf(s);
-      for (int pass = 0; pass < 2; ++pass)
-        for (size_t d = 0; d < s.size(); ++d)
-          if ((red[d] != 0) == (pass == 1)) {
-            perm.push_back(s[d]);
-            st.push_back(inSt[d]);
-          }
-      float *tmp = scratchFloats(numElements(s));
-      launch("st_gather", numElements(s), numElements(s), x, int64_t(0), tmp, spaceOf(perm, st));
-      x = tmp;
-    }
-    int64_t rows = std::max<int64_t>(count, 1);
-    launchShaped("st_row_sums", gridFor(rows, 1), 256, rows, nred, x, out);
-    return;
-  }
-  case OpKind::Slice:
-  case OpKind::Pad: {
-    bool isSlice = n.kind == OpKind::Slice;
-    if (isSlice && p.slots[i].where == Where::Alias)
-      return; // a view of its operand (PlanImpl.h)
-    const Shape &big = isSlice ? inShape(0) : n.shape, &small = isSlice ? n.shape : inShape(0);
-    int64_t axis = n.ints[0];
-    std::vector<int64_t> st = stridesOf(big);
-    int64_t base = n.ints[1] * st[axis];
-    if (isSlice) {
-      launch("st_gather", count, count, in(0), base, out, spaceOf(small, st));
-    } else {
-      gpu->memsetAsync(dptr(out), 0, static_cast<size_t>(count));
-      int64_t c = numElements(small);
-      launch("st_scatter", c, c, in(0), base, out, spaceOf(small, st));
-    }
-    return;
-  }
-  case OpKind::Softmax: {
-    int64_t len = n.shape.back(), rows = count / std::max<int64_t>(len, 1);
-    launch("st_softmax_rows", rows, rows, len, n.flag ? 1 : 0, len, in(0), out);
-    return;
-  }
-  case OpKind::LayerNorm:
-  case OpKind::RmsNorm: {
-    int64_t d = n.shape.back(), rows = count / std::max<int64_t>(d, 1);
-    const float *beta = n.kind == OpKind::LayerNorm ? in(2) : nullptr;
-    launch("st_norm_rows", rows, rows, d, static_cast<float>(n.floats[0]), in(0), in(1), beta,
-           out);
-    return;
-  }
-  case OpKind::NormGrad: {
-    // As the CPU device, in the same order: dx row by row (mean and rstd
-    // to the scratch), each chunk's partial dgamma (dbeta) sums, then the
-    // chunks added in order.
-    const int64_t d = inShape(0).back(), rows = d ? numElements(inShape(0)) / d : 0;
-    const int64_t per = normChunkRows(rows), chunks = (rows + per - 1) / per;
-    float *mean = scratchFloats(alignUp(2 * rows) + 2 * chunks * d), *rstd = mean + rows;
-    float *pg = mean + alignUp(2 * rows), *pb = n.flag ? pg + chunks * d : nullptr;
-    launch("st_norm_grad_rows", rows, rows, d, static_cast<float>(n.floats[0]), n.flag ? 1 : 0,
-           in(0), in(1), in(2), out, mean, rstd);
-    launch("st_norm_param_partials", chunks * d, rows, d, per, chunks, in(0), in(2),
-           static_cast<const float *>(mean), static_cast<const float *>(rstd), pg, pb);
-    float *dgamma = out + rows * d, *dbeta = n.flag ? dgamma + d : nullptr;
-    launch("st_norm_param_grad", d, d, chunks, static_cast<const float *>(pg),
-           static_cast<const float *>(pb), dgamma, dbeta);
-    return;
-  }
-  case OpKind::Attention: {
-    // S = scale Q K^T, masked softmax rows, O = P V: two batched GEMMs.
-    AttentionDims a = attentionDims(inShape(0), inShape(1), inShape(2));
-    int64_t sCount = a.batch * a.tq * a.tk;
-    // S, then room for either product's bf16 operands (see gemm).
-    int64_t operands = numElements(inShape(0)) + numElements(inShape(1)) +
-                       numElements(inShape(2)) + sCount + 4 * kAlign;
-    float *S = scratchFloats(alignUp(sCount) + (bf16 ? operands : 0));
-    GemmCall qk;
-    qk.batch = a.batch, qk.m = a.tq, qk.n = a.tk, qk.k = a.d, qk.tb = true;
-    qk.alpha = static_cast<float>(n.floats[0]);
-    qk.strideA = a.tq * a.d, qk.strideB = a.tk * a.d, qk.strideC = a.tq * a.tk;
-    gemm(qk, in(0), numElements(inShape(0)), in(1), numElements(inShape(1)), S, bf16,
-         alignUp(sCount));
-    launch("st_softmax_rows", a.batch * a.tq, a.batch * a.tq, a.tk, n.flag ? 1 : 0, a.tq, S, S);
-    GemmCall pv;
-    pv.batch = a.batch, pv.m = a.tq, pv.n = a.dv, pv.k = a.tk;
-    pv.strideA = a.tq * a.tk, pv.strideB = a.tk * a.dv, pv.strideC = a.tq * a.dv;
-    gemm(pv, S, sCount, in(2), numElements(inShape(2)), out, bf16, alignUp(sCount));
-    return;
-  }
-  case OpKind::AttentionGrad: {
-    // As the CPU device (PlanExecutor.cpp): P recomputed, dP = G Vᵀ, dS in
-    // dP's place (st_softmax_grad_rows), then dV = Pᵀ G, dQ = dS K,
-    // dK = dSᵀ Q; five batched GEMMs over [B, H] with [B, H, T, T] scratch.
-    const Shape &qs = inShape(0);
-    const int64_t t = qs[qs.size() - 2], d = qs.back(), elems = numElements(qs);
-    const int64_t batch = numElements(Shape(qs.begin(), qs.end() - 2)), sCount = batch * t * t;
-    if (elems == 0)
-      return; // an empty batch (no queries or features: refused by validation)
-    const float *q = in(0), *k = in(1), *v = in(2), *g = in(3);
-    // P and dS, then room for any product's bf16 operands (see gemm).
-    const int64_t used = 2 * alignUp(sCount);
-    float *P = scratchFloats(used + (bf16 ? 2 * elems + 2 * sCount + 4 * kAlign : 0));
-    float *dS = P + alignUp(sCount);
-    GemmCall scores; // [T, D] x [T, D]ᵀ per block
-    scores.batch = batch, scores.m = t, scores.n = t, scores.k = d, scores.tb = true;
-    scores.strideA = t * d, scores.strideB = t * d, scores.strideC = t * t;
-    GemmCall qk = scores;
-    qk.alpha = static_cast<float>(n.floats[0]);
-    gemm(qk, q, elems, k, elems, P, bf16, used);
-    launch("st_softmax_rows", batch * t, batch * t, t, n.flag ? 1 : 0, t, P, P);
-    gemm(scores, g, elems, v, elems, dS, bf16, used);
-    launch("st_softmax_grad_rows", batch * t, batch * t, t, n.flag ? 1 : 0, t,
-           static_cast<float>(n.floats[0]), P, dS);
-    GemmCall back; // [T, T] (transposed or not) x [T, D] per block
-    back.batch = batch, back.m = t, back.n = d, back.k = t;
-    back.strideA = t * t, back.strideB = t * d, back.strideC = t * d;
-    GemmCall backT = back;
-    backT.ta = true;
-    gemm(backT, P, sCount, g, elems, out + 2 * elems, bf16, used);
-    gemm(back, dS, sCount, k, elems, out, bf16, used);
-    gemm(backT, dS, sCount, q, elems, out + elems, bf16, used);
-    return;
-  }
-  case OpKind::Embedding: {
-    int64_t vocab = inShape(0)[0], d = inShape(0)[1], rows = numElements(inShape(1));
-    checkIds(1, vocab, "id");
-    launch("st_embedding", rows * d, rows, d, in(0), in(1), out);
-    return;
-  }
-  case OpKind::ScatterRows: {
-    int64_t vocab = n.shape[0], d = n.shape[1], rows = numElements(inShape(0));
-    checkIds(0, vocab, "id");
-    gpu->memsetAsync(dptr(out), 0, static_cast<size_t>(count));
-    launch("st_scatter_rows", d, rows, d, in(0), in(1), out);
-    return;
-  }
-  case OpKind::OneHot: {
-    int64_t c = n.shape.back(), rows = numElements(inShape(0));
-    checkIds(0, c, "class id");
-    gpu->memsetAsync(dptr(out), 0, static_cast<size_t>(count));
-    launch("st_one_hot", rows, rows, c, in(0), out);
-    return;
-  }
-  case OpKind::CrossEntropy: {
-    int64_t c = inShape(0).back(), rows = numElements(inShape(1));
-    checkIds(1, c, "target");
-    float *loss = scratchFloats(rows);
-    if (c >= 256) // a vocabulary: a block per row
-      launchShaped("st_cross_entropy_block_rows", gridFor(rows, 1), 256, rows, c, in(0), in(1),
-                   loss);
-    else
-      launch("st_cross_entropy_rows", rows, rows, c, in(0), in(1), loss);
-    launchShaped("st_mean", 1, 32, rows, static_cast<const float *>(loss), out);
-    return;
-  }
-  case OpKind::StageSum: {
-    double sum = 0;
-    for (size_t k = 0; k < n.operands.size(); ++k)
-      sum += fetch(in(static_cast<int>(k)), 1)[0];
-    if (!n.ints.empty()) { // a pipeline stage's copy: all-reduced over the stages
-      if (!rt.collective)
-        rt.fail(i, "stage_sum of a pipeline stage runs only under the pipeline runtime");
-      sum = rt.collective(n, HostTensor{n.shape, {sum}}).data.at(0);
-    }
-    staging.assign(1, static_cast<float>(sum));
-    upload(out, staging.data(), 1);
-    gpu->synchronize(); // staging is reused
-    return;
-  }
-  case OpKind::GossipMix: {
-    if (!rt.collective) {
-      copy(out, in(0), count);
-      return;
-    }
-    std::vector<float> z = fetch(in(0), count);
-    HostTensor mixed = rt.collective(n, HostTensor{n.shape, std::vector<double>(z.begin(), z.end())});
-    if (static_cast<int64_t>(mixed.data.size()) != count)
-      rt.fail(i, "the collective returned " + std::to_string(mixed.data.size()) +
-                     " values for shape " + shapeToString(n.shape));
-    staging.assign(mixed.data.begin(), mixed.data.end());
-    upload(out, staging.data(), count);
-    gpu->synchronize(); // staging is reused
-    return;
-  }
-  case OpKind::Descend:
-    launch("st_descend", count, count, in(0), in(1), in(2), out);
-    return;
-  case OpKind::NewtonSchulz: {
-    int64_t m = n.shape[0], nn = n.shape[1], steps = n.ints[0];
-    float a = static_cast<float>(n.floats[0]), b = static_cast<float>(n.floats[1]),
-          c = static_cast<float>(n.floats[2]);
-    bool tr = m > nn;
-    int64_t r = tr ? nn : m, s = tr ? m : nn;
-    // Scratch: norm, X [r, s], A [r, r], B [r, r], BX [r, s] (f32 always:
-    // optimizer math is not a model GEMM).
-    int64_t off = kAlign;
-    float *base = scratchFloats(off + alignUp(r * s) * 2 + alignUp(r * r) * 2);
-    float *norm = base, *X = base + off, *A = X + alignUp(r * s), *B = A + alignUp(r * r),
-          *BX = B + alignUp(r * r);
-    launchShaped("st_norm_plus_eps", 1, 256, count, in(0), norm);
-    launch("st_ns_start", count, m, nn, tr ? 1 : 0, in(0), static_cast<const float *>(norm), X);
-    GemmCall xxt, bb, bx;
-    xxt.m = r, xxt.n = r, xxt.k = s, xxt.tb = true;
-    bb.m = r, bb.n = r, bb.k = r, bb.alpha = c;
-    bx.m = r, bx.n = s, bx.k = r;
-    for (int64_t st = 0; st < steps; ++st) {
-      gpu->gemm(xxt, X, X, A);                       // A = X X^T
-      gpu->gemm(bb, A, A, B);                        // B = c A A
-      launch("st_axpy", r * r, r * r, b, static_cast<const float *>(A), B); // B += b A
-      gpu->gemm(bx, B, X, BX);                       // BX = B X
-      launch("st_scale_add", r * s, r * s, a, X, static_cast<const float *>(BX)); // X = a X + BX
-    }
-    if (tr) { // out [m, n] = X^T
-      std::vector<int64_t> st = {1, m};
-      launch("st_gather", count, count, static_cast<const float *>(X), int64_t(0), out,
-             spaceOf(n.shape, st));
-    } else {
-      copy(out, X, count);
-    }
-    return;
-  }
-  default:
-    rt.fail(i, "the CUDA runtime has no implementation of this op");
+  if (tr) { // out [m, n] = X^T
+    std::vector<int64_t> st = {1, m};
+    launch("st_gather", nc.count, nc.count, static_cast<const float *>(X), int64_t(0), nc.out,
+           spaceOf(nc.n.shape, st));
+  } else {
+    copy(nc.out, X, nc.count);
   }
 }
 
 } // namespace
+
+OpTableCoverage cudaOpTable() { return coverageOf(CudaPlanDevice::ops()); }
 
 namespace {
 

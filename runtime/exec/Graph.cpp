@@ -8,6 +8,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "stretto/Runtime/Graph.h"
+#include "stretto/Runtime/OpTable.h"
 #include "stretto/Support/Broadcast.h"
 
 #include <algorithm>
@@ -112,318 +113,378 @@ Shape dropLast(const Shape &s) { return Shape(s.begin(), s.end() - 1); }
 
 } // namespace
 
-static void validatePhase(const Graph &g, const std::vector<Node> &nodes);
+namespace {
+
+// One node under validation: what the per-kind checks read.
+struct NodeCheck {
+  const Graph &g;
+  const std::vector<Node> &nodes;
+  size_t i;
+  const Node &n;
+  int have; // operand count
+
+  [[noreturn]] void fail(const std::string &msg) const { stretto::fail(i, n, msg); }
+  const Shape &opShape(int k) const { return nodes[n.operands[k]].shape; }
+  void needShape(const Shape &expected, const char *what) const {
+    if (n.shape != expected)
+      fail(std::string(what) + ": result shape " + shapeToString(n.shape) + ", expected " +
+           shapeToString(expected));
+  }
+  void needInts(size_t count) const {
+    if (n.ints.size() != count)
+      fail("expects " + std::to_string(count) + " int attribute(s), has " +
+           std::to_string(n.ints.size()));
+  }
+  void needFloats(size_t count) const {
+    if (n.floats.size() < count)
+      fail("expects " + std::to_string(count) + " float attribute(s), has " +
+           std::to_string(n.floats.size()));
+  }
+};
+
+using Check = void (*)(const NodeCheck &);
+
+// What holds for every node whatever its kind: arity, operands that name
+// earlier nodes with values, no negative dimension.
+void checkOperands(const NodeCheck &nc) {
+  const Node &n = nc.n;
+  int want = opArity(n.kind);
+  if (want >= 0 && nc.have != want)
+    nc.fail("expects " + std::to_string(want) + " operand(s), has " + std::to_string(nc.have));
+  if (want < 0 && nc.have == 0 && n.kind != OpKind::Kernel)
+    nc.fail("expects at least one operand");
+  for (int o : n.operands)
+    if (o < 0 || static_cast<size_t>(o) >= nc.i)
+      nc.fail("operand index " + std::to_string(o) + " does not name an earlier node");
+  for (int o : n.operands) {
+    OpKind ok = nc.nodes[o].kind;
+    if (ok == OpKind::Write || ok == OpKind::Grad || ok == OpKind::Yield)
+      nc.fail("operand " + std::to_string(o) + " is a sink (" + opKindName(ok) +
+              ") and has no value");
+  }
+  for (int64_t d : n.shape)
+    if (d < 0)
+      nc.fail("negative dimension in shape " + shapeToString(n.shape));
+}
+
+void checkElementwise(const NodeCheck &nc) {
+  for (int k = 0; k < nc.have; ++k)
+    if (!broadcastsTo(nc.opShape(k), nc.n.shape))
+      nc.fail("operand " + std::to_string(k) + " of shape " + shapeToString(nc.opShape(k)) +
+              " does not broadcast to " + shapeToString(nc.n.shape));
+}
+
+// Kinds whose operands and attributes checkOperands covers: accumulated
+// gradients, and the compiled nodes (their kernels were checked when
+// compiled).
+void checkNothingMore(const NodeCheck &) {}
+
+void checkNamed(const NodeCheck &nc) {
+  if (nc.n.name.empty())
+    nc.fail("needs a name");
+}
+
+void checkState(const NodeCheck &nc) {
+  const StateDecl *s = nc.g.findState(nc.n.name);
+  if (!s)
+    nc.fail("no state named '" + nc.n.name + "'");
+  const Shape &vs = nc.n.kind == OpKind::Read ? nc.n.shape : nc.opShape(0);
+  if (vs != s->shape)
+    nc.fail("value shape " + shapeToString(vs) + " != state shape " + shapeToString(s->shape));
+}
+
+void checkConstant(const NodeCheck &nc) {
+  if (nc.n.data.size() != 1 && static_cast<int64_t>(nc.n.data.size()) != numElements(nc.n.shape))
+    nc.fail("has " + std::to_string(nc.n.data.size()) + " values for shape " +
+            shapeToString(nc.n.shape));
+}
+
+void checkStepCount(const NodeCheck &nc) {
+  if (numElements(nc.n.shape) != 1)
+    nc.fail("result must be a scalar");
+}
+
+void checkYield(const NodeCheck &nc) {
+  for (int k = 0; k < nc.have; ++k)
+    if (numElements(nc.opShape(k)) != 1)
+      nc.fail("operand " + std::to_string(k) + " of shape " + shapeToString(nc.opShape(k)) +
+              " is not a scalar");
+}
+
+void checkMatmul(const NodeCheck &nc) {
+  const Shape &a = nc.opShape(0), &b = nc.opShape(1);
+  if (a.size() < 2 || b.size() < 2)
+    nc.fail("operands must have rank >= 2");
+  if (a.back() != b[b.size() - 2])
+    nc.fail("contraction mismatch: lhs " + shapeToString(a) + " x rhs " + shapeToString(b));
+  if (b.size() > 2 && (b.size() != a.size() || !std::equal(a.begin(), a.end() - 2, b.begin())))
+    nc.fail("batch dims differ: lhs " + shapeToString(a) + " x rhs " + shapeToString(b));
+  Shape out(a.begin(), a.end() - 1);
+  out.push_back(b.back());
+  nc.needShape(out, "matmul");
+}
+
+void checkTranspose(const NodeCheck &nc) {
+  const Shape &in = nc.opShape(0);
+  if (nc.n.ints.size() != in.size())
+    nc.fail("permutation length differs from rank");
+  std::vector<bool> seen(in.size(), false);
+  Shape out;
+  for (int64_t p : nc.n.ints) {
+    if (p < 0 || p >= static_cast<int64_t>(in.size()) || seen[p])
+      nc.fail("ints are not a permutation");
+    seen[p] = true;
+    out.push_back(in[p]);
+  }
+  nc.needShape(out, "transpose");
+}
+
+void checkReshape(const NodeCheck &nc) {
+  if (numElements(nc.opShape(0)) != numElements(nc.n.shape))
+    nc.fail("cannot reshape " + shapeToString(nc.opShape(0)) + " to " + shapeToString(nc.n.shape));
+}
+
+void checkBroadcast(const NodeCheck &nc) {
+  if (!broadcastsTo(nc.opShape(0), nc.n.shape))
+    nc.fail(shapeToString(nc.opShape(0)) + " does not broadcast to " + shapeToString(nc.n.shape));
+}
+
+void checkReduceSum(const NodeCheck &nc) {
+  const Shape &in = nc.opShape(0);
+  Shape out;
+  size_t next = 0;
+  for (size_t d = 0; d < in.size(); ++d) {
+    if (next < nc.n.ints.size() && nc.n.ints[next] == static_cast<int64_t>(d)) {
+      ++next;
+      continue;
+    }
+    out.push_back(in[d]);
+  }
+  if (next != nc.n.ints.size())
+    nc.fail("reduced dims must be sorted, unique and < rank");
+  nc.needShape(out, "reduce_sum");
+}
+
+void checkSliceOrPad(const NodeCheck &nc) {
+  nc.needInts(2);
+  bool isSlice = nc.n.kind == OpKind::Slice;
+  const Shape &big = isSlice ? nc.opShape(0) : nc.n.shape;
+  const Shape &small = isSlice ? nc.n.shape : nc.opShape(0);
+  int64_t axis = nc.n.ints[0], offset = nc.n.ints[1];
+  if (big.size() != small.size() || axis < 0 || axis >= static_cast<int64_t>(big.size()))
+    nc.fail("bad axis or rank");
+  for (size_t d = 0; d < big.size(); ++d)
+    if (static_cast<int64_t>(d) != axis && big[d] != small[d])
+      nc.fail("shapes " + shapeToString(nc.opShape(0)) + " and " + shapeToString(nc.n.shape) +
+              " differ off the axis");
+  if (offset < 0 || offset + small[axis] > big[axis])
+    nc.fail("offset " + std::to_string(offset) + " out of range");
+}
+
+void checkSoftmax(const NodeCheck &nc) {
+  nc.needShape(nc.opShape(0), "softmax");
+  if (nc.n.shape.empty())
+    nc.fail("operand must have rank >= 1");
+  if (nc.n.flag &&
+      (nc.n.shape.size() < 2 || nc.n.shape.back() != nc.n.shape[nc.n.shape.size() - 2]))
+    nc.fail("causal softmax needs [..., T, T]");
+}
+
+void checkNorm(const NodeCheck &nc) {
+  const Shape &x = nc.opShape(0);
+  nc.needShape(x, opKindName(nc.n.kind));
+  nc.needFloats(1);
+  if (x.empty())
+    nc.fail("operand must have rank >= 1");
+  for (int k = 1; k < nc.have; ++k)
+    if (numElements(nc.opShape(k)) != x.back())
+      nc.fail("affine operand " + std::to_string(k) + " of shape " + shapeToString(nc.opShape(k)) +
+              " does not match " + std::to_string(x.back()) + " features");
+}
+
+void checkNormGrad(const NodeCheck &nc) {
+  const Shape &x = nc.opShape(0);
+  nc.needFloats(1);
+  if (x.empty())
+    nc.fail("operand must have rank >= 1");
+  if (numElements(nc.opShape(1)) != x.back())
+    nc.fail("gamma of shape " + shapeToString(nc.opShape(1)) + " does not match " +
+            std::to_string(x.back()) + " features");
+  if (nc.opShape(2) != x)
+    nc.fail("grad " + shapeToString(nc.opShape(2)) + " and x " + shapeToString(x) +
+            " must share one shape");
+  const int64_t d = x.back(), rows = d ? numElements(x) / d : 0;
+  nc.needShape(Shape{rows + (nc.n.flag ? 2 : 1), d}, "norm_grad");
+}
+
+void checkAttention(const NodeCheck &nc) {
+  const Shape &q = nc.opShape(0), &k = nc.opShape(1), &v = nc.opShape(2);
+  nc.needFloats(1);
+  if (q.size() < 2 || k.size() != q.size() || v.size() != q.size() ||
+      !std::equal(q.begin(), q.end() - 2, k.begin()) ||
+      !std::equal(q.begin(), q.end() - 2, v.begin()) || q.back() != k.back() ||
+      k[k.size() - 2] != v[v.size() - 2])
+    nc.fail("q " + shapeToString(q) + ", k " + shapeToString(k) + ", v " + shapeToString(v) +
+            " do not agree");
+  if (nc.n.flag && q[q.size() - 2] != k[k.size() - 2])
+    nc.fail("causal attention needs equal query and key lengths");
+  if (q[q.size() - 2] == 0 || k[k.size() - 2] == 0 || q.back() == 0 || v.back() == 0)
+    nc.fail("q " + shapeToString(q) + ", k " + shapeToString(k) + ", v " + shapeToString(v) +
+            ": attention needs at least one query, key and feature");
+  Shape out = dropLast(q);
+  out.push_back(v.back());
+  nc.needShape(out, "attention");
+}
+
+void checkAttentionGrad(const NodeCheck &nc) {
+  const Shape &q = nc.opShape(0);
+  nc.needFloats(1);
+  for (int k = 1; k < 4; ++k)
+    if (nc.opShape(k) != q)
+      nc.fail("q " + shapeToString(q) + ", k " + shapeToString(nc.opShape(1)) + ", v " +
+              shapeToString(nc.opShape(2)) + ", grad " + shapeToString(nc.opShape(3)) +
+              " must share one shape");
+  if (q.size() < 2)
+    nc.fail("q " + shapeToString(q) + " needs at least [T, D]");
+  if (q[q.size() - 2] == 0 || q.back() == 0)
+    nc.fail("q " + shapeToString(q) + ": attention needs at least one query, key and feature");
+  Shape out{3};
+  out.insert(out.end(), q.begin(), q.end());
+  nc.needShape(out, "attention_grad");
+}
+
+void checkEmbedding(const NodeCheck &nc) {
+  const Shape &table = nc.opShape(0);
+  if (table.size() != 2)
+    nc.fail("table must be [V, D]");
+  Shape out = nc.opShape(1);
+  out.push_back(table[1]);
+  nc.needShape(out, "embedding");
+}
+
+void checkScatterRows(const NodeCheck &nc) {
+  if (nc.n.shape.size() != 2)
+    nc.fail("result must be [V, D]");
+  Shape g = nc.opShape(0);
+  g.push_back(nc.n.shape[1]);
+  if (nc.opShape(1) != g)
+    nc.fail("gradient shape " + shapeToString(nc.opShape(1)) + ", expected " + shapeToString(g));
+}
+
+void checkOneHot(const NodeCheck &nc) {
+  if (nc.n.shape.empty())
+    nc.fail("result must have a class dim");
+  Shape out = nc.opShape(0);
+  out.push_back(nc.n.shape.back());
+  nc.needShape(out, "one_hot");
+}
+
+void checkCrossEntropy(const NodeCheck &nc) {
+  if (nc.opShape(0).empty() || dropLast(nc.opShape(0)) != nc.opShape(1))
+    nc.fail("logits " + shapeToString(nc.opShape(0)) + " and targets " +
+            shapeToString(nc.opShape(1)) + " do not agree");
+  if (numElements(nc.n.shape) != 1)
+    nc.fail("result must be a scalar");
+}
+
+void checkStageSum(const NodeCheck &nc) {
+  if (nc.n.ints.size() > 1 || (nc.n.ints.size() == 1 && nc.n.ints[0] != 1))
+    nc.fail("stage_sum's only int is 1 (all-reduce over the stages)");
+  for (size_t k = 0; k < nc.n.operands.size(); ++k)
+    if (numElements(nc.opShape(k)) != 1)
+      nc.fail("stage_sum sums scalars, got " + shapeToString(nc.opShape(k)));
+  if (numElements(nc.n.shape) != 1)
+    nc.fail("result must be a scalar");
+}
+
+void checkTransfer(const NodeCheck &nc) {
+  nc.needInts(2);
+  nc.needShape(nc.opShape(0), "transfer");
+}
+
+void checkDescend(const NodeCheck &nc) {
+  nc.needShape(nc.opShape(0), "descend");
+  if (nc.opShape(1) != nc.opShape(0) || numElements(nc.opShape(2)) != 1)
+    nc.fail("descend needs a direction shaped like the parameter and a scalar lr");
+}
+
+void checkGossipMix(const NodeCheck &nc) {
+  nc.needFloats(1);
+  nc.needShape(nc.opShape(0), "gossip_mix");
+  if (!(nc.n.floats[0] > 0 && nc.n.floats[0] <= 1))
+    nc.fail("alpha must be in (0, 1], got " + std::to_string(nc.n.floats[0]));
+}
+
+void checkNewtonSchulz(const NodeCheck &nc) {
+  nc.needInts(1);
+  nc.needFloats(3);
+  if (nc.opShape(0).size() != 2)
+    nc.fail("operand must be a matrix");
+  nc.needShape(nc.opShape(0), "newton_schulz");
+}
+
+// Each kind's own checks, in one table (OpTable.h).
+const OpTable<Check> &checks() {
+  static const OpTable<Check> table =
+      OpTable<Check>("validator")
+          .onClass(OpClass::Binary, checkElementwise)
+          .onClass(OpClass::Unary, checkElementwise)
+          .on({OpKind::AccumulatedGrad, OpKind::Kernel, OpKind::Gemm}, checkNothingMore)
+          .on({OpKind::Input, OpKind::Grad}, checkNamed)
+          .on({OpKind::Read, OpKind::Write}, checkState)
+          .on({OpKind::Constant}, checkConstant)
+          .on({OpKind::StepCount}, checkStepCount)
+          .on({OpKind::Yield}, checkYield)
+          .on({OpKind::Matmul}, checkMatmul)
+          .on({OpKind::Transpose}, checkTranspose)
+          .on({OpKind::Reshape}, checkReshape)
+          .on({OpKind::Broadcast}, checkBroadcast)
+          .on({OpKind::ReduceSum}, checkReduceSum)
+          .on({OpKind::Slice, OpKind::Pad}, checkSliceOrPad)
+          .on({OpKind::Softmax}, checkSoftmax)
+          .on({OpKind::LayerNorm, OpKind::RmsNorm}, checkNorm)
+          .on({OpKind::NormGrad}, checkNormGrad)
+          .on({OpKind::Attention}, checkAttention)
+          .on({OpKind::AttentionGrad}, checkAttentionGrad)
+          .on({OpKind::Embedding}, checkEmbedding)
+          .on({OpKind::ScatterRows}, checkScatterRows)
+          .on({OpKind::OneHot}, checkOneHot)
+          .on({OpKind::CrossEntropy}, checkCrossEntropy)
+          .on({OpKind::StageSum}, checkStageSum)
+          .on({OpKind::Transfer}, checkTransfer)
+          .on({OpKind::Descend}, checkDescend)
+          .on({OpKind::GossipMix}, checkGossipMix)
+          .on({OpKind::NewtonSchulz}, checkNewtonSchulz);
+  return table;
+}
+
+void validatePhase(const Graph &g, const std::vector<Node> &nodes) {
+  for (size_t i = 0; i < nodes.size(); ++i) {
+    const Node &n = nodes[i];
+    NodeCheck nc{g, nodes, i, n, static_cast<int>(n.operands.size())};
+    checkOperands(nc);
+    Check check = checks()[n.kind];
+    if (!check)
+      nc.fail("the graph validator has no checks for this kind");
+    check(nc);
+  }
+}
+
+} // namespace
+
+OpTableCoverage validatorOpTable() { return coverageOf(checks()); }
+
+std::vector<OpTableCoverage> opTableCoverage() {
+  std::vector<OpTableCoverage> all = referenceOpTables();
+  for (OpTableCoverage t : {hostOpTable(), cudaOpTable(), validatorOpTable()})
+    all.push_back(std::move(t));
+  return all;
+}
 
 void Graph::validate() const {
   validatePhase(*this, nodes);
   validatePhase(*this, update);
   validatePhase(*this, outer);
-}
-
-static void validatePhase(const Graph &g, const std::vector<Node> &nodes) {
-  for (size_t i = 0; i < nodes.size(); ++i) {
-    const Node &n = nodes[i];
-    int want = opArity(n.kind);
-    int have = static_cast<int>(n.operands.size());
-    if (want >= 0 && have != want)
-      fail(i, n, "expects " + std::to_string(want) + " operand(s), has " +
-                     std::to_string(have));
-    if (want < 0 && have == 0 && n.kind != OpKind::Kernel)
-      fail(i, n, "expects at least one operand");
-    for (int o : n.operands)
-      if (o < 0 || static_cast<size_t>(o) >= i)
-        fail(i, n, "operand index " + std::to_string(o) +
-                       " does not name an earlier node");
-    for (int o : n.operands) {
-      OpKind ok = nodes[o].kind;
-      if (ok == OpKind::Write || ok == OpKind::Grad || ok == OpKind::Yield)
-        fail(i, n, "operand " + std::to_string(o) + " is a sink (" +
-                       opKindName(ok) + ") and has no value");
-    }
-    for (int64_t d : n.shape)
-      if (d < 0)
-        fail(i, n, "negative dimension in shape " + shapeToString(n.shape));
-
-    auto opShape = [&](int k) -> const Shape & {
-      return nodes[n.operands[k]].shape;
-    };
-    auto needShape = [&](const Shape &expected, const char *what) {
-      if (n.shape != expected)
-        fail(i, n, std::string(what) + ": result shape " +
-                       shapeToString(n.shape) + ", expected " +
-                       shapeToString(expected));
-    };
-    auto needInts = [&](size_t count) {
-      if (n.ints.size() != count)
-        fail(i, n, "expects " + std::to_string(count) + " int attribute(s), has " +
-                       std::to_string(n.ints.size()));
-    };
-    auto needFloats = [&](size_t count) {
-      if (n.floats.size() < count)
-        fail(i, n, "expects " + std::to_string(count) +
-                       " float attribute(s), has " +
-                       std::to_string(n.floats.size()));
-    };
-
-    if (isElementwise(n.kind)) {
-      for (int k = 0; k < have; ++k)
-        if (!broadcastsTo(opShape(k), n.shape))
-          fail(i, n, "operand " + std::to_string(k) + " of shape " +
-                         shapeToString(opShape(k)) +
-                         " does not broadcast to " + shapeToString(n.shape));
-      continue;
-    }
-
-    switch (n.kind) {
-    case OpKind::Input:
-    case OpKind::Grad:
-      if (n.name.empty())
-        fail(i, n, "needs a name");
-      break;
-    case OpKind::Read:
-    case OpKind::Write: {
-      const StateDecl *s = g.findState(n.name);
-      if (!s)
-        fail(i, n, "no state named '" + n.name + "'");
-      const Shape &vs = n.kind == OpKind::Read ? n.shape : opShape(0);
-      if (vs != s->shape)
-        fail(i, n, "value shape " + shapeToString(vs) + " != state shape " +
-                       shapeToString(s->shape));
-      break;
-    }
-    case OpKind::Constant:
-      if (n.data.size() != 1 &&
-          static_cast<int64_t>(n.data.size()) != numElements(n.shape))
-        fail(i, n, "has " + std::to_string(n.data.size()) +
-                       " values for shape " + shapeToString(n.shape));
-      break;
-    case OpKind::StepCount:
-      if (numElements(n.shape) != 1)
-        fail(i, n, "result must be a scalar");
-      break;
-    case OpKind::Yield:
-      for (int k = 0; k < have; ++k)
-        if (numElements(opShape(k)) != 1)
-          fail(i, n, "operand " + std::to_string(k) + " of shape " +
-                         shapeToString(opShape(k)) + " is not a scalar");
-      break;
-    case OpKind::Matmul: {
-      const Shape &a = opShape(0), &b = opShape(1);
-      if (a.size() < 2 || b.size() < 2)
-        fail(i, n, "operands must have rank >= 2");
-      if (a.back() != b[b.size() - 2])
-        fail(i, n, "contraction mismatch: lhs " + shapeToString(a) +
-                       " x rhs " + shapeToString(b));
-      if (b.size() > 2 && (b.size() != a.size() ||
-                           !std::equal(a.begin(), a.end() - 2, b.begin())))
-        fail(i, n, "batch dims differ: lhs " + shapeToString(a) + " x rhs " +
-                       shapeToString(b));
-      Shape out(a.begin(), a.end() - 1);
-      out.push_back(b.back());
-      needShape(out, "matmul");
-      break;
-    }
-    case OpKind::Transpose: {
-      const Shape &in = opShape(0);
-      if (n.ints.size() != in.size())
-        fail(i, n, "permutation length differs from rank");
-      std::vector<bool> seen(in.size(), false);
-      Shape out;
-      for (int64_t p : n.ints) {
-        if (p < 0 || p >= static_cast<int64_t>(in.size()) || seen[p])
-          fail(i, n, "ints are not a permutation");
-        seen[p] = true;
-        out.push_back(in[p]);
-      }
-      needShape(out, "transpose");
-      break;
-    }
-    case OpKind::Reshape:
-      if (numElements(opShape(0)) != numElements(n.shape))
-        fail(i, n, "cannot reshape " + shapeToString(opShape(0)) + " to " +
-                       shapeToString(n.shape));
-      break;
-    case OpKind::Broadcast:
-      if (!broadcastsTo(opShape(0), n.shape))
-        fail(i, n, shapeToString(opShape(0)) + " does not broadcast to " +
-                       shapeToString(n.shape));
-      break;
-    case OpKind::ReduceSum: {
-      const Shape &in = opShape(0);
-      Shape out;
-      size_t next = 0;
-      for (size_t d = 0; d < in.size(); ++d) {
-        if (next < n.ints.size() && n.ints[next] == static_cast<int64_t>(d)) {
-          ++next;
-          continue;
-        }
-        out.push_back(in[d]);
-      }
-      if (next != n.ints.size())
-        fail(i, n, "reduced dims must be sorted, unique and < rank");
-      needShape(out, "reduce_sum");
-      break;
-    }
-    case OpKind::Slice:
-    case OpKind::Pad: {
-      needInts(2);
-      bool isSlice = n.kind == OpKind::Slice;
-      const Shape &big = isSlice ? opShape(0) : n.shape;
-      const Shape &small = isSlice ? n.shape : opShape(0);
-      int64_t axis = n.ints[0], offset = n.ints[1];
-      if (big.size() != small.size() || axis < 0 ||
-          axis >= static_cast<int64_t>(big.size()))
-        fail(i, n, "bad axis or rank");
-      for (size_t d = 0; d < big.size(); ++d)
-        if (static_cast<int64_t>(d) != axis && big[d] != small[d])
-          fail(i, n, "shapes " + shapeToString(opShape(0)) + " and " +
-                         shapeToString(n.shape) + " differ off the axis");
-      if (offset < 0 || offset + small[axis] > big[axis])
-        fail(i, n, "offset " + std::to_string(offset) + " out of range");
-      break;
-    }
-    case OpKind::Softmax:
-      needShape(opShape(0), "softmax");
-      if (n.shape.empty())
-        fail(i, n, "operand must have rank >= 1");
-      if (n.flag && (n.shape.size() < 2 ||
-                     n.shape.back() != n.shape[n.shape.size() - 2]))
-        fail(i, n, "causal softmax needs [..., T, T]");
-      break;
-    case OpKind::LayerNorm:
-    case OpKind::RmsNorm: {
-      const Shape &x = opShape(0);
-      needShape(x, opKindName(n.kind));
-      needFloats(1);
-      if (x.empty())
-        fail(i, n, "operand must have rank >= 1");
-      for (int k = 1; k < have; ++k)
-        if (numElements(opShape(k)) != x.back())
-          fail(i, n, "affine operand " + std::to_string(k) + " of shape " +
-                         shapeToString(opShape(k)) + " does not match " +
-                         std::to_string(x.back()) + " features");
-      break;
-    }
-    case OpKind::NormGrad: {
-      const Shape &x = opShape(0);
-      needFloats(1);
-      if (x.empty())
-        fail(i, n, "operand must have rank >= 1");
-      if (numElements(opShape(1)) != x.back())
-        fail(i, n, "gamma of shape " + shapeToString(opShape(1)) + " does not match " +
-                       std::to_string(x.back()) + " features");
-      if (opShape(2) != x)
-        fail(i, n, "grad " + shapeToString(opShape(2)) + " and x " + shapeToString(x) +
-                       " must share one shape");
-      const int64_t d = x.back(), rows = d ? numElements(x) / d : 0;
-      needShape(Shape{rows + (n.flag ? 2 : 1), d}, "norm_grad");
-      break;
-    }
-    case OpKind::Attention: {
-      const Shape &q = opShape(0), &k = opShape(1), &v = opShape(2);
-      needFloats(1);
-      if (q.size() < 2 || k.size() != q.size() || v.size() != q.size() ||
-          !std::equal(q.begin(), q.end() - 2, k.begin()) ||
-          !std::equal(q.begin(), q.end() - 2, v.begin()) ||
-          q.back() != k.back() || k[k.size() - 2] != v[v.size() - 2])
-        fail(i, n, "q " + shapeToString(q) + ", k " + shapeToString(k) +
-                       ", v " + shapeToString(v) + " do not agree");
-      if (n.flag && q[q.size() - 2] != k[k.size() - 2])
-        fail(i, n, "causal attention needs equal query and key lengths");
-      if (q[q.size() - 2] == 0 || k[k.size() - 2] == 0 || q.back() == 0 || v.back() == 0)
-        fail(i, n, "q " + shapeToString(q) + ", k " + shapeToString(k) + ", v " +
-                       shapeToString(v) + ": attention needs at least one query, key and feature");
-      Shape out = dropLast(q);
-      out.push_back(v.back());
-      needShape(out, "attention");
-      break;
-    }
-    case OpKind::AttentionGrad: {
-      const Shape &q = opShape(0);
-      needFloats(1);
-      for (int k = 1; k < 4; ++k)
-        if (opShape(k) != q)
-          fail(i, n, "q " + shapeToString(q) + ", k " + shapeToString(opShape(1)) + ", v " +
-                         shapeToString(opShape(2)) + ", grad " + shapeToString(opShape(3)) +
-                         " must share one shape");
-      if (q.size() < 2)
-        fail(i, n, "q " + shapeToString(q) + " needs at least [T, D]");
-      if (q[q.size() - 2] == 0 || q.back() == 0)
-        fail(i, n, "q " + shapeToString(q) + ": attention needs at least one query, key and feature");
-      Shape out{3};
-      out.insert(out.end(), q.begin(), q.end());
-      needShape(out, "attention_grad");
-      break;
-    }
-    case OpKind::Embedding: {
-      const Shape &table = opShape(0);
-      if (table.size() != 2)
-        fail(i, n, "table must be [V, D]");
-      Shape out = opShape(1);
-      out.push_back(table[1]);
-      needShape(out, "embedding");
-      break;
-    }
-    case OpKind::ScatterRows: {
-      if (n.shape.size() != 2)
-        fail(i, n, "result must be [V, D]");
-      Shape g = opShape(0);
-      g.push_back(n.shape[1]);
-      if (opShape(1) != g)
-        fail(i, n, "gradient shape " + shapeToString(opShape(1)) +
-                       ", expected " + shapeToString(g));
-      break;
-    }
-    case OpKind::OneHot: {
-      if (n.shape.empty())
-        fail(i, n, "result must have a class dim");
-      Shape out = opShape(0);
-      out.push_back(n.shape.back());
-      needShape(out, "one_hot");
-      break;
-    }
-    case OpKind::CrossEntropy:
-      if (opShape(0).empty() || dropLast(opShape(0)) != opShape(1))
-        fail(i, n, "logits " + shapeToString(opShape(0)) + " and targets " +
-                       shapeToString(opShape(1)) + " do not agree");
-      if (numElements(n.shape) != 1)
-        fail(i, n, "result must be a scalar");
-      break;
-    case OpKind::StageSum:
-      if (n.ints.size() > 1 || (n.ints.size() == 1 && n.ints[0] != 1))
-        fail(i, n, "stage_sum's only int is 1 (all-reduce over the stages)");
-      for (size_t k = 0; k < n.operands.size(); ++k)
-        if (numElements(opShape(k)) != 1)
-          fail(i, n, "stage_sum sums scalars, got " + shapeToString(opShape(k)));
-      if (numElements(n.shape) != 1)
-        fail(i, n, "result must be a scalar");
-      break;
-    case OpKind::Transfer:
-      needInts(2);
-      needShape(opShape(0), "transfer");
-      break;
-    case OpKind::Descend:
-      needShape(opShape(0), "descend");
-      if (opShape(1) != opShape(0) || numElements(opShape(2)) != 1)
-        fail(i, n, "descend needs a direction shaped like the parameter and a scalar lr");
-      break;
-    case OpKind::GossipMix:
-      needFloats(1);
-      needShape(opShape(0), "gossip_mix");
-      if (!(n.floats[0] > 0 && n.floats[0] <= 1))
-        fail(i, n, "alpha must be in (0, 1], got " + std::to_string(n.floats[0]));
-      break;
-    case OpKind::NewtonSchulz:
-      needInts(1);
-      needFloats(3);
-      if (opShape(0).size() != 2)
-        fail(i, n, "operand must be a matrix");
-      needShape(opShape(0), "newton_schulz");
-      break;
-    default:
-      break;
-    }
-  }
 }
 
 // Initialisation and rounding

@@ -344,6 +344,11 @@ public:
   void exec(PlanExecutor::Impl &rt, const PhasePlan &p, int i, const TensorMap &inputs,
             int64_t t, StepResult &result) override;
 
+  // Each op kind's implementation on the host, in one table (OpTable.h).
+  using Handler = void (HostDevice::*)(NodeCall &);
+  static const OpTable<Handler> &ops();
+  STRETTO_PLAN_DEVICE_HANDLERS
+
 private:
   std::map<std::string, PlanExecutor::KernelFn> kernels;
   std::vector<float> rounded; // bf16 GEMM operands
@@ -459,448 +464,444 @@ StepResult PlanExecutor::Impl::runRange(const PhasePlan &p, size_t begin, size_t
 
 void HostDevice::exec(PlanExecutor::Impl &rt, const PhasePlan &p, int i, const TensorMap &inputs,
                       int64_t t, StepResult &result) {
-  const std::vector<Node> &nodes = rt.graph.phase(p.phase);
-  const Node &n = nodes[i];
-  float *out = rt.val[i];
-  auto in = [&](int k) -> const float * { return rt.val[n.operands[k]]; };
-  const bool bf16 = rt.gemmPrecision == GemmPrecision::BF16;
-  auto inShape = [&](int k) -> const Shape & { return nodes[n.operands[k]].shape; };
-  const int64_t count = numElements(n.shape);
+  NodeCall nc(rt, p, i, inputs, t, result);
+  runNode(*this, ops(), nc);
+}
 
-  if (isBinary(n.kind)) {
-    // An unfused elementwise op (the fusion pass leaves few): broadcast
-    // operands through their strides, row by row.
-    std::vector<int64_t> sa = broadcastStrides(inShape(0), n.shape),
-                         sb = broadcastStrides(inShape(1), n.shape);
-    const float *a = in(0), *b = in(1);
-    if (n.shape.empty()) {
-      out[0] = binaryOp(n.kind, a[0], b[0]);
-      return;
-    }
-    int64_t inner = n.shape.back(), rows = count / std::max<int64_t>(inner, 1);
-    int64_t ia = sa.back(), ib = sb.back();
-#pragma omp parallel for schedule(static) if (count > 65536)
-    for (int64_t r = 0; r < rows; ++r) {
-      const float *ar = a + rowOffset(r, n.shape, sa), *br = b + rowOffset(r, n.shape, sb);
-      float *o = out + r * inner;
-      for (int64_t j = 0; j < inner; ++j)
-        o[j] = binaryOp(n.kind, ar[j * ia], br[j * ib]);
-    }
+const OpTable<HostDevice::Handler> &HostDevice::ops() {
+  static const OpTable<Handler> table = planDeviceOps<HostDevice>("compiled CPU");
+  return table;
+}
+
+OpTableCoverage hostOpTable() { return coverageOf(HostDevice::ops()); }
+
+// An unfused elementwise op (the fusion pass leaves few): broadcast operands
+// through their strides, row by row.
+void HostDevice::opBinary(NodeCall &nc) {
+  const Node &n = nc.n;
+  float *out = nc.out;
+  std::vector<int64_t> sa = broadcastStrides(nc.inShape(0), n.shape),
+                       sb = broadcastStrides(nc.inShape(1), n.shape);
+  const float *a = nc.in(0), *b = nc.in(1);
+  if (n.shape.empty()) {
+    out[0] = binaryOp(n.kind, a[0], b[0]);
     return;
   }
-  if (isUnary(n.kind)) {
-    if (inShape(0) == n.shape) {
-      const float *a = in(0);
-#pragma omp parallel for schedule(static) if (count > 65536)
-      for (int64_t e = 0; e < count; ++e)
-        out[e] = unaryOp(n.kind, a[e]);
-    } else {
-      stridedGather(in(0), n.shape, broadcastStrides(inShape(0), n.shape), out);
-      for (int64_t e = 0; e < count; ++e)
-        out[e] = unaryOp(n.kind, out[e]);
-    }
-    return;
+  int64_t inner = n.shape.back(), rows = nc.count / std::max<int64_t>(inner, 1);
+  int64_t ia = sa.back(), ib = sb.back();
+#pragma omp parallel for schedule(static) if (nc.count > 65536)
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *ar = a + rowOffset(r, n.shape, sa), *br = b + rowOffset(r, n.shape, sb);
+    float *o = out + r * inner;
+    for (int64_t j = 0; j < inner; ++j)
+      o[j] = binaryOp(n.kind, ar[j * ia], br[j * ib]);
   }
+}
 
-  switch (n.kind) {
-  case OpKind::Input: {
-    const std::vector<double> &src = inputs.at(n.name).data;
+void HostDevice::opUnary(NodeCall &nc) {
+  const Node &n = nc.n;
+  float *out = nc.out;
+  const int64_t count = nc.count;
+  if (nc.inShape(0) == n.shape) {
+    const float *a = nc.in(0);
+#pragma omp parallel for schedule(static) if (count > 65536)
     for (int64_t e = 0; e < count; ++e)
-      out[e] = static_cast<float>(src[e]);
+      out[e] = unaryOp(n.kind, a[e]);
+  } else {
+    stridedGather(nc.in(0), n.shape, broadcastStrides(nc.inShape(0), n.shape), out);
+    for (int64_t e = 0; e < count; ++e)
+      out[e] = unaryOp(n.kind, out[e]);
+  }
+}
+
+void HostDevice::opInput(NodeCall &nc) {
+  const std::vector<double> &src = nc.inputs.at(nc.n.name).data;
+  for (int64_t e = 0; e < nc.count; ++e)
+    nc.out[e] = static_cast<float>(src[e]);
+}
+
+void HostDevice::opRead(NodeCall &nc) {
+  if (nc.p.slots[nc.i].where == Where::Arena) // a copy (see plan)
+    std::memcpy(nc.out, nc.rt.readSource(nc.n).data, sizeof(float) * nc.count);
+}
+
+void HostDevice::opNothing(NodeCall &) {}
+
+void HostDevice::opStepCount(NodeCall &nc) { nc.out[0] = static_cast<float>(nc.t); }
+
+void HostDevice::opYield(NodeCall &nc) {
+  for (size_t k = 0; k < nc.n.operands.size(); ++k)
+    nc.result.outputs.push_back(static_cast<double>(nc.in(static_cast<int>(k))[0]));
+}
+
+void HostDevice::opKernel(NodeCall &nc) {
+  const void *ins[16];
+  std::vector<const void *> big;
+  const void *const *args = ins;
+  if (nc.n.operands.size() <= 16) {
+    for (size_t k = 0; k < nc.n.operands.size(); ++k)
+      ins[k] = nc.in(static_cast<int>(k));
+  } else {
+    for (size_t k = 0; k < nc.n.operands.size(); ++k)
+      big.push_back(nc.in(static_cast<int>(k)));
+    args = big.data();
+  }
+  void *outs[1] = {nc.out};
+  kernels.at(nc.n.name)(args, outs);
+}
+
+void HostDevice::opGemm(NodeCall &nc) {
+  GemmDims g = gemmDims(nc.n, nc.inShape(0), nc.inShape(1));
+  const float *a = nc.in(0), *b = nc.in(1);
+  if (nc.bf16)
+    roundOperands({&a, &b}, {numElements(nc.inShape(0)), numElements(nc.inShape(1))});
+  batchedGemm(a, b, nc.out, g.batch, g.m, g.n, g.k, g.ta, g.tb, g.rhsBatched,
+              static_cast<float>(g.alpha));
+}
+
+void HostDevice::opMatmul(NodeCall &nc) {
+  const Shape &as = nc.inShape(0), &bs = nc.inShape(1);
+  int64_t m = as[as.size() - 2], k = as.back(), nn = bs.back();
+  int64_t batch = numElements(Shape(as.begin(), as.end() - 2));
+  const float *a = nc.in(0), *b = nc.in(1);
+  if (nc.bf16)
+    roundOperands({&a, &b}, {numElements(as), numElements(bs)});
+  batchedGemm(a, b, nc.out, batch, m, nn, k, false, false, bs.size() > 2, 1.0f);
+}
+
+void HostDevice::opTranspose(NodeCall &nc) {
+  std::vector<int64_t> inSt = stridesOf(nc.inShape(0)), st(nc.n.ints.size());
+  for (size_t d = 0; d < nc.n.ints.size(); ++d)
+    st[d] = inSt[nc.n.ints[d]];
+  stridedGather(nc.in(0), nc.n.shape, st, nc.out);
+}
+
+void HostDevice::opBroadcast(NodeCall &nc) {
+  stridedGather(nc.in(0), nc.n.shape, broadcastStrides(nc.inShape(0), nc.n.shape), nc.out);
+}
+
+void HostDevice::opReduceSum(NodeCall &nc) {
+  const Shape &s = nc.inShape(0);
+  const float *x = nc.in(0);
+  // Contiguous reduced block: out[o, j] = sum_r x[o, r, j], summed in
+  // increasing r like the reference.
+  ReducedBlock rb = reducedBlock(s, nc.n.ints);
+  if (!rb.any) { // only size-1 dims summed: a copy
+    std::memcpy(nc.out, x, sizeof(float) * nc.count);
     return;
   }
-  case OpKind::Read:
-    if (p.slots[i].where == Where::Arena) // a copy (see plan)
-      std::memcpy(out, rt.readSource(n).data, sizeof(float) * count);
-    return;
-  case OpKind::Reshape:
-  case OpKind::Transfer:
-  case OpKind::Constant:
-  case OpKind::AccumulatedGrad:
-  case OpKind::Write: // committed by the caller once the phase succeeded
-  case OpKind::Grad:
-    return;
-  case OpKind::StepCount:
-    out[0] = static_cast<float>(t);
-    return;
-  case OpKind::Yield:
-    for (size_t k = 0; k < n.operands.size(); ++k)
-      result.outputs.push_back(static_cast<double>(in(static_cast<int>(k))[0]));
-    return;
-  case OpKind::Kernel: {
-    const void *ins[16];
-    std::vector<const void *> big;
-    const void *const *args = ins;
-    if (n.operands.size() <= 16) {
-      for (size_t k = 0; k < n.operands.size(); ++k)
-        ins[k] = in(static_cast<int>(k));
-    } else {
-      for (size_t k = 0; k < n.operands.size(); ++k)
-        big.push_back(in(static_cast<int>(k)));
-      args = big.data();
-    }
-    void *outs[1] = {out};
-    kernels.at(n.name)(args, outs);
-    return;
-  }
-  case OpKind::Gemm: {
-    GemmDims g = gemmDims(n, inShape(0), inShape(1));
-    const float *a = in(0), *b = in(1);
-    if (bf16)
-      roundOperands({&a, &b}, {numElements(inShape(0)), numElements(inShape(1))});
-    batchedGemm(a, b, out, g.batch, g.m, g.n, g.k, g.ta, g.tb, g.rhsBatched,
-                static_cast<float>(g.alpha));
-    return;
-  }
-  case OpKind::Matmul: {
-    const Shape &as = inShape(0), &bs = inShape(1);
-    int64_t m = as[as.size() - 2], k = as.back(), nn = bs.back();
-    int64_t batch = numElements(Shape(as.begin(), as.end() - 2));
-    const float *a = in(0), *b = in(1);
-    if (bf16)
-      roundOperands({&a, &b}, {numElements(as), numElements(bs)});
-    batchedGemm(a, b, out, batch, m, nn, k, false, false, bs.size() > 2, 1.0f);
-    return;
-  }
-  case OpKind::Transpose: {
-    std::vector<int64_t> inSt = stridesOf(inShape(0)), st(n.ints.size());
-    for (size_t d = 0; d < n.ints.size(); ++d)
-      st[d] = inSt[n.ints[d]];
-    stridedGather(in(0), n.shape, st, out);
-    return;
-  }
-  case OpKind::Broadcast:
-    stridedGather(in(0), n.shape, broadcastStrides(inShape(0), n.shape), out);
-    return;
-  case OpKind::ReduceSum: {
-    const Shape &s = inShape(0);
-    const float *x = in(0);
-    // Contiguous reduced block: out[o, j] = sum_r x[o, r, j], summed in
-    // increasing r like the reference.
-    ReducedBlock rb = reducedBlock(s, n.ints);
-    if (!rb.any) { // only size-1 dims summed: a copy
-      std::memcpy(out, x, sizeof(float) * count);
-      return;
-    }
-    if (rb.contiguous) {
-      const int64_t outer = rb.outer, nred = rb.nred, inner = rb.inner;
-      if (inner == 1 && outer == 1 && nred > kSumBlock) {
-        // One long sum (the gradient norm's): fixed blocks in parallel, then
-        // the block sums in order, so any thread count gives the same bits.
-        const int64_t blocks = (nred + kSumBlock - 1) / kSumBlock;
-        float *part = rt.scratchFloats(blocks);
+  if (rb.contiguous) {
+    const int64_t outer = rb.outer, nred = rb.nred, inner = rb.inner;
+    if (inner == 1 && outer == 1 && nred > kSumBlock) {
+      // One long sum (the gradient norm's): fixed blocks in parallel, then
+      // the block sums in order, so any thread count gives the same bits.
+      const int64_t blocks = (nred + kSumBlock - 1) / kSumBlock;
+      float *part = nc.rt.scratchFloats(blocks);
 #pragma omp parallel for schedule(static)
-        for (int64_t bl = 0; bl < blocks; ++bl)
-          part[bl] = sumFloats(x + bl * kSumBlock, std::min(kSumBlock, nred - bl * kSumBlock));
-        float acc = 0.0f;
-        for (int64_t bl = 0; bl < blocks; ++bl)
-          acc += part[bl];
-        out[0] = acc;
-      } else if (inner == 1) {
+      for (int64_t bl = 0; bl < blocks; ++bl)
+        part[bl] = sumFloats(x + bl * kSumBlock, std::min(kSumBlock, nred - bl * kSumBlock));
+      float acc = 0.0f;
+      for (int64_t bl = 0; bl < blocks; ++bl)
+        acc += part[bl];
+      nc.out[0] = acc;
+    } else if (inner == 1) {
 #pragma omp parallel for schedule(static) if (outer * nred > 65536)
-        for (int64_t o = 0; o < outer; ++o)
-          out[o] = blockedSum(x + o * nred, nred);
-      } else {
-        // Column sums: split the (outer, inner) output among threads in
-        // blocks of kColumnBlock columns; each block sums its rows in order.
-        int64_t blocks = (inner + kColumnBlock - 1) / kColumnBlock;
+      for (int64_t o = 0; o < outer; ++o)
+        nc.out[o] = blockedSum(x + o * nred, nred);
+    } else {
+      // Column sums: split the (outer, inner) output among threads in
+      // blocks of kColumnBlock columns; each block sums its rows in order.
+      int64_t blocks = (inner + kColumnBlock - 1) / kColumnBlock;
 #pragma omp parallel for schedule(static) if (outer * nred * inner > 65536)
-        for (int64_t ob = 0; ob < outer * blocks; ++ob) {
-          int64_t o = ob / blocks, j0 = (ob % blocks) * kColumnBlock;
-          columnSums(x + o * nred * inner + j0, out + o * inner + j0, nred, inner,
-                     std::min(kColumnBlock, inner - j0));
-        }
+      for (int64_t ob = 0; ob < outer * blocks; ++ob) {
+        int64_t o = ob / blocks, j0 = (ob % blocks) * kColumnBlock;
+        columnSums(x + o * nred * inner + j0, nc.out + o * inner + j0, nred, inner,
+                   std::min(kColumnBlock, inner - j0));
       }
-      return;
-    }
-    // General: walk the input in order (the reference's loop).
-    std::fill(out, out + count, 0.0f);
-    reduceSumWalk(x, s, n.ints, out);
-    return;
-  }
-  case OpKind::Slice:
-  case OpKind::Pad: {
-    bool isSlice = n.kind == OpKind::Slice;
-    if (isSlice && p.slots[i].where == Where::Alias)
-      return; // a view of its operand (PlanImpl.h)
-    Window w = windowOf(n, inShape(0));
-    const float *x = in(0);
-    if (!isSlice)
-      std::fill(out, out + count, 0.0f);
-#pragma omp parallel for schedule(static) if (count > 65536)
-    for (int64_t o = 0; o < w.outer; ++o) {
-      if (isSlice)
-        std::memcpy(out + w.smallStart(o), x + w.bigStart(o), sizeof(float) * w.smallA * w.inner);
-      else
-        std::memcpy(out + w.bigStart(o), x + w.smallStart(o), sizeof(float) * w.smallA * w.inner);
     }
     return;
   }
-  case OpKind::Softmax: {
-    int64_t len = n.shape.back();
-    softmaxRows(in(0), out, count / std::max<int64_t>(len, 1), len, n.flag, len);
-    return;
+  // General: walk the input in order (the reference's loop).
+  std::fill(nc.out, nc.out + nc.count, 0.0f);
+  reduceSumWalk(x, s, nc.n.ints, nc.out);
+}
+
+void HostDevice::opSliceOrPad(NodeCall &nc) {
+  bool isSlice = nc.n.kind == OpKind::Slice;
+  if (isSlice && nc.p.slots[nc.i].where == Where::Alias)
+    return; // a view of its operand (PlanImpl.h)
+  Window w = windowOf(nc.n, nc.inShape(0));
+  const float *x = nc.in(0);
+  if (!isSlice)
+    std::fill(nc.out, nc.out + nc.count, 0.0f);
+#pragma omp parallel for schedule(static) if (nc.count > 65536)
+  for (int64_t o = 0; o < w.outer; ++o) {
+    if (isSlice)
+      std::memcpy(nc.out + w.smallStart(o), x + w.bigStart(o), sizeof(float) * w.smallA * w.inner);
+    else
+      std::memcpy(nc.out + w.bigStart(o), x + w.smallStart(o), sizeof(float) * w.smallA * w.inner);
   }
-  case OpKind::LayerNorm:
-  case OpKind::RmsNorm: {
-    const float *x = in(0), *gamma = in(1);
-    const float *beta = n.kind == OpKind::LayerNorm ? in(2) : nullptr;
-    int64_t d = n.shape.back(), rows = count / std::max<int64_t>(d, 1);
-    float eps = static_cast<float>(n.floats[0]);
-#pragma omp parallel for schedule(static) if (count > 32768)
-    for (int64_t r = 0; r < rows; ++r)
-      normRowAnyIsa(x + r * d, gamma, beta, out + r * d, d, eps);
-    return;
-  }
-  case OpKind::NormGrad: {
-    // Chunks of rows (normChunkRows: a function of the row count only), a
-    // chunk per thread at a time: each row's dx, and the chunk's partial
-    // dgamma (dbeta) sums while the row is in cache; then the chunks'
-    // partials add in order. The reference's bits for any thread count.
-    const float *x = in(0), *gamma = in(1), *dy = in(2);
-    const int64_t d = inShape(0).back(), rows = d ? numElements(inShape(0)) / d : 0;
-    const float eps = static_cast<float>(n.floats[0]);
-    const int64_t per = normChunkRows(rows), chunks = (rows + per - 1) / per;
-    float *pg = rt.scratchFloats((n.flag ? 2 : 1) * chunks * d);
-    float *pb = n.flag ? pg + chunks * d : nullptr;
+}
+
+void HostDevice::opSoftmax(NodeCall &nc) {
+  int64_t len = nc.n.shape.back();
+  softmaxRows(nc.in(0), nc.out, nc.count / std::max<int64_t>(len, 1), len, nc.n.flag, len);
+}
+
+void HostDevice::opNorm(NodeCall &nc) {
+  const float *x = nc.in(0), *gamma = nc.in(1);
+  const float *beta = nc.n.kind == OpKind::LayerNorm ? nc.in(2) : nullptr;
+  int64_t d = nc.n.shape.back(), rows = nc.count / std::max<int64_t>(d, 1);
+  float eps = static_cast<float>(nc.n.floats[0]);
+#pragma omp parallel for schedule(static) if (nc.count > 32768)
+  for (int64_t r = 0; r < rows; ++r)
+    normRowAnyIsa(x + r * d, gamma, beta, nc.out + r * d, d, eps);
+}
+
+void HostDevice::opNormGrad(NodeCall &nc) {
+  // Chunks of rows (normChunkRows: a function of the row count only), a
+  // chunk per thread at a time: each row's dx, and the chunk's partial
+  // dgamma (dbeta) sums while the row is in cache; then the chunks'
+  // partials add in order. The reference's bits for any thread count.
+  const float *x = nc.in(0), *gamma = nc.in(1), *dy = nc.in(2);
+  const int64_t d = nc.inShape(0).back(), rows = d ? numElements(nc.inShape(0)) / d : 0;
+  const float eps = static_cast<float>(nc.n.floats[0]);
+  const int64_t per = normChunkRows(rows), chunks = (rows + per - 1) / per;
+  float *pg = nc.rt.scratchFloats((nc.n.flag ? 2 : 1) * chunks * d);
+  float *pb = nc.n.flag ? pg + chunks * d : nullptr;
 #pragma omp parallel for schedule(static) if (rows * d > 32768)
-    for (int64_t c = 0; c < chunks; ++c) {
-      const int64_t r0 = c * per;
-      normGradChunkAnyIsa(x + r0 * d, gamma, dy + r0 * d, out + r0 * d, std::min(per, rows - r0),
-                          d, eps, n.flag, pg + c * d, pb ? pb + c * d : nullptr);
-    }
-    float *dgamma = out + rows * d;
-    normParamGrads(pg, pb, chunks, d, dgamma, pb ? dgamma + d : nullptr);
-    return;
+  for (int64_t c = 0; c < chunks; ++c) {
+    const int64_t r0 = c * per;
+    normGradChunkAnyIsa(x + r0 * d, gamma, dy + r0 * d, nc.out + r0 * d, std::min(per, rows - r0),
+                        d, eps, nc.n.flag, pg + c * d, pb ? pb + c * d : nullptr);
   }
-  case OpKind::Attention: {
-    // Per batch block: S = scale Q K^T (BLAS), masked softmax over rows,
-    // O = P V (BLAS); S for all blocks lives in the scratch buffer.
-    AttentionDims a = attentionDims(inShape(0), inShape(1), inShape(2));
-    const int64_t batch = a.batch, tq = a.tq, tk = a.tk, d = a.d, dv = a.dv;
-    float scale = static_cast<float>(n.floats[0]);
-    const float *q = in(0), *k = in(1), *v = in(2);
-    if (bf16)
-      roundOperands({&q, &k, &v},
-                    {numElements(inShape(0)), numElements(inShape(1)), numElements(inShape(2))});
-    float *S = rt.scratchFloats(batch * tq * tk);
-    const std::vector<QueryBlock> blocks = queryBlocks(tq, tk, n.flag);
-    // One (batch, head) block per thread; the GEMM library runs
-    // single-threaded inside the region. Causal: query row i sees keys 0..i
-    // (tq == tk, checked by the verifier), and each query block multiplies
-    // only the keys it sees (queryBlocks).
+  float *dgamma = nc.out + rows * d;
+  normParamGrads(pg, pb, chunks, d, dgamma, pb ? dgamma + d : nullptr);
+}
+
+void HostDevice::opAttention(NodeCall &nc) {
+  // Per batch block: S = scale Q K^T (BLAS), masked softmax over rows,
+  // O = P V (BLAS); S for all blocks lives in the scratch buffer.
+  AttentionDims a = attentionDims(nc.inShape(0), nc.inShape(1), nc.inShape(2));
+  const int64_t batch = a.batch, tq = a.tq, tk = a.tk, d = a.d, dv = a.dv;
+  float scale = static_cast<float>(nc.n.floats[0]);
+  const float *q = nc.in(0), *k = nc.in(1), *v = nc.in(2);
+  if (nc.bf16)
+    roundOperands({&q, &k, &v}, {numElements(nc.inShape(0)), numElements(nc.inShape(1)),
+                                 numElements(nc.inShape(2))});
+  float *S = nc.rt.scratchFloats(batch * tq * tk);
+  const std::vector<QueryBlock> blocks = queryBlocks(tq, tk, nc.n.flag);
+  // One (batch, head) block per thread; the GEMM library runs
+  // single-threaded inside the region. Causal: query row i sees keys 0..i
+  // (tq == tk, checked by the verifier), and each query block multiplies
+  // only the keys it sees (queryBlocks).
 #pragma omp parallel for schedule(static) if (batch > 1)
-    for (int64_t b = 0; b < batch; ++b) {
-      float *Sb = S + b * tq * tk;
-      const float *qb = q + b * tq * d, *kb = k + b * tk * d, *vb = v + b * tk * dv;
-      for (const QueryBlock &qk : blocks) {
-        const int rn = static_cast<int>(qk.rn), kn = static_cast<int>(qk.kn);
-        float *Sr = Sb + qk.r0 * tk;
-        sgemm(false, true, rn, kn, static_cast<int>(d), scale, qb + qk.r0 * d,
-              static_cast<int>(d), kb, static_cast<int>(d), 0.0f, Sr, static_cast<int>(tk));
-        attentionSoftmaxRows(Sb, tk, qk.r0, qk.rn, qk.kn, n.flag);
-        // bf16: P is the second product's operand (the CUDA device rounds it too).
-        if (bf16)
-          for (int64_t r = 0; r < qk.rn; ++r)
-            for (int64_t j = 0; j < qk.kn; ++j)
-              Sr[r * tk + j] = roundToBF16(Sr[r * tk + j]);
-        sgemm(false, false, rn, static_cast<int>(dv), kn, 1.0f, Sr, static_cast<int>(tk), vb,
-              static_cast<int>(dv), 0.0f, out + (b * tq + qk.r0) * dv, static_cast<int>(dv));
-      }
+  for (int64_t b = 0; b < batch; ++b) {
+    float *Sb = S + b * tq * tk;
+    const float *qb = q + b * tq * d, *kb = k + b * tk * d, *vb = v + b * tk * dv;
+    for (const QueryBlock &qk : blocks) {
+      const int rn = static_cast<int>(qk.rn), kn = static_cast<int>(qk.kn);
+      float *Sr = Sb + qk.r0 * tk;
+      sgemm(false, true, rn, kn, static_cast<int>(d), scale, qb + qk.r0 * d, static_cast<int>(d),
+            kb, static_cast<int>(d), 0.0f, Sr, static_cast<int>(tk));
+      attentionSoftmaxRows(Sb, tk, qk.r0, qk.rn, qk.kn, nc.n.flag);
+      // bf16: P is the second product's operand (the CUDA device rounds it too).
+      if (nc.bf16)
+        for (int64_t r = 0; r < qk.rn; ++r)
+          for (int64_t j = 0; j < qk.kn; ++j)
+            Sr[r * tk + j] = roundToBF16(Sr[r * tk + j]);
+      sgemm(false, false, rn, static_cast<int>(dv), kn, 1.0f, Sr, static_cast<int>(tk), vb,
+            static_cast<int>(dv), 0.0f, nc.out + (b * tq + qk.r0) * dv, static_cast<int>(dv));
     }
-    return;
   }
-  case OpKind::AttentionGrad: {
-    // attention's backward, fused per (batch, head) block: P (recomputed)
-    // and dP, then dS in dP's place, live only in the block's scratch (two
-    // T x T matrices per thread), never as [B, H, T, T] tensors.
-    //   S = scale Q Kᵀ -> P = softmax rows;  dP = G Vᵀ
-    //   dS = P (dP - rowsum(P dP)) scale (0 past the causal diagonal)
-    //   dV = Pᵀ G, dQ = dS K, dK = dSᵀ Q
-    const Shape &qs = inShape(0);
-    const int64_t t = qs[qs.size() - 2], d = qs.back();
-    const int64_t batch = numElements(Shape(qs.begin(), qs.end() - 2));
-    const int64_t elems = numElements(qs);
-    if (elems == 0)
-      return; // an empty batch (no queries or features: refused by validation)
-    const float scale = static_cast<float>(n.floats[0]);
-    const float *q = in(0), *k = in(1), *v = in(2), *g = in(3);
-    if (bf16)
-      roundOperands({&q, &k, &v, &g}, {elems, elems, elems, elems});
-    const int threads = omp_get_max_threads();
-    float *scratch = rt.scratchFloats(static_cast<int64_t>(threads) * 2 * t * t);
-    const int ti = static_cast<int>(t), di = static_cast<int>(d);
-    // Causal: query block [r0, r0 + rn) sees keys 0 .. kn-1 (queryBlocks),
-    // so its P and dS rows end there. dV and dK gather over query rows:
-    // the last block (kn = T) writes all T rows, the earlier ones add into
-    // their first kn.
-    const std::vector<QueryBlock> blocks = queryBlocks(t, t, n.flag);
+}
+
+void HostDevice::opAttentionGrad(NodeCall &nc) {
+  // attention's backward, fused per (batch, head) block: P (recomputed)
+  // and dP, then dS in dP's place, live only in the block's scratch (two
+  // T x T matrices per thread), never as [B, H, T, T] tensors.
+  //   S = scale Q Kᵀ -> P = softmax rows;  dP = G Vᵀ
+  //   dS = P (dP - rowsum(P dP)) scale (0 past the causal diagonal)
+  //   dV = Pᵀ G, dQ = dS K, dK = dSᵀ Q
+  const Shape &qs = nc.inShape(0);
+  const int64_t t = qs[qs.size() - 2], d = qs.back();
+  const int64_t batch = numElements(Shape(qs.begin(), qs.end() - 2));
+  const int64_t elems = numElements(qs);
+  if (elems == 0)
+    return; // an empty batch (no queries or features: refused by validation)
+  const float scale = static_cast<float>(nc.n.floats[0]);
+  const float *q = nc.in(0), *k = nc.in(1), *v = nc.in(2), *g = nc.in(3);
+  if (nc.bf16)
+    roundOperands({&q, &k, &v, &g}, {elems, elems, elems, elems});
+  const int threads = omp_get_max_threads();
+  float *scratch = nc.rt.scratchFloats(static_cast<int64_t>(threads) * 2 * t * t);
+  const int ti = static_cast<int>(t), di = static_cast<int>(d);
+  // Causal: query block [r0, r0 + rn) sees keys 0 .. kn-1 (queryBlocks),
+  // so its P and dS rows end there. dV and dK gather over query rows:
+  // the last block (kn = T) writes all T rows, the earlier ones add into
+  // their first kn.
+  const std::vector<QueryBlock> blocks = queryBlocks(t, t, nc.n.flag);
 #pragma omp parallel for schedule(static) if (batch > 1)
-    for (int64_t b = 0; b < batch; ++b) {
-      float *P = scratch + static_cast<int64_t>(omp_get_thread_num()) * 2 * t * t;
-      float *dS = P + t * t;
-      const int64_t o = b * t * d;
-      for (const QueryBlock &qk : blocks) {
-        const int rn = static_cast<int>(qk.rn), kn = static_cast<int>(qk.kn);
-        sgemm(false, true, rn, kn, di, scale, q + o + qk.r0 * d, di, k + o, di, 0.0f,
-              P + qk.r0 * t, ti);
-        attentionSoftmaxRows(P, t, qk.r0, qk.rn, qk.kn, n.flag);
-        sgemm(false, true, rn, kn, di, 1.0f, g + o + qk.r0 * d, di, v + o, di, 0.0f,
-              dS + qk.r0 * t, ti);
-        attentionGradRows(P, dS, t, qk.r0, qk.rn, qk.kn, n.flag, scale);
-        // bf16: P and dS are operands of the products below.
-        if (bf16)
-          for (int64_t r = qk.r0; r < qk.r0 + qk.rn; ++r)
-            for (int64_t j = 0; j < qk.kn; ++j) {
-              P[r * t + j] = roundToBF16(P[r * t + j]);
-              dS[r * t + j] = roundToBF16(dS[r * t + j]);
-            }
-      }
-      for (size_t i = blocks.size(); i-- > 0;) {
-        const QueryBlock &qk = blocks[i];
-        const int rn = static_cast<int>(qk.rn), kn = static_cast<int>(qk.kn);
-        const float beta = i + 1 == blocks.size() ? 0.0f : 1.0f;
-        const float *Pr = P + qk.r0 * t, *dSr = dS + qk.r0 * t;
-        sgemm(true, false, kn, di, rn, 1.0f, Pr, ti, g + o + qk.r0 * d, di, beta,
-              out + 2 * elems + o, di);
-        sgemm(false, false, rn, di, kn, 1.0f, dSr, ti, k + o, di, 0.0f, out + o + qk.r0 * d, di);
-        sgemm(true, false, kn, di, rn, 1.0f, dSr, ti, q + o + qk.r0 * d, di, beta,
-              out + elems + o, di);
-      }
+  for (int64_t b = 0; b < batch; ++b) {
+    float *P = scratch + static_cast<int64_t>(omp_get_thread_num()) * 2 * t * t;
+    float *dS = P + t * t;
+    const int64_t o = b * t * d;
+    for (const QueryBlock &qk : blocks) {
+      const int rn = static_cast<int>(qk.rn), kn = static_cast<int>(qk.kn);
+      sgemm(false, true, rn, kn, di, scale, q + o + qk.r0 * d, di, k + o, di, 0.0f, P + qk.r0 * t,
+            ti);
+      attentionSoftmaxRows(P, t, qk.r0, qk.rn, qk.kn, nc.n.flag);
+      sgemm(false, true, rn, kn, di, 1.0f, g + o + qk.r0 * d, di, v + o, di, 0.0f, dS + qk.r0 * t,
+            ti);
+      attentionGradRows(P, dS, t, qk.r0, qk.rn, qk.kn, nc.n.flag, scale);
+      // bf16: P and dS are operands of the products below.
+      if (nc.bf16)
+        for (int64_t r = qk.r0; r < qk.r0 + qk.rn; ++r)
+          for (int64_t j = 0; j < qk.kn; ++j) {
+            P[r * t + j] = roundToBF16(P[r * t + j]);
+            dS[r * t + j] = roundToBF16(dS[r * t + j]);
+          }
     }
-    return;
-  }
-  case OpKind::Embedding: {
-    const float *table = in(0), *ids = in(1);
-    int64_t vocab = inShape(0)[0], d = inShape(0)[1], rows = numElements(inShape(1));
-    rt.checkIds(i, ids, rows, vocab, "id");
-#pragma omp parallel for schedule(static) if (rows * d > 65536)
-    for (int64_t r = 0; r < rows; ++r)
-      std::memcpy(out + r * d, table + static_cast<int64_t>(ids[r]) * d, sizeof(float) * d);
-    return;
-  }
-  case OpKind::ScatterRows: {
-    const float *ids = in(0), *g = in(1);
-    int64_t vocab = n.shape[0], d = n.shape[1], rows = numElements(inShape(0));
-    rt.checkIds(i, ids, rows, vocab, "id");
-    std::fill(out, out + count, 0.0f);
-    // Rows in order (the reference's summation order); columns in parallel.
-    int64_t blocks = (d + 63) / 64;
-#pragma omp parallel for schedule(static) if (rows * d > 65536)
-    for (int64_t bl = 0; bl < blocks; ++bl) {
-      int64_t j0 = bl * 64, j1 = std::min(d, j0 + 64);
-      for (int64_t r = 0; r < rows; ++r) {
-        float *dst = out + static_cast<int64_t>(ids[r]) * d;
-        const float *src = g + r * d;
-        for (int64_t j = j0; j < j1; ++j)
-          dst[j] += src[j];
-      }
+    for (size_t i = blocks.size(); i-- > 0;) {
+      const QueryBlock &qk = blocks[i];
+      const int rn = static_cast<int>(qk.rn), kn = static_cast<int>(qk.kn);
+      const float beta = i + 1 == blocks.size() ? 0.0f : 1.0f;
+      const float *Pr = P + qk.r0 * t, *dSr = dS + qk.r0 * t;
+      sgemm(true, false, kn, di, rn, 1.0f, Pr, ti, g + o + qk.r0 * d, di, beta,
+            nc.out + 2 * elems + o, di);
+      sgemm(false, false, rn, di, kn, 1.0f, dSr, ti, k + o, di, 0.0f, nc.out + o + qk.r0 * d, di);
+      sgemm(true, false, kn, di, rn, 1.0f, dSr, ti, q + o + qk.r0 * d, di, beta, nc.out + elems + o,
+            di);
     }
-    return;
   }
-  case OpKind::OneHot: {
-    const float *ids = in(0);
-    int64_t c = n.shape.back(), rows = numElements(inShape(0));
-    rt.checkIds(i, ids, rows, c, "class id");
-    std::fill(out, out + count, 0.0f);
-    for (int64_t r = 0; r < rows; ++r)
-      out[r * c + static_cast<int64_t>(ids[r])] = 1.0f;
-    return;
+}
+
+void HostDevice::opEmbedding(NodeCall &nc) {
+  const float *table = nc.in(0), *ids = nc.in(1);
+  int64_t vocab = nc.inShape(0)[0], d = nc.inShape(0)[1], rows = numElements(nc.inShape(1));
+  nc.rt.checkIds(nc.i, ids, rows, vocab, "id");
+#pragma omp parallel for schedule(static) if (rows * d > 65536)
+  for (int64_t r = 0; r < rows; ++r)
+    std::memcpy(nc.out + r * d, table + static_cast<int64_t>(ids[r]) * d, sizeof(float) * d);
+}
+
+void HostDevice::opScatterRows(NodeCall &nc) {
+  const float *ids = nc.in(0), *g = nc.in(1);
+  int64_t vocab = nc.n.shape[0], d = nc.n.shape[1], rows = numElements(nc.inShape(0));
+  nc.rt.checkIds(nc.i, ids, rows, vocab, "id");
+  std::fill(nc.out, nc.out + nc.count, 0.0f);
+  // Rows in order (the reference's summation order); columns in parallel.
+  int64_t blocks = (d + 63) / 64;
+#pragma omp parallel for schedule(static) if (rows * d > 65536)
+  for (int64_t bl = 0; bl < blocks; ++bl) {
+    int64_t j0 = bl * 64, j1 = std::min(d, j0 + 64);
+    for (int64_t r = 0; r < rows; ++r) {
+      float *dst = nc.out + static_cast<int64_t>(ids[r]) * d;
+      const float *src = g + r * d;
+      for (int64_t j = j0; j < j1; ++j)
+        dst[j] += src[j];
+    }
   }
-  case OpKind::CrossEntropy: {
-    const float *logits = in(0), *tgt = in(1);
-    int64_t c = inShape(0).back(), rows = numElements(inShape(1));
-    rt.checkIds(i, tgt, rows, c, "target");
-    float *loss = rt.scratchFloats(rows);
+}
+
+void HostDevice::opOneHot(NodeCall &nc) {
+  const float *ids = nc.in(0);
+  int64_t c = nc.n.shape.back(), rows = numElements(nc.inShape(0));
+  nc.rt.checkIds(nc.i, ids, rows, c, "class id");
+  std::fill(nc.out, nc.out + nc.count, 0.0f);
+  for (int64_t r = 0; r < rows; ++r)
+    nc.out[r * c + static_cast<int64_t>(ids[r])] = 1.0f;
+}
+
+void HostDevice::opCrossEntropy(NodeCall &nc) {
+  const float *logits = nc.in(0), *tgt = nc.in(1);
+  int64_t c = nc.inShape(0).back(), rows = numElements(nc.inShape(1));
+  nc.rt.checkIds(nc.i, tgt, rows, c, "target");
+  float *loss = nc.rt.scratchFloats(rows);
 #pragma omp parallel for schedule(static) if (rows * c > 32768)
-    for (int64_t r = 0; r < rows; ++r)
-      loss[r] = crossEntropyRow(logits + r * c, c, static_cast<int64_t>(tgt[r]));
-    float total = 0;
-    for (int64_t r = 0; r < rows; ++r)
-      total += loss[r];
-    out[0] = rows ? total / static_cast<float>(rows) : 0.0f;
+  for (int64_t r = 0; r < rows; ++r)
+    loss[r] = crossEntropyRow(logits + r * c, c, static_cast<int64_t>(tgt[r]));
+  float total = 0;
+  for (int64_t r = 0; r < rows; ++r)
+    total += loss[r];
+  nc.out[0] = rows ? total / static_cast<float>(rows) : 0.0f;
+}
+
+void HostDevice::opStageSum(NodeCall &nc) {
+  double sum = 0;
+  for (size_t k = 0; k < nc.n.operands.size(); ++k)
+    sum += nc.in(static_cast<int>(k))[0];
+  if (!nc.n.ints.empty()) { // a pipeline stage's copy: all-reduced over the stages
+    if (!nc.rt.collective)
+      nc.rt.fail(nc.i, "stage_sum of a pipeline stage runs only under the pipeline runtime");
+    sum = nc.rt.collective(nc.n, HostTensor{nc.n.shape, {sum}}).data.at(0);
+  }
+  nc.out[0] = static_cast<float>(sum);
+}
+
+void HostDevice::opGossipMix(NodeCall &nc) {
+  // The replica's exchange with this round's peers (setCollective).
+  if (!nc.rt.collective) {
+    std::memcpy(nc.out, nc.in(0), sizeof(float) * nc.count);
     return;
   }
-  case OpKind::StageSum: {
-    double sum = 0;
-    for (size_t k = 0; k < n.operands.size(); ++k)
-      sum += in(static_cast<int>(k))[0];
-    if (!n.ints.empty()) { // a pipeline stage's copy: all-reduced over the stages
-      if (!rt.collective)
-        rt.fail(i, "stage_sum of a pipeline stage runs only under the pipeline runtime");
-      sum = rt.collective(n, HostTensor{n.shape, {sum}}).data.at(0);
-    }
-    out[0] = static_cast<float>(sum);
-    return;
+  HostTensor z{nc.n.shape, std::vector<double>(nc.in(0), nc.in(0) + nc.count)};
+  HostTensor mixed = nc.rt.collective(nc.n, z);
+  if (static_cast<int64_t>(mixed.data.size()) != nc.count)
+    nc.rt.fail(nc.i, "the collective returned " + std::to_string(mixed.data.size()) +
+                         " values for shape " + shapeToString(nc.n.shape));
+  for (int64_t e = 0; e < nc.count; ++e)
+    nc.out[e] = static_cast<float>(mixed.data[e]);
+}
+
+void HostDevice::opDescend(NodeCall &nc) {
+  const float *pp = nc.in(0), *dir = nc.in(1);
+  float lr = nc.in(2)[0];
+#pragma omp parallel for schedule(static) if (nc.count > 65536)
+  for (int64_t e = 0; e < nc.count; ++e)
+    nc.out[e] = pp[e] - lr * dir[e];
+}
+
+void HostDevice::opNewtonSchulz(NodeCall &nc) {
+  int64_t m = nc.n.shape[0], nn = nc.n.shape[1], steps = nc.n.ints[0];
+  float a = static_cast<float>(nc.n.floats[0]), b = static_cast<float>(nc.n.floats[1]),
+        c = static_cast<float>(nc.n.floats[2]);
+  const float *g = nc.in(0);
+  float norm = 0;
+  for (int64_t e = 0; e < nc.count; ++e)
+    norm += g[e] * g[e];
+  norm = std::sqrt(norm) + 1e-7f;
+  // Work on the wide orientation so X X^T is the small Gram matrix:
+  // X [r, s] with r <= s; scratch holds X, A, AA (=B) and BX.
+  bool tr = m > nn;
+  int64_t r = tr ? nn : m, s = tr ? m : nn;
+  float *X = nc.rt.scratchFloats(2 * r * s + 2 * r * r);
+  float *A = X + r * s, *B = A + r * r, *BX = B + r * r;
+  if (tr) {
+    for (int64_t i2 = 0; i2 < m; ++i2)
+      for (int64_t j = 0; j < nn; ++j)
+        X[j * m + i2] = g[i2 * nn + j] / norm;
+  } else {
+    for (int64_t e = 0; e < nc.count; ++e)
+      X[e] = g[e] / norm;
   }
-  case OpKind::GossipMix: {
-    // The replica's exchange with this round's peers (setCollective).
-    if (!rt.collective) {
-      std::memcpy(out, in(0), sizeof(float) * count);
-      return;
-    }
-    HostTensor z{n.shape, std::vector<double>(in(0), in(0) + count)};
-    HostTensor mixed = rt.collective(n, z);
-    if (static_cast<int64_t>(mixed.data.size()) != count)
-      rt.fail(i, "the collective returned " + std::to_string(mixed.data.size()) +
-                  " values for shape " + shapeToString(n.shape));
-    for (int64_t e = 0; e < count; ++e)
-      out[e] = static_cast<float>(mixed.data[e]);
-    return;
+  const int ir = static_cast<int>(r), is = static_cast<int>(s);
+  for (int64_t st = 0; st < steps; ++st) {
+    sgemm(false, true, ir, ir, is, 1.0f, X, is, X, is, 0.0f, A, ir);
+    // B = b A + c A A
+    sgemm(false, false, ir, ir, ir, c, A, ir, A, ir, 0.0f, B, ir);
+    for (int64_t e = 0; e < r * r; ++e)
+      B[e] += b * A[e];
+    sgemm(false, false, ir, is, ir, 1.0f, B, ir, X, is, 0.0f, BX, is);
+    for (int64_t e = 0; e < r * s; ++e)
+      X[e] = a * X[e] + BX[e];
   }
-  case OpKind::Descend: {
-    const float *pp = in(0), *dir = in(1);
-    float lr = in(2)[0];
-#pragma omp parallel for schedule(static) if (count > 65536)
-    for (int64_t e = 0; e < count; ++e)
-      out[e] = pp[e] - lr * dir[e];
-    return;
-  }
-  case OpKind::NewtonSchulz: {
-    int64_t m = n.shape[0], nn = n.shape[1], steps = n.ints[0];
-    float a = static_cast<float>(n.floats[0]), b = static_cast<float>(n.floats[1]),
-          c = static_cast<float>(n.floats[2]);
-    const float *g = in(0);
-    float norm = 0;
-    for (int64_t e = 0; e < count; ++e)
-      norm += g[e] * g[e];
-    norm = std::sqrt(norm) + 1e-7f;
-    // Work on the wide orientation so X X^T is the small Gram matrix:
-    // X [r, s] with r <= s; scratch holds X, A, AA (=B) and BX.
-    bool tr = m > nn;
-    int64_t r = tr ? nn : m, s = tr ? m : nn;
-    float *X = rt.scratchFloats(2 * r * s + 2 * r * r);
-    float *A = X + r * s, *B = A + r * r, *BX = B + r * r;
-    if (tr) {
-      for (int64_t i2 = 0; i2 < m; ++i2)
-        for (int64_t j = 0; j < nn; ++j)
-          X[j * m + i2] = g[i2 * nn + j] / norm;
-    } else {
-      for (int64_t e = 0; e < count; ++e)
-        X[e] = g[e] / norm;
-    }
-    const int ir = static_cast<int>(r), is = static_cast<int>(s);
-    for (int64_t st = 0; st < steps; ++st) {
-      sgemm(false, true, ir, ir, is, 1.0f, X, is, X, is, 0.0f, A, ir);
-      // B = b A + c A A
-      sgemm(false, false, ir, ir, ir, c, A, ir, A, ir, 0.0f, B, ir);
-      for (int64_t e = 0; e < r * r; ++e)
-        B[e] += b * A[e];
-      sgemm(false, false, ir, is, ir, 1.0f, B, ir, X, is, 0.0f, BX, is);
-      for (int64_t e = 0; e < r * s; ++e)
-        X[e] = a * X[e] + BX[e];
-    }
-    if (tr) {
-      for (int64_t i2 = 0; i2 < m; ++i2)
-        for (int64_t j = 0; j < nn; ++j)
-          out[i2 * nn + j] = X[j * m + i2];
-    } else {
-      std::memcpy(out, X, sizeof(float) * count);
-    }
-    return;
-  }
-  default:
-    rt.fail(i, "the compiled runtime has no implementation of this op");
+  if (tr) {
+    for (int64_t i2 = 0; i2 < m; ++i2)
+      for (int64_t j = 0; j < nn; ++j)
+        nc.out[i2 * nn + j] = X[j * m + i2];
+  } else {
+    std::memcpy(nc.out, X, sizeof(float) * nc.count);
   }
 }
 

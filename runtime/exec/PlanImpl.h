@@ -12,6 +12,7 @@
 #ifndef STRETTO_RUNTIME_PLANIMPL_H
 #define STRETTO_RUNTIME_PLANIMPL_H
 
+#include "stretto/Runtime/OpTable.h"
 #include "stretto/Runtime/PlanExecutor.h"
 #include "exec/OpSemantics.h"
 
@@ -576,6 +577,107 @@ struct PlanExecutor::Impl {
   std::vector<size_t> partStart; // position of each part's first node
   const std::map<std::string, std::string> *redirect = nullptr;
 };
+
+/// One node being run by a device: what every op handler of a device's
+/// table reads (PlanDevice::exec builds it; the handlers write `out`).
+struct NodeCall {
+  NodeCall(PlanExecutor::Impl &rt, const planning::PhasePlan &p, int i, const TensorMap &inputs,
+           int64_t t, StepResult &result)
+      : rt(rt), p(p), i(i), inputs(inputs), t(t), result(result), nodes(rt.graph.phase(p.phase)),
+        n(nodes[i]), out(rt.val[i]), count(numElements(n.shape)),
+        bf16(rt.gemmPrecision == GemmPrecision::BF16) {}
+
+  PlanExecutor::Impl &rt;
+  const planning::PhasePlan &p;
+  const int i; // the node's index in its phase
+  const TensorMap &inputs;
+  const int64_t t; // the optimizer step
+  StepResult &result;
+  const std::vector<Node> &nodes;
+  const Node &n;
+  float *const out;
+  const int64_t count; // elements of the result
+  const bool bf16;     // bf16 GEMM operands
+
+  const float *in(int k) const { return rt.val[n.operands[k]]; }
+  const Shape &inShape(int k) const { return nodes[n.operands[k]].shape; }
+};
+
+/// The op handlers of a plan device (HostDevice, CudaPlanDevice), one per
+/// group of kinds that share an implementation; planDeviceOps maps the kinds.
+#define STRETTO_PLAN_DEVICE_HANDLERS                                                               \
+  void opBinary(NodeCall &nc);                                                                     \
+  void opUnary(NodeCall &nc);                                                                      \
+  void opInput(NodeCall &nc);                                                                      \
+  void opRead(NodeCall &nc);                                                                       \
+  void opNothing(NodeCall &nc); /* views, constants, sinks: nothing to run */                      \
+  void opStepCount(NodeCall &nc);                                                                  \
+  void opYield(NodeCall &nc);                                                                      \
+  void opKernel(NodeCall &nc);                                                                     \
+  void opGemm(NodeCall &nc);                                                                       \
+  void opMatmul(NodeCall &nc);                                                                     \
+  void opTranspose(NodeCall &nc);                                                                  \
+  void opBroadcast(NodeCall &nc);                                                                  \
+  void opReduceSum(NodeCall &nc);                                                                  \
+  void opSliceOrPad(NodeCall &nc);                                                                 \
+  void opSoftmax(NodeCall &nc);                                                                    \
+  void opNorm(NodeCall &nc);                                                                       \
+  void opNormGrad(NodeCall &nc);                                                                   \
+  void opAttention(NodeCall &nc);                                                                  \
+  void opAttentionGrad(NodeCall &nc);                                                              \
+  void opEmbedding(NodeCall &nc);                                                                  \
+  void opScatterRows(NodeCall &nc);                                                                \
+  void opOneHot(NodeCall &nc);                                                                     \
+  void opCrossEntropy(NodeCall &nc);                                                               \
+  void opStageSum(NodeCall &nc);                                                                   \
+  void opGossipMix(NodeCall &nc);                                                                  \
+  void opDescend(NodeCall &nc);                                                                    \
+  void opNewtonSchulz(NodeCall &nc);
+
+/// A plan device's op table: which handler runs each kind.
+template <class Device> OpTable<void (Device::*)(NodeCall &)> planDeviceOps(const char *name) {
+  using D = Device;
+  return OpTable<void (D::*)(NodeCall &)>(name)
+      .onClass(OpClass::Binary, &D::opBinary)
+      .onClass(OpClass::Unary, &D::opUnary)
+      .on({OpKind::Input}, &D::opInput)
+      .on({OpKind::Read}, &D::opRead)
+      .on({OpKind::Reshape, OpKind::Transfer, OpKind::Constant, OpKind::AccumulatedGrad,
+           OpKind::Write, OpKind::Grad},
+          &D::opNothing)
+      .on({OpKind::StepCount}, &D::opStepCount)
+      .on({OpKind::Yield}, &D::opYield)
+      .on({OpKind::Kernel}, &D::opKernel)
+      .on({OpKind::Gemm}, &D::opGemm)
+      .on({OpKind::Matmul}, &D::opMatmul)
+      .on({OpKind::Transpose}, &D::opTranspose)
+      .on({OpKind::Broadcast}, &D::opBroadcast)
+      .on({OpKind::ReduceSum}, &D::opReduceSum)
+      .on({OpKind::Slice, OpKind::Pad}, &D::opSliceOrPad)
+      .on({OpKind::Softmax}, &D::opSoftmax)
+      .on({OpKind::LayerNorm, OpKind::RmsNorm}, &D::opNorm)
+      .on({OpKind::NormGrad}, &D::opNormGrad)
+      .on({OpKind::Attention}, &D::opAttention)
+      .on({OpKind::AttentionGrad}, &D::opAttentionGrad)
+      .on({OpKind::Embedding}, &D::opEmbedding)
+      .on({OpKind::ScatterRows}, &D::opScatterRows)
+      .on({OpKind::OneHot}, &D::opOneHot)
+      .on({OpKind::CrossEntropy}, &D::opCrossEntropy)
+      .on({OpKind::StageSum}, &D::opStageSum)
+      .on({OpKind::GossipMix}, &D::opGossipMix)
+      .on({OpKind::Descend}, &D::opDescend)
+      .on({OpKind::NewtonSchulz}, &D::opNewtonSchulz);
+}
+
+/// Runs `nc` with the handler `table` has for its kind.
+template <class Device, class Handler>
+void runNode(Device &dev, const OpTable<Handler> &table, NodeCall &nc) {
+  Handler h = table[nc.n.kind];
+  if (!h)
+    nc.rt.fail(nc.i, std::string("the ") + table.name() + " runtime has no implementation of " +
+                         opKindName(nc.n.kind));
+  (dev.*h)(nc);
+}
 
 } // namespace stretto
 

@@ -9,6 +9,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "stretto/Runtime/RefExecutor.h"
+#include "stretto/Runtime/OpTable.h"
 #include "exec/OpSemantics.h"
 
 #include <cblas.h>
@@ -298,6 +299,26 @@ Buf<T> newtonSchulz(const Buf<T> &g, int64_t m, int64_t n, int64_t steps,
 
 // Executor
 
+namespace {
+// One node being run by the reference executor: what its op handlers read;
+// a handler leaves the node's value in `out`.
+template <typename T> struct RefCall {
+  size_t i; // the node's index in its phase
+  const Node &n;
+  const std::vector<Node> &nodes;
+  std::vector<Buf<T>> &vals;
+  const std::vector<size_t> &lastUse;
+  const std::map<std::string, HostTensor> &inputs;
+  int64_t t; // the optimizer step
+  std::map<std::string, HostTensor> &writes;
+  StepResult &result;
+  Buf<T> out;
+
+  const Buf<T> &in(int k) const { return vals[n.operands[k]]; }
+  const Shape &inShape(int k) const { return nodes[n.operands[k]].shape; }
+};
+} // namespace
+
 struct RefExecutor::Impl {
   Graph graph;
   Precision precision;
@@ -399,6 +420,52 @@ struct RefExecutor::Impl {
   StepResult run(const std::map<std::string, HostTensor> &inputs, int64_t t,
                  std::map<std::string, HostTensor> &writes);
 
+  template <typename T> Buf<T> fromHost(const std::vector<double> &src, DType dt) const {
+    Buf<T> b(src.size());
+    for (size_t i = 0; i < src.size(); ++i)
+      b[i] = static_cast<T>(storable(src[i], dt));
+    return b;
+  }
+  template <typename T> static HostTensor toHost(const Buf<T> &b, const Shape &shape) {
+    return HostTensor{shape, std::vector<double>(b.begin(), b.end())};
+  }
+
+  // Each op kind's reference implementation, in one table (OpTable.h).
+  template <typename T> using Handler = void (Impl::*)(RefCall<T> &);
+  template <typename T> static const OpTable<Handler<T>> &ops();
+  template <typename T> void opBinary(RefCall<T> &nc);
+  template <typename T> void opUnary(RefCall<T> &nc);
+  template <typename T> void opInput(RefCall<T> &nc);
+  template <typename T> void opRead(RefCall<T> &nc);
+  template <typename T> void opWrite(RefCall<T> &nc);
+  template <typename T> void opGrad(RefCall<T> &nc);
+  template <typename T> void opAccumulatedGrad(RefCall<T> &nc);
+  template <typename T> void opTransfer(RefCall<T> &nc);
+  template <typename T> void opStageSum(RefCall<T> &nc);
+  template <typename T> void opGossipMix(RefCall<T> &nc);
+  template <typename T> void opKernel(RefCall<T> &nc);
+  template <typename T> void opGemm(RefCall<T> &nc);
+  template <typename T> void opDescend(RefCall<T> &nc);
+  template <typename T> void opYield(RefCall<T> &nc);
+  template <typename T> void opConstant(RefCall<T> &nc);
+  template <typename T> void opStepCount(RefCall<T> &nc);
+  template <typename T> void opMatmul(RefCall<T> &nc);
+  template <typename T> void opTranspose(RefCall<T> &nc);
+  template <typename T> void opReshape(RefCall<T> &nc);
+  template <typename T> void opBroadcast(RefCall<T> &nc);
+  template <typename T> void opReduceSum(RefCall<T> &nc);
+  template <typename T> void opSliceOrPad(RefCall<T> &nc);
+  template <typename T> void opSoftmax(RefCall<T> &nc);
+  template <typename T> void opNorm(RefCall<T> &nc);
+  template <typename T> void opNormGrad(RefCall<T> &nc);
+  template <typename T> void opAttention(RefCall<T> &nc);
+  template <typename T> void opAttentionGrad(RefCall<T> &nc);
+  template <typename T> void opEmbedding(RefCall<T> &nc);
+  template <typename T> void opScatterRows(RefCall<T> &nc);
+  template <typename T> void opOneHot(RefCall<T> &nc);
+  template <typename T> void opCrossEntropy(RefCall<T> &nc);
+  template <typename T> void opNewtonSchulz(RefCall<T> &nc);
+
   StepResult dispatch(Phase phase, const std::map<std::string, HostTensor> &inputs,
                       int64_t t, std::map<std::string, HostTensor> &writes) {
     cur = phase;
@@ -430,263 +497,16 @@ RefExecutor::Impl::run(const std::map<std::string, HostTensor> &inputs,
   vals.resize(nodes.size());
   StepResult result;
 
-  auto fromHost = [&](const std::vector<double> &src, DType dt) {
-    Buf<T> b(src.size());
-    for (size_t i = 0; i < src.size(); ++i)
-      b[i] = static_cast<T>(storable(src[i], dt));
-    return b;
-  };
-  auto toHost = [](const Buf<T> &b, const Shape &shape) {
-    return HostTensor{shape, std::vector<double>(b.begin(), b.end())};
-  };
-
   size_t count = subset ? subset->size() : nodes.size();
   for (size_t step = 0; step < count; ++step) {
     size_t i = subset ? static_cast<size_t>((*subset)[step]) : step;
     const Node &n = nodes[i];
-    auto in = [&](int k) -> const Buf<T> & { return vals[n.operands[k]]; };
-    auto inShape = [&](int k) -> const Shape & {
-      return nodes[n.operands[k]].shape;
-    };
-    Buf<T> out;
-
-    if (isBinary(n.kind)) {
-      Buf<T> a = expand(in(0), inShape(0), n.shape);
-      Buf<T> b = expand(in(1), inShape(1), n.shape);
-      out.resize(a.size());
-      for (size_t e = 0; e < a.size(); ++e)
-        out[e] = binaryOp(n.kind, a[e], b[e]);
-    } else if (isUnary(n.kind)) {
-      out = expand(in(0), inShape(0), n.shape);
-      for (T &v : out)
-        v = unaryOp(n.kind, v);
-    } else {
-      switch (n.kind) {
-      case OpKind::Input:
-        out = fromHost(inputs.at(n.name).data, n.dtype);
-        break;
-      case OpKind::Read: {
-        const std::string *name = &n.name;
-        if (redirect)
-          if (auto r = redirect->find(n.name); r != redirect->end())
-            name = &r->second;
-        auto w = writes.find(*name);
-        const HostTensor &h = w != writes.end() ? w->second : state.at(*name);
-        out = fromHost(h.data, n.dtype);
-        break;
-      }
-      case OpKind::Write: {
-        DType dt = graph.findState(n.name)->dtype;
-        HostTensor h = toHost(in(0), inShape(0));
-        for (double &v : h.data)
-          v = storable(v, dt);
-        writes[n.name] = std::move(h);
-        break;
-      }
-      case OpKind::Grad:
-        result.grads[n.name] = toHost(in(0), inShape(0));
-        break;
-      case OpKind::AccumulatedGrad: {
-        auto it = gradSum.find(n.name);
-        if (it == gradSum.end() || gradCount == 0)
-          fail(i, "no gradient of '" + n.name + "' was computed since the last update");
-        HostTensor mean = it->second;
-        for (double &v : mean.data)
-          v /= static_cast<double>(gradCount);
-        out = fromHost(mean.data, n.dtype);
-        break;
-      }
-      case OpKind::Transfer:
-        out = in(0);
-        break;
-      case OpKind::StageSum: {
-        double sum = 0;
-        for (size_t k = 0; k < n.operands.size(); ++k)
-          sum += toHost(in(static_cast<int>(k)), inShape(static_cast<int>(k))).data.at(0);
-        if (!n.ints.empty()) { // a pipeline stage's copy: all-reduced over the stages
-          if (!collective)
-            fail(i, "stage_sum of a pipeline stage runs only under the pipeline runtime");
-          sum = collective(n, HostTensor{n.shape, {sum}}).data.at(0);
-        }
-        out = fromHost({sum}, n.dtype);
-        break;
-      }
-      case OpKind::GossipMix:
-        if (collective)
-          out = fromHost(collective(n, toHost(in(0), inShape(0))).data, n.dtype);
-        else
-          out = in(0);
-        if (out.size() != static_cast<size_t>(numElements(n.shape)))
-          fail(i, "the collective returned " + std::to_string(out.size()) + " values for shape " +
-                      shapeToString(n.shape));
-        break;
-      case OpKind::Kernel: {
-        // A fused elementwise kernel compiled from the kernel dialect; its
-        // element type is the precision's (f32 kernels need F32).
-        auto it = kernels.find(n.name);
-        if (it == kernels.end())
-          fail(i, "compiled kernel '" + n.name + "' was not provided");
-        if ((n.dtype == DType::F64) != std::is_same<T, double>::value)
-          fail(i, "kernel '" + n.name + "' element type differs from the executor precision");
-        std::vector<const void *> ins;
-        for (size_t k = 0; k < n.operands.size(); ++k)
-          ins.push_back(in(static_cast<int>(k)).data());
-        out.resize(numElements(n.shape));
-        void *outs[1] = {out.data()};
-        it->second(ins.data(), outs);
-        break;
-      }
-      case OpKind::Gemm: {
-        GemmDims g = gemmDims(n, inShape(0), inShape(1));
-        out.assign(numElements(n.shape), T(0));
-        gemm(in(0), in(1), out, g.batch, g.m, g.n, g.k, g.ta, g.tb, g.rhsBatched,
-             static_cast<T>(g.alpha));
-        break;
-      }
-      case OpKind::Descend: {
-        const Buf<T> &p = in(0), &dir = in(1);
-        T lr = in(2)[0];
-        out.resize(p.size());
-        for (size_t e = 0; e < p.size(); ++e)
-          out[e] = p[e] - lr * dir[e];
-        break;
-      }
-      case OpKind::Yield:
-        for (size_t k = 0; k < n.operands.size(); ++k)
-          result.outputs.push_back(static_cast<double>(in(k)[0]));
-        break;
-      case OpKind::Constant: {
-        int64_t cnt = numElements(n.shape);
-        out = n.data.size() == 1
-                  ? fromHost(std::vector<double>(cnt, n.data[0]), n.dtype)
-                  : fromHost(n.data, n.dtype);
-        break;
-      }
-      case OpKind::StepCount:
-        out.assign(1, static_cast<T>(t));
-        break;
-      case OpKind::Matmul: {
-        const Shape &as = inShape(0), &bs = inShape(1);
-        int64_t m = as[as.size() - 2], k = as.back(), nn = bs.back();
-        int64_t batch = numElements(Shape(as.begin(), as.end() - 2));
-        out = matmul(in(0), in(1), batch, m, k, nn, bs.size() > 2);
-        break;
-      }
-      case OpKind::Transpose: {
-        std::vector<int64_t> inSt = stridesOf(inShape(0)), st(n.ints.size());
-        for (size_t d = 0; d < n.ints.size(); ++d)
-          st[d] = inSt[n.ints[d]];
-        out = gather(in(0), n.shape, st);
-        break;
-      }
-      case OpKind::Reshape:
-        // Reuse the operand's buffer when nothing else reads it later.
-        if (lastUse[n.operands[0]] == i)
-          out = std::move(vals[n.operands[0]]);
-        else
-          out = in(0);
-        break;
-      case OpKind::Broadcast:
-        out = expand(in(0), inShape(0), n.shape);
-        break;
-      case OpKind::ReduceSum:
-        out.assign(numElements(n.shape), T(0));
-        reduceSumWalk(in(0).data(), inShape(0), n.ints, out.data());
-        break;
-      case OpKind::Slice:
-      case OpKind::Pad: {
-        bool isSlice = n.kind == OpKind::Slice;
-        Window w = windowOf(n, inShape(0));
-        const Buf<T> &x = in(0);
-        out.assign(numElements(n.shape), T(0));
-        for (int64_t o = 0; o < w.outer; ++o)
-          for (int64_t e = 0; e < w.smallA * w.inner; ++e) {
-            int64_t bi = w.bigStart(o) + e, si = w.smallStart(o) + e;
-            if (isSlice)
-              out[si] = x[bi];
-            else
-              out[bi] = x[si];
-          }
-        break;
-      }
-      case OpKind::Softmax:
-        out = softmax(in(0), n.shape.back(), n.flag);
-        break;
-      case OpKind::LayerNorm:
-      case OpKind::RmsNorm:
-        out = normRows(in(0), in(1),
-                       n.kind == OpKind::LayerNorm ? &in(2) : nullptr,
-                       n.shape.back(), static_cast<T>(n.floats[0]));
-        break;
-      case OpKind::NormGrad:
-        out = normGrad(in(0), in(1), in(2), inShape(0).back(), static_cast<T>(n.floats[0]),
-                       n.flag);
-        break;
-      case OpKind::Attention: {
-        AttentionDims a = attentionDims(inShape(0), inShape(1), inShape(2));
-        out = attention(in(0), in(1), in(2), a.batch, a.tq, a.tk, a.d, a.dv,
-                        static_cast<T>(n.floats[0]), n.flag);
-        break;
-      }
-      case OpKind::AttentionGrad: {
-        const Shape &qs = inShape(0);
-        int64_t t = qs[qs.size() - 2], d = qs.back();
-        out = attentionGrad(in(0), in(1), in(2), in(3),
-                            numElements(Shape(qs.begin(), qs.end() - 2)), t, d,
-                            static_cast<T>(n.floats[0]), n.flag);
-        break;
-      }
-      case OpKind::Embedding: {
-        const Buf<T> &table = in(0), &ids = in(1);
-        int64_t v = inShape(0)[0], d = inShape(0)[1];
-        out.resize(ids.size() * d);
-        for (size_t r = 0; r < ids.size(); ++r) {
-          int64_t id = rowId(i, ids[r], v, "id");
-          std::copy(table.begin() + id * d, table.begin() + (id + 1) * d,
-                    out.begin() + r * d);
-        }
-        break;
-      }
-      case OpKind::ScatterRows: {
-        const Buf<T> &ids = in(0), &g = in(1);
-        int64_t v = n.shape[0], d = n.shape[1];
-        out.assign(v * d, T(0));
-        for (size_t r = 0; r < ids.size(); ++r) {
-          int64_t id = rowId(i, ids[r], v, "id");
-          for (int64_t c = 0; c < d; ++c)
-            out[id * d + c] += g[r * d + c];
-        }
-        break;
-      }
-      case OpKind::OneHot: {
-        const Buf<T> &ids = in(0);
-        int64_t c = n.shape.back();
-        out.assign(ids.size() * c, T(0));
-        for (size_t r = 0; r < ids.size(); ++r)
-          out[r * c + rowId(i, ids[r], c, "class id")] = T(1);
-        break;
-      }
-      case OpKind::CrossEntropy: {
-        const Buf<T> &logits = in(0), &tgt = in(1);
-        int64_t c = inShape(0).back();
-        T total = 0;
-        for (size_t r = 0; r < tgt.size(); ++r) {
-          int64_t y = rowId(i, tgt[r], c, "target");
-          total += kernelmath::st_cross_entropy_row(logits.data() + r * c, c, y);
-        }
-        out.assign(1, tgt.empty() ? T(0) : total / T(tgt.size()));
-        break;
-      }
-      case OpKind::NewtonSchulz:
-        out = newtonSchulz(in(0), n.shape[0], n.shape[1], n.ints[0],
-                           static_cast<T>(n.floats[0]),
-                           static_cast<T>(n.floats[1]),
-                           static_cast<T>(n.floats[2]));
-        break;
-      default:
-        fail(i, "no reference implementation");
-      }
-    }
+    RefCall<T> nc{i, n, nodes, vals, lastUse, inputs, t, writes, result, {}};
+    Handler<T> h = ops<T>()[n.kind];
+    if (!h)
+      fail(i, "no reference implementation");
+    (this->*h)(nc);
+    Buf<T> &out = nc.out;
 
     if (std::is_same<T, float>::value && n.dtype == DType::BF16)
       for (T &v : out)
@@ -704,6 +524,292 @@ RefExecutor::Impl::run(const std::map<std::string, HostTensor> &inputs,
       Buf<T>().swap(vals[i]);
   }
   return result;
+}
+
+template <typename T> const OpTable<RefExecutor::Impl::Handler<T>> &RefExecutor::Impl::ops() {
+  static const OpTable<Handler<T>> table =
+      OpTable<Handler<T>>("reference")
+          .onClass(OpClass::Binary, &Impl::template opBinary<T>)
+          .onClass(OpClass::Unary, &Impl::template opUnary<T>)
+          .on({OpKind::Input}, &Impl::template opInput<T>)
+          .on({OpKind::Read}, &Impl::template opRead<T>)
+          .on({OpKind::Write}, &Impl::template opWrite<T>)
+          .on({OpKind::Grad}, &Impl::template opGrad<T>)
+          .on({OpKind::AccumulatedGrad}, &Impl::template opAccumulatedGrad<T>)
+          .on({OpKind::Transfer}, &Impl::template opTransfer<T>)
+          .on({OpKind::StageSum}, &Impl::template opStageSum<T>)
+          .on({OpKind::GossipMix}, &Impl::template opGossipMix<T>)
+          .on({OpKind::Kernel}, &Impl::template opKernel<T>)
+          .on({OpKind::Gemm}, &Impl::template opGemm<T>)
+          .on({OpKind::Descend}, &Impl::template opDescend<T>)
+          .on({OpKind::Yield}, &Impl::template opYield<T>)
+          .on({OpKind::Constant}, &Impl::template opConstant<T>)
+          .on({OpKind::StepCount}, &Impl::template opStepCount<T>)
+          .on({OpKind::Matmul}, &Impl::template opMatmul<T>)
+          .on({OpKind::Transpose}, &Impl::template opTranspose<T>)
+          .on({OpKind::Reshape}, &Impl::template opReshape<T>)
+          .on({OpKind::Broadcast}, &Impl::template opBroadcast<T>)
+          .on({OpKind::ReduceSum}, &Impl::template opReduceSum<T>)
+          .on({OpKind::Slice, OpKind::Pad}, &Impl::template opSliceOrPad<T>)
+          .on({OpKind::Softmax}, &Impl::template opSoftmax<T>)
+          .on({OpKind::LayerNorm, OpKind::RmsNorm}, &Impl::template opNorm<T>)
+          .on({OpKind::NormGrad}, &Impl::template opNormGrad<T>)
+          .on({OpKind::Attention}, &Impl::template opAttention<T>)
+          .on({OpKind::AttentionGrad}, &Impl::template opAttentionGrad<T>)
+          .on({OpKind::Embedding}, &Impl::template opEmbedding<T>)
+          .on({OpKind::ScatterRows}, &Impl::template opScatterRows<T>)
+          .on({OpKind::OneHot}, &Impl::template opOneHot<T>)
+          .on({OpKind::CrossEntropy}, &Impl::template opCrossEntropy<T>)
+          .on({OpKind::NewtonSchulz}, &Impl::template opNewtonSchulz<T>);
+  return table;
+}
+
+std::vector<OpTableCoverage> referenceOpTables() {
+  OpTableCoverage f32 = coverageOf(RefExecutor::Impl::ops<float>()),
+                  f64 = coverageOf(RefExecutor::Impl::ops<double>());
+  f32.backend += " f32";
+  f64.backend += " f64";
+  return {f32, f64};
+}
+
+template <typename T> void RefExecutor::Impl::opBinary(RefCall<T> &nc) {
+  Buf<T> a = expand(nc.in(0), nc.inShape(0), nc.n.shape);
+  Buf<T> b = expand(nc.in(1), nc.inShape(1), nc.n.shape);
+  nc.out.resize(a.size());
+  for (size_t e = 0; e < a.size(); ++e)
+    nc.out[e] = binaryOp(nc.n.kind, a[e], b[e]);
+}
+
+template <typename T> void RefExecutor::Impl::opUnary(RefCall<T> &nc) {
+  nc.out = expand(nc.in(0), nc.inShape(0), nc.n.shape);
+  for (T &v : nc.out)
+    v = unaryOp(nc.n.kind, v);
+}
+
+template <typename T> void RefExecutor::Impl::opInput(RefCall<T> &nc) {
+  nc.out = fromHost<T>(nc.inputs.at(nc.n.name).data, nc.n.dtype);
+}
+
+template <typename T> void RefExecutor::Impl::opRead(RefCall<T> &nc) {
+  const std::string *name = &nc.n.name;
+  if (redirect)
+    if (auto r = redirect->find(nc.n.name); r != redirect->end())
+      name = &r->second;
+  auto w = nc.writes.find(*name);
+  const HostTensor &h = w != nc.writes.end() ? w->second : state.at(*name);
+  nc.out = fromHost<T>(h.data, nc.n.dtype);
+}
+
+template <typename T> void RefExecutor::Impl::opWrite(RefCall<T> &nc) {
+  DType dt = graph.findState(nc.n.name)->dtype;
+  HostTensor h = toHost(nc.in(0), nc.inShape(0));
+  for (double &v : h.data)
+    v = storable(v, dt);
+  nc.writes[nc.n.name] = std::move(h);
+}
+
+template <typename T> void RefExecutor::Impl::opGrad(RefCall<T> &nc) {
+  nc.result.grads[nc.n.name] = toHost(nc.in(0), nc.inShape(0));
+}
+
+template <typename T> void RefExecutor::Impl::opAccumulatedGrad(RefCall<T> &nc) {
+  auto it = gradSum.find(nc.n.name);
+  if (it == gradSum.end() || gradCount == 0)
+    fail(nc.i, "no gradient of '" + nc.n.name + "' was computed since the last update");
+  HostTensor mean = it->second;
+  for (double &v : mean.data)
+    v /= static_cast<double>(gradCount);
+  nc.out = fromHost<T>(mean.data, nc.n.dtype);
+}
+
+template <typename T> void RefExecutor::Impl::opTransfer(RefCall<T> &nc) { nc.out = nc.in(0); }
+
+template <typename T> void RefExecutor::Impl::opStageSum(RefCall<T> &nc) {
+  double sum = 0;
+  for (size_t k = 0; k < nc.n.operands.size(); ++k)
+    sum += toHost(nc.in(static_cast<int>(k)), nc.inShape(static_cast<int>(k))).data.at(0);
+  if (!nc.n.ints.empty()) { // a pipeline stage's copy: all-reduced over the stages
+    if (!collective)
+      fail(nc.i, "stage_sum of a pipeline stage runs only under the pipeline runtime");
+    sum = collective(nc.n, HostTensor{nc.n.shape, {sum}}).data.at(0);
+  }
+  nc.out = fromHost<T>({sum}, nc.n.dtype);
+}
+
+template <typename T> void RefExecutor::Impl::opGossipMix(RefCall<T> &nc) {
+  if (collective)
+    nc.out = fromHost<T>(collective(nc.n, toHost(nc.in(0), nc.inShape(0))).data, nc.n.dtype);
+  else
+    nc.out = nc.in(0);
+  if (nc.out.size() != static_cast<size_t>(numElements(nc.n.shape)))
+    fail(nc.i, "the collective returned " + std::to_string(nc.out.size()) + " values for shape " +
+                   shapeToString(nc.n.shape));
+}
+
+template <typename T> void RefExecutor::Impl::opKernel(RefCall<T> &nc) {
+  // A fused elementwise kernel compiled from the kernel dialect; its
+  // element type is the precision's (f32 kernels need F32).
+  auto it = kernels.find(nc.n.name);
+  if (it == kernels.end())
+    fail(nc.i, "compiled kernel '" + nc.n.name + "' was not provided");
+  if ((nc.n.dtype == DType::F64) != std::is_same<T, double>::value)
+    fail(nc.i, "kernel '" + nc.n.name + "' element type differs from the executor precision");
+  std::vector<const void *> ins;
+  for (size_t k = 0; k < nc.n.operands.size(); ++k)
+    ins.push_back(nc.in(static_cast<int>(k)).data());
+  nc.out.resize(numElements(nc.n.shape));
+  void *outs[1] = {nc.out.data()};
+  it->second(ins.data(), outs);
+}
+
+template <typename T> void RefExecutor::Impl::opGemm(RefCall<T> &nc) {
+  GemmDims g = gemmDims(nc.n, nc.inShape(0), nc.inShape(1));
+  nc.out.assign(numElements(nc.n.shape), T(0));
+  gemm(nc.in(0), nc.in(1), nc.out, g.batch, g.m, g.n, g.k, g.ta, g.tb, g.rhsBatched,
+       static_cast<T>(g.alpha));
+}
+
+template <typename T> void RefExecutor::Impl::opDescend(RefCall<T> &nc) {
+  const Buf<T> &p = nc.in(0), &dir = nc.in(1);
+  T lr = nc.in(2)[0];
+  nc.out.resize(p.size());
+  for (size_t e = 0; e < p.size(); ++e)
+    nc.out[e] = p[e] - lr * dir[e];
+}
+
+template <typename T> void RefExecutor::Impl::opYield(RefCall<T> &nc) {
+  for (size_t k = 0; k < nc.n.operands.size(); ++k)
+    nc.result.outputs.push_back(static_cast<double>(nc.in(k)[0]));
+}
+
+template <typename T> void RefExecutor::Impl::opConstant(RefCall<T> &nc) {
+  int64_t cnt = numElements(nc.n.shape);
+  nc.out = nc.n.data.size() == 1 ? fromHost<T>(std::vector<double>(cnt, nc.n.data[0]), nc.n.dtype)
+                                 : fromHost<T>(nc.n.data, nc.n.dtype);
+}
+
+template <typename T> void RefExecutor::Impl::opStepCount(RefCall<T> &nc) {
+  nc.out.assign(1, static_cast<T>(nc.t));
+}
+
+template <typename T> void RefExecutor::Impl::opMatmul(RefCall<T> &nc) {
+  const Shape &as = nc.inShape(0), &bs = nc.inShape(1);
+  int64_t m = as[as.size() - 2], k = as.back(), nn = bs.back();
+  int64_t batch = numElements(Shape(as.begin(), as.end() - 2));
+  nc.out = matmul(nc.in(0), nc.in(1), batch, m, k, nn, bs.size() > 2);
+}
+
+template <typename T> void RefExecutor::Impl::opTranspose(RefCall<T> &nc) {
+  std::vector<int64_t> inSt = stridesOf(nc.inShape(0)), st(nc.n.ints.size());
+  for (size_t d = 0; d < nc.n.ints.size(); ++d)
+    st[d] = inSt[nc.n.ints[d]];
+  nc.out = gather(nc.in(0), nc.n.shape, st);
+}
+
+template <typename T> void RefExecutor::Impl::opReshape(RefCall<T> &nc) {
+  // Reuse the operand's buffer when nothing else reads it later.
+  if (nc.lastUse[nc.n.operands[0]] == nc.i)
+    nc.out = std::move(nc.vals[nc.n.operands[0]]);
+  else
+    nc.out = nc.in(0);
+}
+
+template <typename T> void RefExecutor::Impl::opBroadcast(RefCall<T> &nc) {
+  nc.out = expand(nc.in(0), nc.inShape(0), nc.n.shape);
+}
+
+template <typename T> void RefExecutor::Impl::opReduceSum(RefCall<T> &nc) {
+  nc.out.assign(numElements(nc.n.shape), T(0));
+  reduceSumWalk(nc.in(0).data(), nc.inShape(0), nc.n.ints, nc.out.data());
+}
+
+template <typename T> void RefExecutor::Impl::opSliceOrPad(RefCall<T> &nc) {
+  bool isSlice = nc.n.kind == OpKind::Slice;
+  Window w = windowOf(nc.n, nc.inShape(0));
+  const Buf<T> &x = nc.in(0);
+  nc.out.assign(numElements(nc.n.shape), T(0));
+  for (int64_t o = 0; o < w.outer; ++o)
+    for (int64_t e = 0; e < w.smallA * w.inner; ++e) {
+      int64_t bi = w.bigStart(o) + e, si = w.smallStart(o) + e;
+      if (isSlice)
+        nc.out[si] = x[bi];
+      else
+        nc.out[bi] = x[si];
+    }
+}
+
+template <typename T> void RefExecutor::Impl::opSoftmax(RefCall<T> &nc) {
+  nc.out = softmax(nc.in(0), nc.n.shape.back(), nc.n.flag);
+}
+
+template <typename T> void RefExecutor::Impl::opNorm(RefCall<T> &nc) {
+  nc.out = normRows(nc.in(0), nc.in(1), nc.n.kind == OpKind::LayerNorm ? &nc.in(2) : nullptr,
+                    nc.n.shape.back(), static_cast<T>(nc.n.floats[0]));
+}
+
+template <typename T> void RefExecutor::Impl::opNormGrad(RefCall<T> &nc) {
+  nc.out = normGrad(nc.in(0), nc.in(1), nc.in(2), nc.inShape(0).back(),
+                    static_cast<T>(nc.n.floats[0]), nc.n.flag);
+}
+
+template <typename T> void RefExecutor::Impl::opAttention(RefCall<T> &nc) {
+  AttentionDims a = attentionDims(nc.inShape(0), nc.inShape(1), nc.inShape(2));
+  nc.out = attention(nc.in(0), nc.in(1), nc.in(2), a.batch, a.tq, a.tk, a.d, a.dv,
+                     static_cast<T>(nc.n.floats[0]), nc.n.flag);
+}
+
+template <typename T> void RefExecutor::Impl::opAttentionGrad(RefCall<T> &nc) {
+  const Shape &qs = nc.inShape(0);
+  int64_t t = qs[qs.size() - 2], d = qs.back();
+  nc.out = attentionGrad(nc.in(0), nc.in(1), nc.in(2), nc.in(3),
+                         numElements(Shape(qs.begin(), qs.end() - 2)), t, d,
+                         static_cast<T>(nc.n.floats[0]), nc.n.flag);
+}
+
+template <typename T> void RefExecutor::Impl::opEmbedding(RefCall<T> &nc) {
+  const Buf<T> &table = nc.in(0), &ids = nc.in(1);
+  int64_t v = nc.inShape(0)[0], d = nc.inShape(0)[1];
+  nc.out.resize(ids.size() * d);
+  for (size_t r = 0; r < ids.size(); ++r) {
+    int64_t id = rowId(nc.i, ids[r], v, "id");
+    std::copy(table.begin() + id * d, table.begin() + (id + 1) * d, nc.out.begin() + r * d);
+  }
+}
+
+template <typename T> void RefExecutor::Impl::opScatterRows(RefCall<T> &nc) {
+  const Buf<T> &ids = nc.in(0), &g = nc.in(1);
+  int64_t v = nc.n.shape[0], d = nc.n.shape[1];
+  nc.out.assign(v * d, T(0));
+  for (size_t r = 0; r < ids.size(); ++r) {
+    int64_t id = rowId(nc.i, ids[r], v, "id");
+    for (int64_t c = 0; c < d; ++c)
+      nc.out[id * d + c] += g[r * d + c];
+  }
+}
+
+template <typename T> void RefExecutor::Impl::opOneHot(RefCall<T> &nc) {
+  const Buf<T> &ids = nc.in(0);
+  int64_t c = nc.n.shape.back();
+  nc.out.assign(ids.size() * c, T(0));
+  for (size_t r = 0; r < ids.size(); ++r)
+    nc.out[r * c + rowId(nc.i, ids[r], c, "class id")] = T(1);
+}
+
+template <typename T> void RefExecutor::Impl::opCrossEntropy(RefCall<T> &nc) {
+  const Buf<T> &logits = nc.in(0), &tgt = nc.in(1);
+  int64_t c = nc.inShape(0).back();
+  T total = 0;
+  for (size_t r = 0; r < tgt.size(); ++r) {
+    int64_t y = rowId(nc.i, tgt[r], c, "target");
+    total += kernelmath::st_cross_entropy_row(logits.data() + r * c, c, y);
+  }
+  nc.out.assign(1, tgt.empty() ? T(0) : total / T(tgt.size()));
+}
+
+template <typename T> void RefExecutor::Impl::opNewtonSchulz(RefCall<T> &nc) {
+  nc.out = newtonSchulz(nc.in(0), nc.n.shape[0], nc.n.shape[1], nc.n.ints[0],
+                        static_cast<T>(nc.n.floats[0]), static_cast<T>(nc.n.floats[1]),
+                        static_cast<T>(nc.n.floats[2]));
 }
 
 RefExecutor::RefExecutor(const Graph &graph, Precision precision)

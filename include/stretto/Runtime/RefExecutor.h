@@ -19,6 +19,8 @@
 
 namespace stretto {
 
+struct OpTableCoverage;
+
 enum class Precision { F32, F64 };
 
 class RefExecutor final : public Executor {
@@ -83,6 +85,7 @@ public:
   void setKernels(std::map<std::string, KernelFn> kernels);
 
 private:
+  friend std::vector<OpTableCoverage> referenceOpTables(); // stretto/Runtime/OpTable.h
   struct Impl;
   Impl *impl;
 };
