@@ -122,62 +122,6 @@ std::string stretto::selfExecutable() {
   return buf;
 }
 
-std::vector<std::string> stretto::takeLaunchFlags(const std::vector<std::string> &args,
-                                                  LaunchOptions &o) {
-  std::vector<std::string> rest;
-  for (size_t i = 0; i < args.size(); ++i) {
-    std::string a = args[i], v;
-    bool inl = false;
-    if (a.rfind("--", 0) == 0 && a.find('=') != std::string::npos) {
-      v = a.substr(a.find('=') + 1);
-      a = a.substr(0, a.find('='));
-      inl = true;
-    }
-    auto value = [&]() -> std::string {
-      if (inl)
-        return v;
-      if (i + 1 >= args.size())
-        throw std::invalid_argument(a + " needs a value");
-      return args[++i];
-    };
-    if (a == "--nproc")
-      o.nproc = parseInt(a, value(), 1, 4096);
-    else if (a == "--nnodes")
-      o.nnodes = parseInt(a, value(), 1, 65536);
-    else if (a == "--node-rank")
-      o.nodeRank = parseInt(a, value(), 0, 65535);
-    else if (a == "--master-addr")
-      o.masterAddr = value();
-    else if (a == "--master-port")
-      o.masterPort = parseInt(a, value(), 1, 65535);
-    else if (a == "--log-dir")
-      o.logDir = value();
-    else {
-      if (a == "--on-peer-failure") {
-        std::string v = value();
-        if (v != "stop" && v != "continue")
-          throw std::invalid_argument("--on-peer-failure must be stop or continue, got '" + v + "'");
-        o.continueOnFailure = v == "continue";
-        o.onPeerFailureGiven = true;
-        rest.push_back("--on-peer-failure=" + v);
-        continue;
-      }
-      if (a == "--timeout") {
-        std::string t = value();
-        o.timeout = std::chrono::milliseconds(
-            static_cast<int64_t>(1000.0 * parseInt(a, t, 1, 7 * 24 * 3600)));
-        rest.push_back("--timeout=" + t);
-        continue;
-      }
-      rest.push_back(args[i]);
-    }
-  }
-  if (o.nodeRank >= o.nnodes)
-    throw std::invalid_argument("--node-rank " + std::to_string(o.nodeRank) +
-                                " is outside --nnodes " + std::to_string(o.nnodes));
-  return rest;
-}
-
 /// The job's exit status when no rank stopped it (--on-peer-failure=
 /// continue): 0 while any rank finished, naming the ranks that failed; the
 /// first failure's status when every rank failed.

@@ -495,7 +495,7 @@ def group_settings():
     check("MASTER_PORT missing outside the launcher is named", "MASTER_PORT is not set" in o, o)
 
     rc, o = run([RUN, plan("dp-small", "train.steps=3"), "--nproc", "0"])
-    check("--nproc 0 is refused", rc != 0 and "--nproc expects an integer" in o, o)
+    check("--nproc 0 is refused", rc != 0 and "--nproc must be in [1, 4096], got 0" in o, o)
 
     g = plan("gossip3", "train.sync=gossip", "train.replicas=3", "train.local_steps=2",
              "train.steps=4")

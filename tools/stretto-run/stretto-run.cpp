@@ -17,6 +17,7 @@
 // the oracle.
 //
 //===----------------------------------------------------------------------===//
+#include "stretto/Runtime/Flags.h"
 #include "stretto/Runtime/PlanFile.h"
 #include "stretto/Runtime/Launcher.h"
 #include "stretto/Runtime/StopSignals.h"
@@ -79,7 +80,7 @@ int main(int argc, char **argv) {
   std::string planPath;
   for (const std::string &a : args) {
     if (a == "--help" || a == "-h") {
-      std::cout << kUsage << kRunFlagsHelp;
+      std::cout << kUsage << runFlagsHelp();
       return 0;
     }
     if (!planPath.empty() || a.empty() || a[0] == '-') {

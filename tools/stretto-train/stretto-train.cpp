@@ -11,6 +11,7 @@
 #include "stretto/Compiler/BuildTrainer.h"
 #include "stretto/Frontend/Import.h"
 #include "stretto/Frontend/Load.h"
+#include "stretto/Runtime/Flags.h"
 #include "stretto/Runtime/PlanFile.h"
 #include "stretto/Runtime/RunChecks.h"
 #include "stretto/Runtime/Launcher.h"
@@ -22,6 +23,8 @@
 #include "llvm/Support/raw_ostream.h"
 
 #include <cstring>
+#include <map>
+#include <memory>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -37,22 +40,16 @@ static cl::opt<std::string> modelPath(cl::Positional, cl::desc("<model.toml | mo
                                       cl::Required, cl::cat(cat));
 static cl::list<std::string> overrides(cl::Positional, cl::desc("[section.key=value ...]"),
                                        cl::cat(cat));
-static cl::opt<std::string> dumpDir("dump", cl::desc("Write the IR after every pass, the lowered graph, "
-                                                     "the kernel sources, PTX/cubin and the buffer "
-                                                     "plan here"),
-                                    cl::init(""), cl::cat(cat));
-static cl::opt<std::string> savePlan(
-    "save-plan", cl::desc("Compile, write the trainer plan (lowered step, kernel sources, "
-                          "settings) to this file for stretto-run, and stop"),
-    cl::init(""), cl::cat(cat));
-static cl::opt<std::string> cudaArch("cuda-arch",
-                                     cl::desc("GPU architecture of the CUDA kernels --dump "
-                                              "compiles with NVRTC (PTX, cubin, ptxas report)"),
-                                     cl::init("sm_90"), cl::cat(cat));
-static cl::opt<int> nprocDoc("nproc", cl::desc("Start N local processes: one per pipeline stage, or "
-                                                "synchronous data parallelism for a one-stage "
-                                                "config (see the run flags below and README)"),
-                            cl::init(1), cl::cat(cat));
+// The compile-only flags (--dump, --save-plan, --cuda-arch) are rows of the
+// flag table (stretto/Runtime/Flags.h); main makes their llvm::cl options.
+static std::map<std::string, std::unique_ptr<cl::opt<std::string>>> compileOpts;
+static std::string compileFlag(const char *name) { return *compileOpts.at(name); }
+static void addCompileOptions() {
+  for (const FlagSpec *f : compileFlags())
+    compileOpts[f->name] = std::make_unique<cl::opt<std::string>>(
+        llvm::StringRef(f->name + 2), cl::desc(f->help), cl::value_desc(f->value),
+        cl::init(std::string(f->compileDefault)), cl::cat(cat));
+}
 static const char *kOverview = R"(stretto-train: compile a model description into a trainer and run it
 
 Examples:
@@ -98,20 +95,11 @@ int runAndWait(const std::vector<std::string> &args) {
 
 /// stretto-train MODEL --nproc N: compiles the trainer once into a plan in a
 /// temporary folder, then starts N ranks of stretto-run (beside this
-/// program) on it, each with the run's flags. -1: not a launch.
-int launchTraining(int argc, char **argv) {
-  std::vector<std::string> args(argv + 1, argv + argc);
-  LaunchOptions launch;
-  std::vector<std::string> rest;
-  try {
-    rest = takeLaunchFlags(args, launch);
-  } catch (const std::exception &e) {
-    return fail(e.what());
-  }
-  if (launch.nproc <= 1 && launch.nnodes <= 1)
-    return -1;
-  // Each run flag goes where its RunFlagSpec says; the rest (overrides,
-  // compile flags) to the compile.
+/// program) on it, each with the run's flags. `rest`: the arguments but the
+/// launcher's flags.
+int launchTraining(LaunchOptions launch, const std::vector<std::string> &rest) {
+  // Each flag goes where its row of the flag table says; the rest
+  // (overrides) to the compile.
   std::vector<std::string> compile, run;
   for (size_t i = 0; i < rest.size(); ++i) {
     std::string a = rest[i], name = a.substr(0, a.find('='));
@@ -119,12 +107,12 @@ int launchTraining(int argc, char **argv) {
     if (name == "--save-plan")
       return fail("--save-plan compiles a plan for later; it does not combine with --nproc "
                   "(run the plan with `stretto-run PLAN --nproc N`: docs/guide/distributed.md)");
-    const RunFlagSpec *spec = findRunFlag(name);
+    const FlagSpec *spec = findFlag(name);
     std::vector<std::string> item = {a};
-    if (!inl && spec && spec->takesValue && i + 1 < rest.size())
+    if (!inl && spec && spec->takesValue() && i + 1 < rest.size())
       item.push_back(rest[++i]);
-    bool toRun = spec && spec->goesTo != RunFlagSpec::Compile;
-    bool toCompile = !spec || spec->goesTo != RunFlagSpec::Ranks;
+    bool toRun = spec && spec->goesTo != FlagSpec::Compile;
+    bool toCompile = !spec || spec->goesTo != FlagSpec::Ranks;
     if (toRun)
       run.insert(run.end(), item.begin(), item.end());
     if (toCompile)
@@ -189,33 +177,37 @@ int writePlan(const TrainerBuild &b, RunSettings s) {
     pf.cppSource = b.kernels.cppSource;
     pf.cudaSource = b.kernels.cudaSource;
     pf.meta = s.toMeta();
-    savePlanFile(savePlan, pf);
+    savePlanFile(compileFlag("--save-plan"), pf);
   } catch (const std::exception &e) {
     return fail(e.what());
   }
   if (!s.flags.quiet)
-    llvm::outs() << "wrote the trainer plan to " << savePlan << " (run it with stretto-run "
-                 << savePlan << ")\n";
+    llvm::outs() << "wrote the trainer plan to " << compileFlag("--save-plan")
+                 << " (run it with stretto-run " << compileFlag("--save-plan") << ")\n";
   return 0;
 }
 
 } // namespace
 
 int main(int argc, char **argv) {
-  if (int rc = launchTraining(argc, argv); rc >= 0)
-    return rc;
-  // The run flags (shared with stretto-run), then the compiler's.
+  // The launcher's flags, the run flags (shared with stretto-run), then the
+  // compiler's.
+  LaunchOptions launch;
   RunFlags flags;
   std::vector<std::string> args;
   try {
-    args = takeRunFlags(std::vector<std::string>(argv + 1, argv + argc), flags);
+    args = takeLaunchFlags(std::vector<std::string>(argv + 1, argv + argc), launch);
+    if (launch.nproc > 1 || launch.nnodes > 1)
+      return launchTraining(launch, args);
+    args = takeRunFlags(args, flags);
   } catch (const std::exception &e) {
     return fail(e.what());
   }
   std::vector<char *> clArgv = {argv[0]};
   for (std::string &a : args)
     clArgv.push_back(a.data());
-  std::string overview = std::string(kOverview) + "\n" + kRunFlagsHelp;
+  addCompileOptions();
+  std::string overview = std::string(kOverview) + "\n" + runFlagsHelp();
   cl::HideUnrelatedOptions(cat);
   cl::ParseCommandLineOptions(int(clArgv.size()), clArgv.data(), overview);
 
@@ -234,8 +226,8 @@ int main(int argc, char **argv) {
   bo.executor = flags.executor;
   bo.executorGiven = flags.executorGiven;
   bo.precision = flags.precision;
-  bo.dumpDir = dumpDir;
-  bo.cudaArch = cudaArch;
+  bo.dumpDir = compileFlag("--dump");
+  bo.cudaArch = compileFlag("--cuda-arch");
   bo.quiet = flags.quiet;
   std::optional<TrainerBuild> b = buildTrainer(ctx, *loaded, bo);
   if (!b)
@@ -244,7 +236,7 @@ int main(int argc, char **argv) {
   flags.executor = b->executor;
   s.apply(flags);
   s.tool = "stretto-train";
-  if (!savePlan.empty())
+  if (!compileFlag("--save-plan").empty())
     return writePlan(*b, s);
   std::unique_ptr<DataSource> source;
   try {

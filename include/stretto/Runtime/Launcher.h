@@ -42,10 +42,10 @@ constexpr int kExitRunFailed = 3;
 int launchRanks(const LaunchOptions &options);
 
 /// Splits launcher flags (--nproc, --nnodes, --node-rank, --master-addr,
-/// --master-port, --log-dir) out of `args` into `options`; the rest is
-/// returned in order. `--timeout` and `--on-peer-failure` stay in the rest
-/// (every rank needs them) but are also read. Throws
-/// std::invalid_argument on a malformed value.
+/// --master-port, --log-dir: rows of the flag table, stretto/Runtime/Flags.h)
+/// out of `args` into `options`; the rest is returned in order. `--timeout`
+/// and `--on-peer-failure` stay in the rest (every rank needs them) but are
+/// also read. Throws std::runtime_error on a malformed value.
 std::vector<std::string> takeLaunchFlags(const std::vector<std::string> &args,
                                          LaunchOptions &options);
 

@@ -87,23 +87,9 @@ struct RunSettings {
 /// Takes the run flags out of `args` into `flags` (both --key value and
 /// --key=value) and returns the other arguments in order. Checks each
 /// value (numbers, device, precision, executor, R@K); throws
-/// std::runtime_error naming the flag. `kRunFlagsHelp` documents them.
+/// std::runtime_error naming the flag. The flags are rows of the flag table
+/// (stretto/Runtime/Flags.h), which also writes their help (runFlagsHelp).
 std::vector<std::string> takeRunFlags(const std::vector<std::string> &args, RunFlags &flags);
-extern const char *const kRunFlagsHelp;
-
-/// One run flag, as takeRunFlags reads it. `goesTo`: where stretto-train
-/// --nproc sends it, to the compile (it becomes the plan's setting: --steps,
-/// --seed, --executor), to every rank (--out, --resume, --timeout) or both
-/// (--precision, --quiet).
-struct RunFlagSpec {
-  enum Destination { Compile, Ranks, Both };
-  const char *name;
-  bool takesValue;
-  Destination goesTo;
-};
-/// The run flag called `name` ("--out", without "=value"); null when it is
-/// not one.
-const RunFlagSpec *findRunFlag(const std::string &name);
 
 /// What a rank does when a peer dies, unless --on-peer-failure says:
 /// gossip and DiLoCo replicas (a graph with an outer phase) "continue"
