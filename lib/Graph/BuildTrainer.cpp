@@ -22,8 +22,8 @@ using namespace stretto;
 
 namespace {
 
-bool fail(const std::string &msg) {
-  llvm::errs() << "stretto-train: " << msg << "\n";
+bool fail(const TrainerBuildOptions &o, const std::string &msg) {
+  llvm::errs() << o.tool << ": " << msg << "\n";
   return false;
 }
 
@@ -70,7 +70,7 @@ bool writeDump(const TrainerBuild &b, const std::optional<CompiledKernels> &ck,
       std::ofstream(dir + "/plan.txt") << plan.describe();
       extra = ", kernel/ (kernel passes), kernels.cpp, kernels.cu, runtime-ops.cu, plan.txt";
     } catch (const std::exception &e) {
-      return fail(e.what());
+      return fail(o, e.what());
     }
     CudaKernelCache cuda(kernelCacheDirectory());
     std::string why, error;
@@ -78,7 +78,7 @@ bool writeDump(const TrainerBuild &b, const std::optional<CompiledKernels> &ck,
     if (!cuda.available(why)) {
       llvm::outs() << "note: no PTX/cubin in the dump: " << why << "\n";
     } else if (!cuda.compile(ck->cudaSource, o.cudaArch, bin, error)) {
-      return fail(error);
+      return fail(o, error);
     } else {
       std::ofstream(dir + "/kernels." + o.cudaArch + ".ptx") << bin.ptx;
       std::ofstream(dir + "/kernels." + o.cudaArch + ".cubin", std::ios::binary) << bin.cubin;
@@ -109,7 +109,7 @@ std::optional<TrainerBuild> stretto::buildTrainer(MLIRContext &ctx, LoadedModel 
   };
   if (b.executor == "compiled" && o.precision == "f64" &&
       !useReference("computes in f32 (and bf16) only"))
-    return fail("--executor=compiled: the compiled runtime computes in f32 (and bf16 GEMMs) "
+    return fail(o, "--executor=compiled: the compiled runtime computes in f32 (and bf16 GEMMs) "
                 "only; use --executor=reference"),
            std::nullopt;
 
@@ -136,7 +136,7 @@ std::optional<TrainerBuild> stretto::buildTrainer(MLIRContext &ctx, LoadedModel 
     if (sync == "gossip" || sync == "diloco")
       pm.nest<train::ModelOp>().addPass(train::createTrainGossip());
     if (failed(pm.run(*loaded.module)))
-      return fail("compilation failed"), std::nullopt;
+      return fail(o, "compilation failed"), std::nullopt;
   }
   // The compiled path: every fused kernel into one cached shared object.
   // Kernel-level passes run on a copy, so that a failure to build kernels
@@ -165,9 +165,10 @@ std::optional<TrainerBuild> stretto::buildTrainer(MLIRContext &ctx, LoadedModel 
     }
     if (failed(built)) {
       if (!useReference("could not build this model's kernels:\n" + error))
-        return fail(error), std::nullopt;
+        return fail(o, error), std::nullopt;
     } else {
       ck = *built;
+      b.kernelsPath = ck->sourcePath;
       b.kernels.functions = ck->functions;
       b.kernels.cppSource = ck->cppSource;
       b.kernels.cudaSource = ck->cudaSource;
@@ -189,7 +190,7 @@ std::optional<TrainerBuild> stretto::buildTrainer(MLIRContext &ctx, LoadedModel 
     std::string why;
     if (!PlanExecutor::supports(*graph, why)) {
       if (!useReference("cannot run this model: " + why))
-        return fail("--executor=compiled: the compiled runtime cannot run this model: " + why +
+        return fail(o, "--executor=compiled: the compiled runtime cannot run this model: " + why +
                     "; use --executor=reference"),
                std::nullopt;
       b.kernels = PlanKernels();
@@ -201,7 +202,7 @@ std::optional<TrainerBuild> stretto::buildTrainer(MLIRContext &ctx, LoadedModel 
     }
   }
   if (b.executor == "reference" && o.precision == "bf16")
-    return fail("--precision=bf16 is a mode of the compiled runtime; the reference executor "
+    return fail(o, "--precision=bf16 is a mode of the compiled runtime; the reference executor "
                 "computes in f32 or f64"),
            std::nullopt;
   b.graph = std::move(*graph);

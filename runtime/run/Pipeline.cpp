@@ -750,8 +750,10 @@ int pipelineOnThreads(const Graph &graph, DataSource &data, const PipelineOption
     codes[static_cast<size_t>(s)] = driveSteps(mode, graph, mine, &sum, &stop);
     if (!sum.error.empty())
       note(s, sum.error);
-    if (s == S - 1)
+    if (s == S - 1) {
       result = std::move(mode.outcome());
+      result.stepEnds = std::move(sum.stepEnds);
+    }
   }, [&](int s, const std::string &what) {
     note(s, what);
     codes[static_cast<size_t>(s)] = 1;
@@ -787,8 +789,7 @@ std::string stretto::formatStageReport(const std::vector<StageReport> &stages) {
   return os.str();
 }
 
-int stretto::runPipelineTraining(const Graph &graph, DataSource &data, const TrainerOptions &opt,
-                                 bool twoBW, Communicator *comm) {
+PipelineOptions stretto::pipelineOptionsFor(const TrainerOptions &opt, bool twoBW) {
   PipelineOptions po;
   po.steps = opt.steps;
   po.microBatches = opt.microBatches;
@@ -797,6 +798,12 @@ int stretto::runPipelineTraining(const Graph &graph, DataSource &data, const Tra
   po.seed = opt.seed;
   po.evalInterval = opt.evalInterval;
   po.evalBatches = opt.evalBatches;
+  return po;
+}
+
+int stretto::runPipelineTraining(const Graph &graph, DataSource &data, const TrainerOptions &opt,
+                                 bool twoBW, Communicator *comm) {
+  PipelineOptions po = pipelineOptionsFor(opt, twoBW);
   try {
     if (comm) { // this process is one stage
       PipelineStage mode(graph, data, po, opt, *comm, /*processes=*/true);

@@ -263,6 +263,8 @@ namespace stretto {
 std::function<std::unique_ptr<Executor>(const Graph &)> executorFactory(const TrainerOptions &opt) {
   auto warned = std::make_shared<std::once_flag>();
   return [opt, warned](const Graph &g) -> std::unique_ptr<Executor> {
+    if (opt.kernelThreads > 0)
+      omp_set_num_threads(opt.kernelThreads);
     if (opt.compiled && opt.cuda) {
       std::string why;
       if (std::unique_ptr<PlanExecutor> p =

@@ -101,6 +101,7 @@ public:
     if (losses.empty())
       firstLoss = r.loss;
     losses.push_back(r.loss);
+    ends.push_back(now);
     trainCurve.emplace_back(step, r.loss);
     if (metrics.is_open()) {
       metrics << "{\"" << unit << "\": " << step << ", \"loss\": " << exact(r.loss);
@@ -152,7 +153,7 @@ public:
   const TrainerOptions &opt;
   const bool lead, quiet, tty;
   const int64_t total, start;
-  std::vector<double> losses;
+  std::vector<double> losses, ends; // the loss and end time of each step
   double firstLoss = 0, finalVal = -1, tokens = 0;
 
 private:
@@ -293,6 +294,7 @@ int stretto::driveSteps(StepMode &mode, const Graph &graph, const TrainerOptions
     sum.steps = r.end == StepEnd::Failed || r.end == StepEnd::Left ? step - 1 : step;
     sum.seconds = rec.seconds();
     sum.losses = rec.losses;
+    sum.stepEnds = rec.ends;
     sum.firstLoss = rec.firstLoss;
     sum.finalLoss = rec.losses.empty() ? 0.0 : rec.losses.back();
     sum.finalValLoss = rec.finalVal;

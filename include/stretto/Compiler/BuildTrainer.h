@@ -25,6 +25,7 @@ struct TrainerBuild {
   Graph graph;
   PlanKernels kernels; // empty functions: the reference executor runs the graph
   std::string executor; // what runs it after the fallbacks: compiled | reference
+  std::string kernelsPath; // the compiled kernels' cache entry (compiled path)
   train::ModelOp model; // the model the graph was lowered from
   mlir::OwningOpRef<mlir::ModuleOp> kernelModule; // owns `model` on the compiled path
 };
@@ -36,12 +37,13 @@ struct TrainerBuildOptions {
   std::string dumpDir;        // --dump: the IR after every pass, graph, kernels
   std::string cudaArch = "sm_90";
   bool quiet = false;
+  std::string tool = "stretto-train"; // what errors are prefixed with
 };
 
 /// Compiles `loaded` into a trainer. Where the compiled runtime does not
 /// apply, the default falls back to the reference executor with a note and
 /// an explicit --executor=compiled is an error. Errors are printed
-/// ("stretto-train: ..."); the result is then empty.
+/// ("<tool>: ..."); the result is then empty.
 std::optional<TrainerBuild> buildTrainer(mlir::MLIRContext &ctx, LoadedModel &loaded,
                                          const TrainerBuildOptions &options);
 

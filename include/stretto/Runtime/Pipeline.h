@@ -104,6 +104,9 @@ struct PipelineResult {
   std::vector<StageReport> stages;
   std::map<std::string, HostTensor> states; // every stage's final state
   double seconds = 0;
+  // The end time of each step run, in seconds since the last stage's step
+  // driver began (TrainSummary::stepEnds).
+  std::vector<double> stepEnds;
 };
 
 /// Trains `graph` for options.steps steps of options.microBatches
@@ -112,6 +115,12 @@ struct PipelineResult {
 /// std::runtime_error naming the stage that failed; no thread is left
 /// blocked.
 PipelineResult runPipeline(const Graph &graph, DataSource &data, const PipelineOptions &options);
+
+/// The pipeline options a trainer's options ask for: their steps,
+/// micro-batches, seed and evaluation, the schedule, and the executor
+/// factory of `opt` (executorFactory). runPipelineTraining runs with them;
+/// a library caller (stretto-tune) passes them to runPipeline.
+PipelineOptions pipelineOptionsFor(const TrainerOptions &opt, bool twoBW);
 
 /// A table of the per-stage allocation report, for people.
 std::string formatStageReport(const std::vector<StageReport> &stages);

@@ -100,6 +100,9 @@ struct TrainerOptions {
   std::map<std::string, RefExecutor::KernelFn> kernels;
   // Compiled runtime: GEMM operands in f32 or bf16 (f32 master weights).
   GemmPrecision gemmPrecision = GemmPrecision::F32;
+  // OpenMP threads of each executor's kernels and GEMMs, set on the thread
+  // that builds it (a pipeline stage's, a replica's); 0: OpenMP's default.
+  int kernelThreads = 0;
   // Compiled runtime on CUDA device 0 when `cuda` is set and a device, its
   // driver, NVRTC and cuBLASLt are there: the same kernels as CUDA C, and
   // NVRTC's cache folder. When one is missing, executorFactory throws
@@ -128,6 +131,10 @@ struct TrainSummary {
   double seconds = 0, tokensPerSecond = 0;
   bool interrupted = false;
   std::vector<double> losses; // every step's training loss
+  // Seconds since the run began at the end of each step the lead knows the
+  // loss of (the step driver's clock): callers that time steps (stretto-tune)
+  // read them here instead of progress lines.
+  std::vector<double> stepEnds;
   std::string error;          // why the run failed (exit status 1)
 };
 
