@@ -691,7 +691,7 @@ std::string PipelineStage::summaryDetail() const {
 namespace {
 
 /// The trainer options a library run of `opt` drives with: its steps and
-/// evaluation, quiet, no output folder.
+/// evaluation, silent, no output folder.
 TrainerOptions libraryRun(const PipelineOptions &opt) {
   TrainerOptions run;
   run.steps = opt.steps;
@@ -700,7 +700,7 @@ TrainerOptions libraryRun(const PipelineOptions &opt) {
   run.evalInterval = opt.evalInterval > 0 ? opt.evalInterval : opt.steps + 1;
   run.evalBatches = opt.evalBatches;
   run.logInterval = opt.steps + 1;
-  run.quiet = true;
+  run.quiet = run.silent = true; // the caller reads the PipelineResult
   run.precision = opt.precision;
   return run;
 }

@@ -316,7 +316,7 @@ int stretto::driveSteps(StepMode &mode, const Graph &graph, const TrainerOptions
         std::cout << "\n" << std::flush;
       }
       code = 130;
-    } else if (mode.lead() && r.end != StepEnd::Left) { // shown even with --quiet
+    } else if (mode.lead() && r.end != StepEnd::Left && !opt.silent) { // even with --quiet
       printSummary(mode, rec, step - start, sum.seconds);
     }
   } catch (const std::exception &e) {

@@ -85,6 +85,9 @@ struct TrainerOptions {
   std::string modelFingerprint;
   Precision precision = Precision::F32;
   bool quiet = false;
+  // No summary either (the stage report and "done:"): a library run
+  // (runPipeline) whose caller reads the result instead.
+  bool silent = false;
   // Errors are the caller's to print (a run on threads prints one for all).
   bool errorsToCaller = false;
   // Called with a step's exception before the mode aborts (and so before the
