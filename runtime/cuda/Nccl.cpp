@@ -174,6 +174,11 @@ void nccl::Communicator::allReduceSum(const void *in, void *out, size_t count, D
   settle(api_->allReduce(in, out, count, t, kSum, comm_, stream), "ncclAllReduce");
 }
 
+void nccl::Communicator::broadcast(const void *in, void *out, size_t count, DataType t, int root,
+                                   void *stream) {
+  settle(api_->broadcast(in, out, count, t, root, comm_, stream), "ncclBroadcast");
+}
+
 void nccl::Communicator::abort() {
   if (comm_) {
     api_->commAbort(comm_);
@@ -211,7 +216,8 @@ int stretto::nccl::selfCheck() {
     std::vector<float> host(n);
     for (size_t i = 0; i < n; ++i)
       host[i] = static_cast<float>(i % 1000) * 0.25f;
-    CudaDevice::Ptr a = dev->alloc(n * 4), b = dev->alloc(n * 4), s = dev->alloc(n * 4);
+    CudaDevice::Ptr a = dev->alloc(n * 4), b = dev->alloc(n * 4), s = dev->alloc(n * 4),
+                    r = dev->alloc(n * 4);
     dev->upload(a, host.data(), n * 4);
     void *stream = dev->stream();
     dev->makeCurrent();
@@ -220,19 +226,23 @@ int stretto::nccl::selfCheck() {
     c.recv(reinterpret_cast<void *>(b), n, kFloat32, 0, stream);
     c.groupEnd();
     c.allReduceSum(reinterpret_cast<void *>(a), reinterpret_cast<void *>(s), n, kFloat32, stream);
+    c.broadcast(reinterpret_cast<void *>(a), reinterpret_cast<void *>(r), n, kFloat32, 0, stream);
     dev->synchronize();
-    std::vector<float> got(n), sum(n);
+    std::vector<float> got(n), sum(n), bcast(n);
     dev->download(got.data(), b, n * 4);
     dev->download(sum.data(), s, n * 4);
-    bool sendOk = got == host, sumOk = sum == host;
-    std::printf("nccl-check: send/recv to self of 4 MB: %s; all-reduce of one rank: %s\n",
-                sendOk ? "ok" : "WRONG", sumOk ? "ok" : "WRONG");
+    dev->download(bcast.data(), r, n * 4);
+    bool sendOk = got == host, sumOk = sum == host, bcastOk = bcast == host;
+    std::printf("nccl-check: send/recv to self of 4 MB: %s; all-reduce of one rank: %s; "
+                "broadcast from rank 0: %s\n",
+                sendOk ? "ok" : "WRONG", sumOk ? "ok" : "WRONG", bcastOk ? "ok" : "WRONG");
     c.abort();
     std::printf("nccl-check: abort: ok\n");
     dev->free(a);
     dev->free(b);
     dev->free(s);
-    return sendOk && sumOk ? 0 : 1;
+    dev->free(r);
+    return sendOk && sumOk && bcastOk ? 0 : 1;
   } catch (const std::exception &e) {
     std::printf("nccl-check: FAILED: %s\n", e.what());
     return 1;

@@ -77,6 +77,7 @@ using Comm = struct ncclComm *;
   X(send, Send, int(const void *, size_t, int, int, Comm, void *))                         \
   X(recv, Recv, int(void *, size_t, int, int, Comm, void *))                               \
   X(allReduce, AllReduce, int(const void *, void *, size_t, int, int, Comm, void *))       \
+  X(broadcast, Broadcast, int(const void *, void *, size_t, int, int, Comm, void *))       \
   X(getErrorString, GetErrorString, const char *(int))
 
 struct Api {
@@ -116,6 +117,9 @@ public:
   void send(const void *dev, size_t count, DataType t, int peer, void *stream);
   void recv(void *dev, size_t count, DataType t, int peer, void *stream);
   void allReduceSum(const void *in, void *out, size_t count, DataType t, void *stream);
+  /// `root`'s `in` into every rank's `out` (a rank's first parameters from
+  /// rank 0).
+  void broadcast(const void *in, void *out, size_t count, DataType t, int root, void *stream);
   /// Polls `done` (e.g. the stream has drained) and the communicator's
   /// asynchronous error until the deadline; aborts and throws on an error
   /// or the timeout.
@@ -136,7 +140,7 @@ private:
 };
 
 /// One rank on the current machine's GPU 0: a non-blocking init, a grouped
-/// send/recv to itself, an all-reduce and an abort, checked against the
+/// send/recv to itself, an all-reduce, a broadcast and an abort, checked against the
 /// host. Prints one line per step; 0 ok, 1 wrong or failed, 2 no GPU or no
 /// NCCL. (`stretto-run --nccl-check`, run by bench/gpu/device-check.sh.)
 int selfCheck();

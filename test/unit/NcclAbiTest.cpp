@@ -67,6 +67,9 @@ TEST(NcclAbi, FunctionSignaturesMatchTheHeader) {
   static_assert(std::is_same<decltype(&ncclAllReduce),
                              ncclResult_t (*)(const void *, void *, size_t, ncclDataType_t,
                                               ncclRedOp_t, Comm, cudaStream_t)>::value);
+  static_assert(std::is_same<decltype(&ncclBroadcast),
+                             ncclResult_t (*)(const void *, void *, size_t, ncclDataType_t, int,
+                                              Comm, cudaStream_t)>::value);
   static_assert(sizeof(ncclResult_t) == sizeof(int) && sizeof(ncclDataType_t) == sizeof(int) &&
                 sizeof(ncclRedOp_t) == sizeof(int));
   static_assert(sizeof(cudaStream_t) == sizeof(void *));

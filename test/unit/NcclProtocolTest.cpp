@@ -109,6 +109,9 @@ nccl::Api fakeApi() {
   api.allReduce = [](const void *, void *, size_t, int, int, nccl::Comm, void *) {
     return start("allReduce");
   };
+  api.broadcast = [](const void *, void *, size_t, int, int, nccl::Comm, void *) {
+    return start("broadcast");
+  };
   api.getErrorString = [](int rc) {
     return rc == kInvalidArgument ? "invalid argument" : "some error";
   };
@@ -122,8 +125,8 @@ protected:
 
 } // namespace
 
-// The self-check's sequence (grouped send/recv to itself, then an
-// all-reduce) waits for each operation before the next: no call is refused.
+// The self-check's sequence (grouped send/recv to itself, an all-reduce,
+// a broadcast) waits for each operation before the next: no call is refused.
 TEST_F(NcclProtocol, EachCallWaitsForThePreviousOperation) {
   nccl::Api api = fakeApi();
   InProcessGroup one(1);
@@ -136,11 +139,13 @@ TEST_F(NcclProtocol, EachCallWaitsForThePreviousOperation) {
     c.groupEnd();
     c.allReduceSum(&a, &s, 1, nccl::kFloat32, nullptr);
     c.allReduceSum(&a, &s, 1, nccl::kFloat32, nullptr);
+    c.broadcast(&a, &s, 1, nccl::kFloat32, 0, nullptr);
+    c.allReduceSum(&a, &s, 1, nccl::kFloat32, nullptr);
   }
   EXPECT_EQ(fake.early, 0) << "calls refused because an operation was still in progress";
-  std::vector<std::string> want = {"init",      "groupStart", "send",     "recv",
-                                   "groupEnd",  "allReduce",  "allReduce", "finalize",
-                                   "destroy"};
+  std::vector<std::string> want = {"init",      "groupStart", "send",      "recv",
+                                   "groupEnd",  "allReduce",  "allReduce", "broadcast",
+                                   "allReduce", "finalize",   "destroy"};
   EXPECT_EQ(fake.calls, want);
 }
 
