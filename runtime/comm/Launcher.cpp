@@ -31,16 +31,6 @@ namespace {
 std::atomic<int> gSignal{0};
 extern "C" void onLauncherSignal(int sig) { gSignal = sig; }
 
-int parseInt(const std::string &flag, const std::string &v, int min, int max) {
-  char *end = nullptr;
-  errno = 0;
-  long n = std::strtol(v.c_str(), &end, 10);
-  if (v.empty() || *end || errno || n < min || n > max)
-    throw std::invalid_argument(flag + " expects an integer in [" + std::to_string(min) + ", " +
-                                std::to_string(max) + "], got '" + v + "'");
-  return static_cast<int>(n);
-}
-
 std::string randomToken() {
   unsigned char b[16] = {};
   std::ifstream f("/dev/urandom", std::ios::binary);
@@ -143,133 +133,161 @@ static int survivorsOutcome(const std::vector<int> &failures, int firstStatus, s
   return 0;
 }
 
-int stretto::launchRanks(const LaunchOptions &o) {
+namespace {
+
+/// Where the job's ranks meet: node 0 hosts the rendezvous store for the
+/// whole job, so no rank races for the port.
+struct JobEndpoint {
+  std::string token, addr;
+  int port = 0;
+  std::unique_ptr<StoreServer> store;
+};
+
+JobEndpoint openJob(const LaunchOptions &o) {
   if (o.command.empty())
     throw std::runtime_error("launcher: no command to run");
   if (o.nnodes > 1 && (o.masterAddr.empty() || o.masterPort == 0))
     throw std::runtime_error("--nnodes " + std::to_string(o.nnodes) +
                              " needs --master-addr (node 0's address) and --master-port");
-  std::string token;
+  JobEndpoint job;
   if (const char *t = std::getenv("STRETTO_JOB_TOKEN"))
-    token = t;
+    job.token = t;
   else if (o.nnodes > 1)
     throw std::runtime_error("--nnodes " + std::to_string(o.nnodes) +
                              ": set STRETTO_JOB_TOKEN to the same secret on every node (the "
                              "rendezvous store admits only ranks that present it)");
   else
-    token = randomToken();
-  std::string addr = o.masterAddr.empty() ? "127.0.0.1" : o.masterAddr;
-  int port = o.masterPort;
-  // Node 0 hosts the store for the whole job: no rank races for the port.
-  std::unique_ptr<StoreServer> store;
+    job.token = randomToken();
+  job.addr = o.masterAddr.empty() ? "127.0.0.1" : o.masterAddr;
+  job.port = o.masterPort;
   if (o.nodeRank == 0) {
-    store = std::make_unique<StoreServer>(isLoopback(addr) ? "127.0.0.1" : addr, port, token);
-    port = store->port();
+    job.store = std::make_unique<StoreServer>(isLoopback(job.addr) ? "127.0.0.1" : job.addr,
+                                              job.port, job.token);
+    job.port = job.store->port();
   }
   if (!o.logDir.empty()) {
     ::mkdir(o.logDir.c_str(), 0755);
     if (::access(o.logDir.c_str(), W_OK) != 0)
       throw std::runtime_error("--log-dir '" + o.logDir + "': " + std::strerror(errno));
   }
+  return job;
+}
 
+/// Local rank `local`'s environment: ours, with the rank's variables
+/// (torchrun's names) replaced, and its share of the cores unless the user
+/// set the thread counts.
+std::vector<std::string> rankEnvironment(const LaunchOptions &o, const JobEndpoint &job,
+                                         int local, int rank) {
   unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   std::string threads = std::to_string(std::max(1u, cores / static_cast<unsigned>(o.nproc)));
-  const int world = o.nnodes * o.nproc;
+  std::vector<std::string> env;
+  auto set = [&](const std::string &k, const std::string &v) { env.push_back(k + "=" + v); };
+  const char *replaced[] = {"RANK=", "WORLD_SIZE=", "LOCAL_RANK=", "LOCAL_WORLD_SIZE=",
+                            "MASTER_ADDR=", "MASTER_PORT=", "STRETTO_JOB_TOKEN=",
+                            "STRETTO_LAUNCHER=", "STRETTO_STORE_HOSTED="};
+  bool ompSet = false, blasSet = false;
+  for (char **e = environ; *e; ++e) {
+    std::string kv = *e;
+    bool drop = false;
+    for (const char *p : replaced)
+      drop = drop || kv.rfind(p, 0) == 0;
+    ompSet = ompSet || kv.rfind("OMP_NUM_THREADS=", 0) == 0;
+    blasSet = blasSet || kv.rfind("OPENBLAS_NUM_THREADS=", 0) == 0;
+    if (!drop)
+      env.push_back(kv);
+  }
+  set("RANK", std::to_string(rank));
+  set("WORLD_SIZE", std::to_string(o.nnodes * o.nproc));
+  set("LOCAL_RANK", std::to_string(local));
+  set("LOCAL_WORLD_SIZE", std::to_string(o.nproc));
+  set("MASTER_ADDR", job.addr);
+  set("MASTER_PORT", std::to_string(job.port));
+  set("STRETTO_JOB_TOKEN", job.token);
+  set("STRETTO_LAUNCHER", "1");
+  set("STRETTO_STORE_HOSTED", "1");
+  if (!ompSet)
+    set("OMP_NUM_THREADS", threads);
+  if (!blasSet)
+    set("OPENBLAS_NUM_THREADS", threads);
+  return env;
+}
 
-  struct sigaction sa {};
-  sa.sa_handler = onLauncherSignal;
-  sigemptyset(&sa.sa_mask);
-  struct sigaction oldInt {}, oldTerm {};
-  gSignal = 0;
-  ::sigaction(SIGINT, &sa, &oldInt);
-  ::sigaction(SIGTERM, &sa, &oldTerm);
+/// Starts `command` as rank `r` with `env`, its output on two pipes.
+void spawnRank(Rank &r, const std::vector<std::string> &command,
+               const std::vector<std::string> &env) {
+  int po[2], pe[2];
+  if (::pipe2(po, O_CLOEXEC) != 0 || ::pipe2(pe, O_CLOEXEC) != 0)
+    throw std::runtime_error(std::string("launcher: pipe: ") + std::strerror(errno));
+  pid_t pid = ::fork();
+  if (pid < 0)
+    throw std::runtime_error(std::string("launcher: fork: ") + std::strerror(errno));
+  if (pid == 0) {
+    ::setpgid(0, 0); // Ctrl-C on the terminal reaches the launcher only
+    ::dup2(po[1], STDOUT_FILENO);
+    ::dup2(pe[1], STDERR_FILENO);
+    std::vector<char *> argv, envp;
+    for (const std::string &a : command)
+      argv.push_back(const_cast<char *>(a.c_str()));
+    argv.push_back(nullptr);
+    for (const std::string &e : env)
+      envp.push_back(const_cast<char *>(e.c_str()));
+    envp.push_back(nullptr);
+    ::signal(SIGINT, SIG_DFL);
+    ::signal(SIGTERM, SIG_DFL);
+    ::execve(argv[0], argv.data(), envp.data());
+    std::fprintf(stderr, "cannot run %s: %s\n", argv[0], std::strerror(errno));
+    ::_exit(127);
+  }
+  ::close(po[1]);
+  ::close(pe[1]);
+  r.pid = pid;
+  r.out = po[0];
+  r.err = pe[0];
+}
 
-  std::vector<Rank> ranks(static_cast<size_t>(o.nproc));
-  for (int i = 0; i < o.nproc; ++i) {
-    Rank &r = ranks[static_cast<size_t>(i)];
-    r.rank = o.nodeRank * o.nproc + i;
-    if (!o.logDir.empty())
-      r.log = std::make_unique<std::ofstream>(o.logDir + "/rank" + std::to_string(r.rank) + ".log");
-    int po[2], pe[2];
-    if (::pipe2(po, O_CLOEXEC) != 0 || ::pipe2(pe, O_CLOEXEC) != 0)
-      throw std::runtime_error(std::string("launcher: pipe: ") + std::strerror(errno));
-    // The environment: ours, with the rank's variables replaced.
-    std::vector<std::string> env;
-    auto set = [&](const std::string &k, const std::string &v) { env.push_back(k + "=" + v); };
-    const char *replaced[] = {"RANK=", "WORLD_SIZE=", "LOCAL_RANK=", "LOCAL_WORLD_SIZE=",
-                              "MASTER_ADDR=", "MASTER_PORT=", "STRETTO_JOB_TOKEN=",
-                              "STRETTO_LAUNCHER=", "STRETTO_STORE_HOSTED="};
-    bool ompSet = false, blasSet = false;
-    for (char **e = environ; *e; ++e) {
-      std::string kv = *e;
-      bool drop = false;
-      for (const char *p : replaced)
-        drop = drop || kv.rfind(p, 0) == 0;
-      ompSet = ompSet || kv.rfind("OMP_NUM_THREADS=", 0) == 0;
-      blasSet = blasSet || kv.rfind("OPENBLAS_NUM_THREADS=", 0) == 0;
-      if (!drop)
-        env.push_back(kv);
+/// Watches the running ranks: relays their output line by line, forwards
+/// Ctrl-C and SIGTERM, stops the others when one fails (or lets them run on
+/// under --on-peer-failure=continue), and kills what outlives the timeout.
+class Supervisor {
+public:
+  Supervisor(const LaunchOptions &o, std::vector<Rank> &ranks) : o(o), ranks(ranks) {}
+
+  /// Runs until every rank has exited and its output is drained; the job's
+  /// exit status.
+  int run() {
+    for (;;) {
+      if (int s = gSignal.exchange(0)) {
+        // Forward; each rank checkpoints and exits as a one-process run does.
+        signalAll(s);
+        if (!forwarded)
+          stopTime = std::chrono::steady_clock::now() + o.timeout;
+        forwarded = true;
+      }
+      relayOutput();
+      if (reap())
+        break;
+      killLateRanks();
     }
-    set("RANK", std::to_string(r.rank));
-    set("WORLD_SIZE", std::to_string(world));
-    set("LOCAL_RANK", std::to_string(i));
-    set("LOCAL_WORLD_SIZE", std::to_string(o.nproc));
-    set("MASTER_ADDR", addr);
-    set("MASTER_PORT", std::to_string(port));
-    set("STRETTO_JOB_TOKEN", token);
-    set("STRETTO_LAUNCHER", "1");
-    set("STRETTO_STORE_HOSTED", "1");
-    // Each rank its share of the cores, unless the user said otherwise.
-    if (!ompSet)
-      set("OMP_NUM_THREADS", threads);
-    if (!blasSet)
-      set("OPENBLAS_NUM_THREADS", threads);
-
-    pid_t pid = ::fork();
-    if (pid < 0)
-      throw std::runtime_error(std::string("launcher: fork: ") + std::strerror(errno));
-    if (pid == 0) {
-      ::setpgid(0, 0); // Ctrl-C on the terminal reaches the launcher only
-      ::dup2(po[1], STDOUT_FILENO);
-      ::dup2(pe[1], STDERR_FILENO);
-      std::vector<char *> argv, envp;
-      for (const std::string &a : o.command)
-        argv.push_back(const_cast<char *>(a.c_str()));
-      argv.push_back(nullptr);
-      for (const std::string &e : env)
-        envp.push_back(const_cast<char *>(e.c_str()));
-      envp.push_back(nullptr);
-      ::signal(SIGINT, SIG_DFL);
-      ::signal(SIGTERM, SIG_DFL);
-      ::execve(argv[0], argv.data(), envp.data());
-      std::fprintf(stderr, "cannot run %s: %s\n", argv[0], std::strerror(errno));
-      ::_exit(127);
-    }
-    ::close(po[1]);
-    ::close(pe[1]);
-    r.pid = pid;
-    r.out = po[0];
-    r.err = pe[0];
+    return outcome();
   }
 
+private:
+  const LaunchOptions &o;
+  std::vector<Rank> &ranks;
   int firstFailure = -1, firstStatus = 0;
   std::vector<int> survivorFailures; // ranks that failed while the others went on
   int survivorStatus = 0;
   bool forwarded = false, terminating = false;
-  auto stopTime = std::chrono::steady_clock::time_point::max();
-  auto signalAll = [&](int sig) {
+  std::chrono::steady_clock::time_point stopTime = std::chrono::steady_clock::time_point::max();
+
+  void signalAll(int sig) {
     for (Rank &r : ranks)
       if (!r.exited)
         ::kill(r.pid, sig);
-  };
-  for (;;) {
-    if (int s = gSignal.exchange(0)) {
-      // Forward; each rank checkpoints and exits as a one-process run does.
-      signalAll(s);
-      if (!forwarded)
-        stopTime = std::chrono::steady_clock::now() + o.timeout;
-      forwarded = true;
-    }
+  }
+
+  /// Waits up to 100 ms for output and relays what came.
+  void relayOutput() {
     std::vector<pollfd> fds;
     std::vector<std::pair<Rank *, bool>> who;
     for (Rank &r : ranks) {
@@ -299,65 +317,98 @@ int stretto::launchRanks(const LaunchOptions &o) {
         (isErr ? r.err : r.out) = -1;
       }
     }
+  }
+
+  /// Collects the ranks that exited; true once all have and their output
+  /// is drained.
+  bool reap() {
     bool allDone = true;
     for (Rank &r : ranks) {
       if (!r.exited) {
         int st = 0;
-        pid_t p = ::waitpid(r.pid, &st, WNOHANG);
-        if (p == r.pid) {
-          r.exited = true;
-          r.status = st;
-          bool failed = !(WIFEXITED(st) && WEXITSTATUS(st) == 0);
-          bool fatal = WIFEXITED(st) && WEXITSTATUS(st) == kExitRunFailed;
-          if (failed && o.continueOnFailure && !forwarded && !fatal) {
-            std::fprintf(stderr,
-                         "launcher: rank %d failed (%s); the others continue "
-                         "(--on-peer-failure=continue%s)\n",
-                         r.rank, describeStatus(st).c_str(),
-                         o.onPeerFailureGiven ? "" : ", the default for gossip and DiLoCo");
-            if (survivorFailures.empty())
-              survivorStatus = st;
-            survivorFailures.push_back(r.rank);
-          } else if (failed && firstFailure < 0) {
-            firstFailure = r.rank;
-            firstStatus = st;
-            if (!forwarded) {
-              std::fprintf(stderr,
-                           "launcher: rank %d failed (%s); stopping the other ranks\n",
-                           r.rank, describeStatus(st).c_str());
-              signalAll(SIGTERM);
-              terminating = true;
-              stopTime = std::chrono::steady_clock::now() + o.timeout;
-            }
-          }
-        }
+        if (::waitpid(r.pid, &st, WNOHANG) == r.pid)
+          exited(r, st);
       }
       allDone = allDone && r.exited && r.out < 0 && r.err < 0;
     }
-    if (allDone)
-      break;
-    if ((terminating || forwarded) && std::chrono::steady_clock::now() > stopTime) {
-      for (Rank &r : ranks)
-        if (!r.exited) {
-          std::fprintf(stderr, "launcher: rank %d did not stop within %s; killing it\n", r.rank,
-                       describeTimeout(o.timeout).c_str());
-          ::kill(r.pid, SIGKILL);
-        }
-      stopTime = std::chrono::steady_clock::time_point::max();
+    return allDone;
+  }
+
+  void exited(Rank &r, int st) {
+    r.exited = true;
+    r.status = st;
+    bool failed = !(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    bool fatal = WIFEXITED(st) && WEXITSTATUS(st) == kExitRunFailed;
+    if (failed && o.continueOnFailure && !forwarded && !fatal) {
+      std::fprintf(stderr,
+                   "launcher: rank %d failed (%s); the others continue "
+                   "(--on-peer-failure=continue%s)\n",
+                   r.rank, describeStatus(st).c_str(),
+                   o.onPeerFailureGiven ? "" : ", the default for gossip and DiLoCo");
+      if (survivorFailures.empty())
+        survivorStatus = st;
+      survivorFailures.push_back(r.rank);
+    } else if (failed && firstFailure < 0) {
+      firstFailure = r.rank;
+      firstStatus = st;
+      if (!forwarded) {
+        std::fprintf(stderr, "launcher: rank %d failed (%s); stopping the other ranks\n", r.rank,
+                     describeStatus(st).c_str());
+        signalAll(SIGTERM);
+        terminating = true;
+        stopTime = std::chrono::steady_clock::now() + o.timeout;
+      }
     }
   }
+
+  void killLateRanks() {
+    if (!(terminating || forwarded) || std::chrono::steady_clock::now() <= stopTime)
+      return;
+    for (Rank &r : ranks)
+      if (!r.exited) {
+        std::fprintf(stderr, "launcher: rank %d did not stop within %s; killing it\n", r.rank,
+                     describeTimeout(o.timeout).c_str());
+        ::kill(r.pid, SIGKILL);
+      }
+    stopTime = std::chrono::steady_clock::time_point::max();
+  }
+
+  int outcome() const {
+    if (firstFailure < 0)
+      return survivorsOutcome(survivorFailures, survivorStatus, ranks.size());
+    if (forwarded) // interrupted by the user: the ranks' own status (130 after a checkpoint)
+      return exitCodeOf(firstStatus);
+    std::fprintf(stderr, "launcher: the job failed: rank %d exited with %s\n", firstFailure,
+                 describeStatus(firstStatus).c_str());
+    int code = exitCodeOf(firstStatus);
+    return code == 0 ? 1 : code;
+  }
+};
+
+} // namespace
+
+int stretto::launchRanks(const LaunchOptions &o) {
+  JobEndpoint job = openJob(o);
+  struct sigaction sa {};
+  sa.sa_handler = onLauncherSignal;
+  sigemptyset(&sa.sa_mask);
+  struct sigaction oldInt {}, oldTerm {};
+  gSignal = 0;
+  ::sigaction(SIGINT, &sa, &oldInt);
+  ::sigaction(SIGTERM, &sa, &oldTerm);
+
+  std::vector<Rank> ranks(static_cast<size_t>(o.nproc));
+  for (int i = 0; i < o.nproc; ++i) {
+    Rank &r = ranks[static_cast<size_t>(i)];
+    r.rank = o.nodeRank * o.nproc + i;
+    if (!o.logDir.empty())
+      r.log = std::make_unique<std::ofstream>(o.logDir + "/rank" + std::to_string(r.rank) + ".log");
+    spawnRank(r, o.command, rankEnvironment(o, job, i, r.rank));
+  }
+  int code = Supervisor(o, ranks).run();
   ::sigaction(SIGINT, &oldInt, nullptr);
   ::sigaction(SIGTERM, &oldTerm, nullptr);
-  if (firstFailure < 0)
-    return survivorsOutcome(survivorFailures, survivorStatus, ranks.size());
-  if (forwarded) {
-    // Interrupted by the user: the ranks' own status (130 after a checkpoint).
-    return exitCodeOf(firstStatus);
-  }
-  std::fprintf(stderr, "launcher: the job failed: rank %d exited with %s\n", firstFailure,
-               describeStatus(firstStatus).c_str());
-  int code = exitCodeOf(firstStatus);
-  return code == 0 ? 1 : code;
+  return code;
 }
 
 void stretto::applyPeerFailureDefault(LaunchOptions &o, const std::string &planPath) {
