@@ -103,6 +103,25 @@ struct OptimizerPass : public stretto::train::impl::TrainOptimizerBase<Optimizer
     return {ref, b.create<ReadOp>(param.getLoc(), param.getTensorType(), ref)};
   }
 
+  /// The recipe from the pass options and the trainer dictionary, checked;
+  /// `elem` the gradients' one element type. Emits the error and fails.
+  LogicalResult readRecipe(Recipe &r, ArrayRef<GradOp> grads, Type &elem);
+  /// The learning-rate multiplier at step `t`: linear warm-up, then the
+  /// constant, cosine or linear decay.
+  Value lrMultiplier(Math &m, const Recipe &r, Value t);
+  /// min(1, clip / (‖g‖ + 1e-6)) over every mean gradient (per stage, then
+  /// train.stage_sum, on a partitioned model).
+  Value clipScale(Math &m, OpBuilder &b, const Recipe &r, ArrayRef<GradOp> grads,
+                  ArrayRef<Value> meanGrads);
+  /// The update direction of a parameter and the learning rate it takes.
+  struct Step {
+    Value direction, lr;
+  };
+  Step muonStep(OpBuilder &b, Math &pm, const Recipe &r, ParamOp param, Value g, Value lr);
+  Step sgdStep(OpBuilder &b, Math &pm, const Recipe &r, ParamOp param, Value g, Value lr);
+  Step adamStep(OpBuilder &b, Math &pm, const Recipe &r, ParamOp param, Value g, Value lr,
+                Value bc1, Value bc2);
+
   static bool usesMuon(ParamOp p) {
     if (p.getTensorType().getRank() != 2)
       return false;
@@ -127,48 +146,10 @@ void OptimizerPass::runOnOperation() {
     model.getUpdate().emitError() << "already exists; run train-optimizer once";
     return signalPassFailure();
   }
-
   Recipe r(model);
-  StringRef method = optimizer.empty() ? model.getTrainerString("optimizer", "adamw")
-                                       : StringRef(optimizer);
-  if (method == "sgd")
-    r.method = Method::SGD;
-  else if (method == "adamw")
-    r.method = Method::AdamW;
-  else if (method == "muon")
-    r.method = Method::Muon;
-  else {
-    model.emitError() << "unknown optimizer '" << method << "'; expected sgd, adamw or muon";
+  Type elem;
+  if (failed(readRecipe(r, grads, elem)))
     return signalPassFailure();
-  }
-  if (!muonScale.empty()) {
-    if (muonScale != "shape" && muonScale != "rms") {
-      model.emitError() << "unknown muon-scale '" << muonScale << "'; expected shape or rms";
-      return signalPassFailure();
-    }
-    r.muonRmsScale = muonScale == "rms";
-  }
-  if (r.schedule != "constant" && r.total <= r.warmup) {
-    model.emitError() << "schedule '" << r.schedule << "' needs total_steps (" << r.total
-                      << ") > warmup_steps (" << r.warmup << "); lower warmup_steps or raise steps";
-    return signalPassFailure();
-  }
-
-  // One element type for the schedule and clipping scalars: there is no
-  // conversion op yet, so mixed-precision parameters are rejected.
-  Type elem = cast<RankedTensorType>(grads.front().getValue().getType()).getElementType();
-  for (GradOp g : grads)
-    if (cast<RankedTensorType>(g.getValue().getType()).getElementType() != elem) {
-      g.emitError() << "gradient of " << g.getVarAttr() << " is "
-                    << g.getValue().getType() << " but the first gradient has element type "
-                    << elem << "; train-optimizer needs one element type for all parameters";
-      return signalPassFailure();
-    }
-  if (r.schedule != "constant" && !model.getTrainerOption("total_steps")) {
-    model.emitError() << "schedule '" << r.schedule
-                      << "' decays over trainer.total_steps, which is not set";
-    return signalPassFailure();
-  }
 
   SymbolTable table(model);
   symbols = &table;
@@ -184,131 +165,172 @@ void OptimizerPass::runOnOperation() {
   b.setInsertionPoint(yield);
   Math m{b, loc, elem};
 
-  // Learning-rate multiplier: linear warm-up, then constant/cosine/linear decay.
   Value t = b.create<StepCountOp>(loc, RankedTensorType::get({}, elem));
-  Value mult = m.c(1.0);
-  if (r.warmup > 0)
-    mult = m.min(m.c(1.0), m.div(t, m.c(static_cast<double>(r.warmup))));
-  if (r.schedule != "constant") {
-    Value progress = m.div(m.sub(t, m.c(static_cast<double>(r.warmup))),
-                           m.c(static_cast<double>(r.total - r.warmup)));
-    progress = m.min(m.c(1.0), m.max(m.c(0.0), progress));
-    Value shape; // in [0, 1], 1 at the start of decay
-    if (r.schedule == "cosine")
-      shape = m.mul(m.c(0.5), m.add(m.c(1.0), b.create<CosOp>(loc, m.mul(m.c(M_PI), progress))));
-    else
-      shape = m.sub(m.c(1.0), progress);
-    mult = m.mul(mult, m.add(m.c(r.minLrRatio), m.mul(m.c(1.0 - r.minLrRatio), shape)));
-  }
-
-  // Global-norm clipping: g *= min(1, clip / (‖g‖ + 1e-6)).
+  Value mult = lrMultiplier(m, r, t);
   SmallVector<Value> meanGrads;
   for (GradOp g : grads)
     meanGrads.push_back(b.create<AccumulatedGradOp>(g.getLoc(), g.getValue().getType(),
                                                     g.getVarAttr()));
-  Value clipScale;
-  if (r.gradClip > 0) {
-    // ‖g‖² over every parameter. A partitioned model sums each stage's
-    // parameters on that stage, and train.stage_sum adds the stages'
-    // partials (the pipeline runtime all-reduces them).
-    const int64_t stages = model->hasAttr("stages") ? model.getTrainerInt("stages", 1) : 1;
-    Value sq;
-    if (stages <= 1) {
-      sq = m.c(0.0);
-      for (Value g : meanGrads)
-        sq = m.add(sq, m.sumAll(m.mul(g, g)));
-    } else {
-      SmallVector<Value> partials;
-      for (int64_t s = 0; s < stages; ++s) {
-        Operation *before = b.getInsertionPoint() == b.getBlock()->begin()
-                                ? nullptr
-                                : &*std::prev(b.getInsertionPoint());
-        Value part = m.c(0.0);
-        for (auto [gradOp, g] : llvm::zip(grads, meanGrads)) {
-          auto param = cast<ParamOp>(SymbolTable::lookupSymbolIn(model, gradOp.getVarAttr()));
-          if (getStage(param) == s)
-            part = m.add(part, m.sumAll(m.mul(g, g)));
-        }
-        // Everything computed for this partial runs on stage s.
-        tagStages(before, &*b.getInsertionPoint(), s);
-        partials.push_back(part);
-      }
-      sq = b.create<StageSumOp>(loc, partials.front().getType(), partials);
-    }
-    clipScale = m.min(m.c(1.0), m.div(m.c(r.gradClip), m.add(m.sqrt(sq), m.c(1e-6))));
-  }
-
+  Value clip = r.gradClip > 0 ? clipScale(m, b, r, grads, meanGrads) : Value();
   Value adamLr = m.mul(m.c(r.lr), mult);
   Value muonLr = m.mul(m.c(r.muonLr), mult);
-  Value bc1, bc2; // Adam bias corrections 1 - beta^t, shared by all params
-  auto adamCorrections = [&] {
-    if (!bc1) {
-      bc1 = m.sub(m.c(1.0), b.create<PowOp>(loc, m.c(r.beta1), t));
-      bc2 = m.sub(m.c(1.0), b.create<PowOp>(loc, m.c(r.beta2), t));
-    }
-  };
-
-  // Shared scalars come before the per-parameter updates, unstaged, so
-  // every stage computes its own copy.
-  if (r.method != Method::SGD)
-    adamCorrections();
+  // Adam's bias corrections 1 - beta^t, shared by all params; shared
+  // scalars come before the per-parameter updates, unstaged, so every
+  // stage computes its own copy.
+  Value bc1, bc2;
+  if (r.method != Method::SGD) {
+    bc1 = m.sub(m.c(1.0), b.create<PowOp>(loc, m.c(r.beta1), t));
+    bc2 = m.sub(m.c(1.0), b.create<PowOp>(loc, m.c(r.beta2), t));
+  }
   for (auto [gradOp, meanGrad] : llvm::zip(grads, meanGrads)) {
     auto param = cast<ParamOp>(SymbolTable::lookupSymbolIn(model, gradOp.getVarAttr()));
     setStage(meanGrad.getDefiningOp(), getStage(param));
     Operation *before = yield->getPrevNode();
     Location ploc = gradOp.getLoc();
     Math pm{b, ploc, elem};
-    Value g = meanGrad;
-    if (clipScale)
-      g = pm.mul(g, clipScale);
+    Value g = clip ? pm.mul(meanGrad, clip) : meanGrad;
     auto pref = gradOp.getVarAttr();
     Value p = b.create<ReadOp>(ploc, param.getTensorType(), pref);
-    bool decay = param.getTensorType().getRank() >= 2 && r.weightDecay > 0;
-    Value lr, direction;
-
-    if (r.method == Method::Muon && usesMuon(param)) {
-      // M ← βM + (1−β)g; U = (1−β)g + βM (Nesterov); O = NS5(U).
-      auto [mref, mom] = slot(b, param, "muon_m");
-      Value mNew = pm.ema(mom, g, r.muonMomentum);
-      b.create<WriteOp>(ploc, mNew, mref);
-      Value u = pm.ema(mNew, g, r.muonMomentum);
-      Value o = b.create<NewtonSchulzOp>(ploc, u.getType(), u, 5, APFloat(3.4445),
-                                         APFloat(-4.7750), APFloat(2.0315));
-      // Our weights are [in, out] (x·W), PyTorch's [out, in]: Muon's
-      // sqrt(max(1, out/in)) is sqrt(max(1, cols/rows)) here, unless the
-      // parameter says it is laid out as PyTorch's (exported nn.Linear
-      // weights, kind = "llama": layout = "out_in").
-      auto s = param.getTensorType().getShape();
-      auto layout = param->getAttrOfType<StringAttr>("layout");
-      bool outIn = layout && layout.getValue() == "out_in";
-      double fanIn = outIn ? s[1] : s[0], fanOut = outIn ? s[0] : s[1];
-      double scale = r.muonRmsScale ? 0.2 * std::sqrt(std::max(fanIn, fanOut))
-                                    : std::sqrt(std::max(1.0, fanOut / fanIn));
-      direction = pm.mul(o, pm.c(scale));
-      lr = muonLr;
-    } else if (r.method == Method::SGD) {
-      // b ← μb + g; step along b.
-      auto [bref, buf] = slot(b, param, "momentum");
-      Value bNew = pm.add(pm.mul(pm.c(r.momentum), buf), g);
-      b.create<WriteOp>(ploc, bNew, bref);
-      direction = bNew;
-      lr = adamLr;
-    } else {
-      // AdamW (also the fallback group of Muon).
-      adamCorrections();
-      auto [mref, mom] = slot(b, param, "adam_m");
-      auto [vref, var] = slot(b, param, "adam_v");
-      Value mNew = pm.ema(mom, g, r.beta1);
-      Value vNew = pm.ema(var, pm.mul(g, g), r.beta2);
-      b.create<WriteOp>(ploc, mNew, mref);
-      b.create<WriteOp>(ploc, vNew, vref);
-      direction = pm.div(pm.div(mNew, bc1), pm.add(pm.sqrt(pm.div(vNew, bc2)), pm.c(r.eps)));
-      lr = adamLr;
-    }
+    Step st = r.method == Method::Muon && usesMuon(param) ? muonStep(b, pm, r, param, g, muonLr)
+              : r.method == Method::SGD ? sgdStep(b, pm, r, param, g, adamLr)
+                                        : adamStep(b, pm, r, param, g, adamLr, bc1, bc2);
     // Decoupled weight decay: p ← p − lr·(direction + wd·p).
-    if (decay)
-      direction = pm.add(direction, pm.mul(pm.c(r.weightDecay), p));
-    b.create<WriteOp>(ploc, b.create<DescendOp>(ploc, p, direction, lr), pref);
+    if (param.getTensorType().getRank() >= 2 && r.weightDecay > 0)
+      st.direction = pm.add(st.direction, pm.mul(pm.c(r.weightDecay), p));
+    b.create<WriteOp>(ploc, b.create<DescendOp>(ploc, p, st.direction, st.lr), pref);
     tagStages(before, yield, getStage(param)); // the update runs on the param's stage
   }
+}
+
+LogicalResult OptimizerPass::readRecipe(Recipe &r, ArrayRef<GradOp> grads, Type &elem) {
+  StringRef method = optimizer.empty() ? model.getTrainerString("optimizer", "adamw")
+                                       : StringRef(optimizer);
+  if (method == "sgd")
+    r.method = Method::SGD;
+  else if (method == "adamw")
+    r.method = Method::AdamW;
+  else if (method == "muon")
+    r.method = Method::Muon;
+  else
+    return model.emitError() << "unknown optimizer '" << method
+                             << "'; expected sgd, adamw or muon";
+  if (!muonScale.empty()) {
+    if (muonScale != "shape" && muonScale != "rms")
+      return model.emitError() << "unknown muon-scale '" << muonScale
+                               << "'; expected shape or rms";
+    r.muonRmsScale = muonScale == "rms";
+  }
+  if (r.schedule != "constant" && r.total <= r.warmup)
+    return model.emitError() << "schedule '" << r.schedule << "' needs total_steps (" << r.total
+                             << ") > warmup_steps (" << r.warmup
+                             << "); lower warmup_steps or raise steps";
+  // One element type for the schedule and clipping scalars: there is no
+  // conversion op yet, so mixed-precision parameters are rejected.
+  GradOp first = grads.front();
+  elem = cast<RankedTensorType>(first.getValue().getType()).getElementType();
+  for (GradOp g : grads)
+    if (cast<RankedTensorType>(g.getValue().getType()).getElementType() != elem)
+      return g.emitError() << "gradient of " << g.getVarAttr() << " is "
+                           << g.getValue().getType()
+                           << " but the first gradient has element type " << elem
+                           << "; train-optimizer needs one element type for all parameters";
+  if (r.schedule != "constant" && !model.getTrainerOption("total_steps"))
+    return model.emitError() << "schedule '" << r.schedule
+                             << "' decays over trainer.total_steps, which is not set";
+  return success();
+}
+
+Value OptimizerPass::lrMultiplier(Math &m, const Recipe &r, Value t) {
+  Value mult = m.c(1.0);
+  if (r.warmup > 0)
+    mult = m.min(m.c(1.0), m.div(t, m.c(static_cast<double>(r.warmup))));
+  if (r.schedule == "constant")
+    return mult;
+  Value progress = m.div(m.sub(t, m.c(static_cast<double>(r.warmup))),
+                         m.c(static_cast<double>(r.total - r.warmup)));
+  progress = m.min(m.c(1.0), m.max(m.c(0.0), progress));
+  Value shape; // in [0, 1], 1 at the start of decay
+  if (r.schedule == "cosine")
+    shape = m.mul(m.c(0.5), m.add(m.c(1.0), m.b.create<CosOp>(m.loc, m.mul(m.c(M_PI), progress))));
+  else
+    shape = m.sub(m.c(1.0), progress);
+  return m.mul(mult, m.add(m.c(r.minLrRatio), m.mul(m.c(1.0 - r.minLrRatio), shape)));
+}
+
+Value OptimizerPass::clipScale(Math &m, OpBuilder &b, const Recipe &r, ArrayRef<GradOp> grads,
+                               ArrayRef<Value> meanGrads) {
+  // ‖g‖² over every parameter. A partitioned model sums each stage's
+  // parameters on that stage, and train.stage_sum adds the stages'
+  // partials (the pipeline runtime all-reduces them).
+  const int64_t stages = model->hasAttr("stages") ? model.getTrainerInt("stages", 1) : 1;
+  Value sq;
+  if (stages <= 1) {
+    sq = m.c(0.0);
+    for (Value g : meanGrads)
+      sq = m.add(sq, m.sumAll(m.mul(g, g)));
+  } else {
+    SmallVector<Value> partials;
+    for (int64_t s = 0; s < stages; ++s) {
+      Operation *before = b.getInsertionPoint() == b.getBlock()->begin()
+                              ? nullptr
+                              : &*std::prev(b.getInsertionPoint());
+      Value part = m.c(0.0);
+      for (auto [gradOp, g] : llvm::zip(grads, meanGrads)) {
+        GradOp grad = gradOp;
+        auto param = cast<ParamOp>(SymbolTable::lookupSymbolIn(model, grad.getVarAttr()));
+        if (getStage(param) == s)
+          part = m.add(part, m.sumAll(m.mul(g, g)));
+      }
+      // Everything computed for this partial runs on stage s.
+      tagStages(before, &*b.getInsertionPoint(), s);
+      partials.push_back(part);
+    }
+    sq = b.create<StageSumOp>(m.loc, partials.front().getType(), partials);
+  }
+  return m.min(m.c(1.0), m.div(m.c(r.gradClip), m.add(m.sqrt(sq), m.c(1e-6))));
+}
+
+OptimizerPass::Step OptimizerPass::muonStep(OpBuilder &b, Math &pm, const Recipe &r,
+                                            ParamOp param, Value g, Value lr) {
+  // M ← βM + (1−β)g; U = (1−β)g + βM (Nesterov); O = NS5(U).
+  Location ploc = pm.loc;
+  auto [mref, mom] = slot(b, param, "muon_m");
+  Value mNew = pm.ema(mom, g, r.muonMomentum);
+  b.create<WriteOp>(ploc, mNew, mref);
+  Value u = pm.ema(mNew, g, r.muonMomentum);
+  Value o = b.create<NewtonSchulzOp>(ploc, u.getType(), u, 5, APFloat(3.4445), APFloat(-4.7750),
+                                     APFloat(2.0315));
+  // Our weights are [in, out] (x·W), PyTorch's [out, in]: Muon's
+  // sqrt(max(1, out/in)) is sqrt(max(1, cols/rows)) here, unless the
+  // parameter says it is laid out as PyTorch's (exported nn.Linear
+  // weights, kind = "llama": layout = "out_in").
+  auto s = param.getTensorType().getShape();
+  auto layout = param->getAttrOfType<StringAttr>("layout");
+  bool outIn = layout && layout.getValue() == "out_in";
+  double fanIn = outIn ? s[1] : s[0], fanOut = outIn ? s[0] : s[1];
+  double scale = r.muonRmsScale ? 0.2 * std::sqrt(std::max(fanIn, fanOut))
+                                : std::sqrt(std::max(1.0, fanOut / fanIn));
+  return {pm.mul(o, pm.c(scale)), lr};
+}
+
+OptimizerPass::Step OptimizerPass::sgdStep(OpBuilder &b, Math &pm, const Recipe &r,
+                                           ParamOp param, Value g, Value lr) {
+  // b ← μb + g; step along b.
+  auto [bref, buf] = slot(b, param, "momentum");
+  Value bNew = pm.add(pm.mul(pm.c(r.momentum), buf), g);
+  b.create<WriteOp>(pm.loc, bNew, bref);
+  return {bNew, lr};
+}
+
+OptimizerPass::Step OptimizerPass::adamStep(OpBuilder &b, Math &pm, const Recipe &r,
+                                            ParamOp param, Value g, Value lr, Value bc1,
+                                            Value bc2) {
+  // AdamW (also the fallback group of Muon).
+  auto [mref, mom] = slot(b, param, "adam_m");
+  auto [vref, var] = slot(b, param, "adam_v");
+  Value mNew = pm.ema(mom, g, r.beta1);
+  Value vNew = pm.ema(var, pm.mul(g, g), r.beta2);
+  b.create<WriteOp>(pm.loc, mNew, mref);
+  b.create<WriteOp>(pm.loc, vNew, vref);
+  return {pm.div(pm.div(mNew, bc1), pm.add(pm.sqrt(pm.div(vNew, bc2)), pm.c(r.eps))), lr};
 }
