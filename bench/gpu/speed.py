@@ -717,7 +717,9 @@ def main():
         meta["warmup"].append("%s: stretto-run --steps 2: exit %d, %.1f s" % (m, rc, secs))
         print(meta["warmup"][-1], flush=True)
         if rc != 0:
-            failures.append("%s: the warm-up run failed: %s" % (m, last_lines(log)))
+            failures.append("%s: the warm-up run failed, so the model is left out: %s" % (
+                m, last_lines(log)))
+            continue
         if torch_side:
             t0 = time.perf_counter()
             w = torch_side.run(m, results[m]["config"], "compile-bf16", 1, 1)
@@ -725,7 +727,13 @@ def main():
                 m, w.get("warmup_steps", 0) + 1, time.perf_counter() - t0,
                 " (%s)" % w["error"] if "error" in w else ""))
             print(meta["warmup"][-1], flush=True)
-    if failures:
+    # A model whose warm-up failed is left out of the rounds (the others'
+    # figures still come); its failure makes the exit status 1.
+    broken = [m for m in a.models if any(f.startswith(m + ": the warm-up") for f in failures)]
+    a.models = [m for m in a.models if m not in broken]
+    for m in broken:
+        results.pop(m)
+    if not a.models:
         for f in failures:
             print("FAILED: " + f)
         return 1
