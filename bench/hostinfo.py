@@ -20,12 +20,19 @@ processes on a shared machine), the date in UTC, and the git commit
 with the tracked files that differed from it (a dirty tree means the binary
 may not match the commit). STRETTO_BENCH_NOTE, or --note, adds a free-text
 line (e.g. that the VM was shared).
+
+With gpu=True (--gpu), also the NVIDIA GPUs as nvidia-smi reports them:
+name, memory, compute capability, the driver's version and the CUDA version
+the driver supports (a "gpu: none" line, with why, where nvidia-smi is
+missing or lists none). GPU benches (bench/gpu/speed.py) add the CUDA,
+cuDNN and torch versions PyTorch was built with.
 """
 import argparse
 import datetime
 import json
 import os
 import platform
+import re
 import subprocess
 import sys
 
@@ -91,7 +98,54 @@ def loadavg():
         return None
 
 
-def info(note=None):
+def gpu_info():
+    """{"gpus": [{name, memory_mib, compute_cap, driver}], "cuda": the
+    driver's CUDA version} from nvidia-smi, or {"gpus": [], "why": ...}."""
+    def smi(*args):
+        r = subprocess.run(["nvidia-smi"] + list(args), capture_output=True, text=True,
+                           timeout=30)
+        if r.returncode != 0:
+            raise OSError((r.stdout + r.stderr).strip().splitlines()[-1:] or "exit %d" % r.returncode)
+        return r.stdout
+    try:
+        try:
+            rows = smi("--query-gpu=name,memory.total,compute_cap,driver_version",
+                       "--format=csv,noheader,nounits")
+        except OSError:  # older drivers have no compute_cap
+            rows = smi("--query-gpu=name,memory.total,driver_version", "--format=csv,noheader,nounits")
+        gpus = []
+        for line in rows.strip().splitlines():
+            f = [x.strip() for x in line.split(",")]
+            g = {"name": f[0], "memory_mib": f[1], "driver": f[-1]}
+            if len(f) == 4:
+                g["compute_cap"] = f[2]
+            gpus.append(g)
+        out = {"gpus": gpus}
+        m = re.search(r"CUDA Version:\s*([0-9.]+)", smi())
+        out["cuda"] = m.group(1) if m else None
+        if not gpus:
+            out["why"] = "nvidia-smi lists no GPU"
+        return out
+    except FileNotFoundError:
+        return {"gpus": [], "why": "no nvidia-smi"}
+    except (OSError, subprocess.SubprocessError, IndexError) as e:
+        return {"gpus": [], "why": "nvidia-smi failed: %s" % e}
+
+
+def gpu_line(g):
+    if not g.get("gpus"):
+        return "gpu: none (%s)" % g.get("why", "unknown")
+    parts = []
+    for x in g["gpus"]:
+        parts.append("%s (%s MiB%s)" % (x["name"], x["memory_mib"],
+                                        ", compute capability %s" % x["compute_cap"]
+                                        if x.get("compute_cap") else ""))
+    return "gpu: %s; driver %s, CUDA %s (the driver's)" % (
+        ", ".join(parts) if len(set(parts)) > 1 else "%d x %s" % (len(parts), parts[0]),
+        g["gpus"][0]["driver"], g.get("cuda") or "unknown")
+
+
+def info(note=None, gpu=False):
     model, flags = _cpuinfo()
     try:
         usable = len(os.sched_getaffinity(0))
@@ -101,7 +155,7 @@ def info(note=None):
     status = _git("status", "--porcelain", "--untracked-files=no")
     dirty = None if status is None else [l[3:] for l in status.splitlines() if l.strip()]
     note = note or os.environ.get("STRETTO_BENCH_NOTE") or None
-    return {
+    out = {
         "cpu": model,
         "isa": {f: f in flags for f in ISA_FLAGS},
         "hypervisor": "hypervisor" in flags,
@@ -116,11 +170,15 @@ def info(note=None):
         "dirty": dirty,
         "note": note,
     }
+    if gpu:
+        out["gpu"] = gpu_info()
+    return out
 
 
-def header(note=None, prefix="", command=None):
-    """The header as text lines (each starting with `prefix`), ending in a newline."""
-    i = info(note)
+def header(note=None, prefix="", command=None, gpu=False):
+    """The header as text lines (each starting with `prefix`), ending in a newline;
+    gpu=True adds the GPU line."""
+    i = info(note, gpu)
     has = [f for f, v in i["isa"].items() if v]
     lacks = [f for f, v in i["isa"].items() if not v]
     lines = [
@@ -136,6 +194,8 @@ def header(note=None, prefix="", command=None):
             " ".join("%.2f" % x for x in i["loadavg"]) if i["loadavg"] else "unknown"),
         "date: %s" % i["date_utc"],
     ]
+    if gpu:
+        lines.insert(3, gpu_line(i["gpu"]))
     if i["commit"] is None:
         lines.append("commit: unknown (not a git checkout)")
     elif not i["dirty"]:
@@ -156,12 +216,12 @@ def header(note=None, prefix="", command=None):
 def smoke():
     """The header as the bench scripts use it; 1 when a field a results file
     relies on is missing."""
-    text = header(note="smoke", prefix="# ", command="python3 bench/hostinfo.py --smoke")
+    text = header(note="smoke", prefix="# ", command="python3 bench/hostinfo.py --smoke", gpu=True)
     sys.stdout.write(text)
-    d = json.loads(json.dumps(info("smoke")))
+    d = json.loads(json.dumps(info("smoke", gpu=True)))
     print(json.dumps(d, indent=2))
-    bad = [k for k in ("cpu", "cores", "date_utc", "commit") if not d.get(k)]
-    bad += [l for l in ("# host: ", "# isa: ", "# cores: ", "# date: ", "# commit: ",
+    bad = [k for k in ("cpu", "cores", "date_utc", "commit", "gpu") if not d.get(k)]
+    bad += [l for l in ("# host: ", "# isa: ", "# cores: ", "# gpu: ", "# date: ", "# commit: ",
                         "# command: ", "# note: smoke") if l not in text]
     print("FAILED: missing %s" % ", ".join(bad) if bad else "ok: header and JSON complete")
     return 1 if bad else 0
@@ -173,6 +233,8 @@ def main():
     p.add_argument("--note", help="a free-text note line (default: $STRETTO_BENCH_NOTE)")
     p.add_argument("--command", help="the command that produced the results")
     p.add_argument("--json", action="store_true", help="one JSON object instead of text")
+    p.add_argument("--gpu", action="store_true",
+                   help="also the NVIDIA GPUs, driver and CUDA version (nvidia-smi)")
     p.add_argument("--smoke", action="store_true",
                    help="print both forms and check that they name the CPU, cores, date and "
                         "commit (exit 1 otherwise)")
@@ -180,13 +242,13 @@ def main():
     if a.smoke:
         return smoke()
     if a.json:
-        d = info(a.note)
+        d = info(a.note, a.gpu)
         if a.command:
             d["command"] = a.command
         json.dump(d, sys.stdout, indent=2)
         sys.stdout.write("\n")
     else:
-        sys.stdout.write(header(a.note, a.prefix, a.command))
+        sys.stdout.write(header(a.note, a.prefix, a.command, a.gpu))
     return 0
 
 

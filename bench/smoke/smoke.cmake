@@ -66,6 +66,18 @@ endforeach()
 # catch) and says which GPU-only parts it left out.
 stretto_bench_smoke(gpu-bundle ${B}/gpu/bundle.sh --smoke ${STRETTO_SMOKE_DIR}/gpu)
 stretto_bench_smoke(gpu-device-check ${B}/gpu/device-check.sh --dry-run ${STRETTO_SMOKE_DIR}/gpu)
+# The GPU speed bench on that bundle: Stretto on the CPU (and PyTorch on the
+# CPU where it imports) at the smoke size, checks of its own output; then
+# on-device.sh --dry-run, the GPU session's one script, with its phases.
+# They share the bundle's folder (device-check.sh unpacks it in place and
+# rewrites DIR/gpu-results): one at a time.
+stretto_bench_smoke(gpu-speed ${PY} ${B}/gpu/speed.py --smoke --no-torch
+                    --bundle ${STRETTO_SMOKE_DIR}/gpu/gpu-bundle)
+stretto_bench_smoke(gpu-speed-torch ${STRETTO_TORCH_PYTHON} ${B}/gpu/speed.py --smoke
+                    --bundle ${STRETTO_SMOKE_DIR}/gpu/gpu-bundle)
+stretto_bench_smoke(gpu-on-device env PYTHON=${PY} ${B}/gpu/on-device.sh --dry-run ${STRETTO_SMOKE_DIR}/gpu)
 set_tests_properties(bench-smoke-gpu-bundle PROPERTIES FIXTURES_SETUP gpu-bundle)
-set_tests_properties(bench-smoke-gpu-device-check PROPERTIES FIXTURES_REQUIRED gpu-bundle)
+set_tests_properties(bench-smoke-gpu-device-check bench-smoke-gpu-speed bench-smoke-gpu-speed-torch
+                     bench-smoke-gpu-on-device PROPERTIES FIXTURES_REQUIRED gpu-bundle
+                     RESOURCE_LOCK gpu-bundle-folder)
 stretto_bench_smoke(gpu-cost_model ${PY} ${B}/gpu/cost_model.py --smoke)
