@@ -72,7 +72,7 @@ namespace {
 std::string shapeText(const GemmCall &g) {
   return std::to_string(g.batch) + "x[" + std::to_string(g.m) + "x" + std::to_string(g.k) +
          (g.ta ? "^T" : "") + "]x[" + std::to_string(g.k) + "x" + std::to_string(g.n) +
-         (g.tb ? "^T" : "") + "] " + (g.bf16 ? "bf16" : "f32") + " strides " +
+         (g.tb ? "^T" : "") + "] " + (g.bf16 ? "bf16" : g.tf32 ? "tf32" : "f32") + " strides " +
          std::to_string(g.strideA) + "/" + std::to_string(g.strideB) + "/" +
          std::to_string(g.strideC) + " align " + std::to_string(g.align);
 }
@@ -117,6 +117,10 @@ uint32_t LtMatrix::alignment(int64_t batch, int elementBytes, uint32_t base) con
   return a;
 }
 
+int computeTypeOf(const GemmCall &g) {
+  return g.tf32 && !g.bf16 ? kComputeF32FastTF32 : kComputeF32;
+}
+
 LtProblem columnMajorProblem(const GemmCall &g) {
   LtProblem p;
   p.opA = g.tb ? kOpT : kOpN;
@@ -144,7 +148,7 @@ CublasLt::Plan &CublasLt::planFor(const GemmCall &g) {
                                (a.statusName ? a.statusName(rc) : std::to_string(rc).c_str()) +
                                ") for GEMM " + shapeText(g));
   };
-  ok(a.descCreate(&p->desc, kComputeF32, kR32F), "matmul descriptor");
+  ok(a.descCreate(&p->desc, computeTypeOf(g), kR32F), "matmul descriptor");
   LtProblem lp = columnMajorProblem(g);
   ok(a.descSet(p->desc, kDescTransA, &lp.opA, sizeof lp.opA), "transa");
   ok(a.descSet(p->desc, kDescTransB, &lp.opB, sizeof lp.opB), "transb");

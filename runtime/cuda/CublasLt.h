@@ -25,6 +25,7 @@ namespace cublaslt {
 // Values from cublasLt.h / cublas_api.h / library_types.h (CUDA 12 and 13);
 // CublasLtAbiTest compares them with the headers.
 constexpr int kComputeF32 = 68;        // CUBLAS_COMPUTE_32F
+constexpr int kComputeF32FastTF32 = 77; // CUBLAS_COMPUTE_32F_FAST_TF32
 constexpr int kR32F = 0;               // CUDA_R_32F
 constexpr int kR16BF = 14;             // CUDA_R_16BF
 constexpr int kOpN = 0, kOpT = 1;      // CUBLAS_OP_N, CUBLAS_OP_T
@@ -51,6 +52,7 @@ struct GemmCall {
   bool ta = false, tb = false;
   int64_t strideA = 0, strideB = 0, strideC = 0; // elements between batch items (0: shared)
   bool bf16 = false; // A and B hold bf16 (uint16) values
+  bool tf32 = false; // f32 A and B multiplied on TF32 tensor cores
   float alpha = 1.0f;
   uint32_t align = 64; // bytes every base pointer is aligned to (the arena's 64)
 };
@@ -72,6 +74,9 @@ struct LtProblem {
   int64_t batch = 1;
 };
 LtProblem columnMajorProblem(const GemmCall &g);
+/// The cuBLASLt compute type of `g`: f32 accumulation, with TF32 inputs
+/// when g.tf32 (f32 operands only; bf16 operands are exact in it anyway).
+int computeTypeOf(const GemmCall &g);
 
 class CublasLt {
 public:

@@ -93,6 +93,7 @@ public:
   std::map<std::string, void *> fns;               // runtime ops, by name
   mutable std::map<std::string, void *> kernelFns; // generated kernels, by name
   std::string deviceName;
+  bool tf32 = false; // f32 GEMMs on TF32 tensor cores (--precision=tf32)
   std::vector<float> staging; // host values on their way up
   // Device scratch: bf16 GEMM operands, attention scores, Newton-Schulz.
   DeviceBuffer scratch;
@@ -182,6 +183,7 @@ public:
   void gemm(GemmCall g, const float *a, int64_t aCount, const float *b, int64_t bCount, float *c,
             bool bf16, int64_t scratchUsed = 0) {
     if (!bf16) {
+      g.tf32 = tf32;
       batched(g, a, b, c, 1);
       return;
     }
@@ -649,6 +651,7 @@ std::unique_ptr<PlanExecutor> makeGpuPlanExecutor(const Graph &graph,
                                                   std::unique_ptr<GpuBackend> gpu,
                                                   GemmPrecision gemm) {
   auto dev = std::make_unique<CudaPlanDevice>(std::move(gpu));
+  dev->tf32 = gemm == GemmPrecision::TF32;
   return std::make_unique<PlanExecutor>(
       std::make_unique<PlanExecutor::Impl>(graph, std::move(dev), gemm));
 }

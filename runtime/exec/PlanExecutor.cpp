@@ -910,7 +910,11 @@ void HostDevice::opNewtonSchulz(NodeCall &nc) {
 PlanExecutor::PlanExecutor(const Graph &graph, std::map<std::string, KernelFn> kernels,
                            GemmPrecision gemm)
     : impl((checkRowIsaEnv(), std::make_unique<Impl>(
-                                  graph, std::make_unique<HostDevice>(std::move(kernels)), gemm))) {}
+                                  graph, std::make_unique<HostDevice>(std::move(kernels)), gemm))) {
+  if (gemm == GemmPrecision::TF32)
+    throw std::invalid_argument("TF32 GEMMs run on a GPU's tensor cores; the compiled CPU "
+                                "runtime computes in f32");
+}
 
 const char *PlanExecutor::rowLoopIsaName() {
   checkRowIsaEnv();

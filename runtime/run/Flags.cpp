@@ -98,9 +98,10 @@ const std::vector<FlagSpec> kFlags = {
      "cuda: the compiled runtime on CUDA device 0, or an error naming what is missing; auto: the "
      "GPU when usable, else the CPU (said on stderr)",
      [](RunFlags &f, A a) { f.device = a.oneOf({"cpu", "cuda", "auto"}); }, nullptr},
-    {"--precision", "f32|bf16|f64", D::Both, nullptr,
-     "bf16: GEMM operands in bf16; f64: the reference executor",
-     [](RunFlags &f, A a) { f.precision = a.oneOf({"f32", "bf16", "f64"}); }, nullptr},
+    {"--precision", "f32|tf32|bf16|f64", D::Both, nullptr,
+     "bf16: GEMM operands in bf16; tf32: f32 GEMMs on the GPU's TF32 tensor cores (CUDA only); "
+     "f64: the reference executor",
+     [](RunFlags &f, A a) { f.precision = a.oneOf({"f32", "tf32", "bf16", "f64"}); }, nullptr},
     {"--executor", "compiled|reference", D::Compile, nullptr,
      "fused kernels over a planned arena, or plain loops",
      [](RunFlags &f, A a) {
@@ -282,9 +283,10 @@ std::vector<std::string> stretto::takeRunFlags(const std::vector<std::string> &a
         return s.toRun != nullptr;
       },
       false);
-  if (f.executor == "reference" && f.precision == "bf16")
-    throw std::runtime_error("--precision=bf16 is a mode of the compiled runtime; the reference "
-                             "executor computes in f32 or f64");
+  if (f.executor == "reference" && (f.precision == "bf16" || f.precision == "tf32"))
+    throw std::runtime_error("--precision=" + f.precision +
+                             " is a mode of the compiled runtime; the reference executor "
+                             "computes in f32 or f64");
   return rest;
 }
 

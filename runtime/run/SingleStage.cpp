@@ -133,7 +133,9 @@ private:
 void SingleStage::describeExecutor() const {
   if (plan->deviceName() != "cpu") {
     std::cout << "device: " << plan->deviceName() << " (CUDA, "
-              << (opt.gemmPrecision == GemmPrecision::BF16 ? "bf16" : "f32")
+              << (opt.gemmPrecision == GemmPrecision::BF16   ? "bf16"
+                  : opt.gemmPrecision == GemmPrecision::TF32 ? "tf32"
+                                                             : "f32")
               << " GEMMs through cuBLASLt)\n";
   } else {
     // The library first: when STRETTO_GEMM names one that does not load,

@@ -397,6 +397,28 @@ TEST_P(CompiledPath, CudaDeviceOnAnEmulatedGpuTrainsLikeTheReference) {
   EXPECT_EQ(emulatedGpuLiveAllocations(), before) << "device buffers leaked";
 }
 
+// --precision=tf32 on the emulated GPU: every f32 GEMM reaches cuBLASLt
+// marked TF32 (the emulator rounds its inputs to TF32's 10-bit mantissa),
+// and training stays within the bf16 tolerances of the f32 reference (the
+// states moved up to 3e-2 in 8 steps: optimizer moments of small norms).
+TEST_P(CompiledPath, Tf32GemmsOnAnEmulatedGpuTrainLikeTheReference) {
+  const bool mlp = std::string(GetParam()).find("kind = \"mlp\"") != std::string::npos;
+  const long long before = emulatedGpuTf32Gemms();
+  trainBeside(
+      GetParam(),
+      [&](Compiled &c) -> std::unique_ptr<Executor> {
+        return emulatedGpuExecutor(c.graph, c.kernels, GemmPrecision::TF32,
+                                   mlp ? c.cudaSource : std::string());
+      },
+      kLossBf16, kStateBf16, "emulated GPU tf32 GEMMs", nullptr, MakeExecutor());
+  EXPECT_GT(emulatedGpuTf32Gemms(), before) << "no GEMM was run on TF32 inputs";
+}
+
+TEST(CompiledPath, Tf32IsRefusedOnTheCpu) {
+  Graph g;
+  EXPECT_THROW(PlanExecutor(g, {}, GemmPrecision::TF32), std::invalid_argument);
+}
+
 // The compiled runtime on a CUDA GPU (CudaPlan.cpp: NVRTC kernels, cuBLASLt
 // GEMMs) trains like the reference in f32, and with bf16 GEMMs like the
 // CPU's bf16 GEMMs (states; losses within 2% of the f32 reference). Skipped

@@ -17,6 +17,7 @@ using namespace stretto::cublaslt;
 
 TEST(CublasLtAbi, EnumValuesMatchTheHeaders) {
   EXPECT_EQ(kComputeF32, static_cast<int>(CUBLAS_COMPUTE_32F));
+  EXPECT_EQ(kComputeF32FastTF32, static_cast<int>(CUBLAS_COMPUTE_32F_FAST_TF32));
   EXPECT_EQ(kR32F, static_cast<int>(CUDA_R_32F));
   EXPECT_EQ(kR16BF, static_cast<int>(CUDA_R_16BF));
   EXPECT_EQ(kOpN, static_cast<int>(CUBLAS_OP_N));
@@ -40,4 +41,15 @@ TEST(CublasLtAbi, HeuristicResultLayoutMatchesTheHeaders) {
   EXPECT_EQ(offsetof(HeuristicResult, state), offsetof(cublasLtMatmulHeuristicResult_t, state));
   EXPECT_EQ(offsetof(HeuristicResult, wavesCount),
             offsetof(cublasLtMatmulHeuristicResult_t, wavesCount));
+}
+
+// The compute type of a GEMM: f32, or f32 with TF32 inputs for an f32 GEMM
+// under --precision=tf32 (bf16 operands keep plain f32 accumulation).
+TEST(CublasLt, ComputeTypeFollowsThePrecision) {
+  stretto::GemmCall g;
+  EXPECT_EQ(stretto::computeTypeOf(g), static_cast<int>(CUBLAS_COMPUTE_32F));
+  g.tf32 = true;
+  EXPECT_EQ(stretto::computeTypeOf(g), static_cast<int>(CUBLAS_COMPUTE_32F_FAST_TF32));
+  g.bf16 = true;
+  EXPECT_EQ(stretto::computeTypeOf(g), static_cast<int>(CUBLAS_COMPUTE_32F));
 }

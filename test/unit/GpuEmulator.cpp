@@ -250,6 +250,18 @@ namespace stretto {
 namespace {
 
 std::atomic<long long> gLive{0};
+std::atomic<long long> gTf32Gemms{0};
+
+// A TF32 tensor core's input: f32 rounded to 10 mantissa bits (to nearest,
+// ties to even), as cuBLAS's CUBLAS_COMPUTE_32F_FAST_TF32 documents.
+float toTf32(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  if ((u & 0x7f800000u) != 0x7f800000u) // finite
+    u = (u + 0xfffu + ((u >> 13) & 1u)) & ~0x1fffu;
+  std::memcpy(&x, &u, 4);
+  return x;
+}
 
 // A kernel the emulator can launch: a runtime op or a generated kernel's
 // CUDA C built for the host (both called per block and thread with
@@ -442,9 +454,12 @@ public:
   // cuBLASLt's column-major problem, computed as it is specified.
   void gemm(const GemmCall &g, const void *a, const void *b, float *c) override {
     LtProblem p = columnMajorProblem(g);
+    if (g.tf32)
+      ++gTf32Gemms;
     auto load = [&](const void *base, int64_t index) -> float {
       if (!g.bf16)
-        return static_cast<const float *>(base)[index];
+        return g.tf32 ? toTf32(static_cast<const float *>(base)[index])
+                      : static_cast<const float *>(base)[index];
       unsigned bits = static_cast<unsigned>(static_cast<const uint16_t *>(base)[index]) << 16;
       float f;
       std::memcpy(&f, &bits, 4);
@@ -513,5 +528,6 @@ emulatedGpuExecutor(const Graph &graph, std::map<std::string, PlanExecutor::Kern
 }
 
 long long emulatedGpuLiveAllocations() { return gLive; }
+long long emulatedGpuTf32Gemms() { return gTf32Gemms; }
 
 } // namespace stretto

@@ -44,6 +44,8 @@ std::unique_ptr<GpuBackend> emulatedGpu(std::map<std::string, PlanExecutor::Kern
 
 /// Device allocations of every emulated GPU not yet freed.
 long long emulatedGpuLiveAllocations();
+/// GEMMs the emulated cuBLASLt ran with TF32 inputs (GemmCall::tf32), so far.
+long long emulatedGpuTf32Gemms();
 
 } // namespace stretto
 

@@ -48,7 +48,9 @@ struct PlanStats {
 };
 
 /// The element type GEMMs read their operands in (results are f32).
-enum class GemmPrecision { F32, BF16 };
+/// GEMM operands: f32; bf16 (rounded, f32 accumulation); or f32 on TF32
+/// tensor cores (the CUDA runtime only: cuBLASLt's CUBLAS_COMPUTE_32F_FAST_TF32).
+enum class GemmPrecision { F32, BF16, TF32 };
 
 /// The generated kernels for a CUDA device: the CUDA C translation unit of
 /// the model's fused kernels (CompiledKernels::cudaSource) and where NVRTC's
