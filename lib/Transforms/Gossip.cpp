@@ -129,17 +129,16 @@ LogicalResult GossipPass::readLocalSteps(ModelOp model, OuterSettings &o) {
     steps.push_back(model.getTrainerInt("local_steps", 1));
   }
   if (steps.size() != 1 && static_cast<int64_t>(steps.size()) != o.replicas)
-    return model.emitError() << "local-steps has " << steps.size() << " entries for "
-                             << o.replicas
+    return model.emitError() << "local-steps has " << steps.size() << " entries for " << o.replicas
                              << " replicas; give one value for all or one per replica";
   return success();
 }
 
 LogicalResult GossipPass::readTopology(ModelOp model, OuterSettings &o) {
   StringRef sync = model.getTrainerString("sync", "sync");
-  o.topology = !topology.empty()                      ? topology
+  o.topology = !topology.empty()                    ? topology
                : model.getTrainerOption("topology") ? model.getTrainerString("topology", "").str()
-               : (sync == "diloco" ? "complete" : "one-peer");
+                                                    : (sync == "diloco" ? "complete" : "one-peer");
   if (!llvm::is_contained(kTopologies, StringRef(o.topology)))
     return model.emitError() << "unknown topology '" << o.topology
                              << "'; expected complete, ring, exponential, one-peer or two-peer";
@@ -154,9 +153,9 @@ LogicalResult GossipPass::readCoefficients(ModelOp model, OuterSettings &o) {
   o.eta = outerLr >= 0 ? double(outerLr) : model.getTrainerFloat("outer_lr", 0.7);
   if (!(o.eta > 0))
     return model.emitError() << "outer-lr must be > 0, got " << num(o.eta);
-  o.gamma = momentum >= 0 ? double(momentum)
-                          : model.getTrainerFloat("outer_momentum",
-                                                  o.topology == "complete" ? 0.9 : 0.5);
+  o.gamma = momentum >= 0
+                ? double(momentum)
+                : model.getTrainerFloat("outer_momentum", o.topology == "complete" ? 0.9 : 0.5);
   if (!(o.gamma >= 0 && o.gamma < 1))
     return model.emitError() << "momentum (outer acceleration γ) must be in [0, 1), got "
                              << num(o.gamma);

@@ -192,7 +192,7 @@ void OptimizerPass::runOnOperation() {
     auto pref = gradOp.getVarAttr();
     Value p = b.create<ReadOp>(ploc, param.getTensorType(), pref);
     Step st = r.method == Method::Muon && usesMuon(param) ? muonStep(b, pm, r, param, g, muonLr)
-              : r.method == Method::SGD ? sgdStep(b, pm, r, param, g, adamLr)
+              : r.method == Method::SGD                   ? sgdStep(b, pm, r, param, g, adamLr)
                                         : adamStep(b, pm, r, param, g, adamLr, bc1, bc2);
     // Decoupled weight decay: p ← p − lr·(direction + wd·p).
     if (param.getTensorType().getRank() >= 2 && r.weightDecay > 0)
@@ -203,8 +203,8 @@ void OptimizerPass::runOnOperation() {
 }
 
 LogicalResult OptimizerPass::readRecipe(Recipe &r, ArrayRef<GradOp> grads, Type &elem) {
-  StringRef method = optimizer.empty() ? model.getTrainerString("optimizer", "adamw")
-                                       : StringRef(optimizer);
+  StringRef method =
+      optimizer.empty() ? model.getTrainerString("optimizer", "adamw") : StringRef(optimizer);
   if (method == "sgd")
     r.method = Method::SGD;
   else if (method == "adamw")
@@ -212,12 +212,10 @@ LogicalResult OptimizerPass::readRecipe(Recipe &r, ArrayRef<GradOp> grads, Type 
   else if (method == "muon")
     r.method = Method::Muon;
   else
-    return model.emitError() << "unknown optimizer '" << method
-                             << "'; expected sgd, adamw or muon";
+    return model.emitError() << "unknown optimizer '" << method << "'; expected sgd, adamw or muon";
   if (!muonScale.empty()) {
     if (muonScale != "shape" && muonScale != "rms")
-      return model.emitError() << "unknown muon-scale '" << muonScale
-                               << "'; expected shape or rms";
+      return model.emitError() << "unknown muon-scale '" << muonScale << "'; expected shape or rms";
     r.muonRmsScale = muonScale == "rms";
   }
   if (r.schedule != "constant" && r.total <= r.warmup)
@@ -230,8 +228,7 @@ LogicalResult OptimizerPass::readRecipe(Recipe &r, ArrayRef<GradOp> grads, Type 
   elem = cast<RankedTensorType>(first.getValue().getType()).getElementType();
   for (GradOp g : grads)
     if (cast<RankedTensorType>(g.getValue().getType()).getElementType() != elem)
-      return g.emitError() << "gradient of " << g.getVarAttr() << " is "
-                           << g.getValue().getType()
+      return g.emitError() << "gradient of " << g.getVarAttr() << " is " << g.getValue().getType()
                            << " but the first gradient has element type " << elem
                            << "; train-optimizer needs one element type for all parameters";
   if (r.schedule != "constant" && !model.getTrainerOption("total_steps"))
@@ -290,8 +287,8 @@ Value OptimizerPass::clipScale(Math &m, OpBuilder &b, const Recipe &r, ArrayRef<
   return m.min(m.c(1.0), m.div(m.c(r.gradClip), m.add(m.sqrt(sq), m.c(1e-6))));
 }
 
-OptimizerPass::Step OptimizerPass::muonStep(OpBuilder &b, Math &pm, const Recipe &r,
-                                            ParamOp param, Value g, Value lr) {
+OptimizerPass::Step OptimizerPass::muonStep(OpBuilder &b, Math &pm, const Recipe &r, ParamOp param,
+                                            Value g, Value lr) {
   // M ← βM + (1−β)g; U = (1−β)g + βM (Nesterov); O = NS5(U).
   Location ploc = pm.loc;
   auto [mref, mom] = slot(b, param, "muon_m");
@@ -313,8 +310,8 @@ OptimizerPass::Step OptimizerPass::muonStep(OpBuilder &b, Math &pm, const Recipe
   return {pm.mul(o, pm.c(scale)), lr};
 }
 
-OptimizerPass::Step OptimizerPass::sgdStep(OpBuilder &b, Math &pm, const Recipe &r,
-                                           ParamOp param, Value g, Value lr) {
+OptimizerPass::Step OptimizerPass::sgdStep(OpBuilder &b, Math &pm, const Recipe &r, ParamOp param,
+                                           Value g, Value lr) {
   // b ← μb + g; step along b.
   auto [bref, buf] = slot(b, param, "momentum");
   Value bNew = pm.add(pm.mul(pm.c(r.momentum), buf), g);
@@ -322,9 +319,8 @@ OptimizerPass::Step OptimizerPass::sgdStep(OpBuilder &b, Math &pm, const Recipe 
   return {bNew, lr};
 }
 
-OptimizerPass::Step OptimizerPass::adamStep(OpBuilder &b, Math &pm, const Recipe &r,
-                                            ParamOp param, Value g, Value lr, Value bc1,
-                                            Value bc2) {
+OptimizerPass::Step OptimizerPass::adamStep(OpBuilder &b, Math &pm, const Recipe &r, ParamOp param,
+                                            Value g, Value lr, Value bc1, Value bc2) {
   // AdamW (also the fallback group of Muon).
   auto [mref, mom] = slot(b, param, "adam_m");
   auto [vref, var] = slot(b, param, "adam_v");

@@ -281,8 +281,8 @@ LogicalResult PartitionPass::byUnitRanges(const Units &u, ArrayRef<std::string> 
                                           int64_t S, std::vector<int64_t> &stageOfUnit) {
   ModelOp model = u.model;
   if (static_cast<int64_t>(unitRanges.size()) != S)
-    return model.emitError() << "stage_units gives " << unitRanges.size() << " stage(s) for "
-                             << S << " stage(s)";
+    return model.emitError() << "stage_units gives " << unitRanges.size() << " stage(s) for " << S
+                             << " stage(s)";
   int64_t expect = 0;
   for (int64_t s = 0; s < S; ++s) {
     StringRef spec = unitRanges[s];
@@ -328,8 +328,8 @@ LogicalResult PartitionPass::byLayerRanges(const Units &u, ArrayRef<int64_t> fla
   for (int64_t s = 0; s < S; ++s) {
     int64_t first = flat[2 * s], end = flat[2 * s + 1];
     if (first != expect || end <= first || end > layers) {
-      auto diag = model.emitError() << "stage_ranges: stage " << s << " is [" << first << ", "
-                                    << end << ") but ";
+      auto diag = model.emitError()
+                  << "stage_ranges: stage " << s << " is [" << first << ", " << end << ") but ";
       if (first < expect)
         diag << "it overlaps the previous stage, which ends at " << expect;
       else if (first > expect)
@@ -376,12 +376,13 @@ LogicalResult PartitionPass::balanced(const Units &u, int64_t S,
     return success();
   }
   if (static_cast<int64_t>(unitCosts.size()) != u.count())
-    return ModelOp(u.model).emitError() << "unit-costs gives " << unitCosts.size() << " cost(s) for the "
-                               << u.count() << " partition units (" << u.list() << ")";
+    return ModelOp(u.model).emitError()
+           << "unit-costs gives " << unitCosts.size() << " cost(s) for the " << u.count()
+           << " partition units (" << u.list() << ")";
   for (int64_t i = 0; i < u.count(); ++i) {
     if (!(unitCosts[i] >= 0) || std::isinf(unitCosts[i]))
       return ModelOp(u.model).emitError() << "unit-costs: the cost of " << u.name(u.present[i])
-                                 << " must be a finite number >= 0, got " << unitCosts[i];
+                                          << " must be a finite number >= 0, got " << unitCosts[i];
     stretto::tune::UnitProfile p;
     p.name = u.name(u.present[i]);
     p.forward = unitCosts[i];

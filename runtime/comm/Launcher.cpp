@@ -176,15 +176,21 @@ JobEndpoint openJob(const LaunchOptions &o) {
 /// Local rank `local`'s environment: ours, with the rank's variables
 /// (torchrun's names) replaced, and its share of the cores unless the user
 /// set the thread counts.
-std::vector<std::string> rankEnvironment(const LaunchOptions &o, const JobEndpoint &job,
-                                         int local, int rank) {
+std::vector<std::string> rankEnvironment(const LaunchOptions &o, const JobEndpoint &job, int local,
+                                         int rank) {
   unsigned cores = std::max(1u, std::thread::hardware_concurrency());
   std::string threads = std::to_string(std::max(1u, cores / static_cast<unsigned>(o.nproc)));
   std::vector<std::string> env;
   auto set = [&](const std::string &k, const std::string &v) { env.push_back(k + "=" + v); };
-  const char *replaced[] = {"RANK=", "WORLD_SIZE=", "LOCAL_RANK=", "LOCAL_WORLD_SIZE=",
-                            "MASTER_ADDR=", "MASTER_PORT=", "STRETTO_JOB_TOKEN=",
-                            "STRETTO_LAUNCHER=", "STRETTO_STORE_HOSTED="};
+  const char *replaced[] = {"RANK=",
+                            "WORLD_SIZE=",
+                            "LOCAL_RANK=",
+                            "LOCAL_WORLD_SIZE=",
+                            "MASTER_ADDR=",
+                            "MASTER_PORT=",
+                            "STRETTO_JOB_TOKEN=",
+                            "STRETTO_LAUNCHER=",
+                            "STRETTO_STORE_HOSTED="};
   bool ompSet = false, blasSet = false;
   for (char **e = environ; *e; ++e) {
     std::string kv = *e;
@@ -392,7 +398,8 @@ int stretto::launchRanks(const LaunchOptions &o) {
   struct sigaction sa {};
   sa.sa_handler = onLauncherSignal;
   sigemptyset(&sa.sa_mask);
-  struct sigaction oldInt {}, oldTerm {};
+  struct sigaction oldInt {
+  }, oldTerm{};
   gSignal = 0;
   ::sigaction(SIGINT, &sa, &oldInt);
   ::sigaction(SIGTERM, &sa, &oldTerm);

@@ -72,8 +72,11 @@ namespace {
 std::string shapeText(const GemmCall &g) {
   return std::to_string(g.batch) + "x[" + std::to_string(g.m) + "x" + std::to_string(g.k) +
          (g.ta ? "^T" : "") + "]x[" + std::to_string(g.k) + "x" + std::to_string(g.n) +
-         (g.tb ? "^T" : "") + "] " + (g.bf16 ? "bf16" : g.tf32 ? "tf32" : "f32") + " strides " +
-         std::to_string(g.strideA) + "/" + std::to_string(g.strideB) + "/" +
+         (g.tb ? "^T" : "") + "] " +
+         (g.bf16   ? "bf16"
+          : g.tf32 ? "tf32"
+                   : "f32") +
+         " strides " + std::to_string(g.strideA) + "/" + std::to_string(g.strideB) + "/" +
          std::to_string(g.strideC) + " align " + std::to_string(g.align);
 }
 } // namespace

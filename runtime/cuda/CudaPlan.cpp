@@ -93,7 +93,7 @@ public:
   std::map<std::string, void *> fns;               // runtime ops, by name
   mutable std::map<std::string, void *> kernelFns; // generated kernels, by name
   std::string deviceName;
-  bool tf32 = false; // f32 GEMMs on TF32 tensor cores (--precision=tf32)
+  bool tf32 = false;          // f32 GEMMs on TF32 tensor cores (--precision=tf32)
   std::vector<float> staging; // host values on their way up
   // Device scratch: bf16 GEMM operands, attention scores, Newton-Schulz.
   DeviceBuffer scratch;

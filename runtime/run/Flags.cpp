@@ -27,9 +27,9 @@ int64_t FlagArg::inRange(int64_t lo, int64_t hi) const {
     throw std::runtime_error(name + " expects an integer, got '" + value + "'");
   if (n < lo || n > hi)
     throw std::runtime_error(name + " must be " +
-                             (hi == INT64_MAX ? "at least " + std::to_string(lo)
-                                              : "in [" + std::to_string(lo) + ", " +
-                                                    std::to_string(hi) + "]") +
+                             (hi == INT64_MAX
+                                  ? "at least " + std::to_string(lo)
+                                  : "in [" + std::to_string(lo) + ", " + std::to_string(hi) + "]") +
                              ", got " + std::to_string(n));
   return n;
 }
@@ -97,11 +97,17 @@ const std::vector<FlagSpec> kFlags = {
     {"--device", "cpu|cuda|auto", D::Ranks, nullptr,
      "cuda: the compiled runtime on CUDA device 0, or an error naming what is missing; auto: the "
      "GPU when usable, else the CPU (said on stderr)",
-     [](RunFlags &f, A a) { f.device = a.oneOf({"cpu", "cuda", "auto"}); }, nullptr},
+     [](RunFlags &f, A a) {
+       f.device = a.oneOf({"cpu", "cuda", "auto"});
+     },
+     nullptr},
     {"--precision", "f32|tf32|bf16|f64", D::Both, nullptr,
      "bf16: GEMM operands in bf16; tf32: f32 GEMMs on the GPU's TF32 tensor cores (CUDA only); "
      "f64: the reference executor",
-     [](RunFlags &f, A a) { f.precision = a.oneOf({"f32", "tf32", "bf16", "f64"}); }, nullptr},
+     [](RunFlags &f, A a) {
+       f.precision = a.oneOf({"f32", "tf32", "bf16", "f64"});
+     },
+     nullptr},
     {"--executor", "compiled|reference", D::Compile, nullptr,
      "fused kernels over a planned arena, or plain loops",
      [](RunFlags &f, A a) {
@@ -122,24 +128,23 @@ const std::vector<FlagSpec> kFlags = {
      "gossip/DiLoCo fault injection: replica R dies at round K", killReplica, nullptr},
     {"--data", "FILE", D::Compile, "data.path", "(stretto-run) another data file than the plan's",
      [](RunFlags &f, A a) { f.dataPath = a.value; }, nullptr},
-    {"--check", "N", D::Compile, nullptr,
-     "(stretto-run) N steps beside the reference executor",
+    {"--check", "N", D::Compile, nullptr, "(stretto-run) N steps beside the reference executor",
      [](RunFlags &f, A a) { f.check = a.atLeast(1); }, nullptr},
     // Several processes: read by each rank, or by the launcher, or both.
     {"--nproc", "N", D::Launcher, nullptr,
      "start N local processes: one per pipeline stage, or synchronous data parallelism for a "
      "one-stage model",
      nullptr, [](LaunchOptions &o, A a) { o.nproc = int(a.inRange(1, 4096)); }},
-    {"--nnodes", "N", D::Launcher, nullptr, "machines in the job, each running a launcher",
-     nullptr, [](LaunchOptions &o, A a) { o.nnodes = int(a.inRange(1, 65536)); }},
-    {"--node-rank", "K", D::Launcher, nullptr, "this machine's place among them",
-     nullptr, [](LaunchOptions &o, A a) { o.nodeRank = int(a.inRange(0, 65535)); }},
-    {"--master-addr", "A", D::Launcher, nullptr, "node 0's address (default 127.0.0.1)",
-     nullptr, [](LaunchOptions &o, A a) { o.masterAddr = a.value; }},
-    {"--master-port", "P", D::Launcher, nullptr, "node 0's rendezvous port",
-     nullptr, [](LaunchOptions &o, A a) { o.masterPort = int(a.inRange(1, 65535)); }},
-    {"--log-dir", "DIR", D::Launcher, nullptr, "every rank's full output, rank<N>.log",
-     nullptr, [](LaunchOptions &o, A a) { o.logDir = a.value; }},
+    {"--nnodes", "N", D::Launcher, nullptr, "machines in the job, each running a launcher", nullptr,
+     [](LaunchOptions &o, A a) { o.nnodes = int(a.inRange(1, 65536)); }},
+    {"--node-rank", "K", D::Launcher, nullptr, "this machine's place among them", nullptr,
+     [](LaunchOptions &o, A a) { o.nodeRank = int(a.inRange(0, 65535)); }},
+    {"--master-addr", "A", D::Launcher, nullptr, "node 0's address (default 127.0.0.1)", nullptr,
+     [](LaunchOptions &o, A a) { o.masterAddr = a.value; }},
+    {"--master-port", "P", D::Launcher, nullptr, "node 0's rendezvous port", nullptr,
+     [](LaunchOptions &o, A a) { o.masterPort = int(a.inRange(1, 65535)); }},
+    {"--log-dir", "DIR", D::Launcher, nullptr, "every rank's full output, rank<N>.log", nullptr,
+     [](LaunchOptions &o, A a) { o.logDir = a.value; }},
     {"--timeout", "S", D::Ranks, nullptr,
      "(300) bounds the rendezvous and every wait of a multi-process run",
      [](RunFlags &f, A a) { f.timeoutSeconds = a.atLeast(1); },
@@ -153,7 +158,9 @@ const std::vector<FlagSpec> kFlags = {
     {"--on-peer-failure", "stop|continue", D::Ranks, nullptr,
      "default: continue for gossip and DiLoCo replicas, which drop a dead peer and finish; stop "
      "for pipeline stages and data-parallel ranks, where every rank is needed",
-     [](RunFlags &f, A a) { f.onPeerFailure = a.oneOf({"stop", "continue"}); },
+     [](RunFlags &f, A a) {
+       f.onPeerFailure = a.oneOf({"stop", "continue"});
+     },
      [](LaunchOptions &o, A a) {
        o.continueOnFailure = a.oneOf({"stop", "continue"}) == "continue";
        o.onPeerFailureGiven = true;
@@ -273,8 +280,7 @@ std::vector<std::string> takeFlags(const std::vector<std::string> &args, Reads r
 
 } // namespace
 
-std::vector<std::string> stretto::takeRunFlags(const std::vector<std::string> &args,
-                                               RunFlags &f) {
+std::vector<std::string> stretto::takeRunFlags(const std::vector<std::string> &args, RunFlags &f) {
   std::vector<std::string> rest = takeFlags(
       args,
       [&](const FlagSpec &s, const FlagArg *a) {

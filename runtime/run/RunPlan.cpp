@@ -226,7 +226,9 @@ int checkAgainstReference(const Graph &graph, DataSource &source, const TrainerO
   std::string on = "reference executor";
   if (compiled)
     on = "compiled runtime on " + compiled->deviceName() +
-         (bf16 ? " (bf16 GEMMs)" : s.flags.precision == "tf32" ? " (tf32 GEMMs)" : "");
+         (bf16                          ? " (bf16 GEMMs)"
+          : s.flags.precision == "tf32" ? " (tf32 GEMMs)"
+                                        : "");
   // The oracle runs the plan's fused kernels through their C++ build (the
   // plan holds no unfused form of them).
   RefExecutor ref(graph, Precision::F32);
@@ -252,8 +254,7 @@ int checkAgainstReference(const Graph &graph, DataSource &source, const TrainerO
   // (on the emulated GPU they moved up to 3e-2 in 8 steps, in optimizer
   // moments of small norm; CompiledPathTest).
   const bool tf32 = s.flags.precision == "tf32";
-  const double lossTol = bf16 || tf32 ? 2e-2 : 1e-4,
-               stateTol = tf32 ? 1e-1 : bf16 ? 1e-2 : 1e-3;
+  const double lossTol = bf16 || tf32 ? 2e-2 : 1e-4, stateTol = tf32 ? 1e-1 : bf16 ? 1e-2 : 1e-3;
   auto isKeyBias = [](const StateDecl &d, size_t i, size_t n) {
     const std::string &p = d.of.empty() ? d.name : d.of, tail = "attn.qkv.b";
     return p.size() >= tail.size() && p.compare(p.size() - tail.size(), tail.size(), tail) == 0 &&

@@ -30,8 +30,8 @@ TEST(Flags, EachSettingAFlagOverridesIsAPlanSetting) {
   for (const FlagSpec &f : flagTable())
     if (f.setting) {
       ++overriding;
-      EXPECT_TRUE(meta.count(f.setting)) << f.name << " overrides '" << f.setting
-                                         << "', which a plan file does not hold";
+      EXPECT_TRUE(meta.count(f.setting))
+          << f.name << " overrides '" << f.setting << "', which a plan file does not hold";
       // Overriding a plan setting means the compile must see the flag.
       EXPECT_NE(f.goesTo, FlagSpec::Ranks) << f.name;
     }
@@ -49,17 +49,17 @@ TEST(Flags, HelpListsEveryRunAndLaunchFlag) {
 }
 
 TEST(Flags, RunAndLauncherTakeTheirOwnAndShareTimeout) {
-  std::vector<std::string> args = {"model.toml", "--nproc", "2",       "--steps=5",
-                                   "--timeout", "7",        "--out",   "d",
-                                   "--log-dir=L", "--on-peer-failure", "continue", "x=1"};
+  std::vector<std::string> args = {"model.toml", "--nproc", "2", "--steps=5",   "--timeout",
+                                   "7",          "--out",   "d", "--log-dir=L", "--on-peer-failure",
+                                   "continue",   "x=1"};
   LaunchOptions launch;
   std::vector<std::string> rest = takeLaunchFlags(args, launch);
   EXPECT_EQ(launch.nproc, 2);
   EXPECT_EQ(launch.logDir, "L");
   EXPECT_EQ(launch.timeout, std::chrono::seconds(7));
   EXPECT_TRUE(launch.continueOnFailure && launch.onPeerFailureGiven);
-  EXPECT_EQ(rest, (std::vector<std::string>{"model.toml", "--steps=5", "--timeout=7", "--out",
-                                            "d", "--on-peer-failure=continue", "x=1"}));
+  EXPECT_EQ(rest, (std::vector<std::string>{"model.toml", "--steps=5", "--timeout=7", "--out", "d",
+                                            "--on-peer-failure=continue", "x=1"}));
   RunFlags run;
   rest = takeRunFlags(rest, run);
   EXPECT_EQ(run.steps, 5);

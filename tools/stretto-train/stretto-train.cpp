@@ -12,9 +12,9 @@
 #include "stretto/Frontend/Import.h"
 #include "stretto/Frontend/Load.h"
 #include "stretto/Runtime/Flags.h"
+#include "stretto/Runtime/Launcher.h"
 #include "stretto/Runtime/PlanFile.h"
 #include "stretto/Runtime/RunChecks.h"
-#include "stretto/Runtime/Launcher.h"
 #include "stretto/Runtime/RunSettings.h"
 
 #include "mlir/IR/MLIRContext.h"

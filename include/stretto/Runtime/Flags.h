@@ -44,8 +44,8 @@ struct FlagSpec {
   /// --resume, --timeout), to both (--precision, --quiet), or nowhere (the
   /// launcher's own: --nproc, --master-addr).
   enum Destination { Compile, Ranks, Both, Launcher };
-  const char *name;    // "--steps"
-  const char *value;   // its value in help ("N", "cpu|cuda|auto"); null: a switch
+  const char *name;  // "--steps"
+  const char *value; // its value in help ("N", "cpu|cuda|auto"); null: a switch
   Destination goesTo;
   const char *setting; // the plan setting it overrides ("train.steps"), or null
   const char *help;    // one paragraph; the help text wraps it
