@@ -1,5 +1,6 @@
 //===- BuildTrainer.cpp - a model description into a runnable trainer -----===//
 #include "stretto/Compiler/BuildTrainer.h"
+#include "stretto/Runtime/Startup.h"
 
 #include "stretto/Compiler/Lowering.h"
 #include "stretto/Runtime/CudaJit.h"
@@ -168,6 +169,11 @@ std::optional<TrainerBuild> stretto::buildTrainer(MLIRContext &ctx, LoadedModel 
         return fail(o, error), std::nullopt;
     } else {
       ck = *built;
+      noteStartup(
+          "host kernels",
+          std::chrono::duration<double>(std::chrono::steady_clock::now() - t0)
+              .count(),
+          cache->stats().compiles ? "compiled" : "cache hit");
       b.kernelsPath = ck->sourcePath;
       b.kernels.functions = ck->functions;
       b.kernels.cppSource = ck->cppSource;

@@ -33,6 +33,7 @@ const char *kCppPrelude =
     "#endif\n";
 const char *kCudaPrelude =
     "#define ST_FN static __device__ __forceinline__\n"
+    "#ifndef ST_HAVE_WARPS\n#define ST_HAVE_WARPS 1\n#endif\n"
     "#ifndef STRETTO_FLOAT_BITS\n#define STRETTO_FLOAT_BITS\n"
     "ST_FN float st_float_bits(int b) { return __int_as_float(b); }\n"
     "#endif\n";
@@ -475,6 +476,38 @@ FailureOr<KernelSource> stretto::kernel::emitReduce(ReduceOp op, StringRef name)
     cuda += "        s += __shfl_down_sync(0xffffffffu, s, o);\n";
     cuda += "      if (threadIdx.x == 0)\n        out0[r] = s;\n    }\n";
     cuda += "    __syncthreads();\n  }\n}\n";
+    // NAME_parts: for a few long rows (a whole-tensor sum of squares for
+    // gradient clipping was one block reading 9 MB), each row split over
+    // gridDim.x / rows blocks (launched with exactly rows x parts blocks);
+    // block b writes row b / parts's part b % parts to partials[b], which
+    // the runtime adds in order (st_row_sums). Pointer arguments only, as
+    // every generated kernel.
+    cuda += "extern \"C\" __global__ void " + name.str() + "_parts(" +
+            p.inParams + T + " *__restrict__ partials) {\n";
+    cuda += "  __shared__ " + T + " warpSums[32];\n";
+    cuda +=
+        "  const long long parts = gridDim.x / " + K + ", b = blockIdx.x;\n";
+    cuda += "  if (parts == 0 || b >= parts * " + K + ")\n    return;\n";
+    cuda += "  const long long r = b / parts, q = b % parts;\n";
+    cuda += "  const long long chunk = (" + R + " + parts - 1) / parts;\n";
+    cuda += "  const long long j1 = (q + 1) * chunk < " + R +
+            " ? (q + 1) * chunk : " + R + ";\n";
+    cuda += "  " + T + " s = 0;\n";
+    cuda += "  for (long long j = q * chunk + threadIdx.x; j < j1; j += "
+            "blockDim.x) {\n";
+    cuda += "    const long long i = r * " + R + " + j;\n    s += " + at +
+            ";\n  }\n";
+    cuda += "  for (int o = 16; o > 0; o >>= 1)\n";
+    cuda += "    s += __shfl_down_sync(0xffffffffu, s, o);\n";
+    cuda +=
+        "  if ((threadIdx.x & 31) == 0)\n    warpSums[threadIdx.x >> 5] = s;\n";
+    cuda += "  __syncthreads();\n  if (threadIdx.x < 32) {\n";
+    cuda += "    s = threadIdx.x < (blockDim.x + 31) / 32 ? "
+            "warpSums[threadIdx.x] : (" +
+            T + ")0;\n";
+    cuda += "    for (int o = 16; o > 0; o >>= 1)\n";
+    cuda += "      s += __shfl_down_sync(0xffffffffu, s, o);\n";
+    cuda += "    if (threadIdx.x == 0)\n      partials[b] = s;\n  }\n}\n";
   } else {
     cuda += "  for (long long c = blockIdx.x * (long long)blockDim.x + threadIdx.x; c < " + K +
             "; c += (long long)gridDim.x * blockDim.x) {\n";
@@ -542,19 +575,42 @@ FailureOr<KernelSource> stretto::kernel::emitRows(RowsOp op, StringRef name) {
   cpp += "    " + name.str() + "_row(" + args + ");\n}\n";
   ks.cpp = cpp;
 
-  // CUDA C: a thread per row (grid-stride). A block-per-row version with
-  // shared-memory reductions would be faster on long rows.
+  // CUDA C: a half-warp (16 threads) per row, KernelMath.inc's st_*_row16
+  // (the thread-per-row values bit for bit, with coalesced loads). The loop
+  // variable is the warp's first row, so both half-warps of a warp run the
+  // same iterations and their shuffles meet; a half-warp past the last row
+  // works on an empty row. blockDim.x: a multiple of 32.
   std::string cudaParams;
   for (size_t k = 0; k < nIn; ++k)
     cudaParams += "const " + T + " *__restrict__ in" + std::to_string(k) + ", ";
+  std::string R = std::to_string(rows) + "LL";
   std::string cuda = preludes(kCudaPrelude) + body;
+  cuda +=
+      "ST_FN void " + name.str() + "_row16(" + params + ", long long n) {\n";
+  if (fn == "softmax")
+    cuda += "  st_softmax_row16(xr, yr, n, n ? " +
+            std::string(op.getCausal() ? "pos + 1" : "n") + " : 0);\n";
+  else
+    cuda += "  st_norm_row16(xr, p0, " +
+            std::string(fn == "layer_norm" ? "p1" : "(const " + T + " *)0") +
+            ", yr, n, " + eps + ");\n";
+  cuda += "}\n";
   cuda += "extern \"C\" __global__ void " + name.str() + "(" + cudaParams + T +
           " *__restrict__ out0) {\n";
-  cuda += "  for (long long r = blockIdx.x * (long long)blockDim.x + threadIdx.x; r < " +
-          std::to_string(rows) + "LL; r += (long long)gridDim.x * blockDim.x)\n";
-  cuda += "    " + name.str() + "_row(" + args + ");\n}\n";
+  cuda += "  for (long long w = (blockIdx.x * (long long)blockDim.x + "
+          "threadIdx.x) / 32 * 2; w < " +
+          R + "; w += (long long)gridDim.x * blockDim.x / 16) {\n";
+  cuda += "    const long long r0 = w + ((threadIdx.x >> 4) & 1);\n";
+  cuda += "    const long long r = r0 < " + R + " ? r0 : 0;\n";
+  cuda += "    " + name.str() + "_row16(" + args + ", r0 < " + R + " ? " + L +
+          " : 0);\n";
+  cuda += "  }\n}\n";
   ks.cuda = cuda;
   return ks;
+}
+
+std::string stretto::kernel::cudaKernelPrelude() {
+  return preludes(kCudaPrelude);
 }
 
 FailureOr<KernelSource> stretto::kernel::emitKernel(Operation *op, StringRef name) {

@@ -114,6 +114,8 @@ std::unique_ptr<CudaDevice> CudaDevice::open(std::string &why) {
     why = "cannot create a CUDA stream on device " + std::to_string(ordinal);
     return nullptr;
   }
+  if (a.deviceAttribute(&d->sms_, 16, d->device_) != 0) // MULTIPROCESSOR_COUNT
+    d->sms_ = 0;
   d->name_ = name;
   return d;
 }

@@ -19,6 +19,7 @@
 #include "exec/PlanImpl.h"
 #include "stretto/Runtime/CudaDriver.h"
 #include "stretto/Runtime/CudaJit.h"
+#include "stretto/Runtime/Startup.h"
 
 #include "RuntimeOpsText.h"
 #include "stretto/Support/KernelMathText.h"
@@ -64,7 +65,9 @@ StSpace spaceOf(const Shape &out, const std::vector<int64_t> &sa,
 
 std::string cudaRuntimeSource() {
   return std::string("#define ST_FN static __device__ __forceinline__\n"
-                     "ST_FN float st_float_bits(int b) { return __int_as_float(b); }\n") +
+                     "#define ST_HAVE_WARPS 1\n"
+                     "ST_FN float st_float_bits(int b) { return "
+                     "__int_as_float(b); }\n") +
          kKernelMathText + runtimeOpDispatch() + kRuntimeOpsText;
 }
 
@@ -144,6 +147,7 @@ public:
   static const OpTable<Handler> &ops();
   STRETTO_PLAN_DEVICE_HANDLERS
   void checkIds(NodeCall &nc, int operand, int64_t limit, const char *what);
+  bool splitRowSums(NodeCall &nc, std::vector<void *> &params);
 
   // Queues runtime op `name` over `items` work items (grid-stride loops)
   // with the given arguments (by value, in the kernel's order).
@@ -154,6 +158,12 @@ public:
   void launchShaped(const char *name, unsigned grid, unsigned block, Args... args) {
     void *params[] = {static_cast<void *>(&args)...};
     gpu->launch(fn(name), grid, block, params, static_cast<int>(sizeof...(Args)), name);
+  }
+  // Queues a *_rows16 kernel: a half-warp per row (16 threads), 256 threads
+  // a block.
+  template <typename... Args>
+  void launchHalfRows(const char *name, int64_t rows, Args... args) {
+    launchShaped(name, gridFor(16 * rows, 256), 256, args...);
   }
   static unsigned gridFor(int64_t items, unsigned block) {
     int64_t g = (std::max<int64_t>(items, 1) + block - 1) / block;
@@ -296,14 +306,43 @@ void CudaPlanDevice::opKernel(NodeCall &nc) {
   bool rowSums = kind == 1 && nc.n.ints.size() > 1 && nc.n.ints[1] == 1;
   int64_t rowLen = nc.n.shape.empty() ? 1 : nc.n.shape.back();
   unsigned block = 128, grid;
+  if (rowSums && splitRowSums(nc, params))
+    return;
   if (rowSums) // a block per row
     grid = static_cast<unsigned>(std::min<int64_t>(std::max<int64_t>(nc.count, 1), 65535));
-  else if (kind == 2) // a thread per row
-    grid = gridFor(nc.count / std::max<int64_t>(rowLen, 1), block);
+  else if (kind == 2) // a half-warp per row
+    block = 256,
+    grid = gridFor(16 * (nc.count / std::max<int64_t>(rowLen, 1)), block);
   else // a thread per element or column
     grid = gridFor(nc.count, block);
   gpu->launch(kernelFns.at(nc.n.name), grid, block, params.data(), static_cast<int>(params.size()),
               nc.n.name.c_str());
+}
+
+// A row-sum kernel with fewer rows than the device has multiprocessors and
+// long rows (a whole-tensor sum of squares for gradient clipping) runs as
+// its NAME_parts twin over rows x parts blocks, about 8 blocks a
+// multiprocessor, then st_row_sums adds each row's parts in order. False
+// (nothing queued) where that does not pay or the kernel has no twin (the
+// C++ twins of an emulated GPU).
+bool CudaPlanDevice::splitRowSums(NodeCall &nc, std::vector<void *> &params) {
+  const int64_t rows = std::max<int64_t>(nc.count, 1);
+  int64_t len = 0;
+  for (size_t k = 0; k < nc.n.operands.size(); ++k)
+    len = std::max(len, numElements(nc.inShape(static_cast<int>(k))) / rows);
+  const int sms = gpu->multiprocessors() > 0 ? gpu->multiprocessors() : 132;
+  const int64_t parts = std::min<int64_t>((len + 4095) / 4096, 8 * sms / rows);
+  const std::string twin = nc.n.name + "_parts";
+  if (rows >= sms || parts < 2 || !hasKernel(twin))
+    return false;
+  float *partials = scratchFloats(rows * parts);
+  const void *out = partials;
+  params.back() = &out; // the output's place: the partials
+  gpu->launch(kernelFns.at(twin), static_cast<unsigned>(rows * parts), 256,
+              params.data(), static_cast<int>(params.size()), twin.c_str());
+  launchShaped("st_row_sums", static_cast<unsigned>(rows), 256, rows, parts,
+               static_cast<const float *>(partials), nc.out);
+  return true;
 }
 
 void CudaPlanDevice::opGemm(NodeCall &nc) {
@@ -359,7 +398,21 @@ void CudaPlanDevice::opReduceSum(NodeCall &nc) {
   const float *x = nc.in(0);
   int64_t nred = numElements(s) / std::max<int64_t>(nc.count, 1);
   if (rb.contiguous && rb.inner > 1) {
-    launch("st_column_sums", nc.count, rb.outer, nred, rb.inner, x, nc.out);
+    // Chunks of rows so that about 2^17 threads run, none under 32 rows.
+    const int64_t cols = rb.outer * rb.inner;
+    int64_t chunks =
+        std::min((int64_t(1) << 17) / std::max<int64_t>(cols, 1), nred / 32);
+    if (chunks < 2) {
+      launch("st_column_sums", nc.count, rb.outer, nred, rb.inner, x, nc.out);
+      return;
+    }
+    const int64_t per = (nred + chunks - 1) / chunks;
+    chunks = (nred + per - 1) / per;
+    float *part = scratchFloats(cols * chunks);
+    launch("st_column_partials", cols * chunks, rb.outer, nred, rb.inner, per,
+           chunks, x, part);
+    launch("st_column_combine", cols, rb.outer, chunks, rb.inner,
+           static_cast<const float *>(part), nc.out);
     return;
   }
   if (!rb.contiguous) {
@@ -402,14 +455,16 @@ void CudaPlanDevice::opSliceOrPad(NodeCall &nc) {
 
 void CudaPlanDevice::opSoftmax(NodeCall &nc) {
   int64_t len = nc.n.shape.back(), rows = nc.count / std::max<int64_t>(len, 1);
-  launch("st_softmax_rows", rows, rows, len, nc.n.flag ? 1 : 0, len, nc.in(0), nc.out);
+  launchHalfRows("st_softmax_rows16", rows, rows, len, nc.n.flag ? 1 : 0, len,
+                 nc.in(0), nc.out);
 }
 
 void CudaPlanDevice::opNorm(NodeCall &nc) {
   int64_t d = nc.n.shape.back(), rows = nc.count / std::max<int64_t>(d, 1);
   const float *beta = nc.n.kind == OpKind::LayerNorm ? nc.in(2) : nullptr;
-  launch("st_norm_rows", rows, rows, d, static_cast<float>(nc.n.floats[0]), nc.in(0), nc.in(1),
-         beta, nc.out);
+  launchHalfRows("st_norm_rows16", rows, rows, d,
+                 static_cast<float>(nc.n.floats[0]), nc.in(0), nc.in(1), beta,
+                 nc.out);
 }
 
 void CudaPlanDevice::opNormGrad(NodeCall &nc) {
@@ -420,8 +475,9 @@ void CudaPlanDevice::opNormGrad(NodeCall &nc) {
   const int64_t per = normChunkRows(rows), chunks = (rows + per - 1) / per;
   float *mean = scratchFloats(alignUp(2 * rows) + 2 * chunks * d), *rstd = mean + rows;
   float *pg = mean + alignUp(2 * rows), *pb = nc.n.flag ? pg + chunks * d : nullptr;
-  launch("st_norm_grad_rows", rows, rows, d, static_cast<float>(nc.n.floats[0]), nc.n.flag ? 1 : 0,
-         nc.in(0), nc.in(1), nc.in(2), nc.out, mean, rstd);
+  launchHalfRows("st_norm_grad_rows16", rows, rows, d,
+                 static_cast<float>(nc.n.floats[0]), nc.n.flag ? 1 : 0,
+                 nc.in(0), nc.in(1), nc.in(2), nc.out, mean, rstd);
   launch("st_norm_param_partials", chunks * d, rows, d, per, chunks, nc.in(0), nc.in(2),
          static_cast<const float *>(mean), static_cast<const float *>(rstd), pg, pb);
   float *dgamma = nc.out + rows * d, *dbeta = nc.n.flag ? dgamma + d : nullptr;
@@ -443,7 +499,8 @@ void CudaPlanDevice::opAttention(NodeCall &nc) {
   qk.strideA = a.tq * a.d, qk.strideB = a.tk * a.d, qk.strideC = a.tq * a.tk;
   gemm(qk, nc.in(0), numElements(nc.inShape(0)), nc.in(1), numElements(nc.inShape(1)), S, nc.bf16,
        alignUp(sCount));
-  launch("st_softmax_rows", a.batch * a.tq, a.batch * a.tq, a.tk, nc.n.flag ? 1 : 0, a.tq, S, S);
+  launchHalfRows("st_softmax_rows16", a.batch * a.tq, a.batch * a.tq, a.tk,
+                 nc.n.flag ? 1 : 0, a.tq, static_cast<const float *>(S), S);
   GemmCall pv;
   pv.batch = a.batch, pv.m = a.tq, pv.n = a.dv, pv.k = a.tk;
   pv.strideA = a.tq * a.tk, pv.strideB = a.tk * a.dv, pv.strideC = a.tq * a.dv;
@@ -470,10 +527,12 @@ void CudaPlanDevice::opAttentionGrad(NodeCall &nc) {
   GemmCall qk = scores;
   qk.alpha = static_cast<float>(nc.n.floats[0]);
   gemm(qk, q, elems, k, elems, P, nc.bf16, used);
-  launch("st_softmax_rows", batch * t, batch * t, t, nc.n.flag ? 1 : 0, t, P, P);
+  launchHalfRows("st_softmax_rows16", batch * t, batch * t, t,
+                 nc.n.flag ? 1 : 0, t, static_cast<const float *>(P), P);
   gemm(scores, g, elems, v, elems, dS, nc.bf16, used);
-  launch("st_softmax_grad_rows", batch * t, batch * t, t, nc.n.flag ? 1 : 0, t,
-         static_cast<float>(nc.n.floats[0]), P, dS);
+  launchHalfRows("st_softmax_grad_rows16", batch * t, batch * t, t,
+                 nc.n.flag ? 1 : 0, t, static_cast<float>(nc.n.floats[0]),
+                 static_cast<const float *>(P), dS);
   GemmCall back; // [T, T] (transposed or not) x [T, D] per block
   back.batch = batch, back.m = t, back.n = d, back.k = t;
   back.strideA = t * t, back.strideB = t * d, back.strideC = t * d;
@@ -600,6 +659,7 @@ public:
 
   ~CudaBackend() override { blas.reset(); }
   std::string name() const override { return dev->name(); }
+  int multiprocessors() const override { return dev->multiprocessors(); }
   Ptr alloc(size_t bytes) override {
     try {
       return dev->alloc(bytes);
@@ -659,10 +719,16 @@ std::unique_ptr<PlanExecutor> makeGpuPlanExecutor(const Graph &graph,
 std::unique_ptr<PlanExecutor> PlanExecutor::onCuda(const Graph &graph, const CudaKernelSet &kernels,
                                                    GemmPrecision gemm, std::string &why) {
   auto gpu = std::make_unique<CudaBackend>();
-  gpu->dev = CudaDevice::open(why);
+  {
+    StartupTimer t("CUDA device");
+    gpu->dev = CudaDevice::open(why);
+  }
   if (!gpu->dev)
     return nullptr;
-  gpu->blas = CublasLt::open(*gpu->dev, why);
+  {
+    StartupTimer t("cuBLASLt");
+    gpu->blas = CublasLt::open(*gpu->dev, why);
+  }
   if (!gpu->blas)
     return nullptr;
   CudaKernelCache nvrtc(kernels.cacheDir);
@@ -670,17 +736,30 @@ std::unique_ptr<PlanExecutor> PlanExecutor::onCuda(const Graph &graph, const Cud
     return nullptr;
   std::string arch = gpu->dev->arch(), error;
   CudaBinary ops, model;
-  if (!nvrtc.compile(cudaRuntimeSource(), arch, ops, error))
+  // NVRTC (or its cache) for one unit, noted as a start-up phase.
+  auto build = [&](const char *phase, const std::string &source,
+                   CudaBinary &bin) {
+    StartupTimer t(phase);
+    const int64_t hits = nvrtc.stats().hits;
+    bool ok = nvrtc.compile(source, arch, bin, error);
+    t.note = nvrtc.stats().hits > hits ? "cache hit" : "compiled";
+    return ok;
+  };
+  if (!build("NVRTC runtime ops", cudaRuntimeSource(), ops))
     throw std::runtime_error("the CUDA runtime's own kernels do not compile for " + arch + ": " +
                              error);
-  gpu->opsModule = gpu->dev->loadModule(ops.cubin);
+  {
+    StartupTimer t("module load");
+    gpu->opsModule = gpu->dev->loadModule(ops.cubin);
+  }
   bool anyKernel = false;
   for (Phase ph : {Phase::Step, Phase::Update, Phase::Outer})
     for (const Node &n : graph.phase(ph))
       anyKernel |= n.kind == OpKind::Kernel;
   if (anyKernel) {
-    if (!nvrtc.compile(kernels.source, arch, model, error))
+    if (!build("NVRTC model kernels", kernels.source, model))
       throw std::runtime_error("the model's CUDA kernels do not compile for " + arch + ": " + error);
+    StartupTimer t("module load");
     gpu->modelModule = gpu->dev->loadModule(model.cubin);
   }
   return makeGpuPlanExecutor(graph, std::move(gpu), gemm);

@@ -27,6 +27,8 @@ public:
   using Ptr = unsigned long long; // device address
   virtual ~GpuBackend() = default;
   virtual std::string name() const = 0;
+  /// Streaming multiprocessors, for grid sizes; 0 when unknown.
+  virtual int multiprocessors() const { return 0; }
   virtual Ptr alloc(size_t bytes) = 0;
   virtual void free(Ptr p) = 0; // after the queued work
   virtual void uploadAsync(Ptr dst, const void *src, size_t bytes) = 0;

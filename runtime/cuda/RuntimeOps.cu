@@ -10,7 +10,8 @@
  * kernels' own. Each follows the reference executor's formula
  * (runtime/exec/OpSemantics.h); sums are in a fixed order for a given launch, so
  * runs repeat bit for bit. Launch contracts: grid-stride loops everywhere;
- * st_row_sums and st_sum_squares need blockDim.x == 256.
+ * st_row_sums and st_sum_squares need blockDim.x == 256, the *_rows16
+ * kernels a multiple of 32.
  *===----------------------------------------------------------------------===*/
 
 typedef long long i64;
@@ -172,6 +173,82 @@ extern "C" __global__ void st_norm_param_grad(i64 d, i64 chunks, const float *pg
     dgamma[j] = st_norm_param_combine(pg, chunks, d, j);
     if (pb)
       dbeta[j] = st_norm_param_combine(pb, chunks, d, j);
+  }
+}
+
+/* The row kernels by half-warps (KernelMath.inc's st_*_row16: the same
+ * values as the thread-per-row kernels above, bit for bit, with coalesced
+ * loads). ST_HALF_ROWS runs `body` for row r of `rows` with ok = whether
+ * this half-warp has a row: the loop is the same for both half-warps of a
+ * warp (its variable is the warp's first row), so their shuffles meet.
+ * blockDim.x: a multiple of 32. */
+#define ST_HALF_ROWS(rows, body)                                                \
+  for (i64 w_ = (blockIdx.x * (i64)blockDim.x + threadIdx.x) / 32 * 2;          \
+       w_ < (rows); w_ += (i64)gridDim.x * blockDim.x / 16) {                    \
+    const i64 r = w_ + ((threadIdx.x >> 4) & 1);                                \
+    const bool ok = r < (rows);                                                 \
+    const i64 rr = ok ? r : 0;                                                  \
+    body                                                                        \
+  }
+
+extern "C" __global__ void st_softmax_rows16(i64 rows, i64 len, int causal, i64 period,
+                                             const float *x, float *y) {
+  ST_HALF_ROWS(rows, {
+    st_softmax_row16(x + rr * len, y + rr * len, ok ? len : 0,
+                     ok ? (causal ? rr % period + 1 : len) : 0);
+  })
+}
+
+extern "C" __global__ void st_softmax_grad_rows16(i64 rows, i64 len, int causal, i64 period,
+                                                  float scale, const float *p, float *ds) {
+  ST_HALF_ROWS(rows, {
+    st_softmax_grad_row16(p + rr * len, ds + rr * len, ok ? len : 0,
+                          ok ? (causal ? rr % period + 1 : len) : 0, scale);
+  })
+}
+
+extern "C" __global__ void st_norm_rows16(i64 rows, i64 d, float eps, const float *x,
+                                          const float *gamma, const float *beta, float *y) {
+  ST_HALF_ROWS(rows, { st_norm_row16(x + rr * d, gamma, beta, y + rr * d, ok ? d : 0, eps); })
+}
+
+extern "C" __global__ void st_norm_grad_rows16(i64 rows, i64 d, float eps, int centered,
+                                               const float *x, const float *gamma,
+                                               const float *dy, float *dx, float *mean,
+                                               float *rstd) {
+  ST_HALF_ROWS(rows, {
+    st_norm_grad_row16(x + rr * d, gamma, dy + rr * d, dx + rr * d, ok ? d : 0, eps,
+                       centered != 0, mean + rr, rstd + rr);
+  })
+}
+
+/* Column sums in two passes, for few columns over many rows (a bias
+ * gradient: [8192, 768] -> [768] had 768 threads, each reading a strided
+ * column): part[o, c, j] = rows c*per .. of column j in order, a thread
+ * per (o, c, j), consecutive threads on consecutive columns (coalesced);
+ * then y[o, j] = the chunks' partials in order. A fixed order for given
+ * sizes: runs repeat bit for bit. */
+extern "C" __global__ void st_column_partials(i64 outer, i64 nred, i64 inner, i64 per,
+                                              i64 chunks, const float *x, float *part) {
+  ST_LOOP(e, outer * chunks * inner) {
+    i64 j = e % inner, c = (e / inner) % chunks, o = e / (inner * chunks);
+    i64 r0 = c * per, r1 = r0 + per < nred ? r0 + per : nred;
+    const float *src = x + o * nred * inner + j;
+    float s = 0.0f;
+    for (i64 r = r0; r < r1; ++r)
+      s += src[r * inner];
+    part[e] = s;
+  }
+}
+
+extern "C" __global__ void st_column_combine(i64 outer, i64 chunks, i64 inner, const float *part,
+                                             float *y) {
+  ST_LOOP(e, outer * inner) {
+    i64 o = e / inner, j = e % inner;
+    float s = 0.0f;
+    for (i64 c = 0; c < chunks; ++c)
+      s += part[(o * chunks + c) * inner + j];
+    y[e] = s;
   }
 }
 

@@ -180,7 +180,14 @@ PlanKernels stretto::loadPlanKernels(const PlanFile &plan, const RunSettings &s)
   } catch (const std::exception &) {
     // A malformed environment is reported when runPlan joins the world.
   }
+  k.count = names.size();
   if (names.empty())
+    return k;
+  // Fast start on a GPU: --device=cuda never falls back to the CPU, and
+  // only --check's oracle runs the host build beside the GPU.
+  const RunFlags &f = s.flags;
+  if (f.device == "cuda" && f.executor == "compiled" && f.check == 0 &&
+      !plan.cudaSource.empty())
     return k;
   if (plan.cppSource.empty())
     throw std::runtime_error("the plan has kernel nodes but no kernel source");

@@ -7,6 +7,7 @@
 // rest. Also the executor every mode builds (executorFactory).
 //
 //===----------------------------------------------------------------------===//
+#include "stretto/Runtime/Startup.h"
 #include "stretto/Runtime/Trainer.h"
 
 #include "stretto/Runtime/Communicator.h"
@@ -113,7 +114,9 @@ public:
   }
   std::string report() const override {
     return plan && opt.profile
-               ? "\ntime by op kind (training steps and evaluations):\n" + plan->profileReport()
+               ? "\n" + startupReport() +
+                     "time by op kind (training steps and evaluations):\n" +
+                     plan->profileReport()
                : "";
   }
 

@@ -414,6 +414,27 @@ TEST_P(CompiledPath, Tf32GemmsOnAnEmulatedGpuTrainLikeTheReference) {
   EXPECT_GT(emulatedGpuTf32Gemms(), before) << "no GEMM was run on TF32 inputs";
 }
 
+// The plan's CUDA unit holds KernelMath.inc once (not once per kernel:
+// 11 MB of gpt-small's plan file), and every kernel's entry point.
+TEST_P(CompiledPath, TheCudaUnitCarriesThePreludeOnce) {
+  HostKernelCache cache((std::filesystem::temp_directory_path() /
+                         ("stretto-kcache-" + std::to_string(::getpid())))
+                            .string());
+  Compiled c = compile(GetParam(), true, cache);
+  auto count = [&](const std::string &what) {
+    size_t n = 0;
+    for (size_t at = 0; (at = c.cudaSource.find(what, at)) != std::string::npos;
+         at += what.size())
+      ++n;
+    return n;
+  };
+  EXPECT_EQ(count("#define STRETTO_KERNEL_PRELUDE"), 1u);
+  EXPECT_EQ(count("ST_FN float st_tanh_f("), 1u);
+  ASSERT_FALSE(c.kernels.empty());
+  for (auto &[name, fn] : c.kernels)
+    EXPECT_EQ(count("__global__ void " + name + "("), 1u) << name;
+}
+
 TEST(CompiledPath, Tf32IsRefusedOnTheCpu) {
   Graph g;
   EXPECT_THROW(PlanExecutor(g, {}, GemmPrecision::TF32), std::invalid_argument);

@@ -93,6 +93,22 @@ float shflDown(unsigned, float v, int offset) {
   gCoop->warps[warp]->wait();
   return r;
 }
+// __shfl_sync over a full warp: lane `src`'s value (every lane calls it).
+float shflIdx(unsigned, float v, int src) {
+  if (!gCoop) {
+    std::fprintf(
+        stderr,
+        "emulated GPU: a warp shuffle in a kernel run thread by thread\n");
+    std::abort();
+  }
+  unsigned t = threadIdx.x, warp = t >> 5,
+           from = 32 * warp + (static_cast<unsigned>(src) & 31);
+  gCoop->values[t] = v;
+  gCoop->warps[warp]->wait();
+  float r = from < blockDim.x ? gCoop->values[from] : v;
+  gCoop->warps[warp]->wait();
+  return r;
+}
 inline unsigned floatAsUint(float f) {
   unsigned u;
   std::memcpy(&u, &f, 4);
@@ -140,6 +156,8 @@ using namespace stretto_emu;
 #define __shared__ static
 #define __syncthreads syncthreads
 #define __shfl_down_sync shflDown
+#define __shfl_sync shflIdx
+#define ST_HAVE_WARPS 1
 #define __float_as_uint floatAsUint
 #define __int_as_float intAsFloat
 ST_FN float st_float_bits(int b) { return intAsFloat(b); }
@@ -191,6 +209,8 @@ ST_FN float st_binary(int op, float a, float b) {
 #undef __shared__
 #undef __syncthreads
 #undef __shfl_down_sync
+#undef __shfl_sync
+#undef ST_HAVE_WARPS
 #undef __float_as_uint
 #undef __int_as_float
 
@@ -215,6 +235,23 @@ void host_norm_plus_eps(i64 n, const float *x, float *norm) {
     s += x[e] * x[e];
   norm[0] = std::sqrt(s) + 1e-7f;
 }
+// st_column_partials' stand-in: each column's rows in order (the
+// reference's sum) as chunk 0's partial, the other chunks 0, so that
+// st_column_combine (run as written) returns the reference's sum bit for
+// bit (s + 0 == s; a sum started at +0 is never -0).
+void host_column_partials(i64 outer, i64 nred, i64 inner, i64, i64 chunks,
+                          const float *x, float *part) {
+  if (blockIdx.x != 0 || threadIdx.x != 0)
+    return;
+  for (i64 o = 0; o < outer; ++o)
+    for (i64 j = 0; j < inner; ++j) {
+      float s = 0.0f;
+      for (i64 r = 0; r < nred; ++r)
+        s += x[(o * nred + r) * inner + j];
+      for (i64 c = 0; c < chunks; ++c)
+        part[(o * chunks + c) * inner + j] = c == 0 ? s : 0.0f;
+    }
+}
 } // namespace stretto_emu_ops
 
 // The generated kernels' CUDA C, compiled as C++ by the host compiler: the
@@ -226,11 +263,13 @@ static thread_local StDim3 blockIdx, threadIdx;
 static StDim3 blockDim, gridDim;
 static void (*st_emu_sync)(void);
 static float (*st_emu_shfl)(unsigned, float, int);
+static float (*st_emu_shfl_idx)(unsigned, float, int);
 extern "C" void st_emu_launch(unsigned grid, unsigned block, void (*sync)(void),
-                              float (*shfl)(unsigned, float, int)) {
+                              float (*shfl)(unsigned, float, int),
+                              float (*shfl_idx)(unsigned, float, int)) {
   gridDim.x = grid; gridDim.y = gridDim.z = 1;
   blockDim.x = block; blockDim.y = blockDim.z = 1;
-  st_emu_sync = sync; st_emu_shfl = shfl;
+  st_emu_sync = sync; st_emu_shfl = shfl; st_emu_shfl_idx = shfl_idx;
 }
 extern "C" void st_emu_thread(unsigned b, unsigned t) {
   blockIdx.x = b; blockIdx.y = blockIdx.z = 0;
@@ -242,6 +281,7 @@ extern "C" void st_emu_thread(unsigned b, unsigned t) {
 #define __shared__ static
 #define __syncthreads() st_emu_sync()
 #define __shfl_down_sync(mask, v, off) st_emu_shfl((mask), (v), (off))
+#define __shfl_sync(mask, v, src) st_emu_shfl_idx((mask), (v), (src))
 static inline float __int_as_float(int b) { float f; memcpy(&f, &b, 4); return f; }
 static inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return u; }
 )";
@@ -319,6 +359,19 @@ std::map<std::string, EmuKernel> runtimeOps(bool blockReductions) {
   add("st_norm_grad_rows", adapt(st_norm_grad_rows));
   add("st_norm_param_partials", adapt(st_norm_param_partials));
   add("st_norm_param_grad", adapt(st_norm_param_grad));
+  // The half-warp row kernels give the thread-per-row kernels' values bit
+  // for bit (KernelMath.inc's st_*_row16), so those stand in for them;
+  // CudaHalfWarpRowsOnTheEmulatedGpu runs them as written against those.
+  addBlock("st_softmax_rows16", adapt(st_softmax_rows16),
+           adapt(st_softmax_rows));
+  addBlock("st_softmax_grad_rows16", adapt(st_softmax_grad_rows16),
+           adapt(st_softmax_grad_rows));
+  addBlock("st_norm_rows16", adapt(st_norm_rows16), adapt(st_norm_rows));
+  addBlock("st_norm_grad_rows16", adapt(st_norm_grad_rows16),
+           adapt(st_norm_grad_rows));
+  m["st_column_partials"].op =
+      blockReductions ? adapt(st_column_partials) : adapt(host_column_partials);
+  add("st_column_combine", adapt(st_column_combine));
   add("st_embedding", adapt(st_embedding));
   add("st_scatter_rows", adapt(st_scatter_rows));
   add("st_one_hot", adapt(st_one_hot));
@@ -349,8 +402,12 @@ public:
     if (cudaSource.empty() || k.empty())
       return;
     std::vector<std::string> symbols = {"st_emu_launch", "st_emu_thread"};
-    for (auto &[name, fn] : k)
+    for (auto &[name, fn] : k) {
       symbols.push_back(name);
+      if (cudaSource.find("void " + name + "_parts(") != std::string::npos)
+        symbols.push_back(name +
+                          "_parts"); // a row sum's split twin (KernelSource.h)
+    }
     std::string error;
     std::vector<HostKernelFn> fns = cache->loadAll(kModelShim + cudaSource, symbols, error);
     if (fns.size() != symbols.size())
@@ -360,12 +417,14 @@ public:
     for (size_t i = 2; i < symbols.size(); ++i) {
       EmuKernel &e = model[symbols[i]];
       e.cuda = reinterpret_cast<void *>(fns[i]);
-      // Cooperative: its body (up to the next kernel) synchronises.
+      // Cooperative: its body (up to the next kernel) synchronises, or
+      // calls a half-warp row function (KernelMath.inc's shuffles).
       size_t at = cudaSource.find("void " + symbols[i] + "(");
       size_t next = cudaSource.find("extern \"C\"", at);
       std::string body = cudaSource.substr(at, next == std::string::npos ? next : next - at);
       e.cooperative = body.find("__syncthreads") != std::string::npos ||
-                      body.find("__shfl") != std::string::npos;
+                      body.find("__shfl") != std::string::npos ||
+                      body.find("_row16(") != std::string::npos;
     }
   }
   ~EmulatedGpu() override {
@@ -429,7 +488,7 @@ public:
       std::vector<void *> args;
       for (int a = 0; a < count; ++a)
         args.push_back(*static_cast<void *const *>(params[a]));
-      setLaunch(grid, block, &syncthreads, &shflDown);
+      setLaunch(grid, block, &syncthreads, &shflDown, &shflIdx);
       PointerCall call = pointerCallers()[count];
       runGrid(grid, block, k.cooperative, [&](unsigned b, unsigned t) {
         blockIdx.x = b, threadIdx.x = t;
@@ -498,7 +557,9 @@ public:
   }
 
 private:
-  using SetLaunch = void (*)(unsigned, unsigned, void (*)(), float (*)(unsigned, float, int));
+  using SetLaunch = void (*)(unsigned, unsigned, void (*)(),
+                             float (*)(unsigned, float, int),
+                             float (*)(unsigned, float, int));
   using SetThread = void (*)(unsigned, unsigned);
   SetLaunch setLaunch = nullptr;
   SetThread setThread = nullptr;

@@ -16,6 +16,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include <cstdio>
 #include <cstdlib>
 
@@ -790,6 +792,132 @@ TEST(PlanExecutor, CudaBlockReductionsOnTheEmulatedGpu) {
     gpu->free(dt);
     gpu->free(dloss);
   }
+}
+
+// The CUDA runtime's half-warp row kernels (st_*_rows16: 16 threads a
+// row, shuffles) as written, on the emulated GPU's block threads, give the
+// thread-per-row kernels' values bit for bit (the reference's order, see
+// KernelMath.inc): odd row counts (a warp's second half without a row),
+// short and long rows, causal and not, CudaPlan.cpp's launch (256 threads,
+// 16 per row) and one small block looping over the rows. The two-pass
+// column sums (st_column_partials, st_column_combine) against f64.
+TEST(PlanExecutor, CudaHalfWarpRowsOnTheEmulatedGpu) {
+  std::unique_ptr<GpuBackend> gpu =
+      emulatedGpu({}, "", /*blockReductions=*/true);
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> u(-2.0f, 2.0f);
+  auto upload = [&](const std::vector<float> &v) {
+    GpuBackend::Ptr p = gpu->alloc(v.size() * 4);
+    gpu->uploadAsync(p, v.data(), v.size() * 4);
+    return p;
+  };
+  auto randomVec = [&](int64_t n) {
+    std::vector<float> v(n);
+    for (float &x : v)
+      x = u(rng);
+    return v;
+  };
+  auto fetch = [&](GpuBackend::Ptr p, int64_t n) {
+    std::vector<float> v(n);
+    gpu->downloadSync(v.data(), p, n * 4);
+    return v;
+  };
+  auto f = [](GpuBackend::Ptr p) { return reinterpret_cast<float *>(p); };
+  auto run = [&](const char *name, unsigned grid, unsigned block,
+                 std::vector<void *> params) {
+    gpu->launch(gpu->opsFunction(name), grid, block, params.data(),
+                static_cast<int>(params.size()), name);
+  };
+  struct Case {
+    int64_t rows, len;
+    int causal;
+  };
+  for (Case c :
+       {Case{5, 40, 1}, Case{3, 7, 0}, Case{4, 300, 0}, Case{33, 33, 1}}) {
+    SCOPED_TRACE(std::to_string(c.rows) + "x" + std::to_string(c.len) +
+                 (c.causal ? " causal" : ""));
+    const int64_t n = c.rows * c.len;
+    int64_t period = c.len;
+    const unsigned full = static_cast<unsigned>((16 * c.rows + 255) / 256);
+    for (auto [grid, block] :
+         {std::pair<unsigned, unsigned>{full, 256}, {1, 64}}) {
+      std::vector<float> x = randomVec(n), dy = randomVec(n),
+                         gamma = randomVec(c.len), beta = randomVec(c.len);
+      GpuBackend::Ptr dx = upload(x), ddy = upload(dy), dg = upload(gamma),
+                      db = upload(beta);
+      GpuBackend::Ptr y1 = gpu->alloc(n * 4), y2 = gpu->alloc(n * 4);
+      GpuBackend::Ptr m1 = gpu->alloc(c.rows * 8), m2 = gpu->alloc(c.rows * 8);
+      int64_t rows = c.rows, len = c.len;
+      int causal = c.causal, centered = 1;
+      float eps = 1e-5f, scale = 0.3f;
+      const float *xp = f(dx), *dyp = f(ddy), *gp = f(dg), *bp = f(db);
+      float *a = f(y1), *b = f(y2), *ma = f(m1), *mb = f(m2), *ra = ma + rows,
+            *rb = mb + rows;
+      auto same = [&](const char *what, GpuBackend::Ptr p, GpuBackend::Ptr q,
+                      int64_t count) {
+        std::vector<float> want = fetch(p, count), got = fetch(q, count);
+        for (int64_t e = 0; e < count; ++e)
+          ASSERT_EQ(std::memcmp(&want[e], &got[e], 4), 0)
+              << what << " element " << e << ": " << want[e] << " vs "
+              << got[e];
+      };
+      run("st_softmax_rows", 1, 1, {&rows, &len, &causal, &period, &xp, &a});
+      run("st_softmax_rows16", grid, block,
+          {&rows, &len, &causal, &period, &xp, &b});
+      same("softmax", y1, y2, n);
+      // In place, as attention runs it (S = softmax(S)).
+      gpu->copyAsync(y2, dx, n * 4);
+      const float *bIn = b;
+      run("st_softmax_rows16", grid, block,
+          {&rows, &len, &causal, &period, &bIn, &b});
+      same("softmax in place", y1, y2, n);
+      gpu->copyAsync(y1, ddy, n * 4);
+      gpu->copyAsync(y2, ddy, n * 4);
+      run("st_softmax_grad_rows", 1, 1,
+          {&rows, &len, &causal, &period, &scale, &xp, &a});
+      run("st_softmax_grad_rows16", grid, block,
+          {&rows, &len, &causal, &period, &scale, &xp, &b});
+      same("softmax grad", y1, y2, n);
+      for (const float *bt : {bp, static_cast<const float *>(nullptr)}) {
+        run("st_norm_rows", 1, 1, {&rows, &len, &eps, &xp, &gp, &bt, &a});
+        run("st_norm_rows16", grid, block,
+            {&rows, &len, &eps, &xp, &gp, &bt, &b});
+        same(bt ? "layer norm" : "rms norm", y1, y2, n);
+      }
+      for (int cent : {1, 0}) {
+        centered = cent;
+        run("st_norm_grad_rows", 1, 1,
+            {&rows, &len, &eps, &centered, &xp, &gp, &dyp, &a, &ma, &ra});
+        run("st_norm_grad_rows16", grid, block,
+            {&rows, &len, &eps, &centered, &xp, &gp, &dyp, &b, &mb, &rb});
+        same(cent ? "layer norm grad" : "rms norm grad", y1, y2, n);
+        same("norm grad mean, rstd", m1, m2, 2 * rows);
+      }
+      for (GpuBackend::Ptr p : {dx, ddy, dg, db, y1, y2, m1, m2})
+        gpu->free(p);
+    }
+  }
+  // Column sums: [outer, nred, inner] -> [outer, inner] over 7 chunks.
+  int64_t outer = 2, nred = 333, inner = 37, per = 48, chunks = 7;
+  std::vector<float> x = randomVec(outer * nred * inner);
+  GpuBackend::Ptr dx = upload(x), dp = gpu->alloc(outer * chunks * inner * 4),
+                  dy = gpu->alloc(outer * inner * 4);
+  const float *xp = f(dx), *pp = f(dp);
+  float *part = f(dp), *yp = f(dy);
+  run("st_column_partials", 3, 256,
+      {&outer, &nred, &inner, &per, &chunks, &xp, &part});
+  run("st_column_combine", 1, 32, {&outer, &chunks, &inner, &pp, &yp});
+  std::vector<float> y = fetch(dy, outer * inner);
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t j = 0; j < inner; ++j) {
+      double want = 0;
+      for (int64_t r = 0; r < nred; ++r)
+        want += x[(o * nred + r) * inner + j];
+      EXPECT_NEAR(y[o * inner + j], want, 1e-5 * (1 + std::fabs(want)))
+          << o << ", " << j;
+    }
+  for (GpuBackend::Ptr p : {dx, dp, dy})
+    gpu->free(p);
 }
 
 TEST(PlanExecutor, RejectsWhatItCannotRun) {

@@ -18,10 +18,11 @@
 //
 //===----------------------------------------------------------------------===//
 #include "stretto/Runtime/Flags.h"
-#include "stretto/Runtime/PlanFile.h"
 #include "stretto/Runtime/Launcher.h"
-#include "stretto/Runtime/StopSignals.h"
+#include "stretto/Runtime/PlanFile.h"
 #include "stretto/Runtime/RunSettings.h"
+#include "stretto/Runtime/Startup.h"
+#include "stretto/Runtime/StopSignals.h"
 
 #include <iostream>
 #include <string>
@@ -98,21 +99,34 @@ int main(int argc, char **argv) {
   PlanKernels kernels;
   std::unique_ptr<DataSource> source;
   try {
-    plan = loadPlanFile(planPath);
+    {
+      StartupTimer t("plan file");
+      plan = loadPlanFile(planPath);
+    }
     s = RunSettings::fromMeta(plan.meta);
     s.apply(flags);
     s.tool = "stretto-run";
     s.origin = planPath;
     if (flags.executor == "compiled" && flags.precision == "f64")
       return fail("--precision=f64 runs on the reference executor (--executor=reference)");
-    kernels = loadPlanKernels(plan, s);
+    {
+      StartupTimer t("host kernels");
+      kernels = loadPlanKernels(plan, s);
+      if (kernels.count && kernels.functions.empty())
+        t.note = "not built: GPU only";
+    }
     source = dataSourceFor(plan.graph, s);
   } catch (const std::exception &e) {
     return fail(e.what());
   }
   if (!flags.quiet)
-    std::cout << "plan " << planPath << ": model @" << (s.modelName.empty() ? "?" : s.modelName)
-              << ", " << plan.graph.nodes.size() << " ops per step, "
-              << kernels.functions.size() << " fused kernels\n";
+    std::cout << "plan " << planPath << ": model @"
+              << (s.modelName.empty() ? "?" : s.modelName) << ", "
+              << plan.graph.nodes.size() << " ops per step, " << kernels.count
+              << " fused kernels"
+              << (kernels.count && kernels.functions.empty()
+                      ? " (CUDA only: no host build)"
+                      : "")
+              << "\n";
   return runPlan(plan.graph, *source, s, kernels);
 }

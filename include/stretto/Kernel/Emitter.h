@@ -27,6 +27,11 @@ mlir::FailureOr<KernelSource> emitRows(RowsOp op, llvm::StringRef name);
 /// emitElementwise, emitReduce or emitRows.
 mlir::FailureOr<KernelSource> emitKernel(mlir::Operation *op, llvm::StringRef name);
 
+/// The text every kernel's CUDA C starts with (target macros, then
+/// KernelMath.inc behind its include guard): in a unit of many kernels
+/// only the first needs it.
+std::string cudaKernelPrelude();
+
 /// Whether every broadcast (non-scalar, not same-shape) input is, along dims
 /// [firstDim, rank) of `space` (unit dims aside), either contiguous or
 /// constant: then a C++ loop over those dims has unit-stride or invariant

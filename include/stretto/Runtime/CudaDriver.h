@@ -32,6 +32,9 @@ public:
   const std::string &name() const { return name_; }
   /// "sm_90" for compute capability 9.0.
   std::string arch() const;
+  /// Streaming multiprocessors (132 on an H100 SXM and an H200); 0 if the
+  /// driver did not say.
+  int multiprocessors() const { return sms_; }
 
   using Ptr = unsigned long long; // CUdeviceptr
   Ptr alloc(size_t bytes);
@@ -81,7 +84,7 @@ private:
   struct Api;
   std::unique_ptr<Api> api_;
   std::string name_;
-  int major_ = 0, minor_ = 0, device_ = 0;
+  int major_ = 0, minor_ = 0, device_ = 0, sms_ = 0;
   void *context_ = nullptr;
   void *stream_ = nullptr;
   std::vector<void *> modules_;

@@ -28,8 +28,11 @@ struct KernelSource {
   std::string cpp;
   // CUDA C: extern "C" __global__ void name(const T *in0, ..., T *out0, ...):
   // elementwise, a grid-stride loop over numElements; row sums, a block per
-  // row (blockDim.x a multiple of 32); column sums and rows (kernel.rows), a
-  // thread per column or row.
+  // row (blockDim.x a multiple of 32), and NAME_parts(in0, ..., T *partials)
+  // splitting each row over gridDim.x / rows blocks (exactly rows x parts
+  // blocks; one partial sum each, in row-major order); column sums, a thread
+  // per column; rows (kernel.rows), a half-warp per row (blockDim.x a
+  // multiple of 32).
   std::string cuda;
 };
 

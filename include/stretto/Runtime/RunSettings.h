@@ -107,13 +107,16 @@ std::string kernelCacheDirectory();
 
 /// The fused kernels a run needs, and the cache that owns them.
 struct PlanKernels {
-  std::map<std::string, RefExecutor::KernelFn> functions;
+  std::map<std::string, RefExecutor::KernelFn> functions; // their host build
+  size_t count = 0; // kernels the run uses (functions may be left unbuilt)
   std::string cppSource, cudaSource;
   std::shared_ptr<void> owner; // keeps the loaded shared object alive
 };
 
 /// Loads a plan's kernels through the host compiler's cache (compiled on a
-/// miss); a rank of a multi-process pipeline loads only its stage's.
+/// miss); a rank of a multi-process pipeline loads only its stage's. A run
+/// on the GPU alone (--device=cuda, the compiled executor, no --check) does
+/// not build them: nothing on the host would call them.
 /// Throws std::runtime_error.
 PlanKernels loadPlanKernels(const PlanFile &plan, const RunSettings &settings);
 
