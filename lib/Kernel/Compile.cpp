@@ -1,8 +1,8 @@
 //===- Compile.cpp - a model's fused kernels as one host shared object ----===//
 //
-// Every kernel's C++ source carries the shared prelude behind an include
-// guard, so the sources concatenate into one translation unit: one compiler
-// run per model (cached), not one per kernel.
+// Every kernel's source carries the shared prelude behind an include guard;
+// joinCppSources keeps one copy and concatenates the kernels into one
+// translation unit: one compiler run per model (cached), not one per kernel.
 //
 //===----------------------------------------------------------------------===//
 #include "stretto/Kernel/Compile.h"
@@ -24,13 +24,8 @@ void stretto::buildKernelPipeline(OpPassManager &pm) {
 
 FailureOr<CompiledKernels> stretto::compileKernels(train::ModelOp model, HostKernelCache &cache,
                                                    std::string &error) {
-  std::string unit, cuda;
+  std::vector<KernelSource> sources;
   std::vector<std::string> symbols;
-  // The CUDA unit carries the prelude once (gpt-small: 712 copies of it
-  // made 11 MB of the plan file's 24 MB, all for NVRTC to skip); the C++
-  // unit keeps one per kernel, where a pipeline rank cuts out its stage's
-  // kernels (hostKernelSubset).
-  const std::string cudaPrelude = kernel::cudaKernelPrelude();
   int index = 0;
   WalkResult walk = model.walk([&](Operation *op) {
     if (!isa<kernel::ElementwiseOp, kernel::ReduceOp, kernel::RowsOp>(op))
@@ -43,12 +38,7 @@ FailureOr<CompiledKernels> stretto::compileKernels(train::ModelOp model, HostKer
     if (failed(src))
       return WalkResult::interrupt();
     op->setAttr("symbol", StringAttr::get(op->getContext(), name));
-    unit += src->cpp;
-    unit += "\n";
-    bool again = !cuda.empty() &&
-                 src->cuda.compare(0, cudaPrelude.size(), cudaPrelude) == 0;
-    cuda += again ? src->cuda.substr(cudaPrelude.size()) : src->cuda;
-    cuda += "\n";
+    sources.push_back(std::move(*src));
     symbols.push_back(name);
     return WalkResult::advance();
   });
@@ -56,6 +46,9 @@ FailureOr<CompiledKernels> stretto::compileKernels(train::ModelOp model, HostKer
     error = "kernel codegen failed (see the diagnostic above)";
     return failure();
   }
+  // One unit per target, the shared prelude once (Emitter.h).
+  std::string unit = kernel::joinCppSources(sources),
+              cuda = kernel::joinCudaSources(sources);
   CompiledKernels out;
   out.sourcePath = cache.entryPath(unit) + ".cpp";
   out.cppSource = unit;

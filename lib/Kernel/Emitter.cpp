@@ -609,8 +609,33 @@ FailureOr<KernelSource> stretto::kernel::emitRows(RowsOp op, StringRef name) {
   return ks;
 }
 
-std::string stretto::kernel::cudaKernelPrelude() {
-  return preludes(kCudaPrelude);
+namespace {
+// `text` without its copy of `prelude` (where it has one).
+std::string withoutPrelude(const std::string &text,
+                           const std::string &prelude) {
+  size_t at = text.find(prelude);
+  return at == std::string::npos
+             ? text
+             : text.substr(0, at) + text.substr(at + prelude.size());
+}
+} // namespace
+
+std::string
+stretto::kernel::joinCppSources(const std::vector<KernelSource> &kernels) {
+  const std::string prelude = preludes(kCppPrelude);
+  std::string unit = prelude;
+  for (const KernelSource &k : kernels)
+    unit += "#include <math.h>\n" + withoutPrelude(k.cpp, prelude) + "\n";
+  return unit;
+}
+
+std::string
+stretto::kernel::joinCudaSources(const std::vector<KernelSource> &kernels) {
+  const std::string prelude = preludes(kCudaPrelude);
+  std::string unit = prelude;
+  for (const KernelSource &k : kernels)
+    unit += withoutPrelude(k.cuda, prelude) + "\n";
+  return unit;
 }
 
 FailureOr<KernelSource> stretto::kernel::emitKernel(Operation *op, StringRef name) {

@@ -265,7 +265,9 @@ std::vector<HostKernelFn> HostKernelCache::loadAll(const std::string &source,
 
 std::string stretto::hostKernelSubset(const std::string &unit,
                                       const std::set<std::string> &names) {
-  // Every kernel's source starts with the same guarded prelude line.
+  // Every kernel's source starts with the same line; the unit's first
+  // chunk may be the shared prelude alone (no kernel named in it), which
+  // every subset keeps.
   static const std::string kStart = "#include <math.h>\n";
   std::vector<size_t> starts;
   for (size_t at = 0; (at = unit.find(kStart, at)) != std::string::npos; at += kStart.size())
@@ -279,6 +281,10 @@ std::string stretto::hostKernelSubset(const std::string &unit,
     size_t end = k + 1 < starts.size() ? starts[k + 1] : unit.size();
     std::string chunk = unit.substr(starts[k], end - starts[k]);
     std::string name = kernelAtLine(chunk, 1 << 30);
+    if (name.empty() && k == 0) {
+      out += chunk;
+      continue;
+    }
     if (name.empty())
       return unit;
     if (names.count(name)) {

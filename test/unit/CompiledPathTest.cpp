@@ -109,7 +109,7 @@ double worstStateDrift(const Graph &g, const Executor &x, const Executor &y,
 struct Compiled {
   Graph graph;
   std::map<std::string, RefExecutor::KernelFn> kernels;
-  std::string cudaSource;
+  std::string cudaSource, cppSource;
 };
 
 Compiled compile(const std::string &toml, bool kernels, HostKernelCache &cache) {
@@ -130,6 +130,7 @@ Compiled compile(const std::string &toml, bool kernels, HostKernelCache &cache) 
     EXPECT_TRUE(mlir::succeeded(k)) << error;
     c.kernels = k->functions;
     c.cudaSource = k->cudaSource;
+    c.cppSource = k->cppSource;
   }
   auto g = lowerToGraph(model);
   EXPECT_TRUE(mlir::succeeded(g));
@@ -414,25 +415,31 @@ TEST_P(CompiledPath, Tf32GemmsOnAnEmulatedGpuTrainLikeTheReference) {
   EXPECT_GT(emulatedGpuTf32Gemms(), before) << "no GEMM was run on TF32 inputs";
 }
 
-// The plan's CUDA unit holds KernelMath.inc once (not once per kernel:
-// 11 MB of gpt-small's plan file), and every kernel's entry point.
-TEST_P(CompiledPath, TheCudaUnitCarriesThePreludeOnce) {
+// The plan's C++ and CUDA units hold KernelMath.inc once (not once per
+// kernel: 22 MB of gpt-small's 30 MB plan file), and every kernel's entry
+// point.
+TEST_P(CompiledPath, EachUnitCarriesThePreludeOnce) {
   HostKernelCache cache((std::filesystem::temp_directory_path() /
                          ("stretto-kcache-" + std::to_string(::getpid())))
                             .string());
   Compiled c = compile(GetParam(), true, cache);
-  auto count = [&](const std::string &what) {
+  auto count = [&](const std::string &unit, const std::string &what) {
     size_t n = 0;
-    for (size_t at = 0; (at = c.cudaSource.find(what, at)) != std::string::npos;
+    for (size_t at = 0; (at = unit.find(what, at)) != std::string::npos;
          at += what.size())
       ++n;
     return n;
   };
-  EXPECT_EQ(count("#define STRETTO_KERNEL_PRELUDE"), 1u);
-  EXPECT_EQ(count("ST_FN float st_tanh_f("), 1u);
+  for (const std::string *unit : {&c.cudaSource, &c.cppSource}) {
+    EXPECT_EQ(count(*unit, "#define STRETTO_KERNEL_PRELUDE"), 1u);
+    EXPECT_EQ(count(*unit, "ST_FN float st_tanh_f("), 1u);
+  }
   ASSERT_FALSE(c.kernels.empty());
-  for (auto &[name, fn] : c.kernels)
-    EXPECT_EQ(count("__global__ void " + name + "("), 1u) << name;
+  for (auto &[name, fn] : c.kernels) {
+    EXPECT_EQ(count(c.cudaSource, "__global__ void " + name + "("), 1u) << name;
+    EXPECT_EQ(count(c.cppSource, "extern \"C\" void " + name + "("), 1u)
+        << name;
+  }
 }
 
 TEST(CompiledPath, Tf32IsRefusedOnTheCpu) {
