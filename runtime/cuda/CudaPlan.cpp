@@ -25,6 +25,7 @@
 #include "stretto/Support/KernelMathText.h"
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 
 namespace stretto {
@@ -485,9 +486,34 @@ void CudaPlanDevice::opNormGrad(NodeCall &nc) {
          static_cast<const float *>(pb), dgamma, dbeta);
 }
 
+// The fused attention kernels' name for head dim d (RuntimeOps.cu's
+// st_flash_*), or "" where the GEMM path runs: bf16 GEMMs (the fused
+// kernels are f32), head dims other than 8, 16, 32 and 64, a value dim
+// unlike the key dim, or STRETTO_ATTENTION=gemm.
+std::string flashSuffix(const AttentionDims &a, bool bf16) {
+  static const bool gemmPath = [] {
+    const char *env = std::getenv("STRETTO_ATTENTION");
+    return env && std::string(env) == "gemm";
+  }();
+  if (gemmPath || bf16 || a.d != a.dv)
+    return "";
+  for (int64_t d : {8, 16, 32, 64})
+    if (a.d == d)
+      return "_d" + std::to_string(d);
+  return "";
+}
+
 void CudaPlanDevice::opAttention(NodeCall &nc) {
-  // S = scale Q K^T, masked softmax rows, O = P V: two batched GEMMs.
   AttentionDims a = attentionDims(nc.inShape(0), nc.inShape(1), nc.inShape(2));
+  const float scale = static_cast<float>(nc.n.floats[0]);
+  const int causal = nc.n.flag ? 1 : 0;
+  if (std::string d = flashSuffix(a, nc.bf16); !d.empty()) { // no T x T matrix
+    const int64_t rows = a.batch * a.tq;
+    launch(("st_flash_fwd" + d).c_str(), rows, rows, a.tq, a.tk, causal, scale,
+           nc.in(0), nc.in(1), nc.in(2), nc.out);
+    return;
+  }
+  // S = scale Q K^T, masked softmax rows, O = P V: two batched GEMMs.
   int64_t sCount = a.batch * a.tq * a.tk;
   // S, then room for either product's bf16 operands (see gemm).
   int64_t operands = numElements(nc.inShape(0)) + numElements(nc.inShape(1)) +
@@ -517,6 +543,22 @@ void CudaPlanDevice::opAttentionGrad(NodeCall &nc) {
   if (elems == 0)
     return; // an empty batch (no queries or features: refused by validation)
   const float *q = nc.in(0), *k = nc.in(1), *v = nc.in(2), *g = nc.in(3);
+  if (std::string fd =
+          flashSuffix(attentionDims(qs, nc.inShape(1), nc.inShape(2)), nc.bf16);
+      !fd.empty()) { // dQ by query rows, then dK and dV by key rows
+    const Shape &ks = nc.inShape(1);
+    const int64_t tk = ks[ks.size() - 2], rows = batch * t, keys = batch * tk;
+    const int64_t kElems = numElements(ks);
+    const float scale = static_cast<float>(nc.n.floats[0]);
+    const int causal = nc.n.flag ? 1 : 0;
+    float *stats = scratchFloats(3 * rows);
+    launch(("st_flash_bwd_q" + fd).c_str(), rows, rows, t, tk, causal, scale, q,
+           k, v, g, nc.out, stats);
+    launch(("st_flash_bwd_kv" + fd).c_str(), keys, keys, t, tk, causal, scale,
+           q, k, v, g, static_cast<const float *>(stats), nc.out + elems,
+           nc.out + elems + kElems);
+    return;
+  }
   // P and dS, then room for any product's bf16 operands (see gemm).
   const int64_t used = 2 * alignUp(sCount);
   float *P = scratchFloats(used + (nc.bf16 ? 2 * elems + 2 * sCount + 4 * kAlign : 0));

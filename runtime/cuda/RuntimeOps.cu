@@ -252,6 +252,164 @@ extern "C" __global__ void st_column_combine(i64 outer, i64 chunks, i64 inner, c
   }
 }
 
+/* Fused causal (or full) attention without the T x T matrix, a thread per
+ * query row (forward, dQ) or key row (dK, dV), head dims D of 8 to 64
+ * (instantiated below; 128 would spill registers), f32. Each row streams over the keys (queries) once
+ * per pass with the online softmax (Milakov & Gimelshein 2018, "Online
+ * normalizer calculation for softmax"; FlashAttention, Dao et al. 2022):
+ * running max m and sum l, the accumulator rescaled by e^(m_old - m_new).
+ * Query row i (of tq) sees keys 0..i when causal, as the softmax rows of
+ * the GEMM path (period tq). The order of additions differs from the
+ * GEMM path's, so the values agree to f32 rounding, not bit for bit.
+ * q, o: [rows = batch * tq, D]; k, v: [batch * tk, D]. */
+template <int D>
+ST_FN void st_flash_fwd(i64 rows, i64 tq, i64 tk, int causal, float scale, const float *q,
+                        const float *k, const float *v, float *o) {
+  ST_LOOP(r, rows) {
+    const i64 b = r / tq, i = r % tq, end = causal ? (i + 1 < tk ? i + 1 : tk) : tk;
+    const float *kb = k + b * tk * D, *vb = v + b * tk * D;
+    float qr[D], acc[D];
+    for (int d = 0; d < D; ++d) {
+      qr[d] = q[r * D + d];
+      acc[d] = 0.0f;
+    }
+    float m = 0.0f, l = 0.0f;
+    for (i64 j = 0; j < end; ++j) {
+      float s = 0.0f;
+      for (int d = 0; d < D; ++d)
+        s += qr[d] * kb[j * D + d];
+      s *= scale;
+      if (j == 0 || s > m) {
+        const float c = j == 0 ? 0.0f : st_exp(m - s);
+        l *= c;
+        for (int d = 0; d < D; ++d)
+          acc[d] *= c;
+        m = s;
+      }
+      const float p = st_exp(s - m);
+      l += p;
+      for (int d = 0; d < D; ++d)
+        acc[d] += p * vb[j * D + d];
+    }
+    for (int d = 0; d < D; ++d)
+      o[r * D + d] = end > 0 ? acc[d] / l : 0.0f;
+  }
+}
+
+/* Backward, per query row: the row's softmax max m and sum l (pass 1),
+ * inner = sum_j P_ij dP_ij with dP_ij = g_i . v_j (pass 2), then
+ * dQ_i = sum_j dS_ij k_j, dS_ij = P_ij (dP_ij - inner) scale (pass 3);
+ * m, l and inner go to stats[3 r ..] for the key-row kernel. */
+template <int D>
+ST_FN void st_flash_bwd_q(i64 rows, i64 tq, i64 tk, int causal, float scale, const float *q,
+                          const float *k, const float *v, const float *g, float *dq,
+                          float *stats) {
+  ST_LOOP(r, rows) {
+    const i64 b = r / tq, i = r % tq, end = causal ? (i + 1 < tk ? i + 1 : tk) : tk;
+    // The q and g rows are read where they are (cached): registers hold
+    // only the dQ accumulator (D = 64 spilled with the rows in them).
+    const float *kb = k + b * tk * D, *vb = v + b * tk * D, *qr = q + r * D, *gr = g + r * D;
+    float acc[D];
+    for (int d = 0; d < D; ++d)
+      acc[d] = 0.0f;
+    float m = 0.0f, l = 0.0f;
+    for (i64 j = 0; j < end; ++j) {
+      float s = 0.0f;
+      for (int d = 0; d < D; ++d)
+        s += qr[d] * kb[j * D + d];
+      s *= scale;
+      if (j == 0 || s > m) {
+        l *= j == 0 ? 0.0f : st_exp(m - s);
+        m = s;
+      }
+      l += st_exp(s - m);
+    }
+    float inner = 0.0f;
+    for (i64 j = 0; j < end; ++j) {
+      float s = 0.0f, dp = 0.0f;
+      for (int d = 0; d < D; ++d) {
+        s += qr[d] * kb[j * D + d];
+        dp += gr[d] * vb[j * D + d];
+      }
+      inner += st_exp(s * scale - m) / l * dp;
+    }
+    for (i64 j = 0; j < end; ++j) {
+      float s = 0.0f, dp = 0.0f;
+      for (int d = 0; d < D; ++d) {
+        s += qr[d] * kb[j * D + d];
+        dp += gr[d] * vb[j * D + d];
+      }
+      const float ds = st_exp(s * scale - m) / l * (dp - inner) * scale;
+      for (int d = 0; d < D; ++d)
+        acc[d] += ds * kb[j * D + d];
+    }
+    for (int d = 0; d < D; ++d)
+      dq[r * D + d] = acc[d];
+    stats[3 * r] = m;
+    stats[3 * r + 1] = l;
+    stats[3 * r + 2] = inner;
+  }
+}
+
+/* Backward, per key row c (of batch * tk): dV_j = sum_i P_ij g_i and
+ * dK_j = sum_i dS_ij q_i over the queries that see key j, with P from the
+ * query rows' m and l and dS from their inner (st_flash_bwd_q's stats). */
+template <int D>
+ST_FN void st_flash_bwd_kv(i64 keys, i64 tq, i64 tk, int causal, float scale, const float *q,
+                           const float *k, const float *v, const float *g, const float *stats,
+                           float *dk, float *dv) {
+  ST_LOOP(c, keys) {
+    const i64 b = c / tk, j = c % tk;
+    const float *qb = q + b * tq * D, *gb = g + b * tq * D, *sb = stats + 3 * b * tq;
+    const float *kr = k + c * D, *vr = v + c * D; // read where they are (cached)
+    float ak[D], av[D];
+    for (int d = 0; d < D; ++d) {
+      ak[d] = 0.0f;
+      av[d] = 0.0f;
+    }
+    for (i64 i = causal ? j : 0; i < tq; ++i) {
+      float s = 0.0f, dp = 0.0f;
+      for (int d = 0; d < D; ++d) {
+        s += qb[i * D + d] * kr[d];
+        dp += gb[i * D + d] * vr[d];
+      }
+      const float p = st_exp(s * scale - sb[3 * i]) / sb[3 * i + 1];
+      const float ds = p * (dp - sb[3 * i + 2]) * scale;
+      for (int d = 0; d < D; ++d) {
+        av[d] += p * gb[i * D + d];
+        ak[d] += ds * qb[i * D + d];
+      }
+    }
+    for (int d = 0; d < D; ++d) {
+      dk[c * D + d] = ak[d];
+      dv[c * D + d] = av[d];
+    }
+  }
+}
+
+#define ST_FLASH_FOR(D)                                                                          \
+  extern "C" __global__ void st_flash_fwd_d##D(i64 rows, i64 tq, i64 tk, int causal,             \
+                                               float scale, const float *q, const float *k,      \
+                                               const float *v, float *o) {                       \
+    st_flash_fwd<D>(rows, tq, tk, causal, scale, q, k, v, o);                                    \
+  }                                                                                              \
+  extern "C" __global__ void st_flash_bwd_q_d##D(i64 rows, i64 tq, i64 tk, int causal,           \
+                                                 float scale, const float *q, const float *k,    \
+                                                 const float *v, const float *g, float *dq,      \
+                                                 float *stats) {                                 \
+    st_flash_bwd_q<D>(rows, tq, tk, causal, scale, q, k, v, g, dq, stats);                       \
+  }                                                                                              \
+  extern "C" __global__ void st_flash_bwd_kv_d##D(i64 keys, i64 tq, i64 tk, int causal,          \
+                                                  float scale, const float *q, const float *k,   \
+                                                  const float *v, const float *g,                \
+                                                  const float *stats, float *dk, float *dv) {    \
+    st_flash_bwd_kv<D>(keys, tq, tk, causal, scale, q, k, v, g, stats, dk, dv);                  \
+  }
+ST_FLASH_FOR(8)
+ST_FLASH_FOR(16)
+ST_FLASH_FOR(32)
+ST_FLASH_FOR(64)
+
 /* y[r, :] = table[ids[r], :] (ids checked on the host). */
 extern "C" __global__ void st_embedding(i64 rows, i64 d, const float *table, const float *ids,
                                         float *y) {

@@ -372,7 +372,14 @@ std::map<std::string, EmuKernel> runtimeOps(bool blockReductions) {
   m["st_column_partials"].op =
       blockReductions ? adapt(st_column_partials) : adapt(host_column_partials);
   add("st_column_combine", adapt(st_column_combine));
-  add("st_embedding", adapt(st_embedding));
+#define EMU_FLASH(D)                                                           \
+  add("st_flash_fwd_d" #D, adapt(st_flash_fwd_d##D));                          \
+  add("st_flash_bwd_q_d" #D, adapt(st_flash_bwd_q_d##D));                      \
+  add("st_flash_bwd_kv_d" #D, adapt(st_flash_bwd_kv_d##D));
+  EMU_FLASH(8)
+  EMU_FLASH(16) EMU_FLASH(32) EMU_FLASH(64)
+#undef EMU_FLASH
+      add("st_embedding", adapt(st_embedding));
   add("st_scatter_rows", adapt(st_scatter_rows));
   add("st_one_hot", adapt(st_one_hot));
   add("st_cross_entropy_rows", adapt(st_cross_entropy_rows));

@@ -920,6 +920,120 @@ TEST(PlanExecutor, CudaHalfWarpRowsOnTheEmulatedGpu) {
     gpu->free(p);
 }
 
+// The CUDA runtime's fused attention (st_flash_*: online softmax, no T x T
+// matrix) as launched by CudaPlan.cpp, on the emulated GPU, against the
+// attention forward and backward in f64 (S = scale Q K^T, causal rows see
+// keys 0..i, P = softmax(S), O = P V; dP = G V^T, dS = P (dP - rowsum(P
+// dP)) scale, dQ = dS K, dK = dS^T Q, dV = P^T G) at T = 64, 256 and 1024.
+TEST(PlanExecutor, CudaFusedAttentionOnTheEmulatedGpu) {
+  std::unique_ptr<GpuBackend> gpu = emulatedGpu({}, "");
+  std::mt19937 rng(3);
+  std::uniform_real_distribution<float> u(-1.0f, 1.0f);
+  struct Case {
+    int64_t batch, t, d;
+    int causal;
+  };
+  for (Case c : {Case{3, 64, 16, 1}, Case{2, 64, 8, 0}, Case{2, 256, 64, 1},
+                 Case{1, 1024, 32, 1}}) {
+    SCOPED_TRACE("batch " + std::to_string(c.batch) + ", T " +
+                 std::to_string(c.t) + ", D " + std::to_string(c.d) +
+                 (c.causal ? ", causal" : ""));
+    const int64_t t = c.t, d = c.d, rows = c.batch * t, n = rows * d;
+    const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+    std::vector<float> q(n), k(n), v(n), g(n);
+    for (auto *x : {&q, &k, &v, &g})
+      for (float &e : *x)
+        e = 2 * u(rng);
+    // f64 reference.
+    std::vector<double> o(n, 0), dq(n, 0), dk(n, 0), dv(n, 0);
+    for (int64_t b = 0; b < c.batch; ++b)
+      for (int64_t i = 0; i < t; ++i) {
+        const int64_t r = b * t + i, end = c.causal ? i + 1 : t;
+        std::vector<double> p(end), dp(end);
+        double mx = -1e300, sum = 0, inner = 0;
+        for (int64_t j = 0; j < end; ++j) {
+          double s = 0, gv = 0;
+          for (int64_t e = 0; e < d; ++e) {
+            s += double(q[r * d + e]) * k[(b * t + j) * d + e];
+            gv += double(g[r * d + e]) * v[(b * t + j) * d + e];
+          }
+          p[j] = s * scale;
+          dp[j] = gv;
+          mx = std::max(mx, p[j]);
+        }
+        for (int64_t j = 0; j < end; ++j)
+          sum += (p[j] = std::exp(p[j] - mx));
+        for (int64_t j = 0; j < end; ++j)
+          inner += (p[j] /= sum) * dp[j];
+        for (int64_t j = 0; j < end; ++j) {
+          const double ds = p[j] * (dp[j] - inner) * scale;
+          for (int64_t e = 0; e < d; ++e) {
+            const int64_t kj = (b * t + j) * d + e;
+            o[r * d + e] += p[j] * v[kj];
+            dq[r * d + e] += ds * k[kj];
+            dk[kj] += ds * q[r * d + e];
+            dv[kj] += p[j] * g[r * d + e];
+          }
+        }
+      }
+    auto upload = [&](const std::vector<float> &x) {
+      GpuBackend::Ptr p = gpu->alloc(x.size() * 4);
+      gpu->uploadAsync(p, x.data(), x.size() * 4);
+      return p;
+    };
+    GpuBackend::Ptr dQ = upload(q), dK = upload(k), dV = upload(v),
+                    dG = upload(g);
+    GpuBackend::Ptr out = gpu->alloc(n * 4), grads = gpu->alloc(3 * n * 4),
+                    stats = gpu->alloc(3 * rows * 4);
+    int64_t rowsArg = rows, tq = t, tk = t;
+    int causal = c.causal;
+    float sc = scale;
+    const float *qp = reinterpret_cast<const float *>(dQ),
+                *kp = reinterpret_cast<const float *>(dK),
+                *vp = reinterpret_cast<const float *>(dV),
+                *gp = reinterpret_cast<const float *>(dG);
+    float *op = reinterpret_cast<float *>(out),
+          *gr = reinterpret_cast<float *>(grads),
+          *st = reinterpret_cast<float *>(stats);
+    float *gk = gr + n, *gv = gr + 2 * n;
+    const float *stc = st;
+    const std::string suffix = "_d" + std::to_string(d);
+    auto run = [&](const std::string &name, std::vector<void *> params) {
+      void *fn = gpu->opsFunction(name);
+      ASSERT_NE(fn, nullptr) << name;
+      gpu->launch(fn, static_cast<unsigned>((rows + 255) / 256), 256,
+                  params.data(), static_cast<int>(params.size()), name.c_str());
+    };
+    run("st_flash_fwd" + suffix,
+        {&rowsArg, &tq, &tk, &causal, &sc, &qp, &kp, &vp, &op});
+    run("st_flash_bwd_q" + suffix,
+        {&rowsArg, &tq, &tk, &causal, &sc, &qp, &kp, &vp, &gp, &gr, &st});
+    run("st_flash_bwd_kv" + suffix,
+        {&rowsArg, &tq, &tk, &causal, &sc, &qp, &kp, &vp, &gp, &stc, &gk, &gv});
+    std::vector<float> got(n), gotGrads(3 * n);
+    gpu->downloadSync(got.data(), out, n * 4);
+    gpu->downloadSync(gotGrads.data(), grads, 3 * n * 4);
+    // Each tensor within 1e-5 of its largest magnitude (f32 sums of up to
+    // 1024 terms in another order than the f64 reference's).
+    auto close = [&](const char *what, const float *x,
+                     const std::vector<double> &want) {
+      double big = 1e-30, worst = 0;
+      for (int64_t e = 0; e < n; ++e)
+        big = std::max(big, std::fabs(want[e]));
+      for (int64_t e = 0; e < n; ++e)
+        worst = std::max(worst, std::fabs(x[e] - want[e]));
+      EXPECT_LE(worst, 1e-5 * big)
+          << what << ": largest difference " << worst << " of " << big;
+    };
+    close("O", got.data(), o);
+    close("dQ", gotGrads.data(), dq);
+    close("dK", gotGrads.data() + n, dk);
+    close("dV", gotGrads.data() + 2 * n, dv);
+    for (GpuBackend::Ptr p : {dQ, dK, dV, dG, out, grads, stats})
+      gpu->free(p);
+  }
+}
+
 TEST(PlanExecutor, RejectsWhatItCannotRun) {
   Graph g = statefulGraph();
   g.states[1].dtype = DType::F64;
