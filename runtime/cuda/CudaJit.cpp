@@ -5,8 +5,11 @@
 
 #include "cuda/DynamicLibrary.h"
 
+#include <atomic>
 #include <filesystem>
+#include <mutex>
 #include <regex>
+#include <thread>
 
 namespace fs = std::filesystem;
 using namespace stretto;
@@ -162,4 +165,66 @@ bool CudaKernelCache::compile(const std::string &source, const std::string &arch
     return false;
   }
   return true;
+}
+
+std::vector<std::string> stretto::splitCudaUnit(const std::string &unit,
+                                                int parts) {
+  // Kernel starts: "// NAME: (" header lines (kernelAtLine's convention).
+  std::vector<size_t> starts;
+  for (size_t at = 0; at < unit.size();) {
+    size_t end = unit.find('\n', at);
+    if (end == std::string::npos)
+      end = unit.size();
+    if (unit.compare(at, 3, "// ") == 0 &&
+        unit.substr(at, end - at).find(": (") != std::string::npos)
+      starts.push_back(at);
+    at = end + 1;
+  }
+  if (starts.empty() || parts <= 1)
+    return {unit};
+  const std::string prelude = unit.substr(0, starts[0]);
+  const size_t n = starts.size(),
+               p = std::min<size_t>(static_cast<size_t>(parts), n);
+  std::vector<std::string> out;
+  for (size_t k = 0; k < p; ++k) {
+    size_t from = starts[k * n / p],
+           to = (k + 1) * n / p < n ? starts[(k + 1) * n / p] : unit.size();
+    out.push_back(prelude + unit.substr(from, to - from));
+  }
+  return out;
+}
+
+bool stretto::compileCudaUnits(const std::string &dir,
+                               const std::vector<std::string> &units,
+                               const std::string &arch, int threads,
+                               std::vector<CudaBinary> &out, int &hits,
+                               std::string &error) {
+  out.assign(units.size(), CudaBinary{});
+  std::atomic<size_t> next{0};
+  std::atomic<int> hitCount{0};
+  std::mutex m;
+  std::string firstError;
+  auto work = [&] {
+    CudaKernelCache cache(dir); // one NVRTC handle per thread
+    for (size_t k; (k = next++) < units.size();) {
+      std::string e;
+      if (!cache.compile(units[k], arch, out[k], e)) {
+        std::lock_guard<std::mutex> lock(m);
+        if (firstError.empty())
+          firstError = e;
+      }
+    }
+    hitCount += cache.stats().hits;
+  };
+  std::vector<std::thread> pool;
+  const int n =
+      std::max(1, std::min<int>(threads, static_cast<int>(units.size())));
+  for (int t = 1; t < n; ++t)
+    pool.emplace_back(work);
+  work();
+  for (std::thread &t : pool)
+    t.join();
+  hits = hitCount;
+  error = firstError;
+  return firstError.empty();
 }

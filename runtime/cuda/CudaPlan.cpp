@@ -27,6 +27,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
 namespace stretto {
 
@@ -697,7 +698,8 @@ class CudaBackend final : public GpuBackend {
 public:
   std::unique_ptr<CudaDevice> dev;
   std::unique_ptr<CublasLt> blas;
-  void *opsModule = nullptr, *modelModule = nullptr;
+  void *opsModule = nullptr;
+  std::vector<void *> modelModules; // the model's kernels, compiled in parts
 
   ~CudaBackend() override { blas.reset(); }
   std::string name() const override { return dev->name(); }
@@ -736,7 +738,10 @@ public:
   void synchronize() override { dev->synchronize(); }
   void *opsFunction(const std::string &name) override { return dev->function(opsModule, name); }
   void *modelFunction(const std::string &name) override {
-    return modelModule ? dev->function(modelModule, name) : nullptr;
+    for (void *m : modelModules)
+      if (void *f = dev->function(m, name))
+        return f;
+    return nullptr;
   }
   void launch(void *fn, unsigned grid, unsigned block, void **params, int,
               const char *what) override {
@@ -777,7 +782,7 @@ std::unique_ptr<PlanExecutor> PlanExecutor::onCuda(const Graph &graph, const Cud
   if (!nvrtc.available(why))
     return nullptr;
   std::string arch = gpu->dev->arch(), error;
-  CudaBinary ops, model;
+  CudaBinary ops;
   // NVRTC (or its cache) for one unit, noted as a start-up phase.
   auto build = [&](const char *phase, const std::string &source,
                    CudaBinary &bin) {
@@ -794,15 +799,33 @@ std::unique_ptr<PlanExecutor> PlanExecutor::onCuda(const Graph &graph, const Cud
     StartupTimer t("module load");
     gpu->opsModule = gpu->dev->loadModule(ops.cubin);
   }
-  bool anyKernel = false;
+  int kernelNodes = 0;
   for (Phase ph : {Phase::Step, Phase::Update, Phase::Outer})
     for (const Node &n : graph.phase(ph))
-      anyKernel |= n.kind == OpKind::Kernel;
-  if (anyKernel) {
-    if (!build("NVRTC model kernels", kernels.source, model))
-      throw std::runtime_error("the model's CUDA kernels do not compile for " + arch + ": " + error);
+      kernelNodes += n.kind == OpKind::Kernel;
+  if (kernelNodes > 0) {
+    // The model's kernels in parts of at least 32, compiled in parallel on
+    // the host's cores (each part cached on its own).
+    const int threads =
+        static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+    std::vector<std::string> parts =
+        splitCudaUnit(kernels.source, std::min(threads, kernelNodes / 32 + 1));
+    std::vector<CudaBinary> bins;
+    int hits = 0;
+    {
+      StartupTimer t("NVRTC model kernels");
+      bool ok = compileCudaUnits(kernels.cacheDir, parts, arch, threads, bins,
+                                 hits, error);
+      t.note = std::to_string(parts.size()) + " parts, " +
+               std::to_string(hits) + " cached";
+      if (!ok)
+        throw std::runtime_error(
+            "the model's CUDA kernels do not compile for " + arch + ": " +
+            error);
+    }
     StartupTimer t("module load");
-    gpu->modelModule = gpu->dev->loadModule(model.cubin);
+    for (const CudaBinary &b : bins)
+      gpu->modelModules.push_back(gpu->dev->loadModule(b.cubin));
   }
   return makeGpuPlanExecutor(graph, std::move(gpu), gemm);
 }

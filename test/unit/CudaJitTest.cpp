@@ -20,6 +20,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <vector>
 
 using namespace stretto;
 
@@ -50,6 +51,80 @@ std::string cudaUnit(const std::string &config) {
   for (const KernelSource &k : kernels)
     unit += k.cuda + "\n";
   return unit;
+}
+
+// A model's unit split into parts for parallel NVRTC: each part has the
+// prelude once and consecutive kernels; together they hold every kernel
+// once, in order; the parts compile on 3 threads (cubins holding their
+// kernels' entry points), then come from the cache.
+TEST(CudaJit, SplitsAUnitAndCompilesThePartsInParallel) {
+  std::string dir = cacheDir() + "-parts";
+  CudaKernelCache probe(dir);
+  std::string why;
+  mlir::MLIRContext ctx;
+  auto diag = printDiagnostics(ctx);
+  std::optional<LoadedModel> loaded =
+      loadModel(ctx, STRETTO_SOURCE_DIR "/examples/mlp.toml", {});
+  ASSERT_TRUE(loaded);
+  mlir::PassManager pm(&ctx);
+  buildTrainingPipeline(pm);
+  buildKernelPipeline(pm);
+  ASSERT_TRUE(mlir::succeeded(pm.run(*loaded->module)));
+  std::vector<KernelSource> kernels;
+  ASSERT_TRUE(mlir::succeeded(kernel::emitAllKernels(loaded->model, kernels)));
+  ASSERT_GE(kernels.size(), 4u);
+  const std::string unit = kernel::joinCudaSources(kernels);
+  std::vector<std::string> parts = splitCudaUnit(unit, 3);
+  ASSERT_EQ(parts.size(), 3u);
+  EXPECT_EQ(splitCudaUnit(unit, 1), std::vector<std::string>{unit});
+  EXPECT_EQ(splitCudaUnit("no kernels here", 3).size(), 1u);
+  size_t next = 0; // kernels in order across the parts
+  for (const std::string &part : parts) {
+    size_t preludes = 0;
+    for (size_t at = 0; (at = part.find("#define STRETTO_KERNEL_PRELUDE",
+                                        at)) != std::string::npos;
+         ++at)
+      ++preludes;
+    EXPECT_EQ(preludes, 1u);
+    size_t mine = 0;
+    for (size_t k = 0; k < kernels.size(); ++k)
+      if (part.find("__global__ void " + kernels[k].name + "(") !=
+          std::string::npos) {
+        EXPECT_EQ(k, next++)
+            << kernels[k].name << " out of order or in two parts";
+        ++mine;
+      }
+    EXPECT_GT(mine, 0u);
+  }
+  EXPECT_EQ(next, kernels.size());
+  if (!probe.available(why))
+    GTEST_SKIP() << "the split is checked; compiling needs NVRTC: " << why;
+  std::vector<CudaBinary> bins;
+  int hits = -1;
+  std::string error;
+  ASSERT_TRUE(compileCudaUnits(dir, parts, "sm_90", 3, bins, hits, error))
+      << error;
+  ASSERT_EQ(bins.size(), parts.size());
+  EXPECT_EQ(hits, 0);
+  for (size_t p = 0; p < parts.size(); ++p) {
+    EXPECT_EQ(bins[p].cubin.substr(0, 4), "\x7f"
+                                          "ELF");
+    for (const KernelSource &k : kernels)
+      EXPECT_EQ(bins[p].ptx.find(".entry " + k.name + "(") != std::string::npos,
+                parts[p].find("__global__ void " + k.name + "(") !=
+                    std::string::npos)
+          << k.name << " in part " << p;
+  }
+  ASSERT_TRUE(compileCudaUnits(dir, parts, "sm_90", 2, bins, hits, error))
+      << error;
+  EXPECT_EQ(hits, 3);
+  // A part that does not compile fails the whole, naming the error.
+  std::vector<std::string> bad = parts;
+  bad[1] += "\nextern \"C\" __global__ void broken(float *o) { o[0] = "
+            "undeclared; }\n";
+  EXPECT_FALSE(compileCudaUnits(dir, bad, "sm_90", 3, bins, hits, error));
+  EXPECT_NE(error.find("undeclared"), std::string::npos) << error;
+  std::filesystem::remove_all(dir);
 }
 
 TEST(CudaJit, CompilesCachesAndRebuilds) {

@@ -14,6 +14,7 @@
 #define STRETTO_CUDAJIT_H
 
 #include <string>
+#include <vector>
 
 namespace stretto {
 
@@ -57,6 +58,21 @@ private:
   std::string dir_;
   Stats stats_;
 };
+
+/// A unit of generated kernels (their shared prelude, then each kernel
+/// from its "// NAME: (" header line, as joinCudaSources writes it) as up
+/// to `parts` units of consecutive kernels, each with the prelude: the same
+/// kernels, compiled in parallel. One part when there is no header line.
+std::vector<std::string> splitCudaUnit(const std::string &unit, int parts);
+
+/// `units` compiled or taken from the cache in `dir`, up to `threads` at a
+/// time (NVRTC is single-threaded per program); `hits` counts the cached
+/// ones. False with `error` (the first failure) when one fails.
+bool compileCudaUnits(const std::string &dir,
+                      const std::vector<std::string> &units,
+                      const std::string &arch, int threads,
+                      std::vector<CudaBinary> &out, int &hits,
+                      std::string &error);
 
 } // namespace stretto
 
