@@ -262,6 +262,21 @@ extern "C" __global__ void st_column_combine(i64 outer, i64 chunks, i64 inner, c
  * the GEMM path (period tq). The order of additions differs from the
  * GEMM path's, so the values agree to f32 rounding, not bit for bit.
  * q, o: [rows = batch * tq, D]; k, v: [batch * tk, D]. */
+/* One score s of the online softmax: the running max m and sum l take it;
+ * p = e^(s - m) after; returns the factor earlier terms are rescaled by
+ * (1 while the max holds, 0 for the first score). */
+ST_FN float st_online_step(float s, bool first, float &m, float &l, float &p) {
+  float c = 1.0f;
+  if (first || s > m) {
+    c = first ? 0.0f : st_exp(m - s);
+    l *= c;
+    m = s;
+  }
+  p = st_exp(s - m);
+  l += p;
+  return c;
+}
+
 template <int D>
 ST_FN void st_flash_fwd(i64 rows, i64 tq, i64 tk, int causal, float scale, const float *q,
                         const float *k, const float *v, float *o) {
@@ -278,16 +293,11 @@ ST_FN void st_flash_fwd(i64 rows, i64 tq, i64 tk, int causal, float scale, const
       float s = 0.0f;
       for (int d = 0; d < D; ++d)
         s += qr[d] * kb[j * D + d];
-      s *= scale;
-      if (j == 0 || s > m) {
-        const float c = j == 0 ? 0.0f : st_exp(m - s);
-        l *= c;
+      float p;
+      const float c = st_online_step(s * scale, j == 0, m, l, p);
+      if (c != 1.0f) // a new max: the sum so far rescaled
         for (int d = 0; d < D; ++d)
           acc[d] *= c;
-        m = s;
-      }
-      const float p = st_exp(s - m);
-      l += p;
       for (int d = 0; d < D; ++d)
         acc[d] += p * vb[j * D + d];
     }
@@ -317,12 +327,8 @@ ST_FN void st_flash_bwd_q(i64 rows, i64 tq, i64 tk, int causal, float scale, con
       float s = 0.0f;
       for (int d = 0; d < D; ++d)
         s += qr[d] * kb[j * D + d];
-      s *= scale;
-      if (j == 0 || s > m) {
-        l *= j == 0 ? 0.0f : st_exp(m - s);
-        m = s;
-      }
-      l += st_exp(s - m);
+      float p;
+      st_online_step(s * scale, j == 0, m, l, p);
     }
     float inner = 0.0f;
     for (i64 j = 0; j < end; ++j) {
