@@ -690,6 +690,15 @@ void CudaPlanDevice::opNewtonSchulz(NodeCall &nc) {
 
 OpTableCoverage cudaOpTable() { return coverageOf(CudaPlanDevice::ops()); }
 
+// Every backend's table (OpTable.h). Here, not beside the validator in
+// Graph.cpp: the fuzzers link Graph.cpp without the executors.
+std::vector<OpTableCoverage> opTableCoverage() {
+  std::vector<OpTableCoverage> all = referenceOpTables();
+  for (OpTableCoverage t : {hostOpTable(), cudaOpTable(), validatorOpTable()})
+    all.push_back(std::move(t));
+  return all;
+}
+
 namespace {
 
 // The real GPU: device 0 through the driver API, the runtime's and the

@@ -474,13 +474,6 @@ void validatePhase(const Graph &g, const std::vector<Node> &nodes) {
 
 OpTableCoverage validatorOpTable() { return coverageOf(checks()); }
 
-std::vector<OpTableCoverage> opTableCoverage() {
-  std::vector<OpTableCoverage> all = referenceOpTables();
-  for (OpTableCoverage t : {hostOpTable(), cudaOpTable(), validatorOpTable()})
-    all.push_back(std::move(t));
-  return all;
-}
-
 void Graph::validate() const {
   validatePhase(*this, nodes);
   validatePhase(*this, update);
