@@ -201,5 +201,7 @@ def Kernel_GeluGradOp : Kernel_ScalarUnaryOp<"gelu_grad",
 def Kernel_ReluOp : Kernel_ScalarUnaryOp<"relu", "x if x > 0 else 0">;
 def Kernel_SiluOp : Kernel_ScalarUnaryOp<"silu", "x / (1 + e^-x)">;
 def Kernel_ErfOp : Kernel_ScalarUnaryOp<"erf", "the error function">;
+def Kernel_RoundBf16Op : Kernel_ScalarUnaryOp<"round_bf16",
+    "x rounded to the nearest bf16, ties to even">;
 
 #endif // STRETTO_KERNEL_OPS

@@ -240,6 +240,7 @@ const TrainerOption kTrainerOptions[] = {
     {"stage_ranges", OptionKind::Ranges, {}}, // [[first, end), ...] layers per stage
     {"stage_units", OptionKind::Units, {}},   // ["embed..block1", "block2..head"] units per stage
     {"ef_lambda", OptionKind::Float, {}},
+    {"precision", OptionKind::String, {"f32", "bf16"}}, // bf16: train-mixed-precision
     // --- decentralized data parallelism: train-gossip and its runtime -------
     {"local_steps", OptionKind::IntList, {}}, // H, or H_r per replica (>= 0)
     {"outer_rounds", OptionKind::Int, {}},
@@ -737,6 +738,13 @@ LogicalResult ReshapeOp::verify() {
     return emitOpError() << "changes the element type from " << in.getElementType()
                          << " to " << out.getElementType();
   return success();
+}
+
+OpFoldResult RoundBf16Op::fold(FoldAdaptor) {
+  // Rounding is idempotent.
+  if (getInput().getDefiningOp<RoundBf16Op>())
+    return getInput();
+  return {};
 }
 
 OpFoldResult ReshapeOp::fold(FoldAdaptor) {

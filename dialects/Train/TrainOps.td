@@ -305,6 +305,20 @@ def Train_ErfOp : Train_UnaryOp<"erf", [Differentiable]> {
   }];
 }
 
+def Train_RoundBf16Op : Train_UnaryOp<"round_bf16", [Differentiable]> {
+  let summary = "rounds to the nearest bf16 (ties to even), kept in the element type";
+  let description = [{
+    The value a bf16 store would hold: `train-mixed-precision` puts one
+    after each producer whose result is stored in bf16 (activations, their
+    gradients, the per-step bf16 copy of a GEMM's weight), so that every
+    executor rounds at exactly these points. NaN stays NaN, past the largest
+    bf16 gives infinity. The VJP passes the gradient through unchanged (a
+    cast's gradient, as in PyTorch's `.to(torch.bfloat16)`). Rounding twice
+    is rounding once: `round_bf16(round_bf16(x))` folds.
+  }];
+  let hasFolder = 1;
+}
+
 // Layout and reductions
 
 def Train_MatmulOp : Train_Op<"matmul", [Pure, Differentiable]> {

@@ -227,3 +227,20 @@ def TrainGossip : Pass<"train-gossip", "::stretto::train::ModelOp"> {
 }
 
 #endif // STRETTO_TRAIN_PASSES
+
+def TrainMixedPrecision : Pass<"train-mixed-precision", "::stretto::train::ModelOp"> {
+  let summary = "Stores activations, their gradients and GEMM operands in bf16";
+  let description = [{
+    Runs after `train-autodiff` and `train-optimizer`. Puts a
+    `train.round_bf16` after every step value that is stored in bf16, so
+    that every executor rounds at the same points: the results of compute
+    ops that depend on the batch (activations and their gradients), and one
+    bf16 copy per step of each weight a matmul reads. Parameters, optimizer
+    states, the update and outer phases, reductions (reduce_sum,
+    scatter_rows, cross_entropy, norm_grad's gain and bias rows), scalars
+    and the values handed to `train.grad`/`train.write`/`train.yield` stay
+    f32; the fused ops keep their statistics in f32. Arithmetic stays f32.
+    Sets the trainer's `precision` to `bf16`. Running it twice changes
+    nothing more.
+  }];
+}

@@ -188,6 +188,10 @@ void ReluOp::buildVJP(OpBuilder &b, Value g, SmallVectorImpl<Value> &grads) {
   grads.push_back(e.mul(g, e.gt(getInput(), e.c(g, 0.0))));
 }
 
+void RoundBf16Op::buildVJP(OpBuilder &, Value g, SmallVectorImpl<Value> &grads) {
+  grads.push_back(g); // a cast: the gradient passes through
+}
+
 //===--- layout -----------------------------------------------------------===//
 
 void MatmulOp::buildVJP(OpBuilder &b, Value g, SmallVectorImpl<Value> &grads) {

@@ -727,6 +727,8 @@ void buildTrainer(OpBuilder &b, ModelOp model, Section &t, const std::string &fi
   integer("steps", "total_steps", 100, 1);
   num("min_lr_ratio", 0.1);
   integer("micro_batches", "micro_batches", 1, 1);
+  if (t.node("precision")) // only when given: the fingerprint of f32 models stays
+    str("precision", "precision", "f32", {"f32", "bf16"});
   attrs.push_back(b.getNamedAttr(
       "stages", b.getI64IntegerAttr(t.integer("stages", 1, 1, kMaxStages))));
   attrs.push_back(b.getNamedAttr(

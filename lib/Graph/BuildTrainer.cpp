@@ -207,7 +207,8 @@ std::optional<TrainerBuild> stretto::buildTrainer(MLIRContext &ctx, LoadedModel 
         return std::nullopt;
     }
   }
-  if (b.executor == "reference" && o.precision == "bf16")
+  if (b.executor == "reference" && o.precision == "bf16" &&
+      model.getTrainerString("precision", "f32") != "bf16")
     return fail(o, "--precision=bf16 is a mode of the compiled runtime; the reference executor "
                 "computes in f32 or f64"),
            std::nullopt;
@@ -227,6 +228,7 @@ RunSettings stretto::runSettingsOf(train::ModelOp model, const std::string &mode
   s.data = dataConfigOf(model, modelPath, s.vocab);
   s.steps = model.getTrainerInt("total_steps", s.steps);
   s.microBatches = model.getTrainerInt("micro_batches", s.microBatches);
+  s.precision = model.getTrainerString("precision", s.precision).str();
   s.seed = uint64_t(model.getTrainerInt("seed", int64_t(s.seed)));
   s.logInterval = model.getTrainerInt("log_interval", s.logInterval);
   s.evalInterval = model.getTrainerInt("eval_interval", s.evalInterval);

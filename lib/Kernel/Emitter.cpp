@@ -30,12 +30,14 @@ const char *kCppPrelude =
     "#include <math.h>\n#define ST_FN static inline\n"
     "#ifndef STRETTO_FLOAT_BITS\n#define STRETTO_FLOAT_BITS\n"
     "ST_FN float st_float_bits(int b) { float f; __builtin_memcpy(&f, &b, 4); return f; }\n"
+    "ST_FN int st_bits_of(float f) { int b; __builtin_memcpy(&b, &f, 4); return b; }\n"
     "#endif\n";
 const char *kCudaPrelude =
     "#define ST_FN static __device__ __forceinline__\n"
     "#ifndef ST_HAVE_WARPS\n#define ST_HAVE_WARPS 1\n#endif\n"
     "#ifndef STRETTO_FLOAT_BITS\n#define STRETTO_FLOAT_BITS\n"
     "ST_FN float st_float_bits(int b) { return __int_as_float(b); }\n"
+    "ST_FN int st_bits_of(float f) { return __float_as_int(f); }\n"
     "#endif\n";
 
 // The scalar functions (st_<fn> of every element-wise op, f32 and f64) come

@@ -20,6 +20,7 @@ TrainingPipelineOptions TrainingPipelineOptions::fromTrainer(ModelOp model) {
   o.stages = model.getTrainerInt("stages", 1);
   o.twoBW = model.getTrainerString("sync", "sync") == "2bw";
   o.efLambda = model.getTrainerFloat("ef_lambda", 0.0);
+  o.bf16 = model.getTrainerString("precision", "f32") == "bf16";
   return o;
 }
 
@@ -35,4 +36,6 @@ void stretto::buildTrainingPipeline(OpPassManager &pm, const TrainingPipelineOpt
     model.addPass(train::createTrainDelayErrorFeedback());
   model.addPass(createCanonicalizerPass());
   model.addPass(createCSEPass());
+  if (o.bf16)
+    model.addPass(train::createTrainMixedPrecision());
 }

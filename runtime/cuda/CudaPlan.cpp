@@ -69,7 +69,8 @@ std::string cudaRuntimeSource() {
   return std::string("#define ST_FN static __device__ __forceinline__\n"
                      "#define ST_HAVE_WARPS 1\n"
                      "ST_FN float st_float_bits(int b) { return "
-                     "__int_as_float(b); }\n") +
+                     "__int_as_float(b); }\n"
+                     "ST_FN int st_bits_of(float f) { return __float_as_int(f); }\n") +
          kKernelMathText + runtimeOpDispatch() + kRuntimeOpsText;
 }
 

@@ -102,8 +102,9 @@ const std::vector<FlagSpec> kFlags = {
      },
      nullptr},
     {"--precision", "f32|tf32|bf16|f64", D::Both, nullptr,
-     "bf16: GEMM operands in bf16; tf32: f32 GEMMs on the GPU's TF32 tensor cores (CUDA only); "
-     "f64: the reference executor",
+     "bf16: stretto-train compiles the step with bf16 storage (activations, their gradients, "
+     "GEMM operands; f32 master weights), stretto-run of an f32 plan rounds GEMM operands; tf32: "
+     "f32 GEMMs on the GPU's TF32 tensor cores (CUDA only); f64: the reference executor",
      [](RunFlags &f, A a) {
        f.precision = a.oneOf({"f32", "tf32", "bf16", "f64"});
      },
@@ -289,7 +290,7 @@ std::vector<std::string> stretto::takeRunFlags(const std::vector<std::string> &a
         return s.toRun != nullptr;
       },
       false);
-  if (f.executor == "reference" && (f.precision == "bf16" || f.precision == "tf32"))
+  if (f.executor == "reference" && f.precision == "tf32")
     throw std::runtime_error("--precision=" + f.precision +
                              " is a mode of the compiled runtime; the reference executor "
                              "computes in f32 or f64");

@@ -61,6 +61,7 @@ std::map<std::string, std::string> RunSettings::toMeta() const {
       {"train.optimizer", optimizer},
       {"train.steps", std::to_string(steps)},
       {"train.micro_batches", std::to_string(microBatches)},
+      {"train.precision", precision},
       {"train.seed", std::to_string(seed)},
       {"train.log_interval", std::to_string(logInterval)},
       {"train.eval_interval", std::to_string(evalInterval)},
@@ -96,6 +97,10 @@ RunSettings RunSettings::fromMeta(const std::map<std::string, std::string> &meta
   int64_t seed = int64_t(s.seed);
   num("train.steps", s.steps);
   num("train.micro_batches", s.microBatches);
+  str("train.precision", s.precision);
+  if (s.precision != "f32" && s.precision != "bf16")
+    throw std::runtime_error("the plan's setting 'train.precision' must be f32 or bf16, got '" +
+                             s.precision + "'");
   num("train.seed", seed);
   s.seed = uint64_t(seed);
   num("train.log_interval", s.logInterval);
@@ -111,6 +116,10 @@ RunSettings RunSettings::fromMeta(const std::map<std::string, std::string> &meta
 
 void RunSettings::apply(const RunFlags &f) {
   flags = f;
+  // A plan with bf16 storage runs its GEMMs on bf16 operands (they are
+  // bf16 values already); f64 (the reference executor) keeps f64.
+  if (precision == "bf16" && flags.precision == "f32")
+    flags.precision = "bf16";
   if (f.steps > 0)
     steps = f.steps;
   if (f.seed >= 0)
@@ -409,6 +418,10 @@ std::string flagsAgainstPlan(const Graph &graph, const RunSettings &s) {
   if (f.executor == "compiled" && f.precision == "f64")
     return "--executor=compiled: the compiled runtime computes in f32 (and bf16 GEMMs) only; use "
            "--executor=reference";
+  if (f.executor == "reference" && f.precision == "bf16" && s.precision != "bf16")
+    return "--precision=bf16 with the reference executor needs a plan compiled with bf16 storage "
+           "(stretto-train --precision bf16, or train.precision = \"bf16\"); on this f32 plan "
+           "bf16 is a mode of the compiled runtime (GEMM operands rounded per call)";
   return "";
 }
 } // namespace

@@ -161,6 +161,7 @@ using namespace stretto_emu;
 #define __float_as_uint floatAsUint
 #define __int_as_float intAsFloat
 ST_FN float st_float_bits(int b) { return intAsFloat(b); }
+ST_FN int st_bits_of(float f) { return int(floatAsUint(f)); }
 #include "stretto/Support/KernelMath.inc"
 // st_unary / st_binary as runtimeOpDispatch() generates them for NVRTC,
 // from the same table.
@@ -284,6 +285,7 @@ extern "C" void st_emu_thread(unsigned b, unsigned t) {
 #define __shfl_sync(mask, v, src) st_emu_shfl_idx((mask), (v), (src))
 static inline float __int_as_float(int b) { float f; memcpy(&f, &b, 4); return f; }
 static inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return u; }
+static inline int __float_as_int(float f) { int i; memcpy(&i, &f, 4); return i; }
 )";
 
 namespace stretto {

@@ -176,7 +176,9 @@ TEST(KernelDiffTest, EveryScalarOpWithBroadcasts) {
     %15 = train.neg %14 : tensor<6x5xf32>
     %16 = train.gelu %15 : tensor<6x5xf32>
     %17 = train.add %16, %6 : tensor<6x5xf32>
-    %l = train.reduce_sum %17 [0, 1] : tensor<6x5xf32> -> tensor<f32>
+    %18 = train.round_bf16 %17 : tensor<6x5xf32>
+    %19 = train.mul %18, %x : tensor<6x5xf32>
+    %l = train.reduce_sum %19 [0, 1] : tensor<6x5xf32> -> tensor<f32>
     train.yield %l : tensor<f32>
 )"), 0.25, 2.0, 1);
 }
@@ -316,16 +318,22 @@ std::string bodyAsTrainStep(kernel::ElementwiseOp k) {
 // Every kernel of gpt-tiny's step and update phases, compiled into one
 // shared object, against its own ops run by the reference executor on random
 // inputs: the emitter's broadcast indexing and scalar code on the real shapes.
-TEST(KernelDiffTest, GptTinyKernelsMatchTheirOpsOnTheReference) {
+// In f32, and with bf16 storage (the kernels round where the reference's
+// round_bf16 ops do; the same scalar functions on both sides give the same
+// f32 values, so the roundings agree).
+class GptTinyKernels : public testing::TestWithParam<const char *> {};
+
+TEST_P(GptTinyKernels, MatchTheirOpsOnTheReference) {
   mlir::MLIRContext ctx;
   test::prepareContext(ctx);
   ctx.loadDialect<kernel::KernelDialect>();
   auto diag = printDiagnostics(ctx);
-  std::optional<LoadedModel> loaded =
-      loadModel(ctx, STRETTO_SOURCE_DIR "/examples/gpt-tiny.toml", {});
+  std::optional<LoadedModel> loaded = loadModel(
+      ctx, STRETTO_SOURCE_DIR "/examples/gpt-tiny.toml",
+      {std::string("train.precision=") + GetParam()});
   ASSERT_TRUE(loaded);
   mlir::PassManager pm(&ctx);
-  buildTrainingPipeline(pm);
+  buildTrainingPipeline(pm, TrainingPipelineOptions::fromTrainer(loaded->model));
   pm.nest<train::ModelOp>().addPass(kernel::createKernelFuseElementwise());
   ASSERT_TRUE(mlir::succeeded(pm.run(*loaded->module)));
   std::vector<kernel::ElementwiseOp> ops;
@@ -352,7 +360,7 @@ TEST(KernelDiffTest, GptTinyKernelsMatchTheirOpsOnTheReference) {
 
   std::mt19937_64 rng(7);
   std::uniform_real_distribution<double> dist(0.1, 1.0);
-  int checked = 0;
+  int checked = 0, rounding = 0;
   for (size_t n = 0; n < ops.size(); ++n) {
     const KernelSource &k = sources[n];
     ASSERT_EQ(k.dtype, "float") << k.name;
@@ -400,10 +408,17 @@ TEST(KernelDiffTest, GptTinyKernelsMatchTheirOpsOnTheReference) {
     }
     EXPECT_EQ(bad, 0u) << k.name;
     ++checked;
+    rounding += text.find("train.round_bf16") != std::string::npos;
   }
-  std::printf("[kernel-diff] gpt-tiny: %d kernels compared with the reference executor\n", checked);
+  std::printf("[kernel-diff] gpt-tiny, %s: %d kernels compared with the reference executor (%d "
+              "of them round to bf16)\n",
+              GetParam(), checked, rounding);
+  if (std::string(GetParam()) == "bf16")
+    EXPECT_GT(rounding, 10) << "the bf16 plan's kernels should round";
   fs::remove_all(dir);
 }
+
+INSTANTIATE_TEST_SUITE_P(Precisions, GptTinyKernels, testing::Values("f32", "bf16"));
 
 const char *kSmallKernel = R"(extern "C" void k(const void *const *in, void *const *out) {
   ((float *)out[0])[0] = ((const float *)in[0])[0] * 2.0f;

@@ -114,7 +114,7 @@ TEST(PlanExecutor, BinaryOpsBroadcast) {
 TEST(PlanExecutor, UnaryOps) {
   for (OpKind k : {OpKind::Neg, OpKind::Exp, OpKind::Log, OpKind::Sqrt, OpKind::Rsqrt,
                    OpKind::Tanh, OpKind::Cos, OpKind::Gelu, OpKind::GeluGrad, OpKind::Relu,
-                   OpKind::Silu, OpKind::Erf}) {
+                   OpKind::Silu, OpKind::Erf, OpKind::RoundBf16}) {
     Builder b;
     int x = b.input("x", {5, 7});
     int z = b.node(k, {x}, {5, 7});

@@ -43,6 +43,7 @@
 #include "mlir/IR/MLIRContext.h"
 #include "mlir/Parser/Parser.h"
 #include "mlir/Pass/PassManager.h"
+#include "llvm/ADT/APFloat.h"
 
 #include <gtest/gtest.h>
 #include <unistd.h>
@@ -289,3 +290,64 @@ TEST(ScalarMath, ReferenceAndGeneratedKernelsAgreeBitForBit) {
 }
 
 } // namespace
+
+// st_round_bf16 (KernelMath.inc: what a bf16 store holds) against LLVM's
+// APFloat conversion to bfloat16, round to nearest even, and against the
+// runtime's roundToBF16 (checkpoints, GEMM operands): every 997th f32 bit
+// pattern (all exponents, both signs, NaNs, infinities, subnormals) plus
+// the halfway cases of each exponent. f64: random doubles over the whole
+// f32 range and the halfway cases (exact ties, and a hair either side,
+// which a double rounding through f32 would get wrong).
+TEST(ScalarMath, RoundBf16IsRoundToNearestEven) {
+  using stretto::kernelmath::st_round_bf16;
+  auto viaApFloat = [](double x) {
+    llvm::APFloat f(x);
+    bool lost = false;
+    f.convert(llvm::APFloat::BFloat(), llvm::APFloat::rmNearestTiesToEven, &lost);
+    f.convert(llvm::APFloat::IEEEdouble(), llvm::APFloat::rmNearestTiesToEven, &lost);
+    return f.convertToDouble();
+  };
+  auto same = [](double a, double b) {
+    return (std::isnan(a) && std::isnan(b)) || (a == b && std::signbit(a) == std::signbit(b));
+  };
+  std::vector<uint32_t> patterns;
+  for (uint64_t b = 0; b <= 0xFFFFFFFFull; b += 997)
+    patterns.push_back(uint32_t(b));
+  for (uint32_t e = 0; e < 256; ++e)
+    for (uint32_t sign : {0u, 0x80000000u})
+      for (uint32_t low : {0x8000u, 0x18000u, 0x7FFFu, 0x8001u, 0xFFFFu})
+        patterns.push_back(sign | (e << 23) | low);
+  size_t bad = 0;
+  for (uint32_t bits : patterns) {
+    float x;
+    std::memcpy(&x, &bits, 4);
+    float got = st_round_bf16(x);
+    if (!same(got, stretto::roundToBF16(x)) || !same(got, viaApFloat(x))) {
+      if (bad++ < 5)
+        ADD_FAILURE() << "f32 bits 0x" << std::hex << bits << ": " << got << ", APFloat "
+                      << viaApFloat(x);
+    }
+    if (std::isnan(x)) {
+      uint32_t out;
+      std::memcpy(&out, &got, 4);
+      EXPECT_TRUE((out & 0xFFFFu) == 0 && std::isnan(got)) << std::hex << bits;
+    }
+  }
+  EXPECT_EQ(bad, 0u) << "of " << patterns.size() << " f32 patterns";
+  std::mt19937_64 rng(11);
+  std::uniform_real_distribution<double> mant(1.0, 2.0);
+  std::uniform_int_distribution<int> exp(-140, 127);
+  size_t badD = 0;
+  for (int i = 0; i < 400000; ++i) {
+    double x = std::ldexp(mant(rng), exp(rng)) * (i % 2 ? -1 : 1);
+    if (i % 4 == 2) { // a bf16 halfway point, exactly or a hair off
+      double tie = std::ldexp(std::floor(std::ldexp(std::fabs(x), 7 - std::ilogb(x))) + 0.5,
+                              std::ilogb(x) - 7);
+      x = std::copysign(tie * (1.0 + (i % 3 - 1) * 0x1p-40), x);
+    }
+    double got = st_round_bf16(x);
+    if (!same(got, viaApFloat(x)) && badD++ < 5)
+      ADD_FAILURE() << "f64 " << x << ": " << got << ", APFloat " << viaApFloat(x);
+  }
+  EXPECT_EQ(badD, 0u);
+}

@@ -217,6 +217,9 @@ int main(int argc, char **argv) {
   if (flags.steps > 0) // before compiling: the learning-rate schedule depends on it
     sets.push_back(overrideFromFlag("train.steps=" + std::to_string(flags.steps),
                                     "--steps " + std::to_string(flags.steps)));
+  // --precision bf16 compiles the step with bf16 storage (train-mixed-precision).
+  if (flags.precision == "bf16")
+    sets.push_back(overrideFromFlag("train.precision=bf16", "--precision bf16"));
   std::optional<LoadedModel> loaded = loadModel(ctx, modelPath, sets);
   if (!loaded)
     return 1;

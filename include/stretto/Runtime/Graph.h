@@ -45,6 +45,8 @@ const char *dtypeName(DType t);
 //    Gelu:       tanh form: 0.5x(1+tanh(sqrt(2/pi)(x+0.044715x^3)))
 //    GeluGrad:   d/dx Gelu (Gelu's VJP is g * GeluGrad(x))
 //    Relu, Silu, Erf
+//    RoundBf16:  the nearest bf16 (ties to even), kept in f32/f64 (what a
+//                bf16 store holds; the mixed-precision pass's rounding points)
 //  Layout:
 //    Matmul:     lhs [..., M, K] x rhs [K, N] or [..., K, N] -> [..., M, N]
 //    Transpose:  ints: permutation; out[i_perm...] : out dim d = in dim perm[d]

@@ -55,6 +55,9 @@ struct RunSettings {
   DataConfig data;
   // The training loop.
   int64_t steps = 100, microBatches = 1;
+  // The step's storage: "bf16" when train-mixed-precision rounded it (the
+  // run's GEMMs then take bf16 operands), else "f32".
+  std::string precision = "f32";
   uint64_t seed = 1337;
   int64_t logInterval = 10, evalInterval = 100, evalBatches = 8;
   int64_t checkpointInterval = 0; // 0: at the end (and on a stop) only

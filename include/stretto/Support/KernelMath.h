@@ -21,6 +21,11 @@ inline float st_float_bits(int b) {
   std::memcpy(&f, &b, sizeof f);
   return f;
 }
+inline int st_bits_of(float f) {
+  int b;
+  std::memcpy(&b, &f, sizeof b);
+  return b;
+}
 #include "stretto/Support/KernelMath.inc"
 #undef ST_FN
 } // namespace kernelmath

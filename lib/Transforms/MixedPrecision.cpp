@@ -1,0 +1,248 @@
+//===- MixedPrecision.cpp - train-mixed-precision --------------------------===//
+//
+// Decides which of the step's values are stored in bf16 and makes that
+// explicit: a `train.round_bf16` after each such producer, so that every
+// executor (the reference one included) rounds at the same points and the
+// check against the reference stays exact about where rounding happens.
+// Arithmetic stays f32 (the tensor types are the compute type).
+//
+// Stored in bf16 (rounded):
+//   - activations and their gradients: the results of the step's compute
+//     ops that depend on the batch (a train.input);
+//   - the operands of every GEMM: each weight a matmul reads gets one bf16
+//     copy per step (the master stays f32 for everything else: biases,
+//     norms' gains, the embedding gather, the optimizer).
+// Kept in f32:
+//   - parameters, optimizer states and everything of the update and outer
+//     phases (this pass touches the step only);
+//   - reductions and statistics: reduce_sum (bias gradients), scatter_rows
+//     (the embedding's gradient), cross_entropy (the loss), norm_grad's
+//     gain and bias rows, stage sums, every scalar;
+//   - values the step hands on (train.grad, train.write, train.yield), so
+//     the weight gradients that matmuls produce stay f32.
+// The fused ops (softmax, norms, attention) compute their statistics in f32
+// inside the op; only their outputs are rounded. View ops (reshape,
+// transpose, slice, broadcast, pad, transfer) move values unchanged and
+// are never rounded themselves, except a slice out of norm_grad's packed
+// result (the activation gradient rows; the other rows stay f32).
+//
+//===----------------------------------------------------------------------===//
+#include "stretto/Transforms/Passes.h"
+
+#include "mlir/IR/Builders.h"
+
+#include "llvm/ADT/DenseSet.h"
+
+namespace stretto::train {
+#define GEN_PASS_DEF_TRAINMIXEDPRECISION
+#include "Train/TrainPasses.h.inc"
+} // namespace stretto::train
+
+using namespace mlir;
+using namespace stretto::train;
+
+namespace {
+
+bool isView(Operation *op) {
+  return isa<ReshapeOp, TransposeOp, SliceOp, BroadcastOp, PadOp, TransferOp>(op);
+}
+
+/// Ops whose results are reductions, statistics or hand-offs: stored f32.
+bool keepsF32(Operation *op) {
+  return isa<ReadOp, InputOp, ConstantOp, StepCountOp, ReduceSumOp, ScatterRowsOp, CrossEntropyOp,
+             NormGradOp, StageSumOp, NewtonSchulzOp, DescendOp>(op);
+}
+
+/// Ops whose result is bf16-exact when their float operands are: they pick
+/// or compare values (or make 0/1) without rounding.
+bool keepsExact(Operation *op) {
+  return isView(op) || isa<NegOp, ReluOp, MaxOp, MinOp, GtOp, OneHotOp, RoundBf16Op>(op);
+}
+
+bool isFloatTensor(Value v) {
+  auto t = dyn_cast<RankedTensorType>(v.getType());
+  return t && isa<FloatType>(t.getElementType());
+}
+
+bool isScalar(Value v) { return cast<RankedTensorType>(v.getType()).getRank() == 0; }
+
+/// A constant whose every value is a bf16.
+bool exactConstant(ConstantOp c) {
+  auto dense = dyn_cast<DenseFPElementsAttr>(c.getValue());
+  if (!dense)
+    return false;
+  for (APFloat f : dense.getValues<APFloat>()) {
+    bool lost = false;
+    APFloat r = f;
+    r.convert(APFloat::BFloat(), APFloat::rmNearestTiesToEven, &lost);
+    if (lost)
+      return false;
+  }
+  return true;
+}
+
+struct MixedPrecisionPass
+    : public stretto::train::impl::TrainMixedPrecisionBase<MixedPrecisionPass> {
+  using TrainMixedPrecisionBase::TrainMixedPrecisionBase;
+  void runOnOperation() override;
+
+  llvm::DenseSet<Value> handedOn, batch, exact;
+
+  RoundBf16Op roundAfter(OpBuilder &b, Value v, Operation *stageOf) {
+    if (Operation *def = v.getDefiningOp())
+      b.setInsertionPointAfter(def);
+    else
+      b.setInsertionPointToStart(v.getParentBlock());
+    auto r = b.create<RoundBf16Op>(v.getLoc(), v);
+    setStage(r, getStage(stageOf));
+    exact.insert(r);
+    if (batch.contains(v))
+      batch.insert(r);
+    return r;
+  }
+  /// The values the step hands on, and (backwards through views) what they
+  /// are views of.
+  void findHandedOn(Block &body);
+  /// One bf16 copy of each weight that a matmul reads (through views).
+  void copyGemmWeights(Block &body, OpBuilder &b);
+  /// The producers of activations and their gradients, in program order.
+  void roundActivations(Block &body, OpBuilder &b);
+  /// Whatever a matmul still reads unrounded (the safety net).
+  void roundGemmOperands(Block &body, OpBuilder &b);
+};
+
+void MixedPrecisionPass::findHandedOn(Block &body) {
+  for (Operation &op : llvm::reverse(body)) {
+    if (isa<GradOp, WriteOp, YieldOp, StageSumOp>(op))
+      for (Value v : op.getOperands())
+        handedOn.insert(v);
+    if (isView(&op) && handedOn.contains(op.getResult(0)))
+      handedOn.insert(op.getOperand(0));
+  }
+}
+
+/// Whether every use of v reaches a matmul operand through views only.
+static bool onlyFeedsMatmuls(Value v) {
+  for (Operation *u : v.getUsers()) {
+    if (isa<MatmulOp>(u))
+      continue;
+    if (!isView(u) || !onlyFeedsMatmuls(u->getResult(0)))
+      return false;
+  }
+  return !v.use_empty();
+}
+
+void MixedPrecisionPass::copyGemmWeights(Block &body, OpBuilder &b) {
+  for (ReadOp read : llvm::to_vector(body.getOps<ReadOp>())) {
+    Value w = read.getResult();
+    SmallVector<OpOperand *> gemmUses;
+    for (OpOperand &use : w.getUses()) {
+      Operation *u = use.getOwner();
+      if (isa<MatmulOp>(u) || (isView(u) && onlyFeedsMatmuls(u->getResult(0))))
+        gemmUses.push_back(&use);
+    }
+    if (gemmUses.empty() || !isFloatTensor(w))
+      continue;
+    RoundBf16Op copy = roundAfter(b, w, read);
+    for (OpOperand *use : gemmUses)
+      use->set(copy);
+  }
+}
+
+void MixedPrecisionPass::roundActivations(Block &body, OpBuilder &b) {
+  for (Operation *op : llvm::to_vector(llvm::make_pointer_range(body))) {
+    bool fromBatch = isa<InputOp>(op), allExact = true;
+    for (Value v : op->getOperands()) {
+      fromBatch |= batch.contains(v);
+      if (isFloatTensor(v) && !exact.contains(v))
+        allExact = false;
+    }
+    for (Value r : op->getResults())
+      if (fromBatch)
+        batch.insert(r);
+    if (auto c = dyn_cast<ConstantOp>(op); c && exactConstant(c))
+      exact.insert(c.getResult());
+    if (isa<RoundBf16Op>(op) || (keepsExact(op) && allExact)) {
+      for (Value r : op->getResults())
+        exact.insert(r);
+      continue;
+    }
+    // A slice of norm_grad's packed result: the activation-gradient rows
+    // are rounded here (the gain and bias rows stay f32).
+    bool packedRows =
+        isa<SliceOp>(op) && isa_and_nonnull<NormGradOp>(op->getOperand(0).getDefiningOp());
+    if ((isView(op) && !packedRows) || keepsF32(op) || isa<GradOp, WriteOp, YieldOp>(op))
+      continue;
+    for (Value r : op->getResults()) {
+      if (!isFloatTensor(r) || isScalar(r) || !fromBatch || handedOn.contains(r) || r.use_empty())
+        continue;
+      // Already rounded (the pass ran before): nothing to add.
+      if (llvm::all_of(r.getUsers(), [](Operation *u) { return isa<RoundBf16Op>(u); }))
+        continue;
+      RoundBf16Op round = roundAfter(b, r, op);
+      r.replaceAllUsesExcept(round, round);
+    }
+  }
+}
+
+void MixedPrecisionPass::roundGemmOperands(Block &body, OpBuilder &b) {
+  llvm::DenseMap<Value, Value> rounded;
+  for (MatmulOp mm : llvm::to_vector(body.getOps<MatmulOp>())) {
+    for (OpOperand &use : mm->getOpOperands()) {
+      Value v = use.get();
+      if (exact.contains(v))
+        continue;
+      Value &r = rounded[v];
+      if (!r)
+        r = roundAfter(b, v, v.getDefiningOp() ? v.getDefiningOp() : mm.getOperation());
+      use.set(r);
+    }
+  }
+}
+
+void MixedPrecisionPass::runOnOperation() {
+  ModelOp model = getOperation();
+  StepOp step = model.getStep();
+  if (!step || step.getBody().empty()) {
+    model.emitError() << "train-mixed-precision needs the model's train.step phase";
+    return signalPassFailure();
+  }
+  Block &body = step.getBody().front();
+  bool hasGrad = !body.getOps<GradOp>().empty();
+  bool readsParams = llvm::any_of(body.getOps<ReadOp>(), [&](ReadOp r) {
+    return isa_and_nonnull<ParamOp>(SymbolTable::lookupSymbolIn(model, r.getVarAttr()));
+  });
+  if (readsParams && !hasGrad) {
+    step.emitError() << "train-mixed-precision runs after train-autodiff (the backward's "
+                        "activation gradients are stored in bf16 too); this step has no "
+                        "train.grad";
+    return signalPassFailure();
+  }
+  // The tensor types are the compute type: f32. A bf16 or f64 model is
+  // refused (it has no f32 to keep).
+  WalkResult typed = step.walk([&](Operation *op) {
+    for (Value v : op->getResults())
+      if (isFloatTensor(v) && !cast<RankedTensorType>(v.getType()).getElementType().isF32()) {
+        op->emitError() << "train-mixed-precision expects f32 tensors (the compute type; bf16 "
+                           "is the storage it assigns), found "
+                        << v.getType();
+        return WalkResult::interrupt();
+      }
+    return WalkResult::advance();
+  });
+  if (typed.wasInterrupted())
+    return signalPassFailure();
+
+  OpBuilder b(&getContext());
+  findHandedOn(body);
+  copyGemmWeights(body, b);
+  roundActivations(body, b);
+  roundGemmOperands(body, b);
+  // The plan records it (the runtime's GEMMs then take bf16 operands).
+  NamedAttrList trainer(model.getTrainerAttr() ? model.getTrainerAttr()
+                                               : DictionaryAttr::get(&getContext()));
+  trainer.set("precision", StringAttr::get(&getContext(), "bf16"));
+  model.setTrainerAttr(trainer.getDictionary(&getContext()));
+}
+
+} // namespace
