@@ -9,9 +9,10 @@
 // Stored in bf16 (rounded):
 //   - activations and their gradients: the results of the step's compute
 //     ops that depend on the batch (a train.input);
-//   - the operands of every GEMM: each weight a matmul reads gets one bf16
-//     copy per step (the master stays f32 for everything else: biases,
-//     norms' gains, the embedding gather, the optimizer).
+//   - the operands of every GEMM: each weight (or float input) a matmul
+//     reads gets one bf16 copy per step (the master stays f32 for
+//     everything else: biases, norms' gains, the embedding gather, the
+//     optimizer).
 // Kept in f32:
 //   - parameters, optimizer states and everything of the update and outer
 //     phases (this pass touches the step only);
@@ -103,7 +104,8 @@ struct MixedPrecisionPass
   /// The values the step hands on, and (backwards through views) what they
   /// are views of.
   void findHandedOn(Block &body);
-  /// One bf16 copy of each weight that a matmul reads (through views).
+  /// One bf16 copy of each weight (or float input) that a matmul reads
+  /// (through views).
   void copyGemmWeights(Block &body, OpBuilder &b);
   /// The producers of activations and their gradients, in program order.
   void roundActivations(Block &body, OpBuilder &b);
@@ -133,8 +135,10 @@ static bool onlyFeedsMatmuls(Value v) {
 }
 
 void MixedPrecisionPass::copyGemmWeights(Block &body, OpBuilder &b) {
-  for (ReadOp read : llvm::to_vector(body.getOps<ReadOp>())) {
-    Value w = read.getResult();
+  for (Operation *read : llvm::to_vector(llvm::make_pointer_range(body))) {
+    if (!isa<ReadOp, InputOp>(read))
+      continue;
+    Value w = read->getResult(0);
     SmallVector<OpOperand *> gemmUses;
     for (OpOperand &use : w.getUses()) {
       Operation *u = use.getOwner();

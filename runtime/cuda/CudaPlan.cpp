@@ -509,7 +509,7 @@ void CudaPlanDevice::opAttention(NodeCall &nc) {
   AttentionDims a = attentionDims(nc.inShape(0), nc.inShape(1), nc.inShape(2));
   const float scale = static_cast<float>(nc.n.floats[0]);
   const int causal = nc.n.flag ? 1 : 0;
-  if (std::string d = flashSuffix(a, nc.bf16); !d.empty()) { // no T x T matrix
+  if (std::string d = flashSuffix(a, nc.bf16Inside); !d.empty()) { // no T x T matrix
     const int64_t rows = a.batch * a.tq;
     launch(("st_flash_fwd" + d).c_str(), rows, rows, a.tq, a.tk, causal, scale,
            nc.in(0), nc.in(1), nc.in(2), nc.out);
@@ -520,19 +520,19 @@ void CudaPlanDevice::opAttention(NodeCall &nc) {
   // S, then room for either product's bf16 operands (see gemm).
   int64_t operands = numElements(nc.inShape(0)) + numElements(nc.inShape(1)) +
                      numElements(nc.inShape(2)) + sCount + 4 * kAlign;
-  float *S = scratchFloats(alignUp(sCount) + (nc.bf16 ? operands : 0));
+  float *S = scratchFloats(alignUp(sCount) + (nc.bf16Inside ? operands : 0));
   GemmCall qk;
   qk.batch = a.batch, qk.m = a.tq, qk.n = a.tk, qk.k = a.d, qk.tb = true;
   qk.alpha = static_cast<float>(nc.n.floats[0]);
   qk.strideA = a.tq * a.d, qk.strideB = a.tk * a.d, qk.strideC = a.tq * a.tk;
-  gemm(qk, nc.in(0), numElements(nc.inShape(0)), nc.in(1), numElements(nc.inShape(1)), S, nc.bf16,
+  gemm(qk, nc.in(0), numElements(nc.inShape(0)), nc.in(1), numElements(nc.inShape(1)), S, nc.bf16Inside,
        alignUp(sCount));
   launchHalfRows("st_softmax_rows16", a.batch * a.tq, a.batch * a.tq, a.tk,
                  nc.n.flag ? 1 : 0, a.tq, static_cast<const float *>(S), S);
   GemmCall pv;
   pv.batch = a.batch, pv.m = a.tq, pv.n = a.dv, pv.k = a.tk;
   pv.strideA = a.tq * a.tk, pv.strideB = a.tk * a.dv, pv.strideC = a.tq * a.dv;
-  gemm(pv, S, sCount, nc.in(2), numElements(nc.inShape(2)), nc.out, nc.bf16, alignUp(sCount));
+  gemm(pv, S, sCount, nc.in(2), numElements(nc.inShape(2)), nc.out, nc.bf16Inside, alignUp(sCount));
 }
 
 void CudaPlanDevice::opAttentionGrad(NodeCall &nc) {
@@ -546,7 +546,7 @@ void CudaPlanDevice::opAttentionGrad(NodeCall &nc) {
     return; // an empty batch (no queries or features: refused by validation)
   const float *q = nc.in(0), *k = nc.in(1), *v = nc.in(2), *g = nc.in(3);
   if (std::string fd =
-          flashSuffix(attentionDims(qs, nc.inShape(1), nc.inShape(2)), nc.bf16);
+          flashSuffix(attentionDims(qs, nc.inShape(1), nc.inShape(2)), nc.bf16Inside);
       !fd.empty()) { // dQ by query rows, then dK and dV by key rows
     const Shape &ks = nc.inShape(1);
     const int64_t tk = ks[ks.size() - 2], rows = batch * t, keys = batch * tk;
@@ -563,17 +563,17 @@ void CudaPlanDevice::opAttentionGrad(NodeCall &nc) {
   }
   // P and dS, then room for any product's bf16 operands (see gemm).
   const int64_t used = 2 * alignUp(sCount);
-  float *P = scratchFloats(used + (nc.bf16 ? 2 * elems + 2 * sCount + 4 * kAlign : 0));
+  float *P = scratchFloats(used + (nc.bf16Inside ? 2 * elems + 2 * sCount + 4 * kAlign : 0));
   float *dS = P + alignUp(sCount);
   GemmCall scores; // [T, D] x [T, D]ᵀ per block
   scores.batch = batch, scores.m = t, scores.n = t, scores.k = d, scores.tb = true;
   scores.strideA = t * d, scores.strideB = t * d, scores.strideC = t * t;
   GemmCall qk = scores;
   qk.alpha = static_cast<float>(nc.n.floats[0]);
-  gemm(qk, q, elems, k, elems, P, nc.bf16, used);
+  gemm(qk, q, elems, k, elems, P, nc.bf16Inside, used);
   launchHalfRows("st_softmax_rows16", batch * t, batch * t, t,
                  nc.n.flag ? 1 : 0, t, static_cast<const float *>(P), P);
-  gemm(scores, g, elems, v, elems, dS, nc.bf16, used);
+  gemm(scores, g, elems, v, elems, dS, nc.bf16Inside, used);
   launchHalfRows("st_softmax_grad_rows16", batch * t, batch * t, t,
                  nc.n.flag ? 1 : 0, t, static_cast<float>(nc.n.floats[0]),
                  static_cast<const float *>(P), dS);
@@ -582,9 +582,9 @@ void CudaPlanDevice::opAttentionGrad(NodeCall &nc) {
   back.strideA = t * t, back.strideB = t * d, back.strideC = t * d;
   GemmCall backT = back;
   backT.ta = true;
-  gemm(backT, P, sCount, g, elems, nc.out + 2 * elems, nc.bf16, used);
-  gemm(back, dS, sCount, k, elems, nc.out, nc.bf16, used);
-  gemm(backT, dS, sCount, q, elems, nc.out + elems, nc.bf16, used);
+  gemm(backT, P, sCount, g, elems, nc.out + 2 * elems, nc.bf16Inside, used);
+  gemm(back, dS, sCount, k, elems, nc.out, nc.bf16Inside, used);
+  gemm(backT, dS, sCount, q, elems, nc.out + elems, nc.bf16Inside, used);
 }
 
 void CudaPlanDevice::opEmbedding(NodeCall &nc) {

@@ -553,7 +553,7 @@ void HostDevice::opKernel(NodeCall &nc) {
 void HostDevice::opGemm(NodeCall &nc) {
   GemmDims g = gemmDims(nc.n, nc.inShape(0), nc.inShape(1));
   const float *a = nc.in(0), *b = nc.in(1);
-  if (nc.bf16)
+  if (nc.bf16Inside) // (BF16Operands: bf16 values already)
     roundOperands({&a, &b}, {numElements(nc.inShape(0)), numElements(nc.inShape(1))});
   batchedGemm(a, b, nc.out, g.batch, g.m, g.n, g.k, g.ta, g.tb, g.rhsBatched,
               static_cast<float>(g.alpha));
@@ -564,7 +564,7 @@ void HostDevice::opMatmul(NodeCall &nc) {
   int64_t m = as[as.size() - 2], k = as.back(), nn = bs.back();
   int64_t batch = numElements(Shape(as.begin(), as.end() - 2));
   const float *a = nc.in(0), *b = nc.in(1);
-  if (nc.bf16)
+  if (nc.bf16Inside)
     roundOperands({&a, &b}, {numElements(as), numElements(bs)});
   batchedGemm(a, b, nc.out, batch, m, nn, k, false, false, bs.size() > 2, 1.0f);
 }
@@ -686,7 +686,7 @@ void HostDevice::opAttention(NodeCall &nc) {
   const int64_t batch = a.batch, tq = a.tq, tk = a.tk, d = a.d, dv = a.dv;
   float scale = static_cast<float>(nc.n.floats[0]);
   const float *q = nc.in(0), *k = nc.in(1), *v = nc.in(2);
-  if (nc.bf16)
+  if (nc.bf16Inside)
     roundOperands({&q, &k, &v}, {numElements(nc.inShape(0)), numElements(nc.inShape(1)),
                                  numElements(nc.inShape(2))});
   float *S = nc.rt.scratchFloats(batch * tq * tk);
@@ -706,7 +706,7 @@ void HostDevice::opAttention(NodeCall &nc) {
             kb, static_cast<int>(d), 0.0f, Sr, static_cast<int>(tk));
       attentionSoftmaxRows(Sb, tk, qk.r0, qk.rn, qk.kn, nc.n.flag);
       // bf16: P is the second product's operand (the CUDA device rounds it too).
-      if (nc.bf16)
+      if (nc.bf16Inside)
         for (int64_t r = 0; r < qk.rn; ++r)
           for (int64_t j = 0; j < qk.kn; ++j)
             Sr[r * tk + j] = roundToBF16(Sr[r * tk + j]);
@@ -731,7 +731,7 @@ void HostDevice::opAttentionGrad(NodeCall &nc) {
     return; // an empty batch (no queries or features: refused by validation)
   const float scale = static_cast<float>(nc.n.floats[0]);
   const float *q = nc.in(0), *k = nc.in(1), *v = nc.in(2), *g = nc.in(3);
-  if (nc.bf16)
+  if (nc.bf16Inside)
     roundOperands({&q, &k, &v, &g}, {elems, elems, elems, elems});
   const int threads = omp_get_max_threads();
   float *scratch = nc.rt.scratchFloats(static_cast<int64_t>(threads) * 2 * t * t);
@@ -755,7 +755,7 @@ void HostDevice::opAttentionGrad(NodeCall &nc) {
             ti);
       attentionGradRows(P, dS, t, qk.r0, qk.rn, qk.kn, nc.n.flag, scale);
       // bf16: P and dS are operands of the products below.
-      if (nc.bf16)
+      if (nc.bf16Inside)
         for (int64_t r = qk.r0; r < qk.r0 + qk.rn; ++r)
           for (int64_t j = 0; j < qk.kn; ++j) {
             P[r * t + j] = roundToBF16(P[r * t + j]);

@@ -585,7 +585,9 @@ struct NodeCall {
            int64_t t, StepResult &result)
       : rt(rt), p(p), i(i), inputs(inputs), t(t), result(result), nodes(rt.graph.phase(p.phase)),
         n(nodes[i]), out(rt.val[i]), count(numElements(n.shape)),
-        bf16(rt.gemmPrecision == GemmPrecision::BF16) {}
+        bf16(rt.gemmPrecision == GemmPrecision::BF16 ||
+             rt.gemmPrecision == GemmPrecision::BF16Operands),
+        bf16Inside(rt.gemmPrecision == GemmPrecision::BF16) {}
 
   PlanExecutor::Impl &rt;
   const planning::PhasePlan &p;
@@ -597,7 +599,8 @@ struct NodeCall {
   const Node &n;
   float *const out;
   const int64_t count; // elements of the result
-  const bool bf16;     // bf16 GEMM operands
+  const bool bf16;       // bf16 GEMM operands
+  const bool bf16Inside; // attention's inner products (P, dS) in bf16 too
 
   const float *in(int k) const { return rt.val[n.operands[k]]; }
   const Shape &inShape(int k) const { return nodes[n.operands[k]].shape; }

@@ -117,7 +117,8 @@ RunSettings RunSettings::fromMeta(const std::map<std::string, std::string> &meta
 void RunSettings::apply(const RunFlags &f) {
   flags = f;
   // A plan with bf16 storage runs its GEMMs on bf16 operands (they are
-  // bf16 values already); f64 (the reference executor) keeps f64.
+  // bf16 values already: GemmPrecision::BF16Operands); f64 (the reference
+  // executor) keeps f64.
   if (precision == "bf16" && flags.precision == "f32")
     flags.precision = "bf16";
   if (f.steps > 0)
@@ -149,7 +150,8 @@ TrainerOptions RunSettings::trainerOptions() const {
   o.quiet = flags.quiet;
   o.profile = flags.profile;
   o.compiled = flags.executor == "compiled";
-  o.gemmPrecision = flags.precision == "bf16"   ? GemmPrecision::BF16
+  o.gemmPrecision = precision == "bf16"         ? GemmPrecision::BF16Operands
+                    : flags.precision == "bf16" ? GemmPrecision::BF16
                     : flags.precision == "tf32" ? GemmPrecision::TF32
                                                 : GemmPrecision::F32;
   return o;
@@ -236,13 +238,18 @@ int checkAgainstReference(const Graph &graph, DataSource &source, const TrainerO
                           const RunSettings &s) {
   const int64_t steps = s.flags.check;
   std::unique_ptr<Executor> ex = executorFactory(opt)(graph);
-  const bool bf16 = s.flags.precision == "bf16";
+  // bf16 storage (a plan compiled by train-mixed-precision): the reference
+  // executor rounds at the plan's points too, so it is the oracle of losses
+  // and states; bf16 GEMMs on an f32 plan round only inside the runtime.
+  const bool storage = s.precision == "bf16";
+  const bool bf16 = s.flags.precision == "bf16" && !storage;
   auto *compiled = dynamic_cast<PlanExecutor *>(ex.get());
   const bool onGpu = compiled && compiled->deviceName() != "cpu";
   std::string on = "reference executor";
   if (compiled)
     on = "compiled runtime on " + compiled->deviceName() +
-         (bf16                          ? " (bf16 GEMMs)"
+         (storage                       ? " (bf16 storage)"
+         : bf16                        ? " (bf16 GEMMs)"
           : s.flags.precision == "tf32" ? " (tf32 GEMMs)"
                                         : "");
   // The oracle runs the plan's fused kernels through their C++ build (the
@@ -269,8 +276,14 @@ int checkAgainstReference(const Graph &graph, DataSource &source, const TrainerO
   // losses within bf16's 2e-2 of the f32 reference, the states within 1e-1
   // (on the emulated GPU they moved up to 3e-2 in 8 steps, in optimizer
   // moments of small norm; CompiledPathTest).
+  // bf16 storage: the runtimes agree but for bf16 roundings that an f32
+  // summation order tips (2^-8 relative, an element now and then), which
+  // training carries on: losses within 1e-4, states within 2e-2 (measured in
+  // CompiledPathTest's Bf16Storage cases over 8 steps: 1.8e-5 and 7.1e-3,
+  // the latter in a tensor whose AdamW steps normalise a tipped gradient).
   const bool tf32 = s.flags.precision == "tf32";
-  const double lossTol = bf16 || tf32 ? 2e-2 : 1e-4, stateTol = tf32 ? 1e-1 : bf16 ? 1e-2 : 1e-3;
+  const double lossTol = bf16 || tf32 ? 2e-2 : 1e-4,
+               stateTol = tf32 ? 1e-1 : storage ? 2e-2 : bf16 ? 1e-2 : 1e-3;
   auto isKeyBias = [](const StateDecl &d, size_t i, size_t n) {
     const std::string &p = d.of.empty() ? d.name : d.of, tail = "attn.qkv.b";
     return p.size() >= tail.size() && p.compare(p.size() - tail.size(), tail.size(), tail) == 0 &&

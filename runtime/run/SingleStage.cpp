@@ -136,7 +136,8 @@ private:
 void SingleStage::describeExecutor() const {
   if (plan->deviceName() != "cpu") {
     std::cout << "device: " << plan->deviceName() << " (CUDA, "
-              << (opt.gemmPrecision == GemmPrecision::BF16   ? "bf16"
+              << (opt.gemmPrecision == GemmPrecision::BF16Operands ? "bf16 storage, bf16"
+                  : opt.gemmPrecision == GemmPrecision::BF16         ? "bf16"
                   : opt.gemmPrecision == GemmPrecision::TF32 ? "tf32"
                                                              : "f32")
               << " GEMMs through cuBLASLt)\n";

@@ -50,7 +50,12 @@ struct PlanStats {
 /// The element type GEMMs read their operands in (results are f32).
 /// GEMM operands: f32; bf16 (rounded, f32 accumulation); or f32 on TF32
 /// tensor cores (the CUDA runtime only: cuBLASLt's CUBLAS_COMPUTE_32F_FAST_TF32).
-enum class GemmPrecision { F32, BF16, TF32 };
+/// BF16Operands: a plan with bf16 storage (train-mixed-precision), whose
+/// GEMM operands are bf16 values already: the graph's GEMMs run on bf16
+/// tensor cores (converting loses nothing), while attention's inner
+/// products (P, dS: f32 statistics of the op) are not rounded, as in the
+/// reference executor. On the CPU it computes what F32 computes.
+enum class GemmPrecision { F32, BF16, TF32, BF16Operands };
 
 /// The generated kernels for a CUDA device: the CUDA C translation unit of
 /// the model's fused kernels (CompiledKernels::cudaSource) and where NVRTC's

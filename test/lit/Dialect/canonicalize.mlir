@@ -351,3 +351,20 @@ train.model @pads_not_tiling {
     train.yield %l1, %l2, %l3 : tensor<f32>, tensor<f32>, tensor<f32>
   }
 }
+
+// -----
+
+// Rounding to bf16 twice is rounding once.
+// CHECK-LABEL: train.model @round_twice
+// CHECK:         %[[R:.*]] = train.round_bf16 %{{.*}} : tensor<4xf32>
+// CHECK-NOT:     train.round_bf16
+// CHECK:         train.reduce_sum %[[R]] [0]
+train.model @round_twice {
+  train.step {
+    %x = train.input "x" : tensor<4xf32>
+    %a = train.round_bf16 %x : tensor<4xf32>
+    %b = train.round_bf16 %a : tensor<4xf32>
+    %l = train.reduce_sum %b [0] : tensor<4xf32> -> tensor<f32>
+    train.yield %l : tensor<f32>
+  }
+}
