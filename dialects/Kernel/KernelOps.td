@@ -108,8 +108,9 @@ def Kernel_RowsOp : Kernel_Op<"rows", [Pure, AllTypesMatch<["input", "result"]>]
     - `rms_norm` (param gamma [len]; `eps`),
     with the `train` op's semantics and the reference executor's order of
     floating-point operations, so results match it bit for bit. The row
-    function is one body for the C++ (OpenMP over rows) and the CUDA C (a
-    thread per row) targets.
+    function is one body for the C++ (OpenMP over rows) target; the CUDA C
+    target runs a half-warp per row through its 16-lane twin (`st_*_row16`,
+    the same additions in the same order).
 
     ```mlir
     %y = kernel.rows "layer_norm"(%x, %g, %b) {eps = 1.0e-05 : f64} : tensor<64x128xf32>, tensor<128xf32>, tensor<128xf32> -> tensor<64x128xf32>
