@@ -74,6 +74,11 @@ plan gossip4-gpt-tiny examples/gpt-tiny.toml train.sync=gossip train.replicas=4 
 # instead of 8: a run's last step validates, and the bench starts 9+ runs of
 # it (the timed steps, the model and its step are the same).
 plan gpt-small examples/gpt-small.toml train.eval_batches=1
+# bf16 storage (train-mixed-precision): the speed bench's bf16 column, and
+# device-check.sh's --check of bf16 storage on the GPU.
+plan gpt-tiny-bf16 examples/gpt-tiny.toml train.precision=bf16
+plan gpt-mini-bf16 examples/gpt-mini.toml train.precision=bf16
+plan gpt-small-bf16 examples/gpt-small.toml train.eval_batches=1 train.precision=bf16
 cp bench/gpu/device-check.sh bench/gpu/compare_runs.py "$B/"
 # The speed bench and what it imports, in the repository's layout (so that
 # `python3 gpu-bundle/src/bench/gpu/speed.py --bundle gpu-bundle` runs

@@ -12,8 +12,10 @@ What runs, for gpt-tiny, gpt-mini and gpt-small (examples/*.toml; the plans
 that bundle.sh packed from them):
   - Stretto: `stretto-run PLAN --device=cuda --precision P` for P = f32, tf32
     (cuBLASLt's TF32 compute type; left out, and said so, where this
-    stretto-run has no --precision tf32) and bf16 (bf16 GEMM operands, f32
-    accumulation). Each run trains `warm-up + timed + 1` steps with --out
+    stretto-run has no --precision tf32) and bf16: the model's bf16-storage
+    plan (`<model>-bf16.plan`, compiled with train.precision=bf16: the
+    compiler's rounding points, GEMMs on bf16 operands, f32 accumulation)
+    where the bundle has one, else the f32 plan with bf16 GEMM operands. Each run trains `warm-up + timed + 1` steps with --out
     and --log-interval 1; its metrics.csv (one line a step: tokens/s and
     elapsed seconds, written by the step driver) gives the tokens and the
     time of each step. tok/s = the timed steps' tokens / their seconds: the
@@ -201,6 +203,10 @@ class Stretto:
             self.env["LD_LIBRARY_PATH"] = ":".join(libs + [self.env.get("LD_LIBRARY_PATH", "")])
             self.data = self.unpacked(os.path.join(b, "data", "kjv.txt"))
             self.plans = {m: self.unpacked(os.path.join(b, "plans", m + ".plan")) for m in a.models}
+            for m in a.models:  # bf16 storage, where bundled
+                bf16 = os.path.join(b, "plans", m + "-bf16.plan")
+                if os.path.exists(bf16) or os.path.exists(bf16 + ".gz"):
+                    self.plans[m + "-bf16"] = self.unpacked(bf16)
             info = os.path.join(b, "bundle-info.txt")
             if os.path.exists(info):
                 self.bundle_info = open(info).read().strip()
@@ -210,13 +216,15 @@ class Stretto:
             self.data = os.path.join(ROOT, "data", "kjv.txt")
             self.plans = {}
             for m in a.models:
-                path = os.path.join(self.work, m + ".plan")
-                cmd = [benchutil.binary("stretto-train"), os.path.join(ROOT, "examples", m + ".toml")] \
-                    + benchutil.SMOKE_MODEL + ["--save-plan", path, "--quiet"]
-                r = subprocess.run(cmd, env=self.env, capture_output=True, text=True)
-                if r.returncode != 0:
-                    sys.exit("error: %s failed:\n%s%s" % (" ".join(cmd), r.stdout, r.stderr))
-                self.plans[m] = path
+                for name, extra in ((m, []), (m + "-bf16", ["train.precision=bf16"])):
+                    path = os.path.join(self.work, name + ".plan")
+                    cmd = [benchutil.binary("stretto-train"),
+                           os.path.join(ROOT, "examples", m + ".toml")] \
+                        + benchutil.SMOKE_MODEL + extra + ["--save-plan", path, "--quiet"]
+                    r = subprocess.run(cmd, env=self.env, capture_output=True, text=True)
+                    if r.returncode != 0:
+                        sys.exit("error: %s failed:\n%s%s" % (" ".join(cmd), r.stdout, r.stderr))
+                    self.plans[name] = path
         if not os.access(self.bin, os.X_OK):
             sys.exit("error: no stretto-run at %s" % self.bin)
         self.help = subprocess.run([self.bin, "--help"], env=self.env, capture_output=True,
@@ -248,13 +256,19 @@ class Stretto:
             return "tf32 is a CUDA compute type (cuBLASLt's); the CPU runtime refuses it"
         return None
 
+    def plan(self, model, precision):
+        """The plan a precision runs: bf16 takes the bf16-storage plan when there is one."""
+        return self.plans.get(model + "-bf16", self.plans[model]) if precision == "bf16" \
+            else self.plans[model]
+
     def run(self, model, precision, warm, timed, tag):
         """One timed process; a dict with tok_s, step_ms, the device lines, or an error."""
         out = os.path.join(run_root(self.a), "%s-%s-%s" % (model, precision, tag))
         shutil.rmtree(out, ignore_errors=True)
         steps = warm + timed + 1
-        cmd = [self.bin, self.plans[model], "--device=" + self.a.device, "--precision", precision,
-               "--steps", str(steps), "--log-interval", "1", "--data", self.data, "--out", out]
+        cmd = [self.bin, self.plan(model, precision), "--device=" + self.a.device, "--precision",
+               precision, "--steps", str(steps), "--log-interval", "1", "--data", self.data,
+               "--out", out]
         t0 = time.perf_counter()
         r = subprocess.run(cmd, env=self.env, capture_output=True, text=True)
         wall = time.perf_counter() - t0
@@ -283,15 +297,17 @@ class Stretto:
 
     def warm(self, model):
         """A short run that fills the kernel caches (host compiler, NVRTC)."""
-        cmd = [self.bin, self.plans[model], "--device=" + self.a.device, "--steps", "2",
-               "--data", self.data, "--quiet"]
-        t0 = time.perf_counter()
-        r = subprocess.run(cmd, env=self.env, capture_output=True, text=True)
-        return r.returncode, time.perf_counter() - t0, r.stdout + r.stderr
+        t0, rc, log = time.perf_counter(), 0, ""
+        for plan in sorted({self.plans[model], self.plan(model, "bf16")}):
+            cmd = [self.bin, plan, "--device=" + self.a.device, "--steps", "2", "--data", self.data,
+                   "--quiet"]
+            r = subprocess.run(cmd, env=self.env, capture_output=True, text=True)
+            rc, log = rc or r.returncode, log + r.stdout + r.stderr
+        return rc, time.perf_counter() - t0, log
 
     def profile(self, model, precision, steps):
-        cmd = [self.bin, self.plans[model], "--device=" + self.a.device, "--precision", precision,
-               "--steps", str(steps), "--profile", "--quiet", "--data", self.data]
+        cmd = [self.bin, self.plan(model, precision), "--device=" + self.a.device, "--precision",
+               precision, "--steps", str(steps), "--profile", "--quiet", "--data", self.data]
         r = subprocess.run(cmd, env=self.env, capture_output=True, text=True)
         return "$ %s\n%s%s(exit status %d)\n" % (" ".join(cmd), r.stdout, r.stderr, r.returncode), \
             r.returncode
@@ -300,7 +316,8 @@ class Stretto:
         """The cost model's {precision: (eager tok/s, graph tok/s)} of a plan."""
         out, texts = {}, {}
         for prec in ("f32", "bf16"):
-            cmd = [self.bin, self.plans[model], "--device-model", device_model, "--precision", prec]
+            cmd = [self.bin, self.plan(model, prec), "--device-model", device_model, "--precision",
+                   prec]
             r = subprocess.run(cmd, env=self.env, capture_output=True, text=True)
             if r.returncode != 0:
                 return {"error": last_lines(r.stdout + r.stderr)}, texts
