@@ -536,14 +536,7 @@ extern "C" __global__ void st_scale_add(i64 n, float a, float *x, const float *y
   ST_LOOP(e, n) x[e] = a * x[e] + y[e];
 }
 
-/* bf16 bits of x rounded to nearest even (Graph.cpp roundToBF16). */
+/* bf16 bits of x rounded to nearest even (KernelMath.inc's st_round_bf16). */
 extern "C" __global__ void st_to_bf16(i64 n, const float *x, unsigned short *y) {
-  ST_LOOP(e, n) {
-    unsigned int bits = __float_as_uint(x[e]);
-    if ((bits & 0x7FFFFFFFu) > 0x7F800000u)
-      bits = (bits & 0xFFFF0000u) | 0x00400000u;
-    else
-      bits += 0x7FFFu + ((bits >> 16) & 1u);
-    y[e] = (unsigned short)(bits >> 16);
-  }
+  ST_LOOP(e, n) y[e] = (unsigned short)((unsigned int)st_bits_of(st_round_bf16(x[e])) >> 16);
 }

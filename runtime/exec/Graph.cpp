@@ -10,6 +10,7 @@
 #include "stretto/Runtime/Graph.h"
 #include "stretto/Runtime/OpTable.h"
 #include "stretto/Support/Broadcast.h"
+#include "stretto/Support/KernelMath.h"
 
 #include <algorithm>
 #include <cmath>
@@ -530,21 +531,8 @@ double initialValue(const StateDecl &s, uint64_t seed, int64_t index) {
 }
 
 float roundToBF16(float x) {
-  uint32_t bits;
-  std::memcpy(&bits, &x, sizeof bits);
-  if ((bits & 0x7FFFFFFFu) > 0x7F800000u) {
-    // NaN: keep sign and top payload, force quiet so truncation can't make Inf.
-    bits = (bits & 0xFFFF0000u) | 0x00400000u;
-  } else {
-    // Round to nearest even on the 16 dropped bits; overflow correctly
-    // carries into the exponent (and to Inf past the largest bf16).
-    uint32_t lsb = (bits >> 16) & 1u;
-    bits += 0x7FFFu + lsb;
-    bits &= 0xFFFF0000u;
-  }
-  float r;
-  std::memcpy(&r, &bits, sizeof r);
-  return r;
+  // One definition for every executor and the kernels (KernelMath.inc).
+  return kernelmath::st_round_bf16(x);
 }
 
 } // namespace stretto

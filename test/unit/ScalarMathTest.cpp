@@ -291,9 +291,9 @@ TEST(ScalarMath, ReferenceAndGeneratedKernelsAgreeBitForBit) {
 
 } // namespace
 
-// st_round_bf16 (KernelMath.inc: what a bf16 store holds) against LLVM's
-// APFloat conversion to bfloat16, round to nearest even, and against the
-// runtime's roundToBF16 (checkpoints, GEMM operands): every 997th f32 bit
+// st_round_bf16 (KernelMath.inc: what a bf16 store holds; the runtime's
+// roundToBF16 and the CUDA runtime's st_to_bf16 call it) against LLVM's
+// APFloat conversion to bfloat16, round to nearest even: every 997th f32 bit
 // pattern (all exponents, both signs, NaNs, infinities, subnormals) plus
 // the halfway cases of each exponent. f64: random doubles over the whole
 // f32 range and the halfway cases (exact ties, and a hair either side,
@@ -322,7 +322,7 @@ TEST(ScalarMath, RoundBf16IsRoundToNearestEven) {
     float x;
     std::memcpy(&x, &bits, 4);
     float got = st_round_bf16(x);
-    if (!same(got, stretto::roundToBF16(x)) || !same(got, viaApFloat(x))) {
+    if (!same(got, viaApFloat(x))) {
       if (bad++ < 5)
         ADD_FAILURE() << "f32 bits 0x" << std::hex << bits << ": " << got << ", APFloat "
                       << viaApFloat(x);
