@@ -226,8 +226,6 @@ def TrainGossip : Pass<"train-gossip", "::stretto::train::ModelOp"> {
   ];
 }
 
-#endif // STRETTO_TRAIN_PASSES
-
 def TrainMixedPrecision : Pass<"train-mixed-precision", "::stretto::train::ModelOp"> {
   let summary = "Stores activations, their gradients and GEMM operands in bf16";
   let description = [{
@@ -244,3 +242,5 @@ def TrainMixedPrecision : Pass<"train-mixed-precision", "::stretto::train::Model
     nothing more.
   }];
 }
+
+#endif // STRETTO_TRAIN_PASSES

@@ -525,14 +525,15 @@ void CudaPlanDevice::opAttention(NodeCall &nc) {
   qk.batch = a.batch, qk.m = a.tq, qk.n = a.tk, qk.k = a.d, qk.tb = true;
   qk.alpha = static_cast<float>(nc.n.floats[0]);
   qk.strideA = a.tq * a.d, qk.strideB = a.tk * a.d, qk.strideC = a.tq * a.tk;
-  gemm(qk, nc.in(0), numElements(nc.inShape(0)), nc.in(1), numElements(nc.inShape(1)), S, nc.bf16Inside,
-       alignUp(sCount));
+  gemm(qk, nc.in(0), numElements(nc.inShape(0)), nc.in(1), numElements(nc.inShape(1)), S,
+       nc.bf16Inside, alignUp(sCount));
   launchHalfRows("st_softmax_rows16", a.batch * a.tq, a.batch * a.tq, a.tk,
                  nc.n.flag ? 1 : 0, a.tq, static_cast<const float *>(S), S);
   GemmCall pv;
   pv.batch = a.batch, pv.m = a.tq, pv.n = a.dv, pv.k = a.tk;
   pv.strideA = a.tq * a.tk, pv.strideB = a.tk * a.dv, pv.strideC = a.tq * a.dv;
-  gemm(pv, S, sCount, nc.in(2), numElements(nc.inShape(2)), nc.out, nc.bf16Inside, alignUp(sCount));
+  gemm(pv, S, sCount, nc.in(2), numElements(nc.inShape(2)), nc.out, nc.bf16Inside,
+       alignUp(sCount));
 }
 
 void CudaPlanDevice::opAttentionGrad(NodeCall &nc) {
