@@ -40,6 +40,20 @@ struct CudaDevice::Api {
   int (*memGetInfo)(size_t *, size_t *) = nullptr;
   int (*errorName)(int, const char **) = nullptr;
   int (*errorString)(int, const char **) = nullptr;
+  // Graphs and page-locked memory (bound apart: a driver without them still
+  // runs everything else).
+  int (*beginCapture)(void *, int) = nullptr;
+  int (*endCapture)(void *, void **) = nullptr;
+  int (*graphInstantiate)(void **, void *, unsigned long long) = nullptr;
+  int (*graphLaunch)(void *, void *) = nullptr;
+  int (*graphExecDestroy)(void *) = nullptr;
+  int (*graphDestroy)(void *) = nullptr;
+  int (*eventCreate)(void **, unsigned) = nullptr;
+  int (*eventRecord)(void *, void *) = nullptr;
+  int (*eventSynchronize)(void *) = nullptr;
+  int (*eventDestroy)(void *) = nullptr;
+  int (*memAllocHost)(void **, size_t) = nullptr;
+  int (*memFreeHost)(void *) = nullptr;
 
   bool load() {
     if (!lib.open({"libcuda.so.1"}))
@@ -73,6 +87,25 @@ struct CudaDevice::Api {
     sym(errorName, "cuGetErrorName");
     sym(errorString, "cuGetErrorString");
     return lib.missing().empty();
+  }
+  // The ABI names behind cuda.h's macros (cuStreamBeginCapture ->
+  // cuStreamBeginCapture_v2, cuEventDestroy -> _v2, cuMemAllocHost -> _v2).
+  bool loadGraphs() {
+    std::string before = lib.missing();
+    auto sym = [&](auto &fn, const char *name) { lib.bind(fn, name); };
+    sym(beginCapture, "cuStreamBeginCapture_v2");
+    sym(endCapture, "cuStreamEndCapture");
+    sym(graphInstantiate, "cuGraphInstantiateWithFlags");
+    sym(graphLaunch, "cuGraphLaunch");
+    sym(graphExecDestroy, "cuGraphExecDestroy");
+    sym(graphDestroy, "cuGraphDestroy");
+    sym(eventCreate, "cuEventCreate");
+    sym(eventRecord, "cuEventRecord");
+    sym(eventSynchronize, "cuEventSynchronize");
+    sym(eventDestroy, "cuEventDestroy_v2");
+    sym(memAllocHost, "cuMemAllocHost_v2");
+    sym(memFreeHost, "cuMemFreeHost");
+    return lib.missing() == before;
   }
 };
 
@@ -117,14 +150,22 @@ std::unique_ptr<CudaDevice> CudaDevice::open(std::string &why) {
   if (a.deviceAttribute(&d->sms_, 16, d->device_) != 0) // MULTIPROCESSOR_COUNT
     d->sms_ = 0;
   d->name_ = name;
+  d->graphApi_ = a.loadGraphs();
   return d;
 }
 
 CudaDevice::~CudaDevice() {
   if (api_ && stream_) {
     api_->streamSynchronize(stream_);
+    for (Graph &g : graphs_) {
+      api_->graphExecDestroy(g.exec);
+      api_->eventDestroy(g.event);
+    }
     api_->streamDestroy(stream_);
   }
+  if (api_)
+    for (void *p : hostBlocks_)
+      api_->memFreeHost(p);
   if (api_)
     for (void *m : modules_)
       api_->moduleUnload(m);
@@ -263,4 +304,64 @@ void CudaDevice::launch(const std::string &cubin, const std::string &kernel,
     rc = api_->synchronize();
   api_->moduleUnload(module);
   check(rc, ("launch of " + kernel).c_str());
+}
+
+void CudaDevice::beginCapture() {
+  makeCurrent();
+  if (!graphApi_)
+    throw std::runtime_error("this CUDA driver has no graph API");
+  constexpr int kThreadLocal = 1; // CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
+  check(api_->beginCapture(stream_, kThreadLocal), "cuStreamBeginCapture");
+}
+
+int CudaDevice::endCapture() {
+  makeCurrent();
+  void *graph = nullptr;
+  check(api_->endCapture(stream_, &graph), "cuStreamEndCapture");
+  Graph g;
+  int rc = api_->graphInstantiate(&g.exec, graph, 0);
+  api_->graphDestroy(graph); // the executable graph keeps what it needs
+  check(rc, "cuGraphInstantiateWithFlags");
+  if (int e = api_->eventCreate(&g.event, 2 /* CU_EVENT_DISABLE_TIMING */); e != 0) {
+    api_->graphExecDestroy(g.exec);
+    check(e, "cuEventCreate");
+  }
+  graphs_.push_back(g);
+  return static_cast<int>(graphs_.size()) - 1;
+}
+
+void CudaDevice::abandonCapture() {
+  makeCurrent();
+  void *graph = nullptr;
+  if (api_->endCapture(stream_, &graph) == 0 && graph)
+    api_->graphDestroy(graph);
+}
+
+void CudaDevice::launchGraph(int id) {
+  makeCurrent();
+  Graph &g = graphs_.at(static_cast<size_t>(id));
+  check(api_->graphLaunch(g.exec, stream_), "cuGraphLaunch");
+  check(api_->eventRecord(g.event, stream_), "cuEventRecord");
+}
+
+void CudaDevice::waitGraph(int id) {
+  makeCurrent();
+  check(api_->eventSynchronize(graphs_.at(static_cast<size_t>(id)).event), "cuEventSynchronize");
+}
+
+void CudaDevice::dropGraphs() {
+  synchronize();
+  for (Graph &g : graphs_) {
+    api_->graphExecDestroy(g.exec);
+    api_->eventDestroy(g.event);
+  }
+  graphs_.clear();
+}
+
+void *CudaDevice::hostAlloc(size_t bytes) {
+  makeCurrent();
+  void *p = nullptr;
+  check(api_->memAllocHost(&p, bytes ? bytes : 1), "cuMemAllocHost");
+  hostBlocks_.push_back(p);
+  return p;
 }

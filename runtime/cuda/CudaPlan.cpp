@@ -27,6 +27,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <thread>
 
 namespace stretto {
@@ -103,13 +104,98 @@ public:
   std::vector<float> staging; // host values on their way up
   // Device scratch: bf16 GEMM operands, attention scores, Newton-Schulz.
   DeviceBuffer scratch;
+  // Yielded values, copied here during a run and downloaded at its end
+  // (collect), or after a graph's launch; `yielded` of them so far.
+  DeviceBuffer yields;
+  int64_t yielded = 0;
+  int64_t epoch = 0; // bumped when scratch or yields move
+
+  // CUDA graphs. Each Input and StepCount node has a page-locked slot its
+  // upload reads (a graph reads it at launch); a recording keeps the host
+  // work that fills them and checks ids, redone before each launch.
+  using HostWork = std::function<void(const TensorMap &, int64_t)>;
+  struct Recording {
+    std::vector<HostWork> before;
+    int64_t yields = 0;
+  };
+  bool recording = false;
+  Recording open;
+  std::map<int, Recording> graphs; // by the backend's graph id
+  int lastLaunched = -1;
+  std::map<std::pair<int, int>, float *> hostSlots; // (phase, node) -> floats
 
   ~CudaPlanDevice() override {
     try {
-      if (scratch.data)
-        gpu->free(dptr(scratch.data));
+      for (DeviceBuffer *b : {&scratch, &yields})
+        if (b->data)
+          gpu->free(dptr(b->data));
     } catch (...) {
     }
+  }
+  // Where the host must wait for the device (or allocate): not while
+  // recording a graph.
+  void hostWork(const char *what) const {
+    if (recording)
+      throw NotRecordable(std::string(what) + " inside the run");
+  }
+  bool canRecord() const override { return gpu->canRecord(); }
+  void beginRecording() override {
+    gpu->beginRecording();
+    recording = true;
+    open = Recording{};
+    yielded = 0;
+  }
+  int endRecording() override {
+    recording = false;
+    int id = gpu->endRecording();
+    open.yields = yielded;
+    yielded = 0;
+    graphs[id] = std::move(open);
+    return id;
+  }
+  void abandonRecording() override {
+    recording = false;
+    yielded = 0;
+    gpu->abandonRecording();
+  }
+  void replay(int graph, const TensorMap &inputs, int64_t t, StepResult &result) override {
+    const Recording &r = graphs.at(graph);
+    // Graphs of one phase share its slots: the last graph launched (and so
+    // every earlier one, on one stream) has read them before they change.
+    if (!r.before.empty() && lastLaunched >= 0)
+      gpu->waitGraph(lastLaunched);
+    for (const HostWork &w : r.before)
+      w(inputs, t);
+    gpu->launchGraph(graph);
+    lastLaunched = graph;
+    yielded = r.yields;
+    collect(result);
+  }
+  void dropRecordings() override {
+    gpu->dropGraphs();
+    graphs.clear();
+    lastLaunched = -1;
+  }
+  int64_t memoryEpoch() const override { return epoch; }
+  void collect(StepResult &result) override {
+    if (recording || yielded == 0)
+      return;
+    std::vector<float> v = fetch(yields.data, yielded);
+    for (float x : v)
+      result.outputs.push_back(static_cast<double>(x));
+    yielded = 0;
+  }
+  // Node (phase, i)'s page-locked slot of n floats: made by an eager run,
+  // used by recordings.
+  float *hostSlot(const NodeCall &nc, int64_t n) {
+    auto key = std::make_pair(static_cast<int>(nc.p.phase), nc.i);
+    auto it = hostSlots.find(key);
+    if (it != hostSlots.end())
+      return it->second;
+    if (!gpu->canRecord())
+      return nullptr;
+    hostWork("page-locking an input slot");
+    return hostSlots[key] = static_cast<float *>(gpu->hostAlloc(sizeof(float) * n));
   }
 
   const char *name() const override { return deviceName.c_str(); }
@@ -120,15 +206,20 @@ public:
     return kernelFns.count(name) != 0;
   }
   float *alloc(int64_t n) override {
+    hostWork("an allocation");
     Ptr p = gpu->alloc(static_cast<size_t>(alignUp(n)) * sizeof(float));
     gpu->memsetAsync(p, 0, static_cast<size_t>(alignUp(n)));
     return reinterpret_cast<float *>(p);
   }
-  void release(float *p) override { gpu->free(dptr(p)); }
+  void release(float *p) override {
+    hostWork("a free");
+    gpu->free(dptr(p));
+  }
   void upload(float *dst, const float *host, int64_t n) override {
     gpu->uploadAsync(dptr(dst), host, sizeof(float) * n);
   }
   void download(float *host, const float *src, int64_t n) override {
+    hostWork("a download");
     gpu->downloadSync(host, dptr(src), sizeof(float) * n);
   }
   void copy(float *dst, const float *src, int64_t n) override {
@@ -138,10 +229,16 @@ public:
     launch("st_accumulate", n, n, dst, src);
   }
   void divide(float *dst, int64_t n, float d) override { launch("st_divide", n, n, dst, d); }
-  void finish() override { gpu->synchronize(); }
+  void finish() override {
+    hostWork("a wait for the device");
+    gpu->synchronize();
+  }
   bool onDevice() const override { return true; }
   void *stream() override { return gpu->nativeStream(); }
-  bool idle() override { return gpu->streamIdle(); }
+  bool idle() override {
+    hostWork("a query of the stream");
+    return gpu->streamIdle();
+  }
   void exec(PlanExecutor::Impl &rt, const PhasePlan &p, int i, const TensorMap &inputs, int64_t t,
             StepResult &result) override;
 
@@ -184,6 +281,8 @@ public:
   // `floats` of device scratch (contents not kept across calls).
   float *scratchFloats(int64_t floats) {
     if (scratch.size < floats) {
+      hostWork("more device scratch");
+      ++epoch;
       if (scratch.data) // after the queued work that uses it (grows only early on)
         gpu->free(dptr(scratch.data));
       scratch.size = alignUp(floats);
@@ -255,6 +354,13 @@ void CudaPlanDevice::checkIds(NodeCall &nc, int operand, int64_t limit, const ch
           ? std::vector<float>(given->second.data.begin(), given->second.data.begin() + rows)
           : fetch(nc.in(operand), rows);
   nc.rt.checkIds(nc.i, ids.data(), rows, limit, what);
+  if (recording) // each launch checks its own ids first
+    open.before.push_back([&rt = nc.rt, i = nc.i, name = src.name, rows, limit,
+                           what](const TensorMap &inputs, int64_t) {
+      const std::vector<double> &d = inputs.at(name).data;
+      std::vector<float> v(d.begin(), d.begin() + rows);
+      rt.checkIds(i, v.data(), rows, limit, what);
+    });
 }
 
 void CudaPlanDevice::opBinary(NodeCall &nc) {
@@ -272,8 +378,19 @@ void CudaPlanDevice::opUnary(NodeCall &nc) {
 
 void CudaPlanDevice::opInput(NodeCall &nc) {
   const std::vector<double> &src = nc.inputs.at(nc.n.name).data;
-  staging.assign(src.begin(), src.begin() + nc.count);
-  upload(nc.out, staging.data(), nc.count);
+  float *slot = hostSlot(nc, nc.count);
+  if (!recording) { // pageable staging: the driver copies it before returning
+    staging.assign(src.begin(), src.begin() + nc.count);
+    upload(nc.out, staging.data(), nc.count);
+    return;
+  }
+  auto fill = [slot, name = nc.n.name, count = nc.count](const TensorMap &inputs, int64_t) {
+    const std::vector<double> &d = inputs.at(name).data;
+    std::copy(d.begin(), d.begin() + count, slot);
+  };
+  fill(nc.inputs, nc.t);
+  open.before.push_back(fill);
+  upload(nc.out, slot, nc.count);
 }
 
 void CudaPlanDevice::opRead(NodeCall &nc) {
@@ -284,16 +401,37 @@ void CudaPlanDevice::opRead(NodeCall &nc) {
 void CudaPlanDevice::opNothing(NodeCall &) {}
 
 void CudaPlanDevice::opStepCount(NodeCall &nc) {
-  staging.assign(1, static_cast<float>(nc.t));
-  upload(nc.out, staging.data(), 1);
+  float *slot = hostSlot(nc, 1);
+  if (!recording) {
+    staging.assign(1, static_cast<float>(nc.t));
+    upload(nc.out, staging.data(), 1);
+    return;
+  }
+  auto fill = [slot](const TensorMap &, int64_t t) { slot[0] = static_cast<float>(t); };
+  fill(nc.inputs, nc.t);
+  open.before.push_back(fill);
+  upload(nc.out, slot, 1);
 }
 
+// Yielded scalars are gathered on the device and downloaded together at
+// the run's end (collect): one wait a run, none inside it.
 void CudaPlanDevice::opYield(NodeCall &nc) {
-  for (size_t k = 0; k < nc.n.operands.size(); ++k) {
-    float v = 0;
-    download(&v, nc.in(static_cast<int>(k)), 1);
-    nc.result.outputs.push_back(static_cast<double>(v));
+  const int64_t n = static_cast<int64_t>(nc.n.operands.size());
+  if (yields.size < yielded + n) {
+    hostWork("more room for yielded values");
+    ++epoch;
+    DeviceBuffer grown;
+    grown.size = alignUp(std::max<int64_t>(64, 2 * (yielded + n)));
+    grown.data = reinterpret_cast<float *>(gpu->alloc(grown.size * sizeof(float)));
+    if (yields.data) { // this run's earlier yields move along
+      copy(grown.data, yields.data, yielded);
+      gpu->free(dptr(yields.data));
+    }
+    yields = grown;
   }
+  for (int64_t k = 0; k < n; ++k)
+    copy(yields.data + yielded + k, nc.in(static_cast<int>(k)), 1);
+  yielded += n;
 }
 
 void CudaPlanDevice::opKernel(NodeCall &nc) {
@@ -761,6 +899,14 @@ public:
   void gemm(const GemmCall &g, const void *a, const void *b, float *c) override {
     blas->gemm(g, a, b, c);
   }
+  bool canRecord() const override { return dev->canCapture(); }
+  void beginRecording() override { dev->beginCapture(); }
+  int endRecording() override { return dev->endCapture(); }
+  void abandonRecording() override { dev->abandonCapture(); }
+  void launchGraph(int id) override { dev->launchGraph(id); }
+  void waitGraph(int id) override { dev->waitGraph(id); }
+  void dropGraphs() override { dev->dropGraphs(); }
+  void *hostAlloc(size_t bytes) override { return dev->hostAlloc(bytes); }
 };
 
 } // namespace

@@ -18,6 +18,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <stdexcept>
 #include <string>
 
 namespace stretto {
@@ -55,6 +56,32 @@ public:
                       const char *what) = 0;
   /// Queues a GEMM (row-major, see GemmCall).
   virtual void gemm(const GemmCall &g, const void *a, const void *b, float *c) = 0;
+
+  // --- CUDA graphs (stream capture) ---
+  /// Whether this GPU can record queued work as a graph.
+  virtual bool canRecord() const { return false; }
+  /// From here to endRecording the queued work (uploads, copies, memsets,
+  /// launches, GEMMs) is recorded, not run: kernel arguments are copied
+  /// now, memory is read when the graph runs. Meanwhile nothing may wait
+  /// for the stream (synchronize, downloadSync, streamIdle), allocate or
+  /// free, and uploads read only hostAlloc'd memory; a backend throws on
+  /// those (the capture is then lost).
+  virtual void beginRecording() { throw std::runtime_error(name() + " records no graphs"); }
+  /// The recorded work as a graph for launchGraph (its id); throws when the
+  /// recording failed.
+  virtual int endRecording() { throw std::runtime_error(name() + " records no graphs"); }
+  /// Ends a recording after an error; nothing recorded runs.
+  virtual void abandonRecording() {}
+  /// Queues graph `id` (all its work, in the order it was recorded).
+  virtual void launchGraph(int id) { (void)id; }
+  /// Waits until graph id's last launch has finished (before the host
+  /// rewrites memory its uploads read).
+  virtual void waitGraph(int id) { (void)id; }
+  /// Frees every graph.
+  virtual void dropGraphs() {}
+  /// Host memory recorded uploads may read (page-locked on a GPU), freed
+  /// with the backend.
+  virtual void *hostAlloc(size_t bytes) = 0;
 };
 
 /// The compiled runtime over `gpu` (CudaPlan.cpp). Throws like

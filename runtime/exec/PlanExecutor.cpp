@@ -458,9 +458,80 @@ StepResult PlanExecutor::Impl::runRange(const PhasePlan &p, size_t begin, size_t
       }
     }
   }
+  dev->collect(result);
   return result;
 }
 
+// A micro-step or an update, run eagerly or replayed from a CUDA graph.
+// Graphs need a device that records (a GPU), no profiling and
+// STRETTO_CUDA_GRAPHS not 0. A key's first run is eager: it loads kernels,
+// sizes the scratch, picks GEMM algorithms and page-locks input slots; its
+// second is recorded, then launched; later ones only launch (the inputs'
+// host work, then one graph). A run that needs the host mid-way (a
+// collective, a download) is left eager for good. Graphs hold addresses:
+// when a buffer moves (a larger arena for an evaluation), all are dropped
+// and recorded again.
+StepResult PlanExecutor::Impl::recorded(int64_t key, const TensorMap &inputs, int64_t t,
+                                        const std::function<StepResult()> &body) {
+  if (!graphsWanted || profiling || !dev->canRecord())
+    return body();
+  const int64_t epoch = memoryEpoch + dev->memoryEpoch();
+  if (epoch != recordedEpoch) {
+    bool any = false;
+    for (auto &[k, r] : recordings) {
+      any = any || r.graph >= 0;
+      r.graph = -1;
+    }
+    if (any)
+      dev->dropRecordings();
+    recordedEpoch = epoch;
+  }
+  Recorded &r = recordings[key];
+  if (r.graph >= 0) {
+    cur = key == 0 || key == 1 ? Phase::Step : Phase::Update;
+    if (cur == Phase::Step)
+      checkInputs(stepPlan.order, inputs);
+    StepResult result;
+    dev->replay(r.graph, inputs, t, result);
+    ++stats.graphLaunches;
+    return result;
+  }
+  if (r.never || r.runs++ == 0)
+    return body();
+  // The driver refusing a capture (begin or end) turns graphs off for this
+  // executor, with one line on stderr; the run goes on eagerly. An error
+  // of the run itself (a bad id) is the run's.
+  auto refused = [&](const std::exception &e) {
+    std::fprintf(stderr, "stretto: CUDA graphs off for this run (%s)\n", e.what());
+    graphsWanted = false;
+    return body();
+  };
+  try {
+    dev->beginRecording();
+  } catch (const std::exception &e) {
+    return refused(e);
+  }
+  try {
+    body();
+  } catch (const NotRecordable &) {
+    dev->abandonRecording();
+    r.never = true;
+    return body(); // nothing ran: the recording only queued
+  } catch (...) {
+    dev->abandonRecording();
+    throw;
+  }
+  try {
+    r.graph = dev->endRecording();
+  } catch (const std::exception &e) {
+    return refused(e);
+  }
+  ++stats.graphsRecorded;
+  StepResult result;
+  dev->replay(r.graph, inputs, t, result);
+  ++stats.graphLaunches;
+  return result;
+}
 
 void HostDevice::exec(PlanExecutor::Impl &rt, const PhasePlan &p, int i, const TensorMap &inputs,
                       int64_t t, StepResult &result) {
@@ -947,12 +1018,16 @@ void PlanExecutor::initialize(uint64_t seed) { impl->initialize(seed); }
 
 StepResult PlanExecutor::microStep(const TensorMap &inputs) {
   const PhasePlan &p = impl->stepPlan;
-  StepResult r = impl->run(p, inputs, impl->counter + 1, false, {});
-  // The phase succeeded: commit its writes and gradients.
-  for (auto [s, node] : p.writes)
-    impl->commit(s, impl->val[node]);
-  for (auto [g, node] : p.grads)
-    impl->addGrad(g, impl->val[node]);
+  const int64_t t = impl->counter + 1;
+  StepResult r = impl->recorded(impl->gradCount == 0 ? 0 : 1, inputs, t, [&] {
+    StepResult out = impl->run(p, inputs, t, false, {});
+    // The phase succeeded: commit its writes and gradients.
+    for (auto [s, node] : p.writes)
+      impl->commit(s, impl->val[node]);
+    for (auto [g, node] : p.grads)
+      impl->addGrad(g, impl->val[node]);
+    return out;
+  });
   ++impl->gradCount;
   return r;
 }
@@ -992,13 +1067,16 @@ void PlanExecutor::reduceGradSums(const std::function<void(GradSums &)> &reduce,
 void PlanExecutor::update() {
   if (impl->gradCount == 0 && !impl->gradSums.empty())
     throw std::runtime_error("update: no gradient was computed since the last update");
-  if (impl->gradCount > 1)
-    for (planning::DeviceBuffer &sum : impl->gradSums)
-      impl->dev->divide(sum.data, sum.size, static_cast<float>(impl->gradCount));
   const PhasePlan &p = impl->updatePlan;
-  impl->run(p, {}, impl->counter + 1, false, {});
-  for (auto [s, node] : p.writes)
-    impl->commit(s, impl->val[node]);
+  impl->recorded(2 + impl->gradCount, {}, impl->counter + 1, [&] {
+    if (impl->gradCount > 1)
+      for (planning::DeviceBuffer &sum : impl->gradSums)
+        impl->dev->divide(sum.data, sum.size, static_cast<float>(impl->gradCount));
+    StepResult out = impl->run(p, {}, impl->counter + 1, false, {});
+    for (auto [s, node] : p.writes)
+      impl->commit(s, impl->val[node]);
+    return out;
+  });
   impl->gradCount = 0;
   ++impl->counter;
 }

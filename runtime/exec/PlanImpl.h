@@ -17,7 +17,9 @@
 #include "exec/OpSemantics.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <functional>
 #include <limits>
 #include <map>
 #include <memory>
@@ -140,6 +142,31 @@ public:
   virtual bool onDevice() const { return false; }
   virtual void *stream() { return nullptr; }
   virtual bool idle() { return true; }
+  // Host work a run deferred to its end (a GPU's yielded values: copied on
+  // the device during the run, downloaded here at once).
+  virtual void collect(StepResult &) {}
+
+  // CUDA graphs (PlanExecutor.cpp's Impl::recorded). A device that can
+  // record its queued work runs a phase once as a recording, then replays
+  // it: replay() redoes the recording's host work (inputs into page-locked
+  // memory, id checks), launches the graph and collects its yields. While
+  // recording, a node that needs the host mid-run (a download, a
+  // collective, more scratch) throws NotRecordable.
+  virtual bool canRecord() const { return false; }
+  virtual void beginRecording() {}
+  virtual int endRecording() { return -1; }
+  virtual void abandonRecording() {}
+  virtual void replay(int graph, const TensorMap &inputs, int64_t t, StepResult &result) {
+    (void)graph, (void)inputs, (void)t, (void)result;
+  }
+  virtual void dropRecordings() {}
+  // Changes whenever memory the device owns and a graph may use moves.
+  virtual int64_t memoryEpoch() const { return 0; }
+};
+
+// A phase run that cannot be recorded as a graph (it needs the host).
+struct NotRecordable : std::runtime_error {
+  using std::runtime_error::runtime_error;
 };
 
 struct PlanExecutor::Impl {
@@ -168,6 +195,20 @@ struct PlanExecutor::Impl {
   DeviceBuffer arena;           // the running phase's intermediates
   std::vector<float> scratch;   // the host device's temporaries
   std::vector<float *> val;     // per node of the running phase
+
+  // CUDA graphs, by what a run does: 0 a first micro-step, 1 an
+  // accumulating one, 2 + n an update over n micro-steps' sums.
+  struct Recorded {
+    int runs = 0;       // eager runs so far
+    int graph = -1;     // the device's graph, or -1
+    bool never = false; // needs the host mid-run: stays eager
+  };
+  std::map<int64_t, Recorded> recordings;
+  int64_t memoryEpoch = 0;   // bumped when a buffer a graph may use moves
+  int64_t recordedEpoch = 0; // memoryEpoch + the device's when they were made
+  bool graphsWanted = true;  // STRETTO_CUDA_GRAPHS=0 turns them off
+  StepResult recorded(int64_t key, const TensorMap &inputs, int64_t t,
+                      const std::function<StepResult()> &body);
 
   bool profiling = false;
   std::map<OpKind, std::pair<double, int64_t>> profile; // seconds, calls
@@ -434,6 +475,7 @@ struct PlanExecutor::Impl {
       return;
     release(b);
     b = allocate(n);
+    ++memoryEpoch; // graphs recorded over the old buffer are stale
   }
   std::vector<float> download(const float *src, int64_t n) const {
     std::vector<float> v(n);
@@ -468,6 +510,12 @@ struct PlanExecutor::Impl {
   // device that only counts bytes: the run's memory estimate, RunChecks.cpp).
   Impl(const Graph &g, std::unique_ptr<PlanDevice> d, GemmPrecision gp, bool initialise = true)
       : graph(g), dev(std::move(d)), gemmPrecision(gp) {
+    if (const char *e = std::getenv("STRETTO_CUDA_GRAPHS")) {
+      const std::string v = e;
+      if (v != "0" && v != "1" && !v.empty())
+        throw std::runtime_error("STRETTO_CUDA_GRAPHS='" + v + "': expected 0 (off) or 1 (on)");
+      graphsWanted = v != "0";
+    }
     graph.validate();
     std::string why;
     if (!PlanExecutor::supports(graph, why))

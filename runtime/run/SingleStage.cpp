@@ -19,6 +19,7 @@
 #include <omp.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <iostream>
 #include <mutex>
@@ -141,6 +142,14 @@ void SingleStage::describeExecutor() const {
                   : opt.gemmPrecision == GemmPrecision::TF32 ? "tf32"
                                                              : "f32")
               << " GEMMs through cuBLASLt)\n";
+    const char *graphs = std::getenv("STRETTO_CUDA_GRAPHS");
+    std::cout << "CUDA graphs: "
+              << (graphs && std::string(graphs) == "0"
+                      ? "off (STRETTO_CUDA_GRAPHS=0): every node launched from the host\n"
+                  : opt.profile
+                      ? "off while profiling (each node is timed on its own)\n"
+                      : "each micro-step and update recorded once, then replayed "
+                        "(STRETTO_CUDA_GRAPHS=0: off)\n");
   } else {
     // The library first: when STRETTO_GEMM names one that does not load,
     // its error must not follow a half-printed line.

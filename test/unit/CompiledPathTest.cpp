@@ -615,6 +615,96 @@ TEST(CompiledPath, GradientSumsReducedOnTheDeviceMatchOneProcess) {
   std::filesystem::remove_all(cacheDir);
 }
 
+// CUDA graphs (PlanExecutor.cpp's Impl::recorded) on the emulated GPU,
+// whose graphs keep what CUDA's keep (arguments copied at capture, memory
+// read at launch) and which refuses what a capture may not do (waits,
+// allocations, uploads from pageable memory). Each micro-step kind and
+// update runs eagerly once, is recorded the second time, then replayed:
+// from the third step on, a step queues nothing but its graph launches (one
+// per micro-step, one per update). Against the same executor with
+// STRETTO_CUDA_GRAPHS=0: every loss, evaluation loss and state bit for bit,
+// across an evaluation in mid-run (a larger arena: the graphs are recorded
+// again) and a batch with a bad token id (refused by a replayed step before
+// its launch, with the eager run's message; nothing of it is kept).
+TEST_P(CompiledPath, CudaGraphsReplayStepsBitForBit) {
+  const std::string toml = GetParam();
+  const bool mlp = toml.find("kind = \"mlp\"") != std::string::npos;
+  std::string cacheDir = (std::filesystem::temp_directory_path() /
+                          ("stretto-kcache-graphs-" + std::to_string(::getpid())))
+                             .string();
+  HostKernelCache cache(cacheDir);
+  Compiled c = compile(toml, true, cache);
+  DataConfig dc;
+  dc.format = mlp ? "synthetic" : "text";
+  dc.path = STRETTO_SOURCE_DIR "/data/kjv.txt";
+  auto data = makeDataSource(c.graph, dc, mlp ? 4 : 128);
+  const int64_t micro = toml.find("micro_batches = 2") != std::string::npos ? 2 : 1;
+  auto make = [&](const char *graphs) {
+    ::setenv("STRETTO_CUDA_GRAPHS", graphs, 1);
+    auto e = emulatedGpuExecutor(c.graph, c.kernels, GemmPrecision::F32,
+                                 mlp ? c.cudaSource : std::string());
+    ::unsetenv("STRETTO_CUDA_GRAPHS");
+    e->initialize(7);
+    return e;
+  };
+  std::unique_ptr<PlanExecutor> eager = make("0"), graphed = make("1");
+  auto badBatch = [&] {
+    TensorMap bad = data->batch(Split::Train, 99, 0);
+    for (auto &[name, t] : bad)
+      t.data.at(0) = 1e6; // no id, class or target is that large
+    return bad;
+  };
+  constexpr int kGraphSteps = 7;
+  for (int step = 0; step < kGraphSteps; ++step) {
+    if (step == 4) { // an evaluation probing every value: a larger arena
+      std::vector<int> probes;
+      for (size_t i = 0; i < c.graph.nodes.size(); ++i)
+        if (!c.graph.nodes[i].shape.empty() && c.graph.nodes[i].kind != OpKind::Write &&
+            c.graph.nodes[i].kind != OpKind::Grad && c.graph.nodes[i].kind != OpKind::Yield)
+          probes.push_back(static_cast<int>(i));
+      auto val = data->batch(Split::Val, 0, 0);
+      EXPECT_EQ(eager->evaluate(val, probes).outputs, graphed->evaluate(val, probes).outputs);
+    }
+    if (step == 6) {
+      std::string eagerError, graphError;
+      try {
+        eager->microStep(badBatch());
+      } catch (const std::exception &e) {
+        eagerError = e.what();
+      }
+      try {
+        graphed->microStep(badBatch());
+      } catch (const std::exception &e) {
+        graphError = e.what();
+      }
+      EXPECT_NE(eagerError, "") << "a bad id was not refused";
+      EXPECT_EQ(graphError, eagerError);
+    }
+    auto oneStep = [&](PlanExecutor &e) {
+      std::vector<double> losses;
+      for (int64_t k = 0; k < micro; ++k)
+        losses.push_back(e.microStep(data->batch(Split::Train, uint64_t(step), k)).outputs.at(0));
+      e.update();
+      return losses;
+    };
+    const long long work = emulatedGpuDirectWork();
+    std::vector<double> want = oneStep(*eager);
+    EXPECT_GT(emulatedGpuDirectWork(), work) << "the eager step queued nothing";
+    const long long work2 = emulatedGpuDirectWork(), launches = emulatedGpuGraphLaunches();
+    EXPECT_EQ(oneStep(*graphed), want) << "step " << step;
+    if (step == 2 || step == 3) { // replayed only
+      EXPECT_EQ(emulatedGpuDirectWork() - work2, 0) << "step " << step;
+      EXPECT_EQ(emulatedGpuGraphLaunches() - launches, micro + 1) << "step " << step;
+    }
+  }
+  EXPECT_GE(graphed->stats().graphsRecorded, micro + 1);
+  EXPECT_GT(graphed->stats().graphsRecorded, micro + 1) << "the evaluation re-recorded nothing";
+  EXPECT_EQ(eager->stats().graphLaunches, 0);
+  for (const StateDecl &s : c.graph.states)
+    EXPECT_EQ(eager->getState(s.name).data, graphed->getState(s.name).data) << s.name;
+  std::filesystem::remove_all(cacheDir);
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Models, CompiledPath,
     testing::Values(

@@ -20,6 +20,7 @@
 #include <functional>
 #include <set>
 #include <stdexcept>
+#include <tuple>
 #include <utility>
 #include <vector>
 
@@ -293,6 +294,8 @@ namespace {
 
 std::atomic<long long> gLive{0};
 std::atomic<long long> gTf32Gemms{0};
+std::atomic<long long> gGraphLaunches{0};
+std::atomic<long long> gDirectWork{0};
 
 // A TF32 tensor core's input: f32 rounded to 10 mantissa bits (to nearest,
 // ties to even), as cuBLAS's CUBLAS_COMPUTE_32F_FAST_TF32 documents.
@@ -308,8 +311,24 @@ float toTf32(float x) {
 // A kernel the emulator can launch: a runtime op or a generated kernel's
 // CUDA C built for the host (both called per block and thread with
 // cuLaunchKernel-style arguments), or a generated kernel's C++ twin.
+// A launch's arguments copied out of cuLaunchKernel-style pointers (what a
+// graph keeps of a recorded launch), with pointers to the copies.
+struct ArgSnapshot {
+  std::shared_ptr<void> storage;
+  std::vector<void *> params;
+};
+
+// A runtime op: called with argument pointers, and how to copy its
+// arguments (their types are the function's).
+struct EmuOp {
+  std::function<void(void **)> call;
+  std::function<ArgSnapshot(void **)> snapshot;
+  explicit operator bool() const { return static_cast<bool>(call); }
+  void operator()(void **p) const { call(p); }
+};
+
 struct EmuKernel {
-  std::function<void(void **)> op;       // runtime op
+  EmuOp op;                              // runtime op
   void *cuda = nullptr;                  // generated CUDA C (all pointer arguments)
   PlanExecutor::KernelFn twin = nullptr; // C++ twin
   bool cooperative = false;              // synchronises its block
@@ -333,17 +352,39 @@ template <typename... A, size_t... I>
 void invoke(void (*f)(A...), void **p, std::index_sequence<I...>) {
   f(*static_cast<std::remove_reference_t<A> *>(p[I])...);
 }
-template <typename... A> std::function<void(void **)> adapt(void (*f)(A...)) {
-  return [f](void **p) { invoke(f, p, std::index_sequence_for<A...>{}); };
+template <typename... A, size_t... I>
+ArgSnapshot snapshotArgs(void **p, std::index_sequence<I...>) {
+  auto values =
+      std::make_shared<std::tuple<std::decay_t<A>...>>(*static_cast<std::decay_t<A> *>(p[I])...);
+  ArgSnapshot s;
+  s.params = {static_cast<void *>(&std::get<I>(*values))...};
+  s.storage = values;
+  return s;
+}
+template <typename... A> EmuOp adapt(void (*f)(A...)) {
+  EmuOp op;
+  op.call = [f](void **p) { invoke(f, p, std::index_sequence_for<A...>{}); };
+  op.snapshot = [](void **p) { return snapshotArgs<A...>(p, std::index_sequence_for<A...>{}); };
+  return op;
+}
+// The arguments of a kernel that takes only pointers.
+ArgSnapshot snapshotPointers(void **p, int count) {
+  auto values = std::make_shared<std::vector<void *>>();
+  for (int a = 0; a < count; ++a)
+    values->push_back(*static_cast<void *const *>(p[a]));
+  ArgSnapshot s;
+  for (void *&v : *values)
+    s.params.push_back(&v);
+  s.storage = values;
+  return s;
 }
 
 std::map<std::string, EmuKernel> runtimeOps(bool blockReductions) {
   using namespace stretto_emu_ops;
   std::map<std::string, EmuKernel> m;
-  auto add = [&](const char *name, std::function<void(void **)> f) { m[name].op = std::move(f); };
+  auto add = [&](const char *name, EmuOp f) { m[name].op = std::move(f); };
   // A kernel that reduces across its block, or its serial stand-in.
-  auto addBlock = [&](const char *name, std::function<void(void **)> block,
-                      std::function<void(void **)> serial) {
+  auto addBlock = [&](const char *name, EmuOp block, EmuOp serial) {
     add(name, blockReductions ? std::move(block) : std::move(serial));
     m[name].cooperative = blockReductions;
   };
@@ -443,6 +484,7 @@ public:
   }
   std::string name() const override { return "emulated GPU"; }
   Ptr alloc(size_t bytes) override {
+    notCapturing("an allocation");
     void *p = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
     if (!p)
       throw std::bad_alloc();
@@ -452,27 +494,74 @@ public:
     return reinterpret_cast<Ptr>(p);
   }
   void free(Ptr p) override {
+    notCapturing("a free");
     if (!live.erase(p))
       throw std::runtime_error("emulated GPU: free of an address it did not allocate");
     std::free(reinterpret_cast<void *>(p));
     --gLive;
   }
+  // Stream work runs at once, or is recorded while a capture is open.
+  void queue(std::function<void()> work) {
+    if (recording) {
+      tape.push_back(std::move(work));
+      return;
+    }
+    ++gDirectWork;
+    work();
+  }
   void uploadAsync(Ptr dst, const void *src, size_t bytes) override {
-    std::memcpy(reinterpret_cast<void *>(dst), src, bytes);
+    if (recording && !isHostAlloc(src, bytes))
+      throw std::runtime_error("emulated GPU: an upload from pageable host memory during stream "
+                               "capture (its graph would read memory the host reuses)");
+    queue([=] { std::memcpy(reinterpret_cast<void *>(dst), src, bytes); });
   }
   void copyAsync(Ptr dst, Ptr src, size_t bytes) override {
     if (dst != src)
-      std::memcpy(reinterpret_cast<void *>(dst), reinterpret_cast<const void *>(src), bytes);
+      queue([=] {
+        std::memcpy(reinterpret_cast<void *>(dst), reinterpret_cast<const void *>(src), bytes);
+      });
   }
   void memsetAsync(Ptr dst, unsigned value, size_t words) override {
-    unsigned *d = reinterpret_cast<unsigned *>(dst);
-    for (size_t w = 0; w < words; ++w)
-      d[w] = value;
+    queue([=] {
+      unsigned *d = reinterpret_cast<unsigned *>(dst);
+      for (size_t w = 0; w < words; ++w)
+        d[w] = value;
+    });
   }
   void downloadSync(void *dst, Ptr src, size_t bytes) override {
+    notCapturing("a download");
     std::memcpy(dst, reinterpret_cast<const void *>(src), bytes);
   }
-  void synchronize() override {}
+  void synchronize() override { notCapturing("a stream synchronisation"); }
+  bool canRecord() const override { return true; }
+  void beginRecording() override {
+    notCapturing("a second capture");
+    recording = true;
+    tape.clear();
+  }
+  int endRecording() override {
+    if (!recording)
+      throw std::runtime_error("emulated GPU: endRecording without a capture");
+    recording = false;
+    graphs.push_back(std::move(tape));
+    tape.clear();
+    return static_cast<int>(graphs.size()) - 1;
+  }
+  void abandonRecording() override {
+    recording = false;
+    tape.clear();
+  }
+  void launchGraph(int id) override {
+    notCapturing("a graph launch");
+    ++gGraphLaunches;
+    for (const std::function<void()> &work : graphs.at(static_cast<size_t>(id)))
+      work();
+  }
+  void dropGraphs() override { graphs.clear(); }
+  void *hostAlloc(size_t bytes) override {
+    hostBlocks.emplace_back(new char[bytes ? bytes : 1], bytes);
+    return hostBlocks.back().first.get();
+  }
   void *opsFunction(const std::string &n) override {
     auto it = ops.find(n);
     return it == ops.end() ? nullptr : &it->second;
@@ -483,13 +572,27 @@ public:
   }
   void launch(void *fn, unsigned grid, unsigned block, void **params, int count,
               const char *what) override {
+    EmuKernel &k = *static_cast<EmuKernel *>(fn);
+    if (!recording) {
+      ++gDirectWork;
+      launchNow(k, grid, block, params, count, what);
+      return;
+    }
+    // Arguments are copied now, as cuLaunchKernel does under capture.
+    ArgSnapshot args = k.op && !k.cuda && !k.twin ? k.op.snapshot(params)
+                                                  : snapshotPointers(params, count);
+    tape.push_back([this, &k, grid, block, args, count, name = std::string(what)]() mutable {
+      launchNow(k, grid, block, args.params.data(), count, name.c_str());
+    });
+  }
+  void launchNow(EmuKernel &k, unsigned grid, unsigned block, void **params, int count,
+                 const char *what) {
     // One launch at a time on the emulated GPU (pipeline stages and replicas
     // launch from several threads; the built-ins' state is global).
     static std::mutex gpuLock;
     std::lock_guard<std::mutex> lock(gpuLock);
     if (grid == 0 || block == 0 || grid > 65535 || block > 1024)
       throw std::runtime_error(std::string("emulated GPU: bad launch geometry for ") + what);
-    EmuKernel &k = *static_cast<EmuKernel *>(fn);
     using namespace stretto_emu;
     if (k.cuda) { // generated CUDA C: pointer arguments, the output last
       if (count >= static_cast<int>(pointerCallers().size()))
@@ -521,6 +624,9 @@ public:
   }
   // cuBLASLt's column-major problem, computed as it is specified.
   void gemm(const GemmCall &g, const void *a, const void *b, float *c) override {
+    queue([=] { gemmNow(g, a, b, c); });
+  }
+  void gemmNow(const GemmCall &g, const void *a, const void *b, float *c) {
     LtProblem p = columnMajorProblem(g);
     if (g.tf32)
       ++gTf32Gemms;
@@ -574,6 +680,25 @@ private:
   SetThread setThread = nullptr;
   std::map<std::string, EmuKernel> ops, model;
   std::set<Ptr> live;
+  bool recording = false;
+  std::vector<std::function<void()>> tape;                // the open capture
+  std::vector<std::vector<std::function<void()>>> graphs; // by id
+  std::vector<std::pair<std::unique_ptr<char[]>, size_t>> hostBlocks;
+
+  // What CUDA forbids while a stream captures (it would invalidate the
+  // capture): the emulator throws instead.
+  void notCapturing(const char *what) const {
+    if (recording)
+      throw std::runtime_error(std::string("emulated GPU: ") + what +
+                               " during stream capture");
+  }
+  bool isHostAlloc(const void *p, size_t bytes) const {
+    for (const auto &[block, size] : hostBlocks)
+      if (static_cast<const char *>(p) >= block.get() &&
+          static_cast<const char *>(p) + bytes <= block.get() + size)
+        return true;
+    return false;
+  }
 };
 
 } // namespace
@@ -599,5 +724,7 @@ emulatedGpuExecutor(const Graph &graph, std::map<std::string, PlanExecutor::Kern
 
 long long emulatedGpuLiveAllocations() { return gLive; }
 long long emulatedGpuTf32Gemms() { return gTf32Gemms; }
+long long emulatedGpuGraphLaunches() { return gGraphLaunches; }
+long long emulatedGpuDirectWork() { return gDirectWork; }
 
 } // namespace stretto

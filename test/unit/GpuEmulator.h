@@ -12,7 +12,11 @@
 // runtime's two block reductions are host loops unless asked for (slow on
 // real threads; their own test runs them). GEMMs are computed from
 // columnMajorProblem() exactly as cuBLASLt is asked (column-major, the
-// operands swapped), with bf16 operands widened from their bits. Not
+// operands swapped), with bf16 operands widened from their bits. CUDA
+// graphs: between beginRecording and endRecording stream work is recorded
+// (kernel arguments copied, memory read at launch) and launchGraph runs it;
+// what a capture may not do (waits, downloads, allocations, frees, uploads
+// from memory not from hostAlloc) throws. Not
 // covered here: the driver, NVRTC's build of the ops, cuBLASLt itself and
 // real GPU scheduling (CompiledPathTest on a GPU covers those).
 //
@@ -46,6 +50,11 @@ std::unique_ptr<GpuBackend> emulatedGpu(std::map<std::string, PlanExecutor::Kern
 long long emulatedGpuLiveAllocations();
 /// GEMMs the emulated cuBLASLt ran with TF32 inputs (GemmCall::tf32), so far.
 long long emulatedGpuTf32Gemms();
+/// Graphs launched (GpuBackend::launchGraph), so far.
+long long emulatedGpuGraphLaunches();
+/// Stream work (launches, GEMMs, copies, memsets, uploads) queued outside
+/// graphs, so far: a step replayed from a graph adds none.
+long long emulatedGpuDirectWork();
 
 } // namespace stretto
 

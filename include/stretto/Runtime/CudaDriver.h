@@ -79,6 +79,26 @@ public:
   /// (cuBLASLt) call it first.
   void makeCurrent();
 
+  // --- CUDA graphs: the stream's work captured once, then relaunched ---
+  /// Whether the driver has the graph entry points (cuStreamBeginCapture
+  /// and friends; any CUDA 12 or 13 driver).
+  bool canCapture() const { return graphApi_; }
+  /// Starts capturing the stream (thread-local mode: a call on this thread
+  /// that would break the capture fails instead of running).
+  void beginCapture();
+  /// Ends the capture and instantiates the graph; returns its id. Throws
+  /// with the driver's error when the capture was invalidated.
+  int endCapture();
+  /// Ends a capture after an error, discarding what was captured.
+  void abandonCapture();
+  /// Queues graph `id` on the stream, then an event waitGraph waits for.
+  void launchGraph(int id);
+  void waitGraph(int id);
+  /// Destroys every graph (after the queued work).
+  void dropGraphs();
+  /// Page-locked host memory (cuMemAllocHost), freed with the device.
+  void *hostAlloc(size_t bytes);
+
 private:
   CudaDevice() = default;
   struct Api;
@@ -88,6 +108,13 @@ private:
   void *context_ = nullptr;
   void *stream_ = nullptr;
   std::vector<void *> modules_;
+  bool graphApi_ = false;
+  struct Graph {
+    void *exec = nullptr;  // CUgraphExec
+    void *event = nullptr; // CUevent after its last launch
+  };
+  std::vector<Graph> graphs_;
+  std::vector<void *> hostBlocks_;
   void check(int rc, const char *what) const;
 };
 

@@ -42,6 +42,8 @@ struct PlanStats {
   int64_t updateArenaBytes = 0; // peak of the Update phase's intermediates
   int64_t unplannedBytes = 0;   // the same intermediates without reuse (sum)
   int64_t persistentBytes = 0;  // states, gradient sums, constants
+  int64_t graphsRecorded = 0;   // CUDA graphs captured (micro-steps, updates)
+  int64_t graphLaunches = 0;    // runs replayed from them
   int64_t peakBytes() const {
     return persistentBytes + std::max(stepArenaBytes, updateArenaBytes);
   }
