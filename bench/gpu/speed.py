@@ -22,6 +22,9 @@ that bundle.sh packed from them):
     warm-up steps (kernel loads, cuBLASLt's first calls), the last step
     (validation and the checkpoint) and any step that validated are left
     out. A step ends when its loss is on the host, so the GPU work is in it.
+    One more side on gpt-tiny and gpt-mini (launch-bound): f32 with
+    STRETTO_CUDA_GRAPHS=0, every node launched from the host, against the
+    default (each micro-step and update replayed as one CUDA graph).
   - PyTorch: the GPT of bench/parity/torch_gpt.py (its gpt_loss: pre-norm,
     LayerNorm, tanh-GELU MLP, causal scaled_dot_product_attention, untied
     head) with the config's dimensions, random tokens, torch.optim.AdamW
@@ -109,6 +112,10 @@ from kernel_bench import fmt_range, load_config, stats  # noqa: E402
 ROOT = benchutil.ROOT
 MODELS = ["gpt-tiny", "gpt-mini", "gpt-small"]
 STRETTO_PRECISIONS = ["f32", "tf32", "bf16"]
+# One more Stretto side: f32 with STRETTO_CUDA_GRAPHS=0 (every node launched
+# from the host), on the launch-bound models only: what CUDA graphs gain.
+EAGER = "f32-eager"
+EAGER_MODELS = ["gpt-tiny", "gpt-mini"]
 TORCH_MODES = ["f32", "tf32", "bf16", "compile-bf16"]
 TORCH_LABEL = {"f32": "PyTorch f32", "tf32": "PyTorch tf32", "bf16": "PyTorch bf16 autocast",
                "compile-bf16": "torch.compile bf16"}
@@ -248,7 +255,12 @@ class Stretto:
             return self.gunzip(path + ".gz", os.path.join(self.work, os.path.basename(path)))
         sys.exit("error: the bundle lacks %s (run bench/gpu/bundle.sh again)" % path)
 
-    def skip_reason(self, precision):
+    def skip_reason(self, precision, model):
+        if precision == EAGER:
+            if model not in EAGER_MODELS and not self.a.smoke:
+                return ("graphs on and off are compared where launches bound a step (%s)" %
+                        ", ".join(EAGER_MODELS))
+            precision = "f32"
         if precision not in self.precisions:
             return "this stretto-run has no --precision %s (it takes %s)" % (
                 precision, "|".join(self.precisions))
@@ -266,14 +278,18 @@ class Stretto:
         out = os.path.join(run_root(self.a), "%s-%s-%s" % (model, precision, tag))
         shutil.rmtree(out, ignore_errors=True)
         steps = warm + timed + 1
+        env = dict(self.env)
+        if precision == EAGER:
+            precision, env["STRETTO_CUDA_GRAPHS"] = "f32", "0"
         cmd = [self.bin, self.plan(model, precision), "--device=" + self.a.device, "--precision",
                precision, "--steps", str(steps), "--log-interval", "1", "--data", self.data,
                "--out", out]
         t0 = time.perf_counter()
-        r = subprocess.run(cmd, env=self.env, capture_output=True, text=True)
+        r = subprocess.run(cmd, env=env, capture_output=True, text=True)
         wall = time.perf_counter() - t0
         log = r.stdout + r.stderr
-        res = {"cmd": " ".join(cmd), "wall_s": wall,
+        res = {"cmd": ("STRETTO_CUDA_GRAPHS=0 " if env.get("STRETTO_CUDA_GRAPHS") == "0" else "")
+               + " ".join(cmd), "wall_s": wall,
                "device_lines": [l for l in log.splitlines() if l.startswith("device:")],
                "done": next((l for l in log.splitlines() if l.startswith("done:")), None)}
         try:
@@ -590,6 +606,7 @@ def fmt(v, spec, suffix=""):
 
 def sides():
     out = [("stretto", p, "Stretto " + p) for p in STRETTO_PRECISIONS]
+    out.append(("stretto", EAGER, "Stretto f32, no CUDA graphs"))
     out += [("torch", m, TORCH_LABEL[m]) for m in TORCH_MODES]
     return out
 
@@ -617,7 +634,7 @@ def report(a, meta, results):
             tok = (st.get("tok_s") or {}).get("median")
             pred = ""
             if kind == "stretto":
-                pr = (r.get("prediction") or {}).get(key)
+                pr = (r.get("prediction") or {}).get("f32" if key == EAGER else key)
                 pred = "%d / %d" % tuple(pr) if pr else DASH
             lines.append("| %s | %s | %s | %s | %d | %s |" % (
                 label, fmt_range(st.get("tok_s"), ".0f"),
@@ -630,6 +647,11 @@ def report(a, meta, results):
         pairs = [("stretto:f32", "torch:f32"), ("stretto:tf32", "torch:tf32"),
                  ("stretto:bf16", "torch:bf16"), ("stretto:bf16", "torch:compile-bf16")]
         best = max((v for k, v in med.items() if k.startswith("stretto:") and v), default=None)
+        if med.get("stretto:" + EAGER):
+            lines.append("  %-14s / %-20s %s" % ("stretto f32", "stretto f32, no graphs",
+                                                 fmt(ratio(med.get("stretto:f32"),
+                                                           med.get("stretto:" + EAGER)),
+                                                     ".3f", "x")))
         for x, y in pairs:
             lines.append("  %-14s / %-20s %s" % (x.replace(":", " "), y.replace(":", " "),
                                                  fmt(ratio(med.get(x), med.get(y)), ".3f", "x")))
@@ -716,7 +738,7 @@ def main():
         for kind, key, label in sides():
             s = {"label": label, "runs": []}
             if kind == "stretto":
-                why = stretto.skip_reason(key)
+                why = stretto.skip_reason(key, m)
                 if why:
                     s["skipped"] = why
             elif torch_side is None:
@@ -890,15 +912,16 @@ def smoke_checks(a, txt, jsn, with_torch):
         bad.append("the host facts say nothing of the GPU")
     for line in ("host: ", "date: ", "commit: ", "gpu: ", "torch: ", "plan: ", "model FLOPs: ",
                  "rounds run: ", "ratios (of medians", "== the per-kernel profile",
-                 "--device-model", "| Stretto f32 |", "| Stretto bf16 |"):
+                 "--device-model", "| Stretto f32 |", "| Stretto bf16 |",
+                 "| Stretto f32, no CUDA graphs |", "stretto f32, no graphs"):
         if line not in text:
             bad.append("the text lacks %r" % line)
     if meta.get("rounds_done") != a.rounds:
         bad.append("%s rounds run, not %d" % (meta.get("rounds_done"), a.rounds))
     one = []
     for m in a.models:
-        for key in [("stretto:" + p) for p in STRETTO_PRECISIONS] + ["torch:" + t for t in TORCH_MODES]:
-            s = res[m]["sides"][key]
+        for kind, side, _ in sides():
+            s = res[m]["sides"][kind + ":" + side]
             if not s.get("skipped"):
                 one.append("%s: %s" % (m, s["label"]))
     if meta.get("order") != one * a.rounds:
@@ -919,7 +942,10 @@ def smoke_checks(a, txt, jsn, with_torch):
             for x in s["runs"]:
                 if key.startswith("stretto:"):
                     p = key.split(":")[1]
-                    want = "device: cpu (compiled executor, %s)" % p
+                    want = "device: cpu (compiled executor, %s)" % ("f32" if p == EAGER else p)
+                    if (p == EAGER) != x.get("cmd", "").startswith("STRETTO_CUDA_GRAPHS=0 "):
+                        bad.append("%s %s: graphs %s in %r" % (m, key, "on" if p == EAGER else
+                                                               "off", x.get("cmd")))
                     if want not in x.get("device_lines", []):
                         bad.append("%s %s: the run says %s, not %r" % (m, key, x.get("device_lines"),
                                                                       want))
