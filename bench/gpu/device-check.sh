@@ -2,8 +2,10 @@
 # On a machine with an NVIDIA GPU, from the repository root with
 # gpu-bundle/ (bench/gpu/bundle.sh) next to it: checks the CUDA runtime
 # against the reference executor on every bundled plan, in f32 and with
-# bf16 GEMMs; checks that the GPU runs of the pipeline, gossip and
-# data-parallel plans give the CPU run's losses and parameters; then times
+# bf16 GEMMs; checks that steps replayed from CUDA graphs equal steps
+# launched node by node, bit for bit; checks that the GPU runs of the
+# pipeline, gossip and data-parallel plans give the CPU run's losses and
+# parameters; then times
 # gpt-tiny and gpt-mini on the GPU and on the CPU. Writes everything to
 # ${OUT:-gpu-results}/device-check.txt and the check lines to summary.txt
 # (one `kit-check: NAME: ok|FAILED|SKIPPED (why)` line per check).
@@ -122,6 +124,20 @@ for p in "$B"/plans/*.plan; do
         check "$n: --check 5 on $GPU (bf16 GEMMs)" "$SR" "$p" "${DATA[@]}" --device=$GPU --precision=bf16 --check 5
       fi ;;
   esac
+done
+
+# 1b. CUDA graphs: 20 steps replayed from graphs (the default: each
+# micro-step and update captured once) and launched node by node
+# (STRETTO_CUDA_GRAPHS=0) give the same losses and parameters bit for bit
+# (tolerances 0), with one micro-batch and with two (two micro-step graphs).
+# On the CPU (a dry run) there are no graphs: both runs are the same run.
+for n in gpt-tiny gpt-tiny-micro2; do
+  p=$B/plans/$n.plan
+  [ -f "$p" ] || continue
+  trained "$n on $GPU, CUDA graphs" "$RUNS/$n-graphs" "$p" --device=$GPU --steps 20 &&
+    STRETTO_CUDA_GRAPHS=0 trained "$n on $GPU, no graphs" "$RUNS/$n-eager" "$p" --device=$GPU --steps 20 &&
+    same "$n on $GPU: CUDA graphs vs node by node, bit for bit" "$RUNS/$n-graphs" "$RUNS/$n-eager" \
+      --loss-tol 0 --state-tol 0
 done
 
 # 2. Pipeline and gossip plans: the GPU run against the CPU run, 20 steps.
