@@ -16,6 +16,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "cuda/GpuBackend.h"
+#include "cuda/MultiTensor.h"
 #include "exec/PlanImpl.h"
 #include "stretto/Runtime/CudaDriver.h"
 #include "stretto/Runtime/CudaJit.h"
@@ -124,11 +125,29 @@ public:
   int lastLaunched = -1;
   std::map<std::pair<int, int>, float *> hostSlots; // (phase, node) -> floats
 
+  // Multi-tensor launches (MultiTensor.h): the groups of the model's
+  // kernels, and each group's table in device memory, by its first node.
+  MultiTensorKernels multi;
+  struct Table {
+    std::vector<long long> host;
+    Ptr device = 0;
+  };
+  std::map<std::pair<int, int>, Table> tables;
+  std::string multiKernel(const std::string &name) const override {
+    auto it = multi.groupOf.find(name);
+    return it != multi.groupOf.end() && hasKernel(it->second) ? it->second : "";
+  }
+  bool execGroup(PlanExecutor::Impl &rt, const PhasePlan &p,
+                 const std::vector<int> &members) override;
+
   ~CudaPlanDevice() override {
     try {
       for (DeviceBuffer *b : {&scratch, &yields})
         if (b->data)
           gpu->free(dptr(b->data));
+      for (auto &[k, t] : tables)
+        if (t.device)
+          gpu->free(t.device);
     } catch (...) {
     }
   }
@@ -458,6 +477,71 @@ void CudaPlanDevice::opKernel(NodeCall &nc) {
     grid = gridFor(nc.count, block);
   gpu->launch(kernelFns.at(nc.n.name), grid, block, params.data(), static_cast<int>(params.size()),
               nc.n.name.c_str());
+}
+
+// Element-wise kernels with one element function (MultiTensor.h) as one
+// launch: a table of their pointers and counts, each kernel's share of the
+// grid (up to 1024 blocks of 256 threads), uploaded when it changes (the
+// buffers' addresses are fixed, so once). False (run one by one) where an
+// output overlaps another member's input or output, or the grid would not
+// fit.
+bool CudaPlanDevice::execGroup(PlanExecutor::Impl &rt, const PhasePlan &p,
+                               const std::vector<int> &members) {
+  const std::vector<Node> &nodes = rt.graph.phase(p.phase);
+  const std::string fnName = multiKernel(nodes[members.front()].name);
+  if (fnName.empty())
+    return false;
+  const int n = multi.inputs.at(fnName);
+  std::vector<long long> table{static_cast<long long>(members.size())};
+  using Range = std::pair<uintptr_t, uintptr_t>;
+  std::vector<std::vector<Range>> reads(members.size());
+  std::vector<Range> writes(members.size());
+  long long first = 0;
+  for (size_t m = 0; m < members.size(); ++m) {
+    const Node &k = nodes[members[m]];
+    if (static_cast<int>(k.operands.size()) != n || multiKernel(k.name) != fnName)
+      return false;
+    for (int o : k.operands) {
+      auto at = reinterpret_cast<uintptr_t>(rt.val[o]);
+      table.push_back(static_cast<long long>(at));
+      reads[m].push_back({at, at + sizeof(float) * numElements(nodes[o].shape)});
+    }
+    const long long count = numElements(k.shape);
+    auto out = reinterpret_cast<uintptr_t>(rt.val[members[m]]);
+    writes[m] = {out, out + sizeof(float) * count};
+    table.push_back(static_cast<long long>(out));
+    table.push_back(count);
+    table.push_back(first);
+    first += std::min<long long>(std::max<long long>((count + 255) / 256, 1), 1024);
+  }
+  auto overlap = [](Range a, Range b) { return a.first < b.second && b.first < a.second; };
+  for (size_t a = 0; a < members.size(); ++a)
+    for (size_t b = 0; b < members.size(); ++b) {
+      if (a == b)
+        continue;
+      if (overlap(writes[a], writes[b]))
+        return false;
+      for (Range r : reads[b])
+        if (overlap(writes[a], r))
+          return false;
+    }
+  if (first > 65535)
+    return false;
+  Table &t = tables[{static_cast<int>(p.phase), members.front()}];
+  if (t.host != table) {
+    hostWork("a new multi-tensor table");
+    if (!t.device) {
+      ++epoch;
+      t.device = gpu->alloc(sizeof(long long) * table.size());
+    }
+    t.host = table; // pageable: the driver copies it before the call returns
+    gpu->uploadAsync(t.device, t.host.data(), sizeof(long long) * table.size());
+  }
+  const void *arg = reinterpret_cast<const void *>(t.device);
+  void *params[] = {&arg};
+  gpu->launch(kernelFns.at(fnName), static_cast<unsigned>(first), 256, params, 1,
+              fnName.c_str());
+  return true;
 }
 
 // A row-sum kernel with fewer rows than the device has multiprocessors and
@@ -911,11 +995,28 @@ public:
 
 } // namespace
 
+std::string multiTensorSource(const std::string &cudaSource) {
+  return multiTensorWanted() ? multiTensorKernels(cudaSource).source : std::string();
+}
+
+bool multiTensorWanted() {
+  const char *e = std::getenv("STRETTO_MULTI_TENSOR");
+  if (!e || !*e || std::string(e) == "1")
+    return true;
+  if (std::string(e) == "0")
+    return false;
+  throw std::runtime_error("STRETTO_MULTI_TENSOR='" + std::string(e) +
+                           "': expected 0 (off) or 1 (on)");
+}
+
 std::unique_ptr<PlanExecutor> makeGpuPlanExecutor(const Graph &graph,
                                                   std::unique_ptr<GpuBackend> gpu,
-                                                  GemmPrecision gemm) {
+                                                  GemmPrecision gemm,
+                                                  const std::string &cudaSource) {
   auto dev = std::make_unique<CudaPlanDevice>(std::move(gpu));
   dev->tf32 = gemm == GemmPrecision::TF32;
+  if (multiTensorWanted())
+    dev->multi = multiTensorKernels(cudaSource);
   return std::make_unique<PlanExecutor>(
       std::make_unique<PlanExecutor::Impl>(graph, std::move(dev), gemm));
 }
@@ -966,7 +1067,8 @@ std::unique_ptr<PlanExecutor> PlanExecutor::onCuda(const Graph &graph, const Cud
     const int threads =
         static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     std::vector<std::string> parts =
-        splitCudaUnit(kernels.source, std::min(threads, kernelNodes / 32 + 1));
+        splitCudaUnit(kernels.source + multiTensorSource(kernels.source),
+                      std::min(threads, kernelNodes / 32 + 1));
     std::vector<CudaBinary> bins;
     int hits = 0;
     {
@@ -984,7 +1086,7 @@ std::unique_ptr<PlanExecutor> PlanExecutor::onCuda(const Graph &graph, const Cud
     for (const CudaBinary &b : bins)
       gpu->modelModules.push_back(gpu->dev->loadModule(b.cubin));
   }
-  return makeGpuPlanExecutor(graph, std::move(gpu), gemm);
+  return makeGpuPlanExecutor(graph, std::move(gpu), gemm, kernels.source);
 }
 
 } // namespace stretto

@@ -85,10 +85,17 @@ public:
 };
 
 /// The compiled runtime over `gpu` (CudaPlan.cpp). Throws like
-/// PlanExecutor's constructor.
+/// PlanExecutor's constructor. `cudaSource`: the model's kernels' CUDA C,
+/// whose same-body element-wise kernels run as multi-tensor launches
+/// (MultiTensor.h) when `gpu` has their kernels (multiTensorSource).
 std::unique_ptr<PlanExecutor> makeGpuPlanExecutor(const Graph &graph,
                                                   std::unique_ptr<GpuBackend> gpu,
-                                                  GemmPrecision gemm);
+                                                  GemmPrecision gemm,
+                                                  const std::string &cudaSource = "");
+/// The multi-tensor kernels of `cudaSource`, to compile after it; "" with
+/// STRETTO_MULTI_TENSOR=0 (then every kernel launches on its own).
+std::string multiTensorSource(const std::string &cudaSource);
+bool multiTensorWanted();
 
 } // namespace stretto
 

@@ -400,8 +400,7 @@ StepResult PlanExecutor::Impl::runRange(const PhasePlan &p, size_t begin, size_t
   cur = p.phase;
   const std::vector<Node> &nodes = graph.phase(p.phase);
   StepResult result;
-  for (size_t k = begin; k < end; ++k) {
-    int i = p.order[k];
+  auto bind = [&](int i) {
     const Slot &s = p.slots[i];
     switch (s.where) {
     case Where::Arena: val[i] = arenaBase + s.offset; break;
@@ -411,6 +410,25 @@ StepResult PlanExecutor::Impl::runRange(const PhasePlan &p, size_t begin, size_t
     case Where::Alias: val[i] = val[s.ref] + s.offset; break;
     case Where::None: break;
     }
+  };
+  size_t group = 0; // the next multi-tensor group (PhasePlan::groups)
+  while (group < p.groups.size() && static_cast<size_t>(p.groups[group].first) < begin)
+    ++group;
+  for (size_t k = begin; k < end; ++k) {
+    if (group < p.groups.size() && static_cast<size_t>(p.groups[group].first) == k &&
+        static_cast<size_t>(p.groups[group].second) <= end && !profiling) {
+      std::vector<int> members(p.order.begin() + p.groups[group].first,
+                               p.order.begin() + p.groups[group].second);
+      ++group;
+      for (int m : members)
+        bind(m);
+      if (dev->execGroup(*this, p, members)) {
+        k += members.size() - 1;
+        continue;
+      }
+    }
+    int i = p.order[k];
+    bind(i);
     if (!profiling) {
       dev->exec(*this, p, i, inputs, t, result);
       continue;

@@ -26,6 +26,7 @@
 #include <sstream>
 #include <stdexcept>
 #include <string>
+#include <tuple>
 #include <vector>
 
 namespace stretto {
@@ -59,6 +60,9 @@ struct PhasePlan {
   int64_t unplannedFloats = 0;   // without reuse
   std::vector<std::pair<int, int>> writes; // (state index, node written), in order
   std::vector<std::pair<int, int>> grads;  // (grad index, node), in order
+  // [begin, end) positions in order whose kernels run as one launch
+  // (PlanDevice::execGroup: multi-tensor updates).
+  std::vector<std::pair<int, int>> groups;
 };
 
 // First-fit allocator over an arena of floats with coalescing free list.
@@ -142,6 +146,19 @@ public:
   virtual bool onDevice() const { return false; }
   virtual void *stream() { return nullptr; }
   virtual bool idle() { return true; }
+  // Multi-tensor launches: the device's launch that runs element-wise
+  // kernel `name` together with others like it ("" when none), and that
+  // launch over `members` (Kernel nodes of p at adjacent positions, values
+  // bound); false: they run one by one.
+  virtual std::string multiKernel(const std::string &name) const {
+    (void)name;
+    return "";
+  }
+  virtual bool execGroup(PlanExecutor::Impl &rt, const planning::PhasePlan &p,
+                         const std::vector<int> &members) {
+    (void)rt, (void)p, (void)members;
+    return false;
+  }
   // Host work a run deferred to its end (a GPU's yielded values: copied on
   // the device during the run, downloaded here at once).
   virtual void collect(StepResult &) {}
@@ -384,6 +401,62 @@ struct PlanExecutor::Impl {
     return p;
   }
 
+  // The update phase on a device with multi-tensor launches: its nodes by
+  // level (longest path from the phase's leaves, a Read or Write of a state
+  // after the earlier Reads and Writes of it), the kernels of one launch
+  // adjacent within a level (nodes of a level do not depend on each
+  // other), so that each group runs as one launch. Kept unless its arena
+  // outgrows the plain order's by more than a quarter and 256 KB.
+  void groupUpdate() {
+    const std::vector<Node> &nodes = graph.update;
+    std::vector<std::string> key(nodes.size());
+    bool any = false;
+    for (size_t i = 0; i < nodes.size(); ++i)
+      if (nodes[i].kind == OpKind::Kernel && (nodes[i].ints.empty() || nodes[i].ints[0] == 0)) {
+        key[i] = dev->multiKernel(nodes[i].name);
+        any = any || !key[i].empty();
+      }
+    if (!any)
+      return;
+    std::vector<int> level(nodes.size(), 0);
+    std::map<std::string, int> lastRead, lastWrite;
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      const Node &n = nodes[i];
+      for (int o : n.operands)
+        level[i] = std::max(level[i], level[o] + 1);
+      if (n.kind == OpKind::Read) {
+        if (lastWrite.count(n.name))
+          level[i] = std::max(level[i], lastWrite[n.name] + 1);
+        lastRead[n.name] = std::max(lastRead[n.name], level[i]);
+      } else if (n.kind == OpKind::Write) {
+        for (auto *last : {&lastRead, &lastWrite})
+          if (last->count(n.name))
+            level[i] = std::max(level[i], (*last)[n.name] + 1);
+        lastWrite[n.name] = std::max(lastWrite[n.name], level[i]);
+      }
+    }
+    std::vector<int> order = allNodes(Phase::Update);
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
+      return std::tie(level[a], key[a]) < std::tie(level[b], key[b]);
+    });
+    PhasePlan grouped = plan(Phase::Update, order, {});
+    // The level order keeps a level's values alive together: a few small
+    // scalars more is fine; all of Muon's orthogonalised updates at once
+    // (a parameter-sized arena) is not, and keeps the plain order.
+    if (grouped.arenaFloats > updatePlan.arenaFloats + updatePlan.arenaFloats / 4 + 65536)
+      return;
+    for (size_t k = 0; k < order.size();) {
+      size_t end = k + 1;
+      while (end < order.size() && !key[order[k]].empty() &&
+             key[order[end]] == key[order[k]] && level[order[end]] == level[order[k]])
+        ++end;
+      if (end - k >= 2)
+        grouped.groups.push_back({static_cast<int>(k), static_cast<int>(end)});
+      k = end;
+    }
+    updatePlan = std::move(grouped);
+  }
+
   // Update-phase writes of a fused kernel's value go straight into the state
   // (no arena buffer, no copy at the end) when that is invisible: the kernel
   // reads the state's old value, if at all, only at each element's own index
@@ -543,6 +616,7 @@ struct PlanExecutor::Impl {
     collectConstants();
     stepPlan = plan(Phase::Step, allNodes(Phase::Step), {});
     updatePlan = plan(Phase::Update, allNodes(Phase::Update), {});
+    groupUpdate();
     outerPlan = plan(Phase::Outer, allNodes(Phase::Outer), {});
     stats.stepArenaBytes = stepPlan.arenaFloats * 4;
     stats.updateArenaBytes = std::max(updatePlan.arenaFloats, outerPlan.arenaFloats) * 4;

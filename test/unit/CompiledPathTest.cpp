@@ -705,6 +705,64 @@ TEST_P(CompiledPath, CudaGraphsReplayStepsBitForBit) {
   std::filesystem::remove_all(cacheDir);
 }
 
+// Multi-tensor updates (MultiTensor.h) on the emulated GPU, running the
+// generated CUDA C (row sums: their C++ twins, for speed): the optimizer's
+// same-body kernels (a moment update per parameter, ...) run as one launch
+// each, so an update queues fewer launches, and training gives what one
+// launch per kernel gives (STRETTO_MULTI_TENSOR=0), bit for bit: losses,
+// evaluation and every state. Graphs are off in both, so each launch is
+// counted.
+TEST_P(CompiledPath, MultiTensorUpdatesMatchOneLaunchPerKernel) {
+  const std::string toml = GetParam();
+  const bool mlp = toml.find("kind = \"mlp\"") != std::string::npos;
+  std::string cacheDir = (std::filesystem::temp_directory_path() /
+                          ("stretto-kcache-multi-" + std::to_string(::getpid())))
+                             .string();
+  HostKernelCache cache(cacheDir);
+  Compiled c = compile(toml, true, cache);
+  const std::string multi = multiTensorSource(c.cudaSource);
+  EXPECT_NE(multi.find("st_multi_0"), std::string::npos) << "no two kernels share a body";
+  DataConfig dc;
+  dc.format = mlp ? "synthetic" : "text";
+  dc.path = STRETTO_SOURCE_DIR "/data/kjv.txt";
+  auto data = makeDataSource(c.graph, dc, mlp ? 4 : 128);
+  const int64_t micro = toml.find("micro_batches = 2") != std::string::npos ? 2 : 1;
+  auto make = [&](const char *grouped) {
+    ::setenv("STRETTO_CUDA_GRAPHS", "0", 1);
+    ::setenv("STRETTO_MULTI_TENSOR", grouped, 1);
+    auto e = emulatedGpuExecutor(c.graph, c.kernels, GemmPrecision::F32, c.cudaSource, true);
+    ::unsetenv("STRETTO_CUDA_GRAPHS");
+    ::unsetenv("STRETTO_MULTI_TENSOR");
+    e->initialize(7);
+    return e;
+  };
+  std::unique_ptr<PlanExecutor> plain = make("0"), grouped = make("1");
+  long long plainWork = 0, groupedWork = 0;
+  for (int step = 0; step < 4; ++step) {
+    for (int64_t k = 0; k < micro; ++k) {
+      auto batch = data->batch(Split::Train, uint64_t(step), k);
+      EXPECT_EQ(plain->microStep(batch).outputs, grouped->microStep(batch).outputs)
+          << "step " << step;
+    }
+    long long w = emulatedGpuDirectWork();
+    plain->update();
+    plainWork += emulatedGpuDirectWork() - w;
+    w = emulatedGpuDirectWork();
+    grouped->update();
+    groupedWork += emulatedGpuDirectWork() - w;
+  }
+  EXPECT_LT(groupedWork, plainWork) << "no update kernels ran as one launch";
+  std::printf("updates queued %lld launches and copies one kernel a launch, %lld grouped\n",
+              plainWork, groupedWork);
+  auto val = data->batch(Split::Val, 0, 0);
+  EXPECT_EQ(plain->evaluate(val).outputs, grouped->evaluate(val).outputs);
+  for (const StateDecl &s : c.graph.states)
+    EXPECT_EQ(plain->getState(s.name).data, grouped->getState(s.name).data) << s.name;
+  EXPECT_LE(grouped->stats().updateArenaBytes,
+            plain->stats().updateArenaBytes * 5 / 4 + 4 * 65536);
+  std::filesystem::remove_all(cacheDir);
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Models, CompiledPath,
     testing::Values(

@@ -445,8 +445,8 @@ public:
   // Generated kernels: their CUDA C (`cudaSource`, built by the host
   // compiler through `cache`) when given, else their C++ twins.
   EmulatedGpu(std::map<std::string, PlanExecutor::KernelFn> k, const std::string &cudaSource,
-              HostKernelCache *cache, bool blockReductions)
-      : ops(runtimeOps(blockReductions)) {
+              HostKernelCache *cache, bool blockReductions, bool cooperativeTwins = false)
+      : ops(runtimeOps(blockReductions)), cooperativeTwins(cooperativeTwins) {
     for (auto &[name, fn] : k)
       model[name].twin = fn;
     if (cudaSource.empty() || k.empty())
@@ -458,6 +458,12 @@ public:
         symbols.push_back(name +
                           "_parts"); // a row sum's split twin (KernelSource.h)
     }
+    // Multi-tensor kernels (MultiTensor.h) after the model's.
+    const std::string multi = "extern \"C\" __global__ void st_multi_";
+    for (size_t at = cudaSource.find(multi); at != std::string::npos;
+         at = cudaSource.find(multi, at + 1))
+      symbols.push_back(cudaSource.substr(at + multi.size() - 9,
+                                          cudaSource.find('(', at) - at - multi.size() + 9));
     std::string error;
     std::vector<HostKernelFn> fns = cache->loadAll(kModelShim + cudaSource, symbols, error);
     if (fns.size() != symbols.size())
@@ -594,7 +600,8 @@ public:
     if (grid == 0 || block == 0 || grid > 65535 || block > 1024)
       throw std::runtime_error(std::string("emulated GPU: bad launch geometry for ") + what);
     using namespace stretto_emu;
-    if (k.cuda) { // generated CUDA C: pointer arguments, the output last
+    if (k.cuda && !(cooperativeTwins && k.cooperative && k.twin)) {
+      // generated CUDA C: pointer arguments, the output last
       if (count >= static_cast<int>(pointerCallers().size()))
         throw std::runtime_error(std::string("emulated GPU: too many arguments for ") + what);
       std::vector<void *> args;
@@ -680,6 +687,7 @@ private:
   SetThread setThread = nullptr;
   std::map<std::string, EmuKernel> ops, model;
   std::set<Ptr> live;
+  bool cooperativeTwins = false; // kernels that synchronise run their C++ twins
   bool recording = false;
   std::vector<std::function<void()>> tape;                // the open capture
   std::vector<std::vector<std::function<void()>>> graphs; // by id
@@ -718,8 +726,14 @@ std::unique_ptr<GpuBackend> emulatedGpu(std::map<std::string, PlanExecutor::Kern
 
 std::unique_ptr<PlanExecutor>
 emulatedGpuExecutor(const Graph &graph, std::map<std::string, PlanExecutor::KernelFn> kernels,
-                    GemmPrecision gemm, const std::string &cudaSource) {
-  return makeGpuPlanExecutor(graph, emulatedGpu(std::move(kernels), cudaSource), gemm);
+                    GemmPrecision gemm, const std::string &cudaSource, bool cooperativeTwins) {
+  const std::string full = cudaSource.empty() ? cudaSource
+                                              : cudaSource + multiTensorSource(cudaSource);
+  return makeGpuPlanExecutor(graph,
+                             std::make_unique<EmulatedGpu>(std::move(kernels), full,
+                                                           &emulatorCache(), false,
+                                                           cooperativeTwins),
+                             gemm, cudaSource);
 }
 
 long long emulatedGpuLiveAllocations() { return gLive; }

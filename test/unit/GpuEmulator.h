@@ -34,10 +34,14 @@
 namespace stretto {
 
 /// `cudaSource`: the generated kernels' CUDA C (CompiledKernels::cudaSource),
-/// run as C++ with CUDA's built-ins emulated; empty: their C++ twins run.
+/// run as C++ with CUDA's built-ins emulated, with its multi-tensor kernels
+/// (MultiTensor.h); empty: their C++ twins run. `cooperativeTwins`: the
+/// kernels that synchronise their block (row sums: slow on emulated block
+/// threads) run their C++ twins even so.
 std::unique_ptr<PlanExecutor>
 emulatedGpuExecutor(const Graph &graph, std::map<std::string, PlanExecutor::KernelFn> kernels,
-                    GemmPrecision gemm = GemmPrecision::F32, const std::string &cudaSource = "");
+                    GemmPrecision gemm = GemmPrecision::F32, const std::string &cudaSource = "",
+                    bool cooperativeTwins = false);
 
 /// The emulated GPU itself (kernel-level tests). `blockReductions`: the
 /// runtime's st_row_sums and st_norm_plus_eps run as written (blocks on

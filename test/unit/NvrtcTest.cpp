@@ -27,6 +27,8 @@
 #endif
 
 #include <regex>
+#include "cuda/MultiTensor.h"
+
 #include <string>
 #include <vector>
 
@@ -202,6 +204,42 @@ TEST(NvrtcTest, RuntimeKernelsCompileForSm90AndSm80) {
       EXPECT_TRUE(std::stoi((*it)[1]) == 0 && std::stoi((*it)[2]) == 0) << arch << ":\n" << r.log;
     std::printf("[nvrtc] %s: %zu runtime kernels compiled\n", arch, declared);
   }
+#endif
+}
+
+// The multi-tensor kernels (runtime/cuda/MultiTensor.h) of gpt-tiny's unit
+// (the prelude once, then every kernel, as the runtime compiles it) compile
+// after it, without spills: AdamW's moment and parameter updates are each
+// one group.
+TEST(NvrtcTest, MultiTensorKernelsCompileForSm90) {
+#ifndef STRETTO_HAVE_NVRTC
+  GTEST_SKIP() << "CUDA toolkit not found at configure time (STRETTO_HAVE_CUDA=OFF)";
+#else
+  std::vector<KernelSource> kernels = gptTinyKernels();
+  ASSERT_FALSE(kernels.empty());
+  KernelSource unit;
+  unit.name = "gpt-tiny-unit";
+  for (const KernelSource &k : kernels) {
+    size_t at = k.cuda.find("// " + k.name + ": (");
+    ASSERT_NE(at, std::string::npos) << k.name << ": no kernel header";
+    if (unit.cuda.empty())
+      unit.cuda = k.cuda.substr(0, at); // the prelude
+    unit.cuda += k.cuda.substr(at);
+  }
+  MultiTensorKernels multi = multiTensorKernels(unit.cuda);
+  EXPECT_GE(multi.inputs.size(), 3u) << "AdamW's m, v and parameter updates";
+  EXPECT_GE(multi.groupOf.size(), 3 * 29u) << "each of gpt-tiny's 30 parameters";
+  unit.cuda += multi.source;
+  NvrtcResult r = compile(unit, "sm_90");
+  ASSERT_TRUE(r.ok) << r.log;
+  std::regex spill(R"((\d+) bytes spill stores, (\d+) bytes spill loads)");
+  for (auto it = std::sregex_iterator(r.log.begin(), r.log.end(), spill);
+       it != std::sregex_iterator(); ++it)
+    EXPECT_TRUE(std::stoi((*it)[1]) == 0 && std::stoi((*it)[2]) == 0) << r.log;
+  for (auto &[name, n] : multi.inputs)
+    EXPECT_NE(r.log.find("Function properties for " + name), std::string::npos) << name;
+  std::printf("[nvrtc] sm_90: %zu multi-tensor kernels for %zu of gpt-tiny's kernels\n",
+              multi.inputs.size(), multi.groupOf.size());
 #endif
 }
 

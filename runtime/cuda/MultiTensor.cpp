@@ -1,0 +1,102 @@
+//===- MultiTensor.cpp - one launch for many same-body kernels ------------===//
+#include "cuda/MultiTensor.h"
+
+#include <regex>
+#include <vector>
+
+using namespace stretto;
+
+namespace {
+
+struct ElementKernel {
+  std::string name, params, body;
+  int inputs = 0;
+};
+
+// Every element-wise kernel of the unit: its element function's parameters
+// and body, where its wrapper is the plain grid-stride loop calling it.
+std::vector<ElementKernel> elementKernels(const std::string &src) {
+  std::vector<ElementKernel> out;
+  const std::string head = "ST_FN void ";
+  for (size_t at = src.find(head); at != std::string::npos; at = src.find(head, at + 1)) {
+    size_t nameEnd = src.find("_element(", at);
+    size_t lineEnd = src.find('\n', at);
+    if (nameEnd == std::string::npos || nameEnd > lineEnd)
+      continue;
+    ElementKernel k;
+    k.name = src.substr(at + head.size(), nameEnd - at - head.size());
+    size_t paramsEnd = src.find(") {\n", nameEnd);
+    size_t bodyEnd = src.find("\n}\n", paramsEnd);
+    if (paramsEnd == std::string::npos || bodyEnd == std::string::npos)
+      continue;
+    k.params = src.substr(nameEnd + 9, paramsEnd - nameEnd - 9);
+    k.body = src.substr(paramsEnd + 4, bodyEnd - paramsEnd - 4);
+    // The wrapper right after: a grid-stride loop over a fixed count that
+    // calls the element function with (in0, ..., out0, i).
+    static const std::regex inParam("const float \\*__restrict__ in[0-9]+");
+    k.inputs = static_cast<int>(std::distance(
+        std::sregex_iterator(k.params.begin(), k.params.end(), inParam), std::sregex_iterator()));
+    std::string args;
+    for (int i = 0; i < k.inputs; ++i)
+      args += "in" + std::to_string(i) + ", ";
+    const std::string expected = "extern \"C\" __global__ void " + k.name + "(";
+    size_t wrapper = bodyEnd + 3;
+    if (src.compare(wrapper, expected.size(), expected) != 0)
+      continue;
+    size_t wrapperEnd = src.find("\n}\n", wrapper);
+    const std::string w = src.substr(wrapper, wrapperEnd - wrapper);
+    const std::regex loop(
+        "\\{\n  for \\(long long i = blockIdx\\.x \\* \\(long long\\)blockDim\\.x \\+ threadIdx\\.x; "
+        "i < [0-9]+LL; i \\+= \\(long long\\)gridDim\\.x \\* blockDim\\.x\\)\n    " +
+        k.name + "_element\\(" + args + "out0, i\\);$");
+    if (!std::regex_search(w, loop) ||
+        k.params.find("float *__restrict__ out0, long long i") == std::string::npos ||
+        k.params.find("out1") != std::string::npos)
+      continue;
+    out.push_back(std::move(k));
+  }
+  return out;
+}
+
+} // namespace
+
+MultiTensorKernels stretto::multiTensorKernels(const std::string &cudaSource) {
+  std::map<std::string, std::vector<const ElementKernel *>> byText;
+  std::vector<ElementKernel> all = elementKernels(cudaSource);
+  for (const ElementKernel &k : all)
+    byText[k.params + "\n" + k.body].push_back(&k);
+  MultiTensorKernels m;
+  int next = 0;
+  for (auto &[text, members] : byText) {
+    if (members.size() < 2)
+      continue;
+    const ElementKernel &k = *members.front();
+    const std::string name = "st_multi_" + std::to_string(next++);
+    const int n = k.inputs, w = n + 3;
+    for (const ElementKernel *e : members)
+      m.groupOf[e->name] = name;
+    m.inputs[name] = n;
+    std::string call;
+    for (int i = 0; i < n; ++i)
+      call += "(const float *)e[" + std::to_string(i) + "], ";
+    m.source += "// " + name + ": (one launch of " + std::to_string(members.size()) +
+                " kernels like " + k.name + ")\n" + "ST_FN void " + name + "_element(" + k.params +
+                ") {\n" + k.body + "\n}\n" + "extern \"C\" __global__ void " + name +
+                "(const long long *__restrict__ table) {\n" +
+                "  const long long entries = table[0], w = " + std::to_string(w) + ";\n" +
+                "  long long lo = 0, hi = entries - 1;\n" +
+                "  while (lo < hi) { /* the last entry whose first block <= blockIdx.x */\n" +
+                "    const long long mid = (lo + hi + 1) / 2;\n" +
+                "    if (table[1 + mid * w + w - 1] <= (long long)blockIdx.x) lo = mid; else hi = "
+                "mid - 1;\n  }\n" +
+                "  const long long *e = table + 1 + lo * w;\n" +
+                "  const long long first = e[w - 1], count = e[w - 2];\n" +
+                "  const long long blocks = (lo + 1 < entries ? table[1 + (lo + 1) * w + w - 1] "
+                ": (long long)gridDim.x) - first;\n" +
+                "  for (long long i = ((long long)blockIdx.x - first) * blockDim.x + threadIdx.x; "
+                "i < count; i += blocks * blockDim.x)\n" +
+                "    " + name + "_element(" + call + "(float *)e[" + std::to_string(n) +
+                "], i);\n}\n\n";
+  }
+  return m;
+}

@@ -1,0 +1,41 @@
+//===- MultiTensor.h - one launch for many same-body kernels (internal) ---===//
+//
+// The optimizer's update is the same element-wise kernel once per parameter
+// (AdamW's moment updates, the parameter step): dozens of small launches
+// that differ only in their pointers and element counts. multiTensorKernels
+// finds, in the model's CUDA C (KernelSource.h's element-wise form: an
+// `NAME_element` function and a grid-stride wrapper over a fixed count),
+// the kernels whose element functions are the same text but for their
+// name, and writes for each such group one kernel that runs all of them in
+// one launch from a table in device memory:
+//
+//   table[0] = entries; then per entry, W = N + 3 words: N input pointers,
+//   the output pointer, the element count, the entry's first block.
+//
+// A block finds its entry by binary search over the first blocks and runs
+// that entry's elements in a grid-stride loop over its own blocks. The
+// element function is copied, so every element computes exactly what the
+// single kernel computes. No MLIR here.
+//
+//===----------------------------------------------------------------------===//
+#ifndef STRETTO_RUNTIME_MULTITENSOR_H
+#define STRETTO_RUNTIME_MULTITENSOR_H
+
+#include <map>
+#include <string>
+
+namespace stretto {
+
+struct MultiTensorKernels {
+  std::map<std::string, std::string> groupOf; // model kernel -> its multi kernel
+  std::map<std::string, int> inputs;          // multi kernel -> its inputs (N)
+  std::string source; // the multi kernels' CUDA C, to follow the model's
+};
+
+/// The groups of two or more element-wise kernels of `cudaSource` with the
+/// same element function, and their multi-tensor kernels.
+MultiTensorKernels multiTensorKernels(const std::string &cudaSource);
+
+} // namespace stretto
+
+#endif
