@@ -615,10 +615,50 @@ TEST(CompiledPath, GradientSumsReducedOnTheDeviceMatchOneProcess) {
   std::filesystem::remove_all(cacheDir);
 }
 
+// A case compiled with its kernels, and its data, for tests that train two
+// emulated GPUs side by side under different environment settings.
+struct EmulatedCase {
+  std::string toml;
+  bool mlp;
+  int64_t micro;
+  std::string cacheDir;
+  HostKernelCache cache;
+  Compiled c;
+  std::unique_ptr<DataSource> data;
+  EmulatedCase(const std::string &t, const std::string &tag)
+      : toml(t), mlp(t.find("kind = \"mlp\"") != std::string::npos),
+        micro(t.find("micro_batches = 2") != std::string::npos ? 2 : 1),
+        cacheDir((std::filesystem::temp_directory_path() /
+                  ("stretto-kcache-" + tag + "-" + std::to_string(::getpid())))
+                     .string()),
+        cache(cacheDir), c(compile(t, true, cache)) {
+    DataConfig dc;
+    dc.format = mlp ? "synthetic" : "text";
+    dc.path = STRETTO_SOURCE_DIR "/data/kjv.txt";
+    data = makeDataSource(c.graph, dc, mlp ? 4 : 128);
+  }
+  ~EmulatedCase() { std::filesystem::remove_all(cacheDir); }
+  // An executor on an emulated GPU, made with `env` set (then unset),
+  // initialised from seed 7; `cudaSource`, `cooperativeTwins`: as
+  // emulatedGpuExecutor's.
+  std::unique_ptr<PlanExecutor> make(const std::vector<std::pair<const char *, const char *>> &env,
+                                     const std::string &cudaSource, bool cooperativeTwins) {
+    for (auto [name, value] : env)
+      ::setenv(name, value, 1);
+    auto e = emulatedGpuExecutor(c.graph, c.kernels, GemmPrecision::F32, cudaSource,
+                                 cooperativeTwins);
+    for (auto [name, value] : env)
+      ::unsetenv(name);
+    e->initialize(7);
+    return e;
+  }
+};
+
 // CUDA graphs (PlanExecutor.cpp's Impl::recorded) on the emulated GPU,
 // whose graphs keep what CUDA's keep (arguments copied at capture, memory
 // read at launch) and which refuses what a capture may not do (waits,
-// allocations, uploads from pageable memory). Each micro-step kind and
+// allocations, uploads from pageable memory), running the generated CUDA C
+// with its multi-tensor updates (row sums: twins). Each micro-step kind and
 // update runs eagerly once, is recorded the second time, then replayed:
 // from the third step on, a step queues nothing but its graph launches (one
 // per micro-step, one per update). Against the same executor with
@@ -627,25 +667,14 @@ TEST(CompiledPath, GradientSumsReducedOnTheDeviceMatchOneProcess) {
 // again) and a batch with a bad token id (refused by a replayed step before
 // its launch, with the eager run's message; nothing of it is kept).
 TEST_P(CompiledPath, CudaGraphsReplayStepsBitForBit) {
-  const std::string toml = GetParam();
-  const bool mlp = toml.find("kind = \"mlp\"") != std::string::npos;
-  std::string cacheDir = (std::filesystem::temp_directory_path() /
-                          ("stretto-kcache-graphs-" + std::to_string(::getpid())))
-                             .string();
-  HostKernelCache cache(cacheDir);
-  Compiled c = compile(toml, true, cache);
-  DataConfig dc;
-  dc.format = mlp ? "synthetic" : "text";
-  dc.path = STRETTO_SOURCE_DIR "/data/kjv.txt";
-  auto data = makeDataSource(c.graph, dc, mlp ? 4 : 128);
-  const int64_t micro = toml.find("micro_batches = 2") != std::string::npos ? 2 : 1;
+  EmulatedCase ec(GetParam(), "graphs");
+  Compiled &c = ec.c;
+  auto &data = ec.data;
+  const bool mlp = ec.mlp;
+  const int64_t micro = ec.micro;
   auto make = [&](const char *graphs) {
-    ::setenv("STRETTO_CUDA_GRAPHS", graphs, 1);
-    auto e = emulatedGpuExecutor(c.graph, c.kernels, GemmPrecision::F32,
-                                 mlp ? c.cudaSource : std::string());
-    ::unsetenv("STRETTO_CUDA_GRAPHS");
-    e->initialize(7);
-    return e;
+    // The generated CUDA C with its multi-tensor updates, as on a GPU.
+    return ec.make({{"STRETTO_CUDA_GRAPHS", graphs}}, c.cudaSource, true);
   };
   std::unique_ptr<PlanExecutor> eager = make("0"), graphed = make("1");
   auto badBatch = [&] {
@@ -702,7 +731,6 @@ TEST_P(CompiledPath, CudaGraphsReplayStepsBitForBit) {
   EXPECT_EQ(eager->stats().graphLaunches, 0);
   for (const StateDecl &s : c.graph.states)
     EXPECT_EQ(eager->getState(s.name).data, graphed->getState(s.name).data) << s.name;
-  std::filesystem::remove_all(cacheDir);
 }
 
 // Multi-tensor updates (MultiTensor.h) on the emulated GPU, running the
@@ -713,28 +741,15 @@ TEST_P(CompiledPath, CudaGraphsReplayStepsBitForBit) {
 // evaluation and every state. Graphs are off in both, so each launch is
 // counted.
 TEST_P(CompiledPath, MultiTensorUpdatesMatchOneLaunchPerKernel) {
-  const std::string toml = GetParam();
-  const bool mlp = toml.find("kind = \"mlp\"") != std::string::npos;
-  std::string cacheDir = (std::filesystem::temp_directory_path() /
-                          ("stretto-kcache-multi-" + std::to_string(::getpid())))
-                             .string();
-  HostKernelCache cache(cacheDir);
-  Compiled c = compile(toml, true, cache);
+  EmulatedCase ec(GetParam(), "multi");
+  Compiled &c = ec.c;
+  auto &data = ec.data;
+  const int64_t micro = ec.micro;
   const std::string multi = multiTensorSource(c.cudaSource);
   EXPECT_NE(multi.find("st_multi_0"), std::string::npos) << "no two kernels share a body";
-  DataConfig dc;
-  dc.format = mlp ? "synthetic" : "text";
-  dc.path = STRETTO_SOURCE_DIR "/data/kjv.txt";
-  auto data = makeDataSource(c.graph, dc, mlp ? 4 : 128);
-  const int64_t micro = toml.find("micro_batches = 2") != std::string::npos ? 2 : 1;
   auto make = [&](const char *grouped) {
-    ::setenv("STRETTO_CUDA_GRAPHS", "0", 1);
-    ::setenv("STRETTO_MULTI_TENSOR", grouped, 1);
-    auto e = emulatedGpuExecutor(c.graph, c.kernels, GemmPrecision::F32, c.cudaSource, true);
-    ::unsetenv("STRETTO_CUDA_GRAPHS");
-    ::unsetenv("STRETTO_MULTI_TENSOR");
-    e->initialize(7);
-    return e;
+    return ec.make({{"STRETTO_CUDA_GRAPHS", "0"}, {"STRETTO_MULTI_TENSOR", grouped}},
+                   c.cudaSource, true);
   };
   std::unique_ptr<PlanExecutor> plain = make("0"), grouped = make("1");
   long long plainWork = 0, groupedWork = 0;
@@ -760,7 +775,6 @@ TEST_P(CompiledPath, MultiTensorUpdatesMatchOneLaunchPerKernel) {
     EXPECT_EQ(plain->getState(s.name).data, grouped->getState(s.name).data) << s.name;
   EXPECT_LE(grouped->stats().updateArenaBytes,
             plain->stats().updateArenaBytes * 5 / 4 + 4 * 65536);
-  std::filesystem::remove_all(cacheDir);
 }
 
 INSTANTIATE_TEST_SUITE_P(
