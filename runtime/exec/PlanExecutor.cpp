@@ -487,8 +487,9 @@ StepResult PlanExecutor::Impl::runRange(const PhasePlan &p, size_t begin, size_t
 // second is recorded, then launched; later ones only launch (the inputs'
 // host work, then one graph). A run that needs the host mid-way (a
 // collective, a download) is left eager for good. Graphs hold addresses:
-// when a buffer moves (a larger arena for an evaluation), all are dropped
-// and recorded again.
+// when a buffer moves (a larger arena for an evaluation), all are dropped,
+// and each kind runs eagerly once more (its tables and scratch follow the
+// move) before it is recorded again.
 StepResult PlanExecutor::Impl::recorded(int64_t key, const TensorMap &inputs, int64_t t,
                                         const std::function<StepResult()> &body) {
   if (!graphsWanted || profiling || !dev->canRecord())
@@ -496,9 +497,10 @@ StepResult PlanExecutor::Impl::recorded(int64_t key, const TensorMap &inputs, in
   const int64_t epoch = memoryEpoch + dev->memoryEpoch();
   if (epoch != recordedEpoch) {
     bool any = false;
-    for (auto &[k, r] : recordings) {
+    for (auto &[k, r] : recordings) { // each kind runs eagerly once more
       any = any || r.graph >= 0;
       r.graph = -1;
+      r.runs = 0;
     }
     if (any)
       dev->dropRecordings();
