@@ -16,7 +16,6 @@
 //===----------------------------------------------------------------------===//
 
 #include "cuda/GpuBackend.h"
-#include "cuda/MultiTensor.h"
 #include "exec/PlanImpl.h"
 #include "stretto/Runtime/CudaDriver.h"
 #include "stretto/Runtime/CudaJit.h"
@@ -995,28 +994,20 @@ public:
 
 } // namespace
 
-std::string multiTensorSource(const std::string &cudaSource) {
-  return multiTensorWanted() ? multiTensorKernels(cudaSource).source : std::string();
-}
-
-bool multiTensorWanted() {
+MultiTensorKernels wantedMultiTensorKernels(const std::string &cudaSource) {
   const char *e = std::getenv("STRETTO_MULTI_TENSOR");
-  if (!e || !*e || std::string(e) == "1")
-    return true;
-  if (std::string(e) == "0")
-    return false;
-  throw std::runtime_error("STRETTO_MULTI_TENSOR='" + std::string(e) +
-                           "': expected 0 (off) or 1 (on)");
+  const std::string v = e ? e : "";
+  if (v != "0" && v != "1" && !v.empty())
+    throw std::runtime_error("STRETTO_MULTI_TENSOR='" + v + "': expected 0 (off) or 1 (on)");
+  return v == "0" ? MultiTensorKernels{} : multiTensorKernels(cudaSource);
 }
 
 std::unique_ptr<PlanExecutor> makeGpuPlanExecutor(const Graph &graph,
                                                   std::unique_ptr<GpuBackend> gpu,
-                                                  GemmPrecision gemm,
-                                                  const std::string &cudaSource) {
+                                                  GemmPrecision gemm, MultiTensorKernels multi) {
   auto dev = std::make_unique<CudaPlanDevice>(std::move(gpu));
   dev->tf32 = gemm == GemmPrecision::TF32;
-  if (multiTensorWanted())
-    dev->multi = multiTensorKernels(cudaSource);
+  dev->multi = std::move(multi);
   return std::make_unique<PlanExecutor>(
       std::make_unique<PlanExecutor::Impl>(graph, std::move(dev), gemm));
 }
@@ -1057,6 +1048,7 @@ std::unique_ptr<PlanExecutor> PlanExecutor::onCuda(const Graph &graph, const Cud
     StartupTimer t("module load");
     gpu->opsModule = gpu->dev->loadModule(ops.cubin);
   }
+  MultiTensorKernels multi = wantedMultiTensorKernels(kernels.source);
   int kernelNodes = 0;
   for (Phase ph : {Phase::Step, Phase::Update, Phase::Outer})
     for (const Node &n : graph.phase(ph))
@@ -1067,7 +1059,7 @@ std::unique_ptr<PlanExecutor> PlanExecutor::onCuda(const Graph &graph, const Cud
     const int threads =
         static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
     std::vector<std::string> parts =
-        splitCudaUnit(kernels.source + multiTensorSource(kernels.source),
+        splitCudaUnit(kernels.source + multi.source,
                       std::min(threads, kernelNodes / 32 + 1));
     std::vector<CudaBinary> bins;
     int hits = 0;
@@ -1086,7 +1078,7 @@ std::unique_ptr<PlanExecutor> PlanExecutor::onCuda(const Graph &graph, const Cud
     for (const CudaBinary &b : bins)
       gpu->modelModules.push_back(gpu->dev->loadModule(b.cubin));
   }
-  return makeGpuPlanExecutor(graph, std::move(gpu), gemm, kernels.source);
+  return makeGpuPlanExecutor(graph, std::move(gpu), gemm, std::move(multi));
 }
 
 } // namespace stretto

@@ -13,6 +13,7 @@
 #define STRETTO_RUNTIME_GPUBACKEND_H
 
 #include "cuda/CublasLt.h"
+#include "cuda/MultiTensor.h"
 #include "stretto/Runtime/PlanExecutor.h"
 
 #include <cstddef>
@@ -85,17 +86,16 @@ public:
 };
 
 /// The compiled runtime over `gpu` (CudaPlan.cpp). Throws like
-/// PlanExecutor's constructor. `cudaSource`: the model's kernels' CUDA C,
-/// whose same-body element-wise kernels run as multi-tensor launches
-/// (MultiTensor.h) when `gpu` has their kernels (multiTensorSource).
+/// PlanExecutor's constructor. `multi`: the model's same-body element-wise
+/// kernels, run as multi-tensor launches (MultiTensor.h) where `gpu` has
+/// the multi kernels (their source compiled after the model's).
 std::unique_ptr<PlanExecutor> makeGpuPlanExecutor(const Graph &graph,
                                                   std::unique_ptr<GpuBackend> gpu,
                                                   GemmPrecision gemm,
-                                                  const std::string &cudaSource = "");
-/// The multi-tensor kernels of `cudaSource`, to compile after it; "" with
-/// STRETTO_MULTI_TENSOR=0 (then every kernel launches on its own).
-std::string multiTensorSource(const std::string &cudaSource);
-bool multiTensorWanted();
+                                                  MultiTensorKernels multi = {});
+/// multiTensorKernels(cudaSource), or none with STRETTO_MULTI_TENSOR=0
+/// (then every kernel launches on its own).
+MultiTensorKernels wantedMultiTensorKernels(const std::string &cudaSource);
 
 } // namespace stretto
 

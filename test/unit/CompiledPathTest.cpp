@@ -746,7 +746,7 @@ TEST_P(CompiledPath, MultiTensorUpdatesMatchOneLaunchPerKernel) {
   Compiled &c = ec.c;
   auto &data = ec.data;
   const int64_t micro = ec.micro;
-  const std::string multi = multiTensorSource(c.cudaSource);
+  const std::string multi = multiTensorKernels(c.cudaSource).source;
   EXPECT_NE(multi.find("st_multi_0"), std::string::npos) << "no two kernels share a body";
   auto make = [&](const char *grouped) {
     return ec.make({{"STRETTO_CUDA_GRAPHS", "0"}, {"STRETTO_MULTI_TENSOR", grouped}},

@@ -459,11 +459,12 @@ public:
                           "_parts"); // a row sum's split twin (KernelSource.h)
     }
     // Multi-tensor kernels (MultiTensor.h) after the model's.
-    const std::string multi = "extern \"C\" __global__ void st_multi_";
-    for (size_t at = cudaSource.find(multi); at != std::string::npos;
-         at = cudaSource.find(multi, at + 1))
-      symbols.push_back(cudaSource.substr(at + multi.size() - 9,
-                                          cudaSource.find('(', at) - at - multi.size() + 9));
+    const std::string entry = "extern \"C\" __global__ void ";
+    for (size_t at = cudaSource.find(entry + "st_multi_"); at != std::string::npos;
+         at = cudaSource.find(entry + "st_multi_", at + 1)) {
+      const size_t name = at + entry.size();
+      symbols.push_back(cudaSource.substr(name, cudaSource.find('(', name) - name));
+    }
     std::string error;
     std::vector<HostKernelFn> fns = cache->loadAll(kModelShim + cudaSource, symbols, error);
     if (fns.size() != symbols.size())
@@ -727,13 +728,13 @@ std::unique_ptr<GpuBackend> emulatedGpu(std::map<std::string, PlanExecutor::Kern
 std::unique_ptr<PlanExecutor>
 emulatedGpuExecutor(const Graph &graph, std::map<std::string, PlanExecutor::KernelFn> kernels,
                     GemmPrecision gemm, const std::string &cudaSource, bool cooperativeTwins) {
-  const std::string full = cudaSource.empty() ? cudaSource
-                                              : cudaSource + multiTensorSource(cudaSource);
+  MultiTensorKernels multi = wantedMultiTensorKernels(cudaSource);
+  const std::string full = cudaSource.empty() ? cudaSource : cudaSource + multi.source;
   return makeGpuPlanExecutor(graph,
                              std::make_unique<EmulatedGpu>(std::move(kernels), full,
                                                            &emulatorCache(), false,
                                                            cooperativeTwins),
-                             gemm, cudaSource);
+                             gemm, std::move(multi));
 }
 
 long long emulatedGpuLiveAllocations() { return gLive; }
