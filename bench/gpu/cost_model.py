@@ -8,7 +8,8 @@ GPU is at hand.
     python3 bench/gpu/cost_model.py --smoke         # a tiny model, into a scratch folder
 
 For gpt-tiny, gpt-mini and gpt-small (examples/*.toml) and each of f32,
-tf32 and bf16 storage it runs `stretto-train CONFIG --device-model DEVICE`
+tf32 and bf16 storage (bf16 also with its values in four bytes:
+STRETTO_BF16_STORAGE=0) it runs `stretto-train CONFIG --device-model DEVICE`
 (no GPU, nothing trained) and tabulates the predicted step time launched
 eagerly and as one CUDA graph, the bound (launches or device), tok/s, and
 the share of GEMMs, attention and the other kernels; then the full report
@@ -96,7 +97,14 @@ def main():
     for name, config, overrides in runs:
         f32 = predict(config, a.device, "f32", overrides, env)
         bf16 = predict(config, a.device, "bf16", overrides, env, profile=True)
-        for prec, rep in (("f32", f32), ("tf32", f32), ("bf16", bf16)):
+        # The same bf16 plan with its values in four bytes, as the CUDA
+        # runtime keeps them with STRETTO_BF16_STORAGE=0.
+        four = predict(config, a.device, "bf16", overrides,
+                       dict(env, STRETTO_BF16_STORAGE="0"))
+        benchutil.check("bf16 values in four bytes" in four,
+                        "STRETTO_BF16_STORAGE=0 reaches the cost model")
+        for prec, rep in (("f32", f32), ("tf32", f32), ("bf16, 4-byte values", four),
+                          ("bf16", bf16)):
             r = parse(rep, prec)
             lines.append("| %s | %s | %.3f | %s | %.3f | %d | %s |" % (
                 name, prec, r["eager_ms"], r["bound"], r["graph_ms"], r["tok_s"], r["shares"]))

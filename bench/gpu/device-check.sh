@@ -140,6 +140,21 @@ for n in gpt-tiny gpt-tiny-micro2; do
       --loss-tol 0 --state-tol 0
 done
 
+# 1c. bf16 values in two bytes (kernel-bf16-storage: the default) and in
+# four (STRETTO_BF16_STORAGE=0: the same kernels storing floats, each GEMM
+# operand rounded into a bf16 copy first) are the same bf16s, so 20 steps
+# give the same losses and parameters bit for bit (tolerances 0; cuBLASLt
+# gets the same shapes, types and 64-byte alignment either way). On the
+# CPU (a dry run) values keep four bytes: both runs are the same run.
+for n in gpt-tiny-bf16 gpt-mini-bf16; do
+  p=$B/plans/$n.plan
+  [ -f "$p" ] || continue
+  trained "$n on $GPU, two-byte bf16" "$RUNS/$n-two" "$p" --device=$GPU --steps 20 &&
+    STRETTO_BF16_STORAGE=0 trained "$n on $GPU, four-byte bf16" "$RUNS/$n-four" "$p" --device=$GPU --steps 20 &&
+    same "$n on $GPU: bf16 in two bytes vs four, bit for bit" "$RUNS/$n-two" "$RUNS/$n-four" \
+      --loss-tol 0 --state-tol 0
+done
+
 # 2. Pipeline and gossip plans: the GPU run against the CPU run, 20 steps.
 for p in "$B"/plans/pipe*.plan "$B"/plans/gossip*.plan; do
   n=$(basename "$p" .plan)

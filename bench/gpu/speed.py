@@ -24,7 +24,10 @@ that bundle.sh packed from them):
     out. A step ends when its loss is on the host, so the GPU work is in it.
     One more side on gpt-tiny and gpt-mini (launch-bound): f32 with
     STRETTO_CUDA_GRAPHS=0, every node launched from the host, against the
-    default (each micro-step and update replayed as one CUDA graph).
+    default (each micro-step and update replayed as one CUDA graph); and
+    one on gpt-small (bandwidth-bound): bf16 with STRETTO_BF16_STORAGE=0,
+    bf16 values in four bytes, against the default (two bytes where the
+    plan says, kernel-bf16-storage).
   - PyTorch: the GPT of bench/parity/torch_gpt.py (its gpt_loss: pre-norm,
     LayerNorm, tanh-GELU MLP, causal scaled_dot_product_attention, untied
     head) with the config's dimensions, random tokens, torch.optim.AdamW
@@ -112,10 +115,21 @@ from kernel_bench import fmt_range, load_config, stats  # noqa: E402
 ROOT = benchutil.ROOT
 MODELS = ["gpt-tiny", "gpt-mini", "gpt-small"]
 STRETTO_PRECISIONS = ["f32", "tf32", "bf16"]
-# One more Stretto side: f32 with STRETTO_CUDA_GRAPHS=0 (every node launched
-# from the host), on the launch-bound models only: what CUDA graphs gain.
+# Stretto sides that turn one thing off, each against its default side: f32
+# with STRETTO_CUDA_GRAPHS=0 (every node launched from the host) on the
+# launch-bound models (what CUDA graphs gain), and bf16 with
+# STRETTO_BF16_STORAGE=0 (bf16 values in four bytes, each GEMM operand
+# rounded into a copy) on the bandwidth-bound one (what two-byte storage
+# gains). key: (precision, variable, models, label).
 EAGER = "f32-eager"
 EAGER_MODELS = ["gpt-tiny", "gpt-mini"]
+FOUR = "bf16-four"
+VARIANTS = {
+    EAGER: ("f32", "STRETTO_CUDA_GRAPHS", EAGER_MODELS, "Stretto f32, no CUDA graphs",
+            "graphs on and off are compared where launches bound a step", "f32, no graphs"),
+    FOUR: ("bf16", "STRETTO_BF16_STORAGE", ["gpt-small"], "Stretto bf16, values in four bytes",
+           "two- and four-byte bf16 are compared where bandwidth bounds a step", "bf16, 4-byte"),
+}
 TORCH_MODES = ["f32", "tf32", "bf16", "compile-bf16"]
 TORCH_LABEL = {"f32": "PyTorch f32", "tf32": "PyTorch tf32", "bf16": "PyTorch bf16 autocast",
                "compile-bf16": "torch.compile bf16"}
@@ -256,11 +270,11 @@ class Stretto:
         sys.exit("error: the bundle lacks %s (run bench/gpu/bundle.sh again)" % path)
 
     def skip_reason(self, precision, model):
-        if precision == EAGER:
-            if model not in EAGER_MODELS and not self.a.smoke:
-                return ("graphs on and off are compared where launches bound a step (%s)" %
-                        ", ".join(EAGER_MODELS))
-            precision = "f32"
+        if precision in VARIANTS:
+            base, _, models, _, why, _ = VARIANTS[precision]
+            if model not in models and not self.a.smoke:
+                return "%s (%s)" % (why, ", ".join(models))
+            precision = base
         if precision not in self.precisions:
             return "this stretto-run has no --precision %s (it takes %s)" % (
                 precision, "|".join(self.precisions))
@@ -279,8 +293,11 @@ class Stretto:
         shutil.rmtree(out, ignore_errors=True)
         steps = warm + timed + 1
         env = dict(self.env)
-        if precision == EAGER:
-            precision, env["STRETTO_CUDA_GRAPHS"] = "f32", "0"
+        off = ""
+        if precision in VARIANTS:
+            precision, var = VARIANTS[precision][:2]
+            env[var] = "0"
+            off = var + "=0 "
         cmd = [self.bin, self.plan(model, precision), "--device=" + self.a.device, "--precision",
                precision, "--steps", str(steps), "--log-interval", "1", "--data", self.data,
                "--out", out]
@@ -288,8 +305,7 @@ class Stretto:
         r = subprocess.run(cmd, env=env, capture_output=True, text=True)
         wall = time.perf_counter() - t0
         log = r.stdout + r.stderr
-        res = {"cmd": ("STRETTO_CUDA_GRAPHS=0 " if env.get("STRETTO_CUDA_GRAPHS") == "0" else "")
-               + " ".join(cmd), "wall_s": wall,
+        res = {"cmd": off + " ".join(cmd), "wall_s": wall,
                "device_lines": [l for l in log.splitlines() if l.startswith("device:")],
                "done": next((l for l in log.splitlines() if l.startswith("done:")), None)}
         try:
@@ -331,10 +347,14 @@ class Stretto:
     def predict(self, model, device_model):
         """The cost model's {precision: (eager tok/s, graph tok/s)} of a plan."""
         out, texts = {}, {}
-        for prec in ("f32", "bf16"):
-            cmd = [self.bin, self.plan(model, prec), "--device-model", device_model, "--precision",
-                   prec]
-            r = subprocess.run(cmd, env=self.env, capture_output=True, text=True)
+        for prec in ("f32", "bf16", FOUR):
+            base = VARIANTS[prec][0] if prec in VARIANTS else prec
+            cmd = [self.bin, self.plan(model, base), "--device-model", device_model, "--precision",
+                   base]
+            env = dict(self.env)
+            if prec == FOUR: # the bf16 plan's values in four bytes
+                env["STRETTO_BF16_STORAGE"] = "0"
+            r = subprocess.run(cmd, env=env, capture_output=True, text=True)
             if r.returncode != 0:
                 return {"error": last_lines(r.stdout + r.stderr)}, texts
             texts[prec] = r.stdout
@@ -606,7 +626,7 @@ def fmt(v, spec, suffix=""):
 
 def sides():
     out = [("stretto", p, "Stretto " + p) for p in STRETTO_PRECISIONS]
-    out.append(("stretto", EAGER, "Stretto f32, no CUDA graphs"))
+    out += [("stretto", key, v[3]) for key, v in VARIANTS.items()]
     out += [("torch", m, TORCH_LABEL[m]) for m in TORCH_MODES]
     return out
 
@@ -634,7 +654,8 @@ def report(a, meta, results):
             tok = (st.get("tok_s") or {}).get("median")
             pred = ""
             if kind == "stretto":
-                pr = (r.get("prediction") or {}).get("f32" if key == EAGER else key)
+                pr = (r.get("prediction") or {}).get(FOUR if key == FOUR else
+                                                     VARIANTS[key][0] if key in VARIANTS else key)
                 pred = "%d / %d" % tuple(pr) if pr else DASH
             lines.append("| %s | %s | %s | %s | %d | %s |" % (
                 label, fmt_range(st.get("tok_s"), ".0f"),
@@ -647,11 +668,12 @@ def report(a, meta, results):
         pairs = [("stretto:f32", "torch:f32"), ("stretto:tf32", "torch:tf32"),
                  ("stretto:bf16", "torch:bf16"), ("stretto:bf16", "torch:compile-bf16")]
         best = max((v for k, v in med.items() if k.startswith("stretto:") and v), default=None)
-        if med.get("stretto:" + EAGER):
-            lines.append("  %-14s / %-20s %s" % ("stretto f32", "stretto f32, no graphs",
-                                                 fmt(ratio(med.get("stretto:f32"),
-                                                           med.get("stretto:" + EAGER)),
-                                                     ".3f", "x")))
+        for key, (base, _, _, _, _, short) in VARIANTS.items():
+            if med.get("stretto:" + key):
+                lines.append("  %-14s / %-20s %s" % (
+                    "stretto " + base, "stretto " + short,
+                    fmt(ratio(med.get("stretto:" + base), med.get("stretto:" + key)), ".3f",
+                        "x")))
         for x, y in pairs:
             lines.append("  %-14s / %-20s %s" % (x.replace(":", " "), y.replace(":", " "),
                                                  fmt(ratio(med.get(x), med.get(y)), ".3f", "x")))
@@ -913,7 +935,8 @@ def smoke_checks(a, txt, jsn, with_torch):
     for line in ("host: ", "date: ", "commit: ", "gpu: ", "torch: ", "plan: ", "model FLOPs: ",
                  "rounds run: ", "ratios (of medians", "== the per-kernel profile",
                  "--device-model", "| Stretto f32 |", "| Stretto bf16 |",
-                 "| Stretto f32, no CUDA graphs |", "stretto f32, no graphs"):
+                 "| Stretto f32, no CUDA graphs |", "stretto f32, no graphs",
+                 "| Stretto bf16, values in four bytes |", "stretto bf16, 4-byte"):
         if line not in text:
             bad.append("the text lacks %r" % line)
     if meta.get("rounds_done") != a.rounds:
@@ -942,10 +965,12 @@ def smoke_checks(a, txt, jsn, with_torch):
             for x in s["runs"]:
                 if key.startswith("stretto:"):
                     p = key.split(":")[1]
-                    want = "device: cpu (compiled executor, %s)" % ("f32" if p == EAGER else p)
-                    if (p == EAGER) != x.get("cmd", "").startswith("STRETTO_CUDA_GRAPHS=0 "):
-                        bad.append("%s %s: graphs %s in %r" % (m, key, "on" if p == EAGER else
-                                                               "off", x.get("cmd")))
+                    base = VARIANTS[p][0] if p in VARIANTS else p
+                    want = "device: cpu (compiled executor, %s)" % base
+                    for q, v in VARIANTS.items():
+                        if (p == q) != x.get("cmd", "").startswith(v[1] + "=0 "):
+                            bad.append("%s %s: %s %s in %r" % (m, key, v[1], "unset" if p == q
+                                                               else "=0", x.get("cmd")))
                     if want not in x.get("device_lines", []):
                         bad.append("%s %s: the run says %s, not %r" % (m, key, x.get("device_lines"),
                                                                       want))
@@ -954,8 +979,12 @@ def smoke_checks(a, txt, jsn, with_torch):
                         bad.append("%s %s: %s tokens a step, the config's batch x seq_len %d" % (
                             m, key, x.get("tokens_per_step"),
                             res[m]["config"]["batch"] * res[m]["config"]["seq_len"]))
-        if "f32" not in (res[m].get("prediction") or {}):
+        pred = res[m].get("prediction") or {}
+        if "f32" not in pred:
             bad.append("%s: no cost-model prediction" % m)
+        elif pred.get(FOUR) is None or pred.get(FOUR) == pred.get("bf16"):
+            bad.append("%s: the four-byte bf16 prediction %s is the two-byte one %s" % (
+                m, pred.get(FOUR), pred.get("bf16")))
     if set(ran.values()) != {a.rounds}:
         bad.append("the sides ran different numbers of runs: %s" % ran)
     if with_torch and not any(k[1].startswith("torch:") for k in ran):

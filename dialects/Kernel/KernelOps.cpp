@@ -79,6 +79,10 @@ LogicalResult ElementwiseOp::verify() {
   }
   if (failed(verifyOperands(*this, getInputs(), elem, out.getShape(), out)))
     return failure();
+  if (getStoreBf16() && !elem.isF32())
+    return emitOpError() << "stores bf16 only from f32 results, not " << elem;
+  if (getStoreBf16() && getNumResults() != 1)
+    return emitOpError() << "stores bf16 only with one result, not " << getNumResults();
   return success();
 }
 

@@ -22,6 +22,11 @@ def Kernel_ElementwiseOp : Kernel_Op<"elementwise", [Pure, IsolatedFromAbove,
     operands and results share one element type. The body holds only
     `kernel` scalar ops and ends in `kernel.yield` of one scalar per result.
 
+    `store_bf16` (set by `kernel-bf16-storage`; one f32 result only): the
+    results are stored in bf16, two bytes an element, on devices that can
+    (the CUDA runtime); each yielded value is rounded to the nearest bf16,
+    ties to even, on every device. The tensor type stays the compute type.
+
     ```mlir
     %r = kernel.elementwise (%m, %v, %eps) : tensor<64x128xf32>, tensor<64x128xf32>, tensor<f32> -> tensor<64x128xf32> {
     ^bb0(%a: f32, %b: f32, %e: f32):
@@ -32,7 +37,7 @@ def Kernel_ElementwiseOp : Kernel_Op<"elementwise", [Pure, IsolatedFromAbove,
     }
     ```
   }];
-  let arguments = (ins Variadic<Kernel_FloatTensor>:$inputs);
+  let arguments = (ins Variadic<Kernel_FloatTensor>:$inputs, UnitAttr:$store_bf16);
   let results = (outs Variadic<Kernel_FloatTensor>:$results);
   let regions = (region SizedRegion<1>:$body);
   let assemblyFormat = [{

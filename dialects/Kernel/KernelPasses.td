@@ -134,4 +134,40 @@ def KernelLowerRows : Pass<"kernel-lower-rows", "::stretto::train::ModelOp"> {
   let dependentDialects = ["::stretto::kernel::KernelDialect"];
 }
 
+def KernelBf16Storage : Pass<"kernel-bf16-storage", "::stretto::train::ModelOp"> {
+  let summary = "Stores in bf16 the rounded kernel values that only GEMMs read";
+  let description = [{
+    Runs last in the kernel pipeline. A `kernel.elementwise` with one f32
+    result whose body yields a `kernel.round_bf16` (a rounding point of
+    `train-mixed-precision`: its values are bf16 already) and whose every
+    user is a `kernel.gemm`, directly or through `train.reshape`s, gets
+    `store_bf16`: the CUDA runtime keeps it in two bytes an element and
+    hands it to cuBLASLt as a bf16 operand as it is, with no conversion
+    before the GEMM (the C++ runtimes keep four). No value changes: a
+    kernel that yields anything else, has several results, or has another
+    reader (a norm, attention, a transpose, a slice, a gradient) is left as
+    it is. f32 plans have no rounding points, so nothing is marked.
+
+    Before:
+    ```mlir
+    %wb = kernel.elementwise(%w) : tensor<128x384xf32> -> tensor<128x384xf32> {
+    ^bb0(%a: f32):
+      %r = kernel.round_bf16 %a : f32
+      kernel.yield %r : f32
+    }
+    %y = kernel.gemm %x, %wb : tensor<64x128xf32>, tensor<128x384xf32> -> tensor<64x384xf32>
+    ```
+    After:
+    ```mlir
+    %wb = kernel.elementwise(%w) {store_bf16} : tensor<128x384xf32> -> tensor<128x384xf32> {
+    ^bb0(%a: f32):
+      %r = kernel.round_bf16 %a : f32
+      kernel.yield %r : f32
+    }
+    %y = kernel.gemm %x, %wb : tensor<64x128xf32>, tensor<128x384xf32> -> tensor<64x384xf32>
+    ```
+  }];
+  let dependentDialects = ["::stretto::kernel::KernelDialect"];
+}
+
 #endif // STRETTO_KERNEL_PASSES

@@ -130,6 +130,9 @@ static LogicalResult lowerPhase(Block &block, Phase phase, Graph &g) {
             n.ints = {1, r.reducesTrailing() ? 1 : 0};
           if (isa<kernel::RowsOp>(o))
             n.ints = {2};
+          // Stored in bf16 (kernel-bf16-storage): the node's dtype says so.
+          if (auto e = dyn_cast<kernel::ElementwiseOp>(o); e && e.getStoreBf16())
+            n.dtype = DType::BF16;
         })
         .Case([&](kernel::GemmOp o) {
           n.ints = {o.getTransposeA() ? 1 : 0, o.getTransposeB() ? 1 : 0};

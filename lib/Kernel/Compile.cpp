@@ -20,6 +20,7 @@ void stretto::buildKernelPipeline(OpPassManager &pm) {
   model.addPass(kernel::createKernelLowerRows());
   model.addPass(kernel::createKernelFuseElementwise());
   model.addPass(kernel::createKernelFuseReductions());
+  model.addPass(kernel::createKernelBf16Storage());
 }
 
 FailureOr<CompiledKernels> stretto::compileKernels(train::ModelOp model, HostKernelCache &cache,

@@ -9,6 +9,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "stretto/Kernel/Emitter.h"
+#include "stretto/Dialect/Train/TrainOps.h"
 #include "stretto/Runtime/Graph.h"
 #include "stretto/Support/KernelMathText.h"
 
@@ -31,13 +32,23 @@ const char *kCppPrelude =
     "#ifndef STRETTO_FLOAT_BITS\n#define STRETTO_FLOAT_BITS\n"
     "ST_FN float st_float_bits(int b) { float f; __builtin_memcpy(&f, &b, 4); return f; }\n"
     "ST_FN int st_bits_of(float f) { int b; __builtin_memcpy(&b, &f, 4); return b; }\n"
-    "#endif\n";
+    "#endif\n"
+    "#define ST_BF16_SLOT float\n#define ST_STORE_BF16(v) st_round_bf16(v)\n"
+    "#define ST_LOAD_BF16(x) (x)\n";
 const char *kCudaPrelude =
     "#define ST_FN static __device__ __forceinline__\n"
     "#ifndef ST_HAVE_WARPS\n#define ST_HAVE_WARPS 1\n#endif\n"
     "#ifndef STRETTO_FLOAT_BITS\n#define STRETTO_FLOAT_BITS\n"
     "ST_FN float st_float_bits(int b) { return __int_as_float(b); }\n"
     "ST_FN int st_bits_of(float f) { return __float_as_int(f); }\n"
+    "#endif\n"
+    // store_bf16 results: two bytes (the bf16's bits), or four with
+    // ST_BF16_AS_F32 (the runtime's STRETTO_BF16_STORAGE=0).
+    "#ifdef ST_BF16_AS_F32\n#define ST_BF16_SLOT float\n#define ST_STORE_BF16(v) st_round_bf16(v)\n"
+    "#define ST_LOAD_BF16(x) (x)\n"
+    "#else\n#define ST_BF16_SLOT unsigned short\n"
+    "#define ST_STORE_BF16(v) ((unsigned short)((unsigned)st_bits_of(st_round_bf16(v)) >> 16))\n"
+    "#define ST_LOAD_BF16(x) st_float_bits((int)((unsigned)(x) << 16))\n"
     "#endif\n";
 
 // The scalar functions (st_<fn> of every element-wise op, f32 and f64) come
@@ -206,9 +217,12 @@ FailureOr<Prepared> prepare(Operation *op, Block &block, ValueRange inputs,
     auto sh = cast<RankedTensorType>(v.getType()).getShape();
     ks.inputShapes.emplace_back(sh.begin(), sh.end());
   }
+  std::vector<bool> half; // operand stored in bf16 (loaded through ST_LOAD_BF16)
   for (size_t k = 0; k < inputs.size(); ++k) {
     p.access.push_back(accessOf(ks.inputShapes[k], ks.iterationShape));
-    p.inParams += "const " + p.T + " *__restrict__ in" + std::to_string(k) + ", ";
+    half.push_back(storedInBf16(inputs[k]));
+    p.inParams += (half[k] ? std::string("const ST_BF16_SLOT") : "const " + p.T) +
+                  " *__restrict__ in" + std::to_string(k) + ", ";
     p.inArgs += "in" + std::to_string(k) + ", ";
     if (p.access[k] == Access::Strided)
       p.offsetParams += ", long long o" + std::to_string(k);
@@ -220,7 +234,9 @@ FailureOr<Prepared> prepare(Operation *op, Block &block, ValueRange inputs,
     std::string index = p.access[k] == Access::Same     ? "i"
                         : p.access[k] == Access::Scalar ? "0"
                                                         : "o" + std::to_string(k);
-    os << "  const " << p.T << " " << a << " = in" << k << "[" << index << "];\n";
+    std::string load = "in" + std::to_string(k) + "[" + index + "]";
+    os << "  const " << p.T << " " << a << " = "
+       << (half[k] ? "ST_LOAD_BF16(" + load + ")" : load) << ";\n";
     names[arg] = a;
   }
   int counter = 0;
@@ -292,6 +308,18 @@ std::string preludes(const char *target) {
 
 } // namespace
 
+bool stretto::kernel::storedInBf16(Value v) {
+  while (Operation *def = v.getDefiningOp()) {
+    if (isa<train::ReshapeOp, train::TransposeOp>(def)) {
+      v = def->getOperand(0);
+      continue;
+    }
+    auto e = dyn_cast<ElementwiseOp>(def);
+    return e && e.getStoreBf16();
+  }
+  return false;
+}
+
 bool stretto::kernel::uniformInnerRun(ArrayRef<std::vector<int64_t>> inputShapes,
                                       ArrayRef<int64_t> space, size_t firstDim) {
   for (const std::vector<int64_t> &in : inputShapes) {
@@ -330,6 +358,10 @@ FailureOr<KernelSource> stretto::kernel::emitElementwise(ElementwiseOp op, Strin
     outArgs += "out" + std::to_string(k) + (k + 1 < nOut ? ", " : "");
   }
   std::string params = p.inParams + outParams, args = p.inArgs + outArgs;
+  // store_bf16: the result slot is the target's bf16 storage (KernelOps.td).
+  const bool bf16Out = op.getStoreBf16();
+  if (bf16Out)
+    params = p.inParams + "ST_BF16_SLOT *__restrict__ out0";
 
   // The element function: result element i; a broadcast input k that is not
   // a scalar is read at offset o<k>, which each target's loop computes.
@@ -337,7 +369,8 @@ FailureOr<KernelSource> stretto::kernel::emitElementwise(ElementwiseOp op, Strin
   body += "ST_FN void " + name.str() + "_element(" + params + ", long long i" + p.offsetParams +
           ") {\n" + p.statements;
   for (size_t k = 0; k < nOut; ++k)
-    body += "  out" + std::to_string(k) + "[i] = " + p.yielded[k] + ";\n";
+    body += "  out" + std::to_string(k) + "[i] = " +
+            (bf16Out ? "ST_STORE_BF16(" + p.yielded[k] + ")" : p.yielded[k]) + ";\n";
   body += "}\n";
   ks.body = body;
 

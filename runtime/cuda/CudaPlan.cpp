@@ -101,6 +101,8 @@ public:
   mutable std::map<std::string, void *> kernelFns; // generated kernels, by name
   std::string deviceName;
   bool tf32 = false;          // f32 GEMMs on TF32 tensor cores (--precision=tf32)
+  bool bf16Halves = false;    // store_bf16 kernels write two bytes (makeGpuPlanExecutor)
+  bool storesBf16Halves() const override { return bf16Halves; }
   std::vector<float> staging; // host values on their way up
   // Device scratch: bf16 GEMM operands, attention scores, Newton-Schulz.
   DeviceBuffer scratch;
@@ -308,21 +310,32 @@ public:
     }
     return scratch.data;
   }
-  // A GEMM through cuBLASLt; bf16: both operands rounded into `bf16At`
-  // (device scratch, after any floats the caller keeps there).
+  // A GEMM through cuBLASLt; bf16: both operands rounded into bf16 copies
+  // in device scratch (after `scratchUsed` floats the caller keeps there),
+  // except an operand stored in bf16 already (aHalf, bHalf: a store_bf16
+  // kernel's two-byte value), which cuBLASLt reads where it is.
   void gemm(GemmCall g, const float *a, int64_t aCount, const float *b, int64_t bCount, float *c,
-            bool bf16, int64_t scratchUsed = 0) {
+            bool bf16, int64_t scratchUsed = 0, bool aHalf = false, bool bHalf = false) {
     if (!bf16) {
+      if (aHalf || bHalf)
+        throw std::runtime_error("a GEMM with f32 operands reads a value stored in bf16 (run "
+                                 "this plan with bf16 GEMMs)");
       g.tf32 = tf32;
       batched(g, a, b, c, 1);
       return;
     }
     // Two bf16 values per float of scratch.
-    int64_t aF = alignUp((aCount + 1) / 2), bF = alignUp((bCount + 1) / 2);
-    float *base = scratchFloats(scratchUsed + aF + bF) + scratchUsed;
-    void *a16 = base, *b16 = base + aF;
-    launch("st_to_bf16", aCount, aCount, a, a16);
-    launch("st_to_bf16", bCount, bCount, b, b16);
+    int64_t aF = aHalf ? 0 : alignUp((aCount + 1) / 2), bF = bHalf ? 0 : alignUp((bCount + 1) / 2);
+    float *base = aF + bF ? scratchFloats(scratchUsed + aF + bF) + scratchUsed : nullptr;
+    const void *a16 = a, *b16 = b;
+    if (!aHalf) {
+      launch("st_to_bf16", aCount, aCount, a, base);
+      a16 = base;
+    }
+    if (!bHalf) {
+      launch("st_to_bf16", bCount, bCount, b, base + aF);
+      b16 = base + aF;
+    }
     g.bf16 = true;
     batched(g, a16, b16, c, 2);
   }
@@ -581,7 +594,7 @@ void CudaPlanDevice::opGemm(NodeCall &nc) {
     c.strideA = g.m * g.k, c.strideB = g.rhsBatched ? g.k * g.n : 0, c.strideC = g.m * g.n;
   }
   gemm(c, nc.in(0), numElements(nc.inShape(0)), nc.in(1), numElements(nc.inShape(1)), nc.out,
-       nc.bf16);
+       nc.bf16, 0, nc.half(0), nc.half(1));
 }
 
 void CudaPlanDevice::opMatmul(NodeCall &nc) {
@@ -601,7 +614,8 @@ void CudaPlanDevice::opTranspose(NodeCall &nc) {
   std::vector<int64_t> inSt = stridesOf(nc.inShape(0)), st(nc.n.ints.size());
   for (size_t d = 0; d < nc.n.ints.size(); ++d)
     st[d] = inSt[nc.n.ints[d]];
-  launch("st_gather", nc.count, nc.count, nc.in(0), int64_t(0), nc.out, spaceOf(nc.n.shape, st));
+  launch(nc.half(0) ? "st_gather16" : "st_gather", nc.count, nc.count, nc.in(0), int64_t(0),
+         nc.out, spaceOf(nc.n.shape, st));
 }
 
 void CudaPlanDevice::opBroadcast(NodeCall &nc) {
@@ -613,10 +627,16 @@ void CudaPlanDevice::opReduceSum(NodeCall &nc) {
   // [outer, nred, inner] column sums when the summed dims are one block
   // with kept dims after it, else row sums of [count, nred] (the summed
   // dims permuted to the end first unless they already are).
+  // A bf16 operand (two bytes an element): the column sums read it as it
+  // is; the other forms widen it first.
   const Shape &s = nc.inShape(0);
   ReducedBlock rb = reducedBlock(s, nc.n.ints);
+  const bool half = nc.half(0);
   if (!rb.any) {
-    copy(nc.out, nc.in(0), nc.count);
+    if (half)
+      launch("st_gather_wide", nc.count, nc.count, nc.in(0), int64_t(0), nc.out, StSpace{});
+    else
+      copy(nc.out, nc.in(0), nc.count);
     return;
   }
   const float *x = nc.in(0);
@@ -627,14 +647,15 @@ void CudaPlanDevice::opReduceSum(NodeCall &nc) {
     int64_t chunks =
         std::min((int64_t(1) << 17) / std::max<int64_t>(cols, 1), nred / 32);
     if (chunks < 2) {
-      launch("st_column_sums", nc.count, rb.outer, nred, rb.inner, x, nc.out);
+      launch(half ? "st_column_sums16" : "st_column_sums", nc.count, rb.outer, nred, rb.inner, x,
+             nc.out);
       return;
     }
     const int64_t per = (nred + chunks - 1) / chunks;
     chunks = (nred + per - 1) / per;
     float *part = scratchFloats(cols * chunks);
-    launch("st_column_partials", cols * chunks, rb.outer, nred, rb.inner, per,
-           chunks, x, part);
+    launch(half ? "st_column_partials16" : "st_column_partials", cols * chunks, rb.outer, nred,
+           rb.inner, per, chunks, x, part);
     launch("st_column_combine", cols, rb.outer, chunks, rb.inner,
            static_cast<const float *>(part), nc.out);
     return;
@@ -652,7 +673,12 @@ void CudaPlanDevice::opReduceSum(NodeCall &nc) {
           st.push_back(inSt[d]);
         }
     float *tmp = scratchFloats(numElements(s));
-    launch("st_gather", numElements(s), numElements(s), x, int64_t(0), tmp, spaceOf(perm, st));
+    launch(half ? "st_gather_wide" : "st_gather", numElements(s), numElements(s), x, int64_t(0),
+           tmp, spaceOf(perm, st));
+    x = tmp;
+  } else if (half) {
+    float *tmp = scratchFloats(numElements(s));
+    launch("st_gather_wide", numElements(s), numElements(s), x, int64_t(0), tmp, StSpace{});
     x = tmp;
   }
   int64_t rows = std::max<int64_t>(nc.count, 1);
@@ -1002,12 +1028,22 @@ MultiTensorKernels wantedMultiTensorKernels(const std::string &cudaSource) {
   return v == "0" ? MultiTensorKernels{} : multiTensorKernels(cudaSource);
 }
 
+bool wantedBf16Storage() {
+  const char *e = std::getenv("STRETTO_BF16_STORAGE");
+  const std::string v = e ? e : "";
+  if (v != "0" && v != "1" && !v.empty())
+    throw std::runtime_error("STRETTO_BF16_STORAGE='" + v + "': expected 0 (off) or 1 (on)");
+  return v != "0";
+}
+
 std::unique_ptr<PlanExecutor> makeGpuPlanExecutor(const Graph &graph,
                                                   std::unique_ptr<GpuBackend> gpu,
-                                                  GemmPrecision gemm, MultiTensorKernels multi) {
+                                                  GemmPrecision gemm, MultiTensorKernels multi,
+                                                  bool bf16Halves) {
   auto dev = std::make_unique<CudaPlanDevice>(std::move(gpu));
   dev->tf32 = gemm == GemmPrecision::TF32;
   dev->multi = std::move(multi);
+  dev->bf16Halves = bf16Halves;
   return std::make_unique<PlanExecutor>(
       std::make_unique<PlanExecutor::Impl>(graph, std::move(dev), gemm));
 }
@@ -1049,6 +1085,7 @@ std::unique_ptr<PlanExecutor> PlanExecutor::onCuda(const Graph &graph, const Cud
     gpu->opsModule = gpu->dev->loadModule(ops.cubin);
   }
   MultiTensorKernels multi = wantedMultiTensorKernels(kernels.source);
+  const bool halves = wantedBf16Storage();
   int kernelNodes = 0;
   for (Phase ph : {Phase::Step, Phase::Update, Phase::Outer})
     for (const Node &n : graph.phase(ph))
@@ -1061,6 +1098,9 @@ std::unique_ptr<PlanExecutor> PlanExecutor::onCuda(const Graph &graph, const Cud
     std::vector<std::string> parts =
         splitCudaUnit(kernels.source + multi.source,
                       std::min(threads, kernelNodes / 32 + 1));
+    if (!halves)
+      for (std::string &part : parts)
+        part = kBf16AsF32Define + part;
     std::vector<CudaBinary> bins;
     int hits = 0;
     {
@@ -1078,7 +1118,7 @@ std::unique_ptr<PlanExecutor> PlanExecutor::onCuda(const Graph &graph, const Cud
     for (const CudaBinary &b : bins)
       gpu->modelModules.push_back(gpu->dev->loadModule(b.cubin));
   }
-  return makeGpuPlanExecutor(graph, std::move(gpu), gemm, std::move(multi));
+  return makeGpuPlanExecutor(graph, std::move(gpu), gemm, std::move(multi), halves);
 }
 
 } // namespace stretto

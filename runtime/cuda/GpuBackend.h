@@ -89,13 +89,22 @@ public:
 /// PlanExecutor's constructor. `multi`: the model's same-body element-wise
 /// kernels, run as multi-tensor launches (MultiTensor.h) where `gpu` has
 /// the multi kernels (their source compiled after the model's).
+/// `bf16Halves`: store_bf16 kernels write two bytes an element (their CUDA
+/// C as generated); false where they write floats (their C++ twins, or CUDA
+/// C compiled with kBf16AsF32Define).
 std::unique_ptr<PlanExecutor> makeGpuPlanExecutor(const Graph &graph,
                                                   std::unique_ptr<GpuBackend> gpu,
                                                   GemmPrecision gemm,
-                                                  MultiTensorKernels multi = {});
+                                                  MultiTensorKernels multi = {},
+                                                  bool bf16Halves = false);
 /// multiTensorKernels(cudaSource), or none with STRETTO_MULTI_TENSOR=0
 /// (then every kernel launches on its own).
 MultiTensorKernels wantedMultiTensorKernels(const std::string &cudaSource);
+/// Whether store_bf16 kernels keep two bytes an element: yes, unless
+/// STRETTO_BF16_STORAGE=0 (then the model's CUDA C is compiled with
+/// kBf16AsF32Define in front, and they store floats).
+bool wantedBf16Storage();
+inline constexpr const char *kBf16AsF32Define = "#define ST_BF16_AS_F32 1\n";
 
 } // namespace stretto
 

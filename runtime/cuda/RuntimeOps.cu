@@ -54,6 +54,22 @@ extern "C" __global__ void st_gather(i64 n, const float *x, i64 base, float *y, 
   ST_LOOP(e, n) y[e] = x[base + st_at(s, e, s.a)];
 }
 
+/* Values stored in bf16 (kernel-bf16-storage: two bytes, the bf16's bits):
+ * st_load widens one exactly. st_gather16 moves them as they are (a
+ * transpose of such a value), st_gather_wide into floats (rank 0: y = x). */
+ST_FN float st_load(float x) { return x; }
+ST_FN float st_load(unsigned short b) { return st_float_bits((int)((unsigned int)b << 16)); }
+
+extern "C" __global__ void st_gather16(i64 n, const unsigned short *x, i64 base,
+                                       unsigned short *y, StSpace s) {
+  ST_LOOP(e, n) y[e] = x[base + st_at(s, e, s.a)];
+}
+
+extern "C" __global__ void st_gather_wide(i64 n, const unsigned short *x, i64 base, float *y,
+                                          StSpace s) {
+  ST_LOOP(e, n) y[e] = st_load(x[base + (s.rank ? st_at(s, e, s.a) : e)]);
+}
+
 /* y[base + at(e)] = x[e]: pad (after a zero fill). */
 extern "C" __global__ void st_scatter(i64 n, const float *x, i64 base, float *y, StSpace s) {
   ST_LOOP(e, n) y[base + st_at(s, e, s.a)] = x[e];
@@ -94,17 +110,26 @@ extern "C" __global__ void st_row_sums(i64 rows, i64 len, const float *x, float 
   }
 }
 
-/* y[o, j] = sum_r x[o, r, j], rows in order: a thread per (o, j). */
-extern "C" __global__ void st_column_sums(i64 outer, i64 nred, i64 inner, const float *x,
-                                          float *y) {
+/* y[o, j] = sum_r x[o, r, j], rows in order: a thread per (o, j); x in
+ * f32 or (st_column_sums16) bf16. */
+template <typename X>
+ST_FN void st_column_sums_of(i64 outer, i64 nred, i64 inner, const X *x, float *y) {
   ST_LOOP(e, outer * inner) {
     i64 o = e / inner, j = e % inner;
-    const float *src = x + o * nred * inner + j;
+    const X *src = x + o * nred * inner + j;
     float s = 0.0f;
     for (i64 r = 0; r < nred; ++r)
-      s += src[r * inner];
+      s += st_load(src[r * inner]);
     y[e] = s;
   }
+}
+extern "C" __global__ void st_column_sums(i64 outer, i64 nred, i64 inner, const float *x,
+                                          float *y) {
+  st_column_sums_of(outer, nred, inner, x, y);
+}
+extern "C" __global__ void st_column_sums16(i64 outer, i64 nred, i64 inner,
+                                            const unsigned short *x, float *y) {
+  st_column_sums_of(outer, nred, inner, x, y);
 }
 
 /* Softmax of each row (KernelMath.inc's st_softmax_row, as every executor);
@@ -228,17 +253,27 @@ extern "C" __global__ void st_norm_grad_rows16(i64 rows, i64 d, float eps, int c
  * per (o, c, j), consecutive threads on consecutive columns (coalesced);
  * then y[o, j] = the chunks' partials in order. A fixed order for given
  * sizes: runs repeat bit for bit. */
-extern "C" __global__ void st_column_partials(i64 outer, i64 nred, i64 inner, i64 per,
-                                              i64 chunks, const float *x, float *part) {
+template <typename X>
+ST_FN void st_column_partials_of(i64 outer, i64 nred, i64 inner, i64 per, i64 chunks,
+                                 const X *x, float *part) {
   ST_LOOP(e, outer * chunks * inner) {
     i64 j = e % inner, c = (e / inner) % chunks, o = e / (inner * chunks);
     i64 r0 = c * per, r1 = r0 + per < nred ? r0 + per : nred;
-    const float *src = x + o * nred * inner + j;
+    const X *src = x + o * nred * inner + j;
     float s = 0.0f;
     for (i64 r = r0; r < r1; ++r)
-      s += src[r * inner];
+      s += st_load(src[r * inner]);
     part[e] = s;
   }
+}
+extern "C" __global__ void st_column_partials(i64 outer, i64 nred, i64 inner, i64 per,
+                                              i64 chunks, const float *x, float *part) {
+  st_column_partials_of(outer, nred, inner, per, chunks, x, part);
+}
+extern "C" __global__ void st_column_partials16(i64 outer, i64 nred, i64 inner, i64 per,
+                                                i64 chunks, const unsigned short *x,
+                                                float *part) {
+  st_column_partials_of(outer, nred, inner, per, chunks, x, part);
 }
 
 extern "C" __global__ void st_column_combine(i64 outer, i64 chunks, i64 inner, const float *part,

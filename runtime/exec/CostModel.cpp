@@ -31,7 +31,13 @@ int64_t numelOf(const Shape &s) { return s.empty() ? 1 : numElements(s); }
 struct Costing {
   const DeviceModel &d;
   CostPrecision precision;
-  double elem; // storage bytes per element in this phase
+  double elem;                   // storage bytes per element in this phase
+  const std::vector<char> *half; // by node: stored in two bytes (bf16 runs)
+
+  /// Bytes of node i's value as stored.
+  double valueBytes(const std::vector<Node> &list, int i) const {
+    return static_cast<double>(numelOf(list[i].shape)) * (half && (*half)[i] ? 2.0 : elem);
+  }
 
   double peak() const {
     return precision == CostPrecision::BF16   ? d.bf16Flops
@@ -43,10 +49,9 @@ struct Costing {
   NodeCost cost(const std::vector<Node> &list, const Node &n) const {
     NodeCost c;
     auto in = [&](size_t i) -> const Shape & { return list[n.operands[i]].shape; };
-    double moved = static_cast<double>(numelOf(n.shape));
-    for (size_t i = 0; i < n.operands.size(); ++i)
-      moved += static_cast<double>(numelOf(in(i)));
-    c.bytes = moved * elem;
+    c.bytes = valueBytes(list, static_cast<int>(&n - list.data())); // n is in list
+    for (int o : n.operands)
+      c.bytes += valueBytes(list, o);
     c.launches = 1;
     c.what = opKindName(n.kind);
     auto shapeText = [](const Shape &s) {
@@ -60,7 +65,24 @@ struct Costing {
       ops::GemmDims g = ops::gemmDims(n, in(0), in(1));
       c.category = "gemm";
       c.flops = 2.0 * g.batch * g.m * g.n * g.k;
-      c.seconds = std::max(c.flops / (peak() * d.gemmEfficiency), memoryTime(c.bytes));
+      double converted = 0; // elements of four-byte operands (bf16 runs)
+      if (precision == CostPrecision::BF16) {
+        // cuBLASLt reads bf16 operands (2 bytes) and writes f32; an operand
+        // stored in four bytes is first rounded into a bf16 copy (a launch
+        // reading 4 and writing 2 bytes an element).
+        c.bytes = static_cast<double>(numelOf(n.shape)) * 4;
+        for (int o : n.operands) {
+          const double e = static_cast<double>(numelOf(list[o].shape));
+          c.bytes += 2 * e;
+          if (!(half && (*half)[o])) {
+            converted += e;
+            c.launches += 1;
+          }
+        }
+      }
+      c.seconds = std::max(c.flops / (peak() * d.gemmEfficiency), memoryTime(c.bytes)) +
+                  memoryTime(6 * converted);
+      c.bytes += 6 * converted;
       c.what = "gemm " + std::to_string(g.batch) + "x" + std::to_string(g.m) + "x" +
                std::to_string(g.n) + "x" + std::to_string(g.k);
       return c;
@@ -157,11 +179,22 @@ const char *stretto::costPrecisionName(CostPrecision p) {
 }
 
 StepCost stretto::predictStep(const Graph &graph, const DeviceModel &device,
-                              CostPrecision precision, int64_t microBatches, int64_t tokens) {
+                              CostPrecision precision, int64_t microBatches, int64_t tokens,
+                              bool twoByteBf16) {
   StepCost out;
   out.tokens = tokens;
   auto add = [&](const std::vector<Node> &list, double elem, int64_t times) {
-    Costing costing{device, precision, elem};
+    // bf16 runs: which values the CUDA runtime keeps in two bytes (a
+    // store_bf16 kernel's, and reshapes and transposes of one).
+    std::vector<char> half(list.size(), 0);
+    for (size_t i = 0; i < list.size(); ++i) {
+      const Node &n = list[i];
+      half[i] = precision == CostPrecision::BF16 && twoByteBf16 &&
+                ((n.kind == OpKind::Kernel && n.dtype == DType::BF16) ||
+                 ((n.kind == OpKind::Reshape || n.kind == OpKind::Transpose) &&
+                  half[n.operands[0]]));
+    }
+    Costing costing{device, precision, elem, &half};
     for (const Node &n : list) {
       if (n.kind == OpKind::Grad && microBatches <= 1)
         continue;
@@ -176,9 +209,10 @@ StepCost stretto::predictStep(const Graph &graph, const DeviceModel &device,
       out.nodes.push_back(std::move(c));
     }
   };
-  // bf16: the step's activations and weight copies in bf16; the update
-  // reads and writes f32 master weights and optimizer states.
-  add(graph.nodes, precision == CostPrecision::BF16 ? 2.0 : 4.0, std::max<int64_t>(1, microBatches));
+  // bf16: the step's values in two bytes where the plan stores them so
+  // (kernel-bf16-storage), four elsewhere; the update reads and writes f32
+  // master weights and optimizer states.
+  add(graph.nodes, 4.0, std::max<int64_t>(1, microBatches));
   add(graph.update, 4.0, 1);
   int64_t params = 0;
   for (const StateDecl &s : graph.states)
@@ -204,7 +238,8 @@ std::string stretto::formatStepCost(const StepCost &cost, const DeviceModel &d,
                                                          : d.f32Flops;
   line("cost model: %s (%s), %s; a roofline estimate from the plan, not a measurement\n",
        d.description.c_str(), d.name.c_str(),
-       precision == CostPrecision::BF16   ? "bf16 activations and GEMMs, f32 master weights"
+       precision == CostPrecision::BF16   ? "bf16 GEMMs, values in two bytes where the plan "
+                                            "stores them so, f32 master weights"
        : precision == CostPrecision::TF32 ? "f32 storage, TF32 GEMMs"
                                           : "f32 storage and GEMMs (no tensor cores)");
   line("  assumed: GEMMs at %.0f%% of %.0f TFLOP/s, attention at %.0f%%, kernels at %.0f%% of "

@@ -391,7 +391,7 @@ StepResult PlanExecutor::Impl::run(const PhasePlan &p, const TensorMap &inputs, 
   StepResult result = runRange(p, 0, p.order.size(), arena.data, inputs, t);
   if (probesOut)
     for (int k : probes)
-      result.probes[k] = hostTensor(nodes[k].shape, val[k]);
+      result.probes[k] = hostTensor(nodes[k].shape, val[k], p.slots[k].half);
   return result;
 }
 
@@ -1026,7 +1026,8 @@ bool PlanExecutor::supports(const Graph &graph, std::string &why) {
     }
   for (Phase ph : {Phase::Step, Phase::Update, Phase::Outer})
     for (const Node &n : graph.phase(ph))
-      if (n.dtype != DType::F32 && n.dtype != DType::I32 && !isSink(n.kind)) {
+      if (n.dtype != DType::F32 && n.dtype != DType::I32 && !isSink(n.kind) &&
+          !(n.dtype == DType::BF16 && n.kind == OpKind::Kernel)) { // store_bf16 kernels
         why = std::string(opKindName(n.kind)) + " at " + n.loc + " is " + dtypeName(n.dtype) +
               " (only f32 so far)";
         return false;

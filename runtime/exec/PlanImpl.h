@@ -50,6 +50,7 @@ struct Slot {
   int64_t size = 0;   // floats
   int ref = -1;       // Alias: node; State/GradSum/Constant: index
   int dies = -1;      // the last node of the plan reading this buffer
+  bool half = false;  // bf16 in two bytes an element (PlanDevice::storesBf16Halves)
 };
 
 struct PhasePlan {
@@ -144,6 +145,10 @@ public:
   // A GPU: buffers are device addresses, work is queued on stream() (a
   // CUstream; null on an emulated GPU), idle() polls it without waiting.
   virtual bool onDevice() const { return false; }
+  // Whether store_bf16 kernels (Node dtype BF16) write two bytes an element
+  // here, so that their buffers take half the floats; only GEMMs (and the
+  // reshapes before them) may read such a value.
+  virtual bool storesBf16Halves() const { return false; }
   virtual void *stream() { return nullptr; }
   virtual bool idle() { return true; }
   // Multi-tensor launches: the device's launch that runs element-wise
@@ -298,6 +303,7 @@ struct PlanExecutor::Impl {
       case OpKind::Reshape:
       case OpKind::Transfer:
         s.where = Where::Alias, s.ref = n.operands[0];
+        s.half = p.slots[n.operands[0]].half;
         break;
       case OpKind::Slice: {
         // A window of whole leading rows (every dim before the axis is 1,
@@ -348,9 +354,27 @@ struct PlanExecutor::Impl {
         break;
       default:
         s.where = Where::Arena, s.size = std::max<int64_t>(numElements(n.shape), 1);
+        // Two bytes an element: a store_bf16 kernel's value, and a
+        // transpose of one (moved as bf16).
+        if ((n.kind == OpKind::Kernel && n.dtype == DType::BF16 && dev->storesBf16Halves()) ||
+            (n.kind == OpKind::Transpose && p.slots[n.operands[0]].half)) {
+          s.half = true;
+          s.size = std::max<int64_t>((numElements(n.shape) + 1) / 2, 1);
+        }
         p.unplannedFloats += alignUp(s.size);
         break;
       }
+      // Who may read a two-byte value: what kernel-bf16-storage allows.
+      static constexpr OpKind kReadsBf16[] = {OpKind::Gemm, OpKind::Reshape, OpKind::Transpose,
+                                              OpKind::Kernel, OpKind::ReduceSum};
+      for (int o : n.operands)
+        if (p.slots[o].half &&
+            std::find(std::begin(kReadsBf16), std::end(kReadsBf16), n.kind) == std::end(kReadsBf16)) {
+          cur = phase;
+          fail(i, std::string(opKindName(n.kind)) + " reads node " + std::to_string(o) +
+                      ", a value stored in bf16 (kernel-bf16-storage), which this op cannot "
+                      "read on this device");
+        }
     }
     // A Write whose value is a state's old value, of a state this phase
     // writes (another one, or the same one more than once), must see that
@@ -556,7 +580,21 @@ struct PlanExecutor::Impl {
       dev->download(v.data(), src, n);
     return v;
   }
-  HostTensor hostTensor(const Shape &shape, const float *src) const {
+  HostTensor hostTensor(const Shape &shape, const float *src, bool half = false) const {
+    if (half) { // two bytes an element: the bf16's bits
+      const int64_t n = numElements(shape);
+      std::vector<float> packed = download(src, (n + 1) / 2);
+      std::vector<uint16_t> bits(static_cast<size_t>(packed.size()) * 2);
+      std::memcpy(bits.data(), packed.data(), packed.size() * sizeof(float));
+      std::vector<double> v(static_cast<size_t>(n));
+      for (int64_t k = 0; k < n; ++k) {
+        uint32_t u = static_cast<uint32_t>(bits[static_cast<size_t>(k)]) << 16;
+        float f;
+        std::memcpy(&f, &u, 4);
+        v[static_cast<size_t>(k)] = f;
+      }
+      return HostTensor{shape, std::move(v)};
+    }
     std::vector<float> v = download(src, numElements(shape));
     return HostTensor{shape, std::vector<double>(v.begin(), v.end())};
   }
@@ -725,6 +763,8 @@ struct NodeCall {
   const bool bf16Inside; // attention's inner products (P, dS) in bf16 too
 
   const float *in(int k) const { return rt.val[n.operands[k]]; }
+  // Operand k is bf16 in two bytes an element (PlanDevice::storesBf16Halves).
+  bool half(int k) const { return p.slots[n.operands[k]].half; }
   const Shape &inShape(int k) const { return nodes[n.operands[k]].shape; }
 };
 

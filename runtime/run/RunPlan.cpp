@@ -388,12 +388,18 @@ int predictOnDevice(const Graph &graph, const RunSettings &s) {
   CostPrecision asked = s.flags.precision == "bf16"   ? CostPrecision::BF16
                         : s.flags.precision == "tf32" ? CostPrecision::TF32
                                                       : CostPrecision::F32;
-  StepCost cost = predictStep(graph, *device, asked, s.microBatches, tokens);
+  // bf16 values in two bytes unless STRETTO_BF16_STORAGE=0 (the CUDA
+  // runtime's switch; wantedBf16Storage in GpuBackend.h).
+  const char *storage = std::getenv("STRETTO_BF16_STORAGE");
+  const bool twoBytes = !(storage && std::string(storage) == "0");
+  if (asked == CostPrecision::BF16 && !twoBytes)
+    std::printf("  (STRETTO_BF16_STORAGE=0: bf16 values in four bytes)\n");
+  StepCost cost = predictStep(graph, *device, asked, s.microBatches, tokens, twoBytes);
   std::fputs(formatStepCost(cost, *device, asked, s.flags.profile ? 20 : 0).c_str(), stdout);
   for (CostPrecision p : {CostPrecision::F32, CostPrecision::TF32, CostPrecision::BF16}) {
     if (p == asked)
       continue;
-    StepCost other = predictStep(graph, *device, p, s.microBatches, tokens);
+    StepCost other = predictStep(graph, *device, p, s.microBatches, tokens, twoBytes);
     std::printf("  with %s: %.3f ms a step eager, %.3f ms as a graph (%.0f tok/s)\n",
                 costPrecisionName(p), other.eagerSeconds * 1e3, other.graphSeconds * 1e3,
                 other.graphSeconds > 0 ? tokens / other.graphSeconds : 0.0);

@@ -625,6 +625,7 @@ struct EmulatedCase {
   HostKernelCache cache;
   Compiled c;
   std::unique_ptr<DataSource> data;
+  GemmPrecision gemm = GemmPrecision::F32; // of the executors `make` makes
   EmulatedCase(const std::string &t, const std::string &tag)
       : toml(t), mlp(t.find("kind = \"mlp\"") != std::string::npos),
         micro(t.find("micro_batches = 2") != std::string::npos ? 2 : 1),
@@ -645,8 +646,7 @@ struct EmulatedCase {
                                      const std::string &cudaSource, bool cooperativeTwins) {
     for (auto [name, value] : env)
       ::setenv(name, value, 1);
-    auto e = emulatedGpuExecutor(c.graph, c.kernels, GemmPrecision::F32, cudaSource,
-                                 cooperativeTwins);
+    auto e = emulatedGpuExecutor(c.graph, c.kernels, gemm, cudaSource, cooperativeTwins);
     for (auto [name, value] : env)
       ::unsetenv(name);
     e->initialize(7);
@@ -776,6 +776,63 @@ TEST_P(CompiledPath, MultiTensorUpdatesMatchOneLaunchPerKernel) {
     EXPECT_EQ(plain->getState(s.name).data, grouped->getState(s.name).data) << s.name;
   EXPECT_LE(grouped->stats().updateArenaBytes,
             plain->stats().updateArenaBytes * 5 / 4 + 4 * 65536);
+}
+
+// bf16 storage in two bytes (kernel-bf16-storage): on the emulated GPU,
+// running the generated CUDA C (row sums: twins), the store_bf16 kernels
+// write the bf16 bits and cuBLASLt reads them as they are, instead of
+// floats that each GEMM first converts (STRETTO_BF16_STORAGE=0, the same
+// kernels compiled to store floats). The values are the same bf16s, so
+// training matches bit for bit: losses, an evaluation probing every value
+// (two-byte values widened on the way to the host), every state; a step
+// queues fewer launches (no conversions of those operands) and its arena
+// is smaller.
+TEST_P(CompiledPath, Bf16StorageInTwoBytesMatchesFourBytes) {
+  EmulatedCase ec(withBf16Storage(GetParam()), "halves");
+  ec.gemm = GemmPrecision::BF16Operands;
+  Compiled &c = ec.c;
+  int stored = 0;
+  for (const Node &n : c.graph.nodes)
+    stored += n.kind == OpKind::Kernel && n.dtype == DType::BF16;
+  EXPECT_GT(stored, 0) << "no kernel stores bf16";
+  EXPECT_NE(c.cudaSource.find("ST_BF16_SLOT *__restrict__ out0"), std::string::npos);
+  auto make = [&](const char *halves) {
+    return ec.make({{"STRETTO_CUDA_GRAPHS", "0"}, {"STRETTO_BF16_STORAGE", halves}},
+                   c.cudaSource, true);
+  };
+  std::unique_ptr<PlanExecutor> four = make("0"), two = make("1");
+  long long fourWork = 0, twoWork = 0;
+  for (int step = 0; step < 4; ++step) {
+    for (int64_t k = 0; k < ec.micro; ++k) {
+      auto batch = ec.data->batch(Split::Train, uint64_t(step), k);
+      long long w = emulatedGpuDirectWork();
+      std::vector<double> want = four->microStep(batch).outputs;
+      fourWork += emulatedGpuDirectWork() - w;
+      w = emulatedGpuDirectWork();
+      EXPECT_EQ(two->microStep(batch).outputs, want) << "step " << step;
+      twoWork += emulatedGpuDirectWork() - w;
+    }
+    four->update();
+    two->update();
+  }
+  EXPECT_LT(twoWork, fourWork) << "two-byte operands still converted before their GEMMs";
+  std::printf("micro-steps queued %lld launches and copies with four-byte bf16 values, %lld "
+              "with two\n",
+              fourWork, twoWork);
+  std::vector<int> probes;
+  for (size_t i = 0; i < c.graph.nodes.size(); ++i)
+    if (!c.graph.nodes[i].shape.empty() && c.graph.nodes[i].kind != OpKind::Write &&
+        c.graph.nodes[i].kind != OpKind::Grad && c.graph.nodes[i].kind != OpKind::Yield)
+      probes.push_back(static_cast<int>(i));
+  auto val = ec.data->batch(Split::Val, 0, 0);
+  StepResult a = four->evaluate(val, probes), b = two->evaluate(val, probes);
+  EXPECT_EQ(a.outputs, b.outputs);
+  for (int i : probes)
+    EXPECT_EQ(a.probes.at(i).data, b.probes.at(i).data)
+        << "node " << i << " (" << opKindName(c.graph.nodes[i].kind) << ")";
+  for (const StateDecl &s : c.graph.states)
+    EXPECT_EQ(four->getState(s.name).data, two->getState(s.name).data) << s.name;
+  EXPECT_LT(two->stats().stepArenaBytes, four->stats().stepArenaBytes);
 }
 
 INSTANTIATE_TEST_SUITE_P(

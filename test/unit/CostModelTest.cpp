@@ -65,15 +65,66 @@ TEST(CostModel, GemmsAreComputeOrBandwidthBoundKernelsBandwidthBound) {
   EXPECT_DOUBLE_EQ(c.modelFlops, 6.0 * 128 * 256 * 64);
 }
 
-TEST(CostModel, Bf16HalvesTheStepsBytesAndUsesTheTensorCorePeak) {
+// bf16 as the CUDA runtime runs an f32 plan (no value stored in two
+// bytes): the GEMM on the tensor-core peak reads bf16 copies of its
+// operands, each made by a rounding launch (4 bytes read, 2 written an
+// element); the kernel after it still moves four bytes an element.
+TEST(CostModel, Bf16GemmsRoundFourByteOperandsFirst) {
   const DeviceModel *d = findDeviceModel("h200");
   Graph g = gemmThenKernel();
   StepCost f32 = predictStep(g, *d, CostPrecision::F32, 1, 64);
   StepCost bf16 = predictStep(g, *d, CostPrecision::BF16, 1, 64);
-  EXPECT_DOUBLE_EQ(bf16.bytes, f32.bytes / 2);
-  EXPECT_DOUBLE_EQ(bf16.nodes[0].seconds,
-                   std::max(bf16.nodes[0].flops / (d->bf16Flops * d->gemmEfficiency),
-                            bf16.nodes[0].bytes / (d->bandwidth * d->memoryEfficiency)));
+  const NodeCost &gemm = bf16.nodes[0];
+  const double ins = 64 * 128 + 128 * 256, out = 64 * 256;
+  EXPECT_EQ(gemm.launches, 3) << "the GEMM and a rounding launch per operand";
+  EXPECT_DOUBLE_EQ(gemm.bytes, 4 * out + 2 * ins + 6 * ins);
+  const double memory = d->bandwidth * d->memoryEfficiency;
+  EXPECT_DOUBLE_EQ(gemm.seconds,
+                   std::max(gemm.flops / (d->bf16Flops * d->gemmEfficiency),
+                            (4 * out + 2 * ins) / memory) +
+                       6 * ins / memory);
+  EXPECT_DOUBLE_EQ(bf16.nodes[1].bytes, f32.nodes[1].bytes) << "the kernel stays four bytes";
+  EXPECT_EQ(bf16.launches, f32.launches + 2);
+}
+
+// A value a store_bf16 kernel writes (Node dtype BF16: two bytes on a GPU)
+// costs two bytes an element where it is written and where the GEMM reads
+// it, through a reshape, with no rounding launch; the weight, read in f32,
+// still gets one.
+TEST(CostModel, Bf16ValuesStoredInTwoBytesNeedNoRoundingLaunch) {
+  const DeviceModel *d = findDeviceModel("h200");
+  Graph g;
+  StateDecl w;
+  w.name = "w";
+  w.shape = {128, 256};
+  w.isParam = true;
+  g.states.push_back(w);
+  g.add(node(OpKind::Input, {}, {64, 128}));
+  Node k = node(OpKind::Kernel, {0}, {64, 128});
+  k.name = "round";
+  k.dtype = DType::BF16;
+  g.add(k);
+  g.add(node(OpKind::Reshape, {1}, {1, 64, 128}));
+  Node read = node(OpKind::Read, {}, {128, 256});
+  read.name = "w";
+  g.add(read);
+  Node gemm = node(OpKind::Gemm, {2, 3}, {1, 64, 256});
+  gemm.ints = {0, 0};
+  g.add(gemm);
+  StepCost c = predictStep(g, *d, CostPrecision::BF16, 1, 64);
+  ASSERT_EQ(c.nodes.size(), 2u);
+  EXPECT_DOUBLE_EQ(c.nodes[0].bytes, 4.0 * 64 * 128 + 2.0 * 64 * 128) << "read f32, write bf16";
+  EXPECT_EQ(c.nodes[1].launches, 2) << "one rounding launch: the weight's";
+  EXPECT_DOUBLE_EQ(c.nodes[1].bytes, 4.0 * 64 * 256 + 2.0 * (64 * 128 + 128 * 256) +
+                                         6.0 * 128 * 256);
+  // With STRETTO_BF16_STORAGE=0 the value takes four bytes and its GEMM
+  // operand a rounding launch too.
+  StepCost four = predictStep(g, *d, CostPrecision::BF16, 1, 64, /*twoByteBf16=*/false);
+  EXPECT_EQ(four.nodes[1].launches, 3);
+  EXPECT_DOUBLE_EQ(four.nodes[0].bytes, 8.0 * 64 * 128);
+  // In f32 the same plan moves four bytes everywhere.
+  StepCost f = predictStep(g, *d, CostPrecision::F32, 1, 64);
+  EXPECT_DOUBLE_EQ(f.nodes[0].bytes, 8.0 * 64 * 128);
 }
 
 TEST(CostModel, MicroBatchesRepeatTheStepAndSumTheirGradients) {

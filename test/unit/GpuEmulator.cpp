@@ -241,18 +241,27 @@ void host_norm_plus_eps(i64 n, const float *x, float *norm) {
 // reference's sum) as chunk 0's partial, the other chunks 0, so that
 // st_column_combine (run as written) returns the reference's sum bit for
 // bit (s + 0 == s; a sum started at +0 is never -0).
-void host_column_partials(i64 outer, i64 nred, i64 inner, i64, i64 chunks,
-                          const float *x, float *part) {
+template <typename X>
+void host_column_partials_of(i64 outer, i64 nred, i64 inner, i64, i64 chunks, const X *x,
+                             float *part) {
   if (blockIdx.x != 0 || threadIdx.x != 0)
     return;
   for (i64 o = 0; o < outer; ++o)
     for (i64 j = 0; j < inner; ++j) {
       float s = 0.0f;
       for (i64 r = 0; r < nred; ++r)
-        s += x[(o * nred + r) * inner + j];
+        s += st_load(x[(o * nred + r) * inner + j]);
       for (i64 c = 0; c < chunks; ++c)
         part[(o * chunks + c) * inner + j] = c == 0 ? s : 0.0f;
     }
+}
+void host_column_partials(i64 outer, i64 nred, i64 inner, i64 per, i64 chunks, const float *x,
+                          float *part) {
+  host_column_partials_of(outer, nred, inner, per, chunks, x, part);
+}
+void host_column_partials16(i64 outer, i64 nred, i64 inner, i64 per, i64 chunks,
+                            const unsigned short *x, float *part) {
+  host_column_partials_of(outer, nred, inner, per, chunks, x, part);
 }
 } // namespace stretto_emu_ops
 
@@ -414,7 +423,12 @@ std::map<std::string, EmuKernel> runtimeOps(bool blockReductions) {
            adapt(st_norm_grad_rows));
   m["st_column_partials"].op =
       blockReductions ? adapt(st_column_partials) : adapt(host_column_partials);
+  m["st_column_partials16"].op =
+      blockReductions ? adapt(st_column_partials16) : adapt(host_column_partials16);
   add("st_column_combine", adapt(st_column_combine));
+  add("st_column_sums16", adapt(st_column_sums16));
+  add("st_gather16", adapt(st_gather16));
+  add("st_gather_wide", adapt(st_gather_wide));
 #define EMU_FLASH(D)                                                           \
   add("st_flash_fwd_d" #D, adapt(st_flash_fwd_d##D));                          \
   add("st_flash_bwd_q_d" #D, adapt(st_flash_bwd_q_d##D));                      \
@@ -729,12 +743,17 @@ std::unique_ptr<PlanExecutor>
 emulatedGpuExecutor(const Graph &graph, std::map<std::string, PlanExecutor::KernelFn> kernels,
                     GemmPrecision gemm, const std::string &cudaSource, bool cooperativeTwins) {
   MultiTensorKernels multi = wantedMultiTensorKernels(cudaSource);
-  const std::string full = cudaSource.empty() ? cudaSource : cudaSource + multi.source;
+  // The generated CUDA C's store_bf16 kernels write two bytes (as on a GPU)
+  // unless STRETTO_BF16_STORAGE=0; C++ twins write floats.
+  const bool halves = !cudaSource.empty() && wantedBf16Storage();
+  const std::string full = cudaSource.empty() ? cudaSource
+                           : halves           ? cudaSource + multi.source
+                                              : kBf16AsF32Define + cudaSource + multi.source;
   return makeGpuPlanExecutor(graph,
                              std::make_unique<EmulatedGpu>(std::move(kernels), full,
                                                            &emulatorCache(), false,
                                                            cooperativeTwins),
-                             gemm, std::move(multi));
+                             gemm, std::move(multi), halves);
 }
 
 long long emulatedGpuLiveAllocations() { return gLive; }

@@ -916,7 +916,58 @@ TEST(PlanExecutor, CudaHalfWarpRowsOnTheEmulatedGpu) {
       EXPECT_NEAR(y[o * inner + j], want, 1e-5 * (1 + std::fabs(want)))
           << o << ", " << j;
     }
-  for (GpuBackend::Ptr p : {dx, dp, dy})
+  // The same sums over bf16 values stored in two bytes (kernel-bf16-storage)
+  // give the f32 kernels' sums of those values bit for bit; st_gather16
+  // moves the bits as they are (a transpose), st_gather_wide widens them.
+  std::vector<float> xb(x.size());
+  std::vector<uint16_t> bits(x.size());
+  for (size_t e = 0; e < x.size(); ++e) {
+    xb[e] = roundToBF16(x[e]);
+    uint32_t u;
+    std::memcpy(&u, &xb[e], 4);
+    bits[e] = static_cast<uint16_t>(u >> 16);
+  }
+  GpuBackend::Ptr d32 = upload(xb), d16 = gpu->alloc(bits.size() * 2),
+                  dt16 = gpu->alloc(bits.size() * 2), dw = gpu->alloc(bits.size() * 4),
+                  y32 = gpu->alloc(outer * inner * 4), y16 = gpu->alloc(outer * inner * 4);
+  gpu->uploadAsync(d16, bits.data(), bits.size() * 2);
+  const void *x32 = f(d32), *x16 = reinterpret_cast<const void *>(d16);
+  float *o32 = f(y32), *o16 = f(y16);
+  auto sameFloats = [&](const char *what, GpuBackend::Ptr p, GpuBackend::Ptr q, int64_t count) {
+    std::vector<float> want = fetch(p, count), got = fetch(q, count);
+    for (int64_t e = 0; e < count; ++e)
+      ASSERT_EQ(std::memcmp(&want[e], &got[e], 4), 0) << what << " element " << e;
+  };
+  run("st_column_partials", 3, 256, {&outer, &nred, &inner, &per, &chunks, &x32, &part});
+  run("st_column_combine", 1, 32, {&outer, &chunks, &inner, &pp, &o32});
+  run("st_column_partials16", 3, 256, {&outer, &nred, &inner, &per, &chunks, &x16, &part});
+  run("st_column_combine", 1, 32, {&outer, &chunks, &inner, &pp, &o16});
+  sameFloats("bf16 column partials", y32, y16, outer * inner);
+  run("st_column_sums", 2, 32, {&outer, &nred, &inner, &x32, &o32});
+  run("st_column_sums16", 2, 32, {&outer, &nred, &inner, &x16, &o16});
+  sameFloats("bf16 column sums", y32, y16, outer * inner);
+  // [outer, nred, inner] -> [inner, outer, nred] and back to floats.
+  struct Space { // RuntimeOps.cu's StSpace
+    int rank = 0;
+    int64_t dims[8] = {}, a[8] = {}, b[8] = {};
+  } tr, flat;
+  tr.rank = 3;
+  const int64_t trDims[3] = {inner, outer, nred}, trStrides[3] = {1, nred * inner, inner};
+  for (int d = 0; d < 3; ++d)
+    tr.dims[d] = trDims[d], tr.a[d] = trStrides[d];
+  int64_t total = outer * nred * inner, base = 0;
+  void *t16 = reinterpret_cast<void *>(dt16);
+  const void *t16in = t16;
+  float *wide = f(dw);
+  run("st_gather16", 4, 256, {&total, &x16, &base, &t16, &tr});
+  run("st_gather_wide", 4, 256, {&total, &t16in, &base, &wide, &flat});
+  std::vector<float> back = fetch(dw, total);
+  for (int64_t j = 0; j < inner; ++j)
+    for (int64_t o = 0; o < outer; ++o)
+      for (int64_t r = 0; r < nred; ++r)
+        ASSERT_EQ(back[(j * outer + o) * nred + r], xb[(o * nred + r) * inner + j])
+            << j << ", " << o << ", " << r;
+  for (GpuBackend::Ptr p : {dx, dp, dy, d32, d16, dt16, dw, y32, y16})
     gpu->free(p);
 }
 

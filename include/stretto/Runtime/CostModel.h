@@ -42,9 +42,11 @@ struct DeviceModel {
 const DeviceModel *findDeviceModel(const std::string &name, std::string *known = nullptr);
 
 /// Storage and GEMM precision of the prediction: f32 (CUDA cores), tf32
-/// (f32 storage, tensor-core GEMMs) or bf16 (bf16 activations and GEMM
-/// operands, f32 master weights and optimizer states: the storage the
-/// mixed-precision plan is to have).
+/// (f32 storage, tensor-core GEMMs) or bf16 (as the CUDA runtime runs a
+/// plan in bf16: GEMMs on bf16 operands with f32 results, two-byte values
+/// where the plan stores them so (store_bf16 kernels, and reshapes and
+/// transposes of them), four bytes elsewhere, and a rounding launch before
+/// each GEMM operand stored in four bytes).
 enum class CostPrecision { F32, TF32, BF16 };
 bool costPrecisionFromName(const std::string &name, CostPrecision &p);
 const char *costPrecisionName(CostPrecision p);
@@ -71,8 +73,10 @@ struct StepCost {
 
 /// Predicts one optimizer step of `graph` (its Step phase `microBatches`
 /// times, then its Update phase). `tokens` per step for the tok/s figures.
+/// `twoByteBf16` false: bf16 values in four bytes, as the CUDA runtime keeps
+/// them with STRETTO_BF16_STORAGE=0.
 StepCost predictStep(const Graph &graph, const DeviceModel &device, CostPrecision precision,
-                     int64_t microBatches, int64_t tokens);
+                     int64_t microBatches, int64_t tokens, bool twoByteBf16 = true);
 
 /// The report: the step's time eager and as one graph, tok/s, model
 /// TFLOP/s, a table by category and (detail > 0) the `detail` costliest

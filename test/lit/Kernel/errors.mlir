@@ -405,3 +405,35 @@ train.model @m {
   train.yield %z : tensor<f32>
   }
 }
+
+// -----
+
+// store_bf16 stores f32 results in bf16, not f64 ones.
+train.model @m {
+  train.step {
+  %x = train.input "x" : tensor<4xf64>
+  // expected-error @+1 {{'kernel.elementwise' op stores bf16 only from f32 results, not 'f64'}}
+  %r = kernel.elementwise (%x) {store_bf16} : tensor<4xf64> -> tensor<4xf64> {
+  ^bb0(%a: f64):
+    kernel.yield %a : f64
+  }
+  %l = train.reduce_sum %r [0] : tensor<4xf64> -> tensor<f64>
+  train.yield %l : tensor<f64>
+  }
+}
+
+// -----
+
+// store_bf16 has one result.
+train.model @m {
+  train.step {
+  %x = train.input "x" : tensor<4xf32>
+  // expected-error @+1 {{'kernel.elementwise' op stores bf16 only with one result, not 2}}
+  %r:2 = kernel.elementwise (%x) {store_bf16} : tensor<4xf32> -> tensor<4xf32>, tensor<4xf32> {
+  ^bb0(%a: f32):
+    kernel.yield %a, %a : f32, f32
+  }
+  %l = train.reduce_sum %r#0 [0] : tensor<4xf32> -> tensor<f32>
+  train.yield %l : tensor<f32>
+  }
+}
