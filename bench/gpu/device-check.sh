@@ -126,33 +126,38 @@ for p in "$B"/plans/*.plan; do
   esac
 done
 
+# A default GPU run of plan NAME against one with VAR=0 (a feature off),
+# 20 steps each, bit for bit (tolerances 0).
+unchanged_by() { # name VAR what-on what-off what-compared
+  local n=$1 var=$2 p=$B/plans/$1.plan rc
+  [ -f "$p" ] || return 0
+  trained "$n on $GPU, $3" "$RUNS/$n-$var-on" "$p" --device=$GPU --steps 20 || return 0
+  export "$var=0"
+  trained "$n on $GPU, $4" "$RUNS/$n-$var-off" "$p" --device=$GPU --steps 20
+  rc=$?
+  unset "$var"
+  [ $rc -eq 0 ] || return 0
+  same "$n on $GPU: $5, bit for bit" "$RUNS/$n-$var-on" "$RUNS/$n-$var-off" \
+    --loss-tol 0 --state-tol 0
+}
+
 # 1b. CUDA graphs: 20 steps replayed from graphs (the default: each
 # micro-step and update captured once) and launched node by node
-# (STRETTO_CUDA_GRAPHS=0) give the same losses and parameters bit for bit
-# (tolerances 0), with one micro-batch and with two (two micro-step graphs).
-# On the CPU (a dry run) there are no graphs: both runs are the same run.
+# (STRETTO_CUDA_GRAPHS=0) give the same losses and parameters bit for bit,
+# with one micro-batch and with two (two micro-step graphs). On the CPU (a
+# dry run) there are no graphs: both runs are the same run.
 for n in gpt-tiny gpt-tiny-micro2; do
-  p=$B/plans/$n.plan
-  [ -f "$p" ] || continue
-  trained "$n on $GPU, CUDA graphs" "$RUNS/$n-graphs" "$p" --device=$GPU --steps 20 &&
-    STRETTO_CUDA_GRAPHS=0 trained "$n on $GPU, no graphs" "$RUNS/$n-eager" "$p" --device=$GPU --steps 20 &&
-    same "$n on $GPU: CUDA graphs vs node by node, bit for bit" "$RUNS/$n-graphs" "$RUNS/$n-eager" \
-      --loss-tol 0 --state-tol 0
+  unchanged_by "$n" STRETTO_CUDA_GRAPHS "CUDA graphs" "no graphs" "CUDA graphs vs node by node"
 done
 
 # 1c. bf16 values in two bytes (kernel-bf16-storage: the default) and in
 # four (STRETTO_BF16_STORAGE=0: the same kernels storing floats, each GEMM
 # operand rounded into a bf16 copy first) are the same bf16s, so 20 steps
-# give the same losses and parameters bit for bit (tolerances 0; cuBLASLt
-# gets the same shapes, types and 64-byte alignment either way). On the
-# CPU (a dry run) values keep four bytes: both runs are the same run.
+# give the same losses and parameters bit for bit (cuBLASLt gets the same
+# shapes, types and 64-byte alignment either way). On the CPU (a dry run)
+# values keep four bytes: both runs are the same run.
 for n in gpt-tiny-bf16 gpt-mini-bf16; do
-  p=$B/plans/$n.plan
-  [ -f "$p" ] || continue
-  trained "$n on $GPU, two-byte bf16" "$RUNS/$n-two" "$p" --device=$GPU --steps 20 &&
-    STRETTO_BF16_STORAGE=0 trained "$n on $GPU, four-byte bf16" "$RUNS/$n-four" "$p" --device=$GPU --steps 20 &&
-    same "$n on $GPU: bf16 in two bytes vs four, bit for bit" "$RUNS/$n-two" "$RUNS/$n-four" \
-      --loss-tol 0 --state-tol 0
+  unchanged_by "$n" STRETTO_BF16_STORAGE "two-byte bf16" "four-byte bf16" "bf16 in two bytes vs four"
 done
 
 # 2. Pipeline and gossip plans: the GPU run against the CPU run, 20 steps.

@@ -15,22 +15,33 @@ Node node(OpKind kind, std::vector<int> operands, Shape shape) {
   return n;
 }
 
-/// x [64, 128] · w [128, 256], then an element-wise kernel over the
-/// product, then a reshape (a view).
-Graph gemmThenKernel() {
+/// A graph with the parameter w [128, 256].
+Graph withWeight() {
   Graph g;
   StateDecl w;
   w.name = "w";
   w.shape = {128, 256};
   w.isParam = true;
   g.states.push_back(w);
-  g.add(node(OpKind::Input, {}, {64, 128}));
+  return g;
+}
+
+/// Adds a read of w and the GEMM x · w, x = node `x` ([..., 64, 128]).
+void addGemmByWeight(Graph &g, int x, Shape out) {
   Node read = node(OpKind::Read, {}, {128, 256});
   read.name = "w";
-  g.add(read);
-  Node gemm = node(OpKind::Gemm, {0, 1}, {64, 256});
+  int r = g.add(read);
+  Node gemm = node(OpKind::Gemm, {x, r}, std::move(out));
   gemm.ints = {0, 0};
   g.add(gemm);
+}
+
+/// x [64, 128] · w [128, 256], then an element-wise kernel over the
+/// product, then a reshape (a view).
+Graph gemmThenKernel() {
+  Graph g = withWeight();
+  g.add(node(OpKind::Input, {}, {64, 128}));
+  addGemmByWeight(g, 0, {64, 256});
   Node k = node(OpKind::Kernel, {2}, {64, 256});
   k.name = "k0";
   g.add(k);
@@ -93,24 +104,14 @@ TEST(CostModel, Bf16GemmsRoundFourByteOperandsFirst) {
 // still gets one.
 TEST(CostModel, Bf16ValuesStoredInTwoBytesNeedNoRoundingLaunch) {
   const DeviceModel *d = findDeviceModel("h200");
-  Graph g;
-  StateDecl w;
-  w.name = "w";
-  w.shape = {128, 256};
-  w.isParam = true;
-  g.states.push_back(w);
+  Graph g = withWeight();
   g.add(node(OpKind::Input, {}, {64, 128}));
   Node k = node(OpKind::Kernel, {0}, {64, 128});
   k.name = "round";
   k.dtype = DType::BF16;
   g.add(k);
   g.add(node(OpKind::Reshape, {1}, {1, 64, 128}));
-  Node read = node(OpKind::Read, {}, {128, 256});
-  read.name = "w";
-  g.add(read);
-  Node gemm = node(OpKind::Gemm, {2, 3}, {1, 64, 256});
-  gemm.ints = {0, 0};
-  g.add(gemm);
+  addGemmByWeight(g, 2, {1, 64, 256});
   StepCost c = predictStep(g, *d, CostPrecision::BF16, 1, 64);
   ASSERT_EQ(c.nodes.size(), 2u);
   EXPECT_DOUBLE_EQ(c.nodes[0].bytes, 4.0 * 64 * 128 + 2.0 * 64 * 128) << "read f32, write bf16";
