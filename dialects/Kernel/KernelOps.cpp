@@ -218,6 +218,8 @@ LogicalResult GemmOp::verify() {
                          << a << ", " << b << " -> " << r;
   if (a.getRank() < 2 || b.getRank() < 2)
     return emitOpError() << "operands need rank >= 2, got " << a << " and " << b;
+  if (getStoreBf16() && !r.getElementType().isF32())
+    return emitOpError() << "stores bf16 only from an f32 result, not " << r.getElementType();
   // op(x): the [rows, cols] of x after its optional transpose.
   auto rowsCols = [](RankedTensorType t, bool transposed) {
     int64_t n = t.getRank();

@@ -151,13 +151,18 @@ def Kernel_GemmOp : Kernel_Op<"gemm", [Pure]> {
     `op(a) [..., M, K] x op(b) [K, N] -> [..., M, N]` (b shared by the
     batch) or `op(a) [..., M, K] x op(b) [..., K, N]` with equal batch dims.
 
+    `store_bf16` (set by `kernel-bf16-storage`; f32 results only): the
+    result is rounded to the nearest bf16, ties to even, and stored in two
+    bytes an element on devices that can (the CUDA runtime: cuBLASLt writes
+    bf16); the C++ runtimes keep the rounded value in four.
+
     ```mlir
     %dw = kernel.gemm %x, %dy transpose_a : tensor<64x128xf32>, tensor<64x384xf32> -> tensor<128x384xf32>
     ```
   }];
   let arguments = (ins Kernel_FloatTensor:$a, Kernel_FloatTensor:$b,
                        UnitAttr:$transpose_a, UnitAttr:$transpose_b,
-                       DefaultValuedAttr<F64Attr, "1.0">:$alpha);
+                       DefaultValuedAttr<F64Attr, "1.0">:$alpha, UnitAttr:$store_bf16);
   let results = (outs Kernel_FloatTensor:$result);
   let assemblyFormat = [{
     $a `,` $b (`transpose_a` $transpose_a^)? (`transpose_b` $transpose_b^)? attr-dict

@@ -135,18 +135,29 @@ def KernelLowerRows : Pass<"kernel-lower-rows", "::stretto::train::ModelOp"> {
 }
 
 def KernelBf16Storage : Pass<"kernel-bf16-storage", "::stretto::train::ModelOp"> {
-  let summary = "Stores in bf16 the rounded kernel values that only GEMMs read";
+  let summary = "Stores in bf16 the rounded values whose readers take bf16";
   let description = [{
     Runs last in the kernel pipeline. A `kernel.elementwise` with one f32
     result whose body yields a `kernel.round_bf16` (a rounding point of
     `train-mixed-precision`: its values are bf16 already) and whose every
-    user is a `kernel.gemm`, directly or through `train.reshape`s, gets
-    `store_bf16`: the CUDA runtime keeps it in two bytes an element and
-    hands it to cuBLASLt as a bf16 operand as it is, with no conversion
-    before the GEMM (the C++ runtimes keep four). No value changes: a
-    kernel that yields anything else, has several results, or has another
-    reader (a norm, attention, a transpose, a slice, a gradient) is left as
-    it is. f32 plans have no rounding points, so nothing is marked.
+    reader takes bf16 as it is gets `store_bf16`. Such readers are a
+    `kernel.gemm` (cuBLASLt's bf16 operand, no conversion before the GEMM),
+    a `kernel.elementwise` or `kernel.reduce` (its load widens), a
+    `train.reduce_sum` (the CUDA runtime's column sums widen), and a
+    `train.reshape` or `train.transpose` whose readers are such readers
+    (bf16 moved as bf16). The CUDA runtime keeps the value in two bytes an
+    element; the C++ runtimes keep the same rounded value in four. No value
+    changes: a kernel that yields anything else, has several results, or
+    has another reader (a norm, softmax, attention, a slice, a gradient
+    handed on) is left as it is.
+
+    A `kernel.gemm` with an f32 result whose every reader (through
+    reshapes) is a fused kernel that rounds it to bf16 before any other use
+    (every use of its block argument is a `kernel.round_bf16`: the rounding
+    `train-mixed-precision` put after the matmul) gets `store_bf16` too:
+    cuBLASLt writes the rounded product in bf16 and the kernels load it.
+    Rounding a value twice gives what rounding it once does, so no value
+    changes. f32 plans have no rounding points, so nothing is marked.
 
     Before:
     ```mlir

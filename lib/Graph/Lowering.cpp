@@ -137,6 +137,8 @@ static LogicalResult lowerPhase(Block &block, Phase phase, Graph &g) {
         .Case([&](kernel::GemmOp o) {
           n.ints = {o.getTransposeA() ? 1 : 0, o.getTransposeB() ? 1 : 0};
           n.floats = {o.getAlpha().convertToDouble()};
+          if (o.getStoreBf16()) // rounded to bf16 (kernel-bf16-storage)
+            n.dtype = DType::BF16;
         })
         .Case([&](WriteOp o) { n.name = o.getVar().str(); })
         .Case([&](GradOp o) { n.name = o.getVar().str(); })

@@ -3,8 +3,9 @@
 // Marks the fused kernels whose values may live in two bytes: a single-result
 // f32 `kernel.elementwise` that yields a `kernel.round_bf16` (its values are
 // bf16 already: the mixed-precision pass's rounding points) and whose every
-// reader can take bf16 as it is (see KernelPasses.td). The values do not
-// change; where they are stored does.
+// reader can take bf16 as it is, and a `kernel.gemm` whose every reader
+// rounds its result to bf16 before using it (see KernelPasses.td). The
+// values do not change; where they are stored does.
 //
 //===----------------------------------------------------------------------===//
 #include "stretto/Kernel/Passes.h"
@@ -36,8 +37,41 @@ bool readAsBf16(Value v) {
   return true;
 }
 
+/// Every reader of `v` (through reshapes) is a fused kernel that rounds it
+/// to bf16 before anything else: every use of its block argument is a
+/// kernel.round_bf16. Storing v rounded then changes no value.
+bool roundedFirstByEveryReader(Value v) {
+  if (v.use_empty())
+    return false;
+  for (OpOperand &use : v.getUses()) {
+    Operation *user = use.getOwner();
+    if (auto r = dyn_cast<train::ReshapeOp>(user)) {
+      if (!roundedFirstByEveryReader(r.getResult()))
+        return false;
+      continue;
+    }
+    Block *body = isa<kernel::ElementwiseOp>(user)
+                      ? &cast<kernel::ElementwiseOp>(user).getBodyBlock()
+                  : isa<kernel::ReduceOp>(user) ? &cast<kernel::ReduceOp>(user).getBodyBlock()
+                                                : nullptr;
+    if (!body)
+      return false;
+    for (Operation *argUser : body->getArgument(use.getOperandNumber()).getUsers())
+      if (!isa<kernel::RoundBf16Op>(argUser))
+        return false;
+  }
+  return true;
+}
+
 struct Bf16StoragePass : stretto::kernel::impl::KernelBf16StorageBase<Bf16StoragePass> {
   void runOnOperation() override {
+    // A GEMM result that each reader rounds first: cuBLASLt writes it in
+    // bf16.
+    getOperation().walk([&](kernel::GemmOp op) {
+      if (cast<RankedTensorType>(op.getType()).getElementType().isF32() &&
+          roundedFirstByEveryReader(op.getResult()))
+        op.setStoreBf16(true);
+    });
     getOperation().walk([&](kernel::ElementwiseOp op) {
       if (op.getNumResults() != 1 || !op.getResultType().getElementType().isF32())
         return;

@@ -314,6 +314,8 @@ bool stretto::kernel::storedInBf16(Value v) {
       v = def->getOperand(0);
       continue;
     }
+    if (auto g = dyn_cast<GemmOp>(def))
+      return g.getStoreBf16();
     auto e = dyn_cast<ElementwiseOp>(def);
     return e && e.getStoreBf16();
   }

@@ -76,7 +76,7 @@ std::string shapeText(const GemmCall &g) {
          (g.bf16   ? "bf16"
           : g.tf32 ? "tf32"
                    : "f32") +
-         " strides " + std::to_string(g.strideA) + "/" + std::to_string(g.strideB) + "/" +
+         (g.bf16Out ? " -> bf16" : "") + " strides " + std::to_string(g.strideA) + "/" + std::to_string(g.strideB) + "/" +
          std::to_string(g.strideC) + " align " + std::to_string(g.align);
 }
 } // namespace
@@ -167,7 +167,7 @@ CublasLt::Plan &CublasLt::planFor(const GemmCall &g) {
   };
   layout(&p->a, inType, lp.a);
   layout(&p->b, inType, lp.b);
-  layout(&p->c, kR32F, lp.c);
+  layout(&p->c, g.bf16Out ? kR16BF : kR32F, lp.c);
   void *pref = nullptr;
   ok(a.prefCreate(&pref), "preference");
   uint64_t ws = workspaceBytes_;
@@ -175,10 +175,11 @@ CublasLt::Plan &CublasLt::planFor(const GemmCall &g) {
   // cuBLASLt assumes 256-byte aligned matrices unless told otherwise; ours
   // are g.align-byte aligned (64: arena offsets), batch items as their
   // strides allow.
-  int inBytes = g.bf16 ? 2 : 4;
+  int inBytes = g.bf16 ? 2 : 4, outBytes = g.bf16Out ? 2 : 4;
   uint32_t align[4] = {lp.a.alignment(lp.batch, inBytes, g.align),
                        lp.b.alignment(lp.batch, inBytes, g.align),
-                       lp.c.alignment(lp.batch, 4, g.align), lp.c.alignment(lp.batch, 4, g.align)};
+                       lp.c.alignment(lp.batch, outBytes, g.align),
+                       lp.c.alignment(lp.batch, outBytes, g.align)};
   for (int m = 0; m < 4; ++m)
     ok(a.prefSet(pref, kPrefMinAlignA + m, &align[m], sizeof align[m]), "alignment preference");
   HeuristicResult result{};
@@ -192,7 +193,7 @@ CublasLt::Plan &CublasLt::planFor(const GemmCall &g) {
   return *plans_.emplace(key, std::move(p)).first->second;
 }
 
-void CublasLt::gemm(const GemmCall &g, const void *a, const void *b, float *c) {
+void CublasLt::gemm(const GemmCall &g, const void *a, const void *b, void *c) {
   device_->makeCurrent();
   Plan &p = planFor(g);
   const float beta = 0.0f;

@@ -52,6 +52,7 @@ struct GemmCall {
   bool ta = false, tb = false;
   int64_t strideA = 0, strideB = 0, strideC = 0; // elements between batch items (0: shared)
   bool bf16 = false; // A and B hold bf16 (uint16) values
+  bool bf16Out = false; // C is written in bf16 (rounded to nearest even), not f32
   bool tf32 = false; // f32 A and B multiplied on TF32 tensor cores
   float alpha = 1.0f;
   uint32_t align = 64; // bytes every base pointer is aligned to (the arena's 64)
@@ -85,7 +86,7 @@ public:
   ~CublasLt();
   /// Queues the GEMM on the device's stream. Throws std::runtime_error
   /// naming the shape when cuBLASLt has no algorithm or fails.
-  void gemm(const GemmCall &g, const void *a, const void *b, float *c);
+  void gemm(const GemmCall &g, const void *a, const void *b, void *c);
 
   struct Api;
   struct Plan;

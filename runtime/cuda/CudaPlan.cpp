@@ -314,7 +314,7 @@ public:
   // in device scratch (after `scratchUsed` floats the caller keeps there),
   // except an operand stored in bf16 already (aHalf, bHalf: a store_bf16
   // kernel's two-byte value), which cuBLASLt reads where it is.
-  void gemm(GemmCall g, const float *a, int64_t aCount, const float *b, int64_t bCount, float *c,
+  void gemm(GemmCall g, const float *a, int64_t aCount, const float *b, int64_t bCount, void *c,
             bool bf16, int64_t scratchUsed = 0, bool aHalf = false, bool bHalf = false) {
     if (!bf16) {
       if (aHalf || bHalf)
@@ -341,20 +341,22 @@ public:
   }
   // A batch with a shared operand (stride 0) as one GEMM per item: not
   // every cuBLASLt algorithm takes a zero batch stride.
-  void batched(GemmCall g, const void *a, const void *b, float *c, int bytes) {
+  void batched(GemmCall g, const void *a, const void *b, void *c, int bytes) {
     if (g.batch == 1 || (g.strideA != 0 && g.strideB != 0)) {
       gpu->gemm(g, a, b, c);
       return;
     }
     GemmCall one = g;
     one.batch = 1;
-    for (int64_t stride : {g.strideA * bytes, g.strideB * bytes, g.strideC * 4})
+    const int outBytes = g.bf16Out ? 2 : 4;
+    for (int64_t stride : {g.strideA * bytes, g.strideB * bytes, g.strideC * outBytes})
       while (one.align > 1 && stride % one.align != 0)
         one.align /= 2; // item i's pointers are base + i * stride
     one.strideA = one.strideB = one.strideC = 0;
     for (int64_t i = 0; i < g.batch; ++i)
       gpu->gemm(one, static_cast<const char *>(a) + i * g.strideA * bytes,
-                static_cast<const char *>(b) + i * g.strideB * bytes, c + i * g.strideC);
+                static_cast<const char *>(b) + i * g.strideB * bytes,
+                static_cast<char *>(c) + i * g.strideC * outBytes);
   }
   std::vector<float> fetch(const float *src, int64_t n) {
     std::vector<float> v(n);
@@ -593,8 +595,13 @@ void CudaPlanDevice::opGemm(NodeCall &nc) {
   } else {
     c.strideA = g.m * g.k, c.strideB = g.rhsBatched ? g.k * g.n : 0, c.strideC = g.m * g.n;
   }
+  // A result stored in bf16 (kernel-bf16-storage): cuBLASLt writes bf16
+  // where it has two bytes, else the f32 result is rounded in place.
+  c.bf16Out = nc.p.slots[nc.i].half;
   gemm(c, nc.in(0), numElements(nc.inShape(0)), nc.in(1), numElements(nc.inShape(1)), nc.out,
        nc.bf16, 0, nc.half(0), nc.half(1));
+  if (nc.n.dtype == DType::BF16 && !c.bf16Out)
+    launch("st_round_f32", nc.count, nc.count, nc.out);
 }
 
 void CudaPlanDevice::opMatmul(NodeCall &nc) {
@@ -1005,7 +1012,7 @@ public:
               const char *what) override {
     dev->launchAsync(fn, grid, block, params, 0, what);
   }
-  void gemm(const GemmCall &g, const void *a, const void *b, float *c) override {
+  void gemm(const GemmCall &g, const void *a, const void *b, void *c) override {
     blas->gemm(g, a, b, c);
   }
   bool canRecord() const override { return dev->canCapture(); }

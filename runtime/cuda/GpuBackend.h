@@ -56,7 +56,7 @@ public:
   virtual void launch(void *fn, unsigned grid, unsigned block, void **params, int count,
                       const char *what) = 0;
   /// Queues a GEMM (row-major, see GemmCall).
-  virtual void gemm(const GemmCall &g, const void *a, const void *b, float *c) = 0;
+  virtual void gemm(const GemmCall &g, const void *a, const void *b, void *c) = 0;
 
   // --- CUDA graphs (stream capture) ---
   /// Whether this GPU can record queued work as a graph.

@@ -571,6 +571,12 @@ extern "C" __global__ void st_scale_add(i64 n, float a, float *x, const float *y
   ST_LOOP(e, n) x[e] = a * x[e] + y[e];
 }
 
+/* x rounded to bf16 in place, kept in f32 (a GEMM result stored in bf16
+ * where values take four bytes). */
+extern "C" __global__ void st_round_f32(i64 n, float *x) {
+  ST_LOOP(e, n) x[e] = st_round_bf16(x[e]);
+}
+
 /* bf16 bits of x rounded to nearest even (KernelMath.inc's st_round_bf16). */
 extern "C" __global__ void st_to_bf16(i64 n, const float *x, unsigned short *y) {
   ST_LOOP(e, n) y[e] = (unsigned short)((unsigned int)st_bits_of(st_round_bf16(x[e])) >> 16);

@@ -67,10 +67,11 @@ struct Costing {
       c.flops = 2.0 * g.batch * g.m * g.n * g.k;
       double converted = 0; // elements of four-byte operands (bf16 runs)
       if (precision == CostPrecision::BF16) {
-        // cuBLASLt reads bf16 operands (2 bytes) and writes f32; an operand
-        // stored in four bytes is first rounded into a bf16 copy (a launch
-        // reading 4 and writing 2 bytes an element).
-        c.bytes = static_cast<double>(numelOf(n.shape)) * 4;
+        // cuBLASLt reads bf16 operands (2 bytes) and writes f32 (bf16 where
+        // the plan stores the result so); an operand stored in four bytes
+        // is first rounded into a bf16 copy (a launch reading 4 and writing
+        // 2 bytes an element).
+        c.bytes = valueBytes(list, static_cast<int>(&n - list.data())); // f32 or bf16 result
         for (int o : n.operands) {
           const double e = static_cast<double>(numelOf(list[o].shape));
           c.bytes += 2 * e;
@@ -80,9 +81,17 @@ struct Costing {
           }
         }
       }
+      // A result stored in bf16 but held in four bytes (STRETTO_BF16_STORAGE
+      // =0) is rounded in place after the GEMM (a launch, 8 bytes an element).
+      const int self = static_cast<int>(&n - list.data());
+      const double roundedAfter = precision == CostPrecision::BF16 &&
+                                          n.dtype == DType::BF16 && !(half && (*half)[self])
+                                      ? 8.0 * static_cast<double>(numelOf(n.shape))
+                                      : 0.0;
+      c.launches += roundedAfter > 0;
       c.seconds = std::max(c.flops / (peak() * d.gemmEfficiency), memoryTime(c.bytes)) +
-                  memoryTime(6 * converted);
-      c.bytes += 6 * converted;
+                  memoryTime(6 * converted + roundedAfter);
+      c.bytes += 6 * converted + roundedAfter;
       c.what = "gemm " + std::to_string(g.batch) + "x" + std::to_string(g.m) + "x" +
                std::to_string(g.n) + "x" + std::to_string(g.k);
       return c;
@@ -190,7 +199,8 @@ StepCost stretto::predictStep(const Graph &graph, const DeviceModel &device,
     for (size_t i = 0; i < list.size(); ++i) {
       const Node &n = list[i];
       half[i] = precision == CostPrecision::BF16 && twoByteBf16 &&
-                ((n.kind == OpKind::Kernel && n.dtype == DType::BF16) ||
+                (((n.kind == OpKind::Kernel || n.kind == OpKind::Gemm) &&
+                  n.dtype == DType::BF16) ||
                  ((n.kind == OpKind::Reshape || n.kind == OpKind::Transpose) &&
                   half[n.operands[0]]));
     }

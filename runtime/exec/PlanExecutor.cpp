@@ -648,6 +648,9 @@ void HostDevice::opGemm(NodeCall &nc) {
     roundOperands({&a, &b}, {numElements(nc.inShape(0)), numElements(nc.inShape(1))});
   batchedGemm(a, b, nc.out, g.batch, g.m, g.n, g.k, g.ta, g.tb, g.rhsBatched,
               static_cast<float>(g.alpha));
+  if (nc.n.dtype == DType::BF16) // stored in bf16 (kernel-bf16-storage): rounded, in f32
+    for (int64_t e = 0; e < nc.count; ++e)
+      nc.out[e] = roundToBF16(nc.out[e]);
 }
 
 void HostDevice::opMatmul(NodeCall &nc) {
@@ -1027,7 +1030,8 @@ bool PlanExecutor::supports(const Graph &graph, std::string &why) {
   for (Phase ph : {Phase::Step, Phase::Update, Phase::Outer})
     for (const Node &n : graph.phase(ph))
       if (n.dtype != DType::F32 && n.dtype != DType::I32 && !isSink(n.kind) &&
-          !(n.dtype == DType::BF16 && n.kind == OpKind::Kernel)) { // store_bf16 kernels
+          !(n.dtype == DType::BF16 &&
+            (n.kind == OpKind::Kernel || n.kind == OpKind::Gemm))) { // store_bf16
         why = std::string(opKindName(n.kind)) + " at " + n.loc + " is " + dtypeName(n.dtype) +
               " (only f32 so far)";
         return false;

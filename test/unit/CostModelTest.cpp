@@ -128,6 +128,23 @@ TEST(CostModel, Bf16ValuesStoredInTwoBytesNeedNoRoundingLaunch) {
   EXPECT_DOUBLE_EQ(f.nodes[0].bytes, 8.0 * 64 * 128);
 }
 
+// A GEMM result stored in bf16 (Node dtype BF16): cuBLASLt writes two
+// bytes an element; held in four (STRETTO_BF16_STORAGE=0) it is rounded in
+// place after the GEMM, a launch reading and writing four bytes.
+TEST(CostModel, Bf16GemmResultsAreWrittenInTwoBytes) {
+  const DeviceModel *d = findDeviceModel("h200");
+  Graph g = gemmThenKernel();
+  g.nodes[2].dtype = DType::BF16; // the GEMM
+  StepCost two = predictStep(g, *d, CostPrecision::BF16, 1, 64);
+  StepCost four = predictStep(g, *d, CostPrecision::BF16, 1, 64, /*twoByteBf16=*/false);
+  const double ins = 64 * 128 + 128 * 256, out = 64 * 256;
+  EXPECT_DOUBLE_EQ(two.nodes[0].bytes, 2 * out + 2 * ins + 6 * ins);
+  EXPECT_EQ(two.nodes[0].launches, 3);
+  EXPECT_DOUBLE_EQ(four.nodes[0].bytes, 4 * out + 2 * ins + 6 * ins + 8 * out);
+  EXPECT_EQ(four.nodes[0].launches, 4);
+  EXPECT_DOUBLE_EQ(two.nodes[1].bytes, 2 * out + 4 * out) << "the kernel reads two bytes";
+}
+
 TEST(CostModel, MicroBatchesRepeatTheStepAndSumTheirGradients) {
   const DeviceModel *d = findDeviceModel("h200");
   Graph g = gemmThenKernel();

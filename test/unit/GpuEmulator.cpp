@@ -341,6 +341,7 @@ struct EmuKernel {
   void *cuda = nullptr;                  // generated CUDA C (all pointer arguments)
   PlanExecutor::KernelFn twin = nullptr; // C++ twin
   bool cooperative = false;              // synchronises its block
+  bool bf16Slots = false;                // reads or writes two-byte bf16 (CUDA C only)
 };
 
 // Calls fn(args[0], ..., args[n-1]) for a function of n pointer arguments.
@@ -429,6 +430,7 @@ std::map<std::string, EmuKernel> runtimeOps(bool blockReductions) {
   add("st_column_sums16", adapt(st_column_sums16));
   add("st_gather16", adapt(st_gather16));
   add("st_gather_wide", adapt(st_gather_wide));
+  add("st_round_f32", adapt(st_round_f32));
 #define EMU_FLASH(D)                                                           \
   add("st_flash_fwd_d" #D, adapt(st_flash_fwd_d##D));                          \
   add("st_flash_bwd_q_d" #D, adapt(st_flash_bwd_q_d##D));                      \
@@ -488,14 +490,17 @@ public:
     for (size_t i = 2; i < symbols.size(); ++i) {
       EmuKernel &e = model[symbols[i]];
       e.cuda = reinterpret_cast<void *>(fns[i]);
-      // Cooperative: its body (up to the next kernel) synchronises, or
-      // calls a half-warp row function (KernelMath.inc's shuffles).
+      // Cooperative: its body (the wrapper, to its closing brace)
+      // synchronises, or calls a half-warp row function (KernelMath.inc's
+      // shuffles). A kernel with two-byte bf16 operands (ST_BF16_SLOT)
+      // never runs its C++ twin, whose slots are floats.
       size_t at = cudaSource.find("void " + symbols[i] + "(");
-      size_t next = cudaSource.find("extern \"C\"", at);
-      std::string body = cudaSource.substr(at, next == std::string::npos ? next : next - at);
+      size_t end = cudaSource.find("\n}\n", at);
+      std::string body = cudaSource.substr(at, end == std::string::npos ? end : end - at);
       e.cooperative = body.find("__syncthreads") != std::string::npos ||
                       body.find("__shfl") != std::string::npos ||
                       body.find("_row16(") != std::string::npos;
+      e.bf16Slots = body.substr(0, body.find('{')).find("ST_BF16_SLOT") != std::string::npos;
     }
   }
   ~EmulatedGpu() override {
@@ -615,7 +620,7 @@ public:
     if (grid == 0 || block == 0 || grid > 65535 || block > 1024)
       throw std::runtime_error(std::string("emulated GPU: bad launch geometry for ") + what);
     using namespace stretto_emu;
-    if (k.cuda && !(cooperativeTwins && k.cooperative && k.twin)) {
+    if (k.cuda && (k.bf16Slots || !(cooperativeTwins && k.cooperative && k.twin))) {
       // generated CUDA C: pointer arguments, the output last
       if (count >= static_cast<int>(pointerCallers().size()))
         throw std::runtime_error(std::string("emulated GPU: too many arguments for ") + what);
@@ -645,10 +650,10 @@ public:
     });
   }
   // cuBLASLt's column-major problem, computed as it is specified.
-  void gemm(const GemmCall &g, const void *a, const void *b, float *c) override {
+  void gemm(const GemmCall &g, const void *a, const void *b, void *c) override {
     queue([=] { gemmNow(g, a, b, c); });
   }
-  void gemmNow(const GemmCall &g, const void *a, const void *b, float *c) {
+  void gemmNow(const GemmCall &g, const void *a, const void *b, void *c) {
     LtProblem p = columnMajorProblem(g);
     if (g.tf32)
       ++gTf32Gemms;
@@ -681,7 +686,7 @@ public:
     };
     checkAligned(b, p.a, inBytes, "B");
     checkAligned(a, p.b, inBytes, "A");
-    checkAligned(c, p.c, 4, "C");
+    checkAligned(c, p.c, g.bf16Out ? 2 : 4, "C");
     int64_t kk = p.opA == cublaslt::kOpN ? p.a.cols : p.a.rows;
     for (int64_t bt = 0; bt < p.batch; ++bt)
       for (int64_t i = 0; i < p.c.rows; ++i)
@@ -689,7 +694,18 @@ public:
           float s = 0.0f;
           for (int64_t l = 0; l < kk; ++l) // cuBLASLt's A is our B
             s += at(b, p.a, p.opA, bt, i, l) * at(a, p.b, p.opB, bt, l, j);
-          c[bt * p.c.stride + i + j * p.c.ld] = g.alpha * s;
+          // f32, or bf16 rounded to nearest even (cuBLASLt's conversion of
+          // the scaled f32 result when D is CUDA_R_16BF).
+          const int64_t at = bt * p.c.stride + i + j * p.c.ld;
+          const float v = g.alpha * s;
+          if (!g.bf16Out) {
+            static_cast<float *>(c)[at] = v;
+            continue;
+          }
+          float r = roundToBF16(v);
+          uint32_t bits;
+          std::memcpy(&bits, &r, 4);
+          static_cast<uint16_t *>(c)[at] = static_cast<uint16_t>(bits >> 16);
         }
   }
 

@@ -40,8 +40,8 @@ std::string joinCudaSources(const std::vector<KernelSource> &kernels);
 /// [firstDim, rank) of `space` (unit dims aside), either contiguous or
 /// constant: then a C++ loop over those dims has unit-stride or invariant
 /// loads. kernel-fuse-reductions only forms reductions that pass this.
-/// Whether `v` lives in bf16: a store_bf16 kernel's result, or a reshape or
-/// transpose of one (kernel-bf16-storage). Kernels read such an operand
+/// Whether `v` lives in bf16: a store_bf16 kernel's or GEMM's result, or a
+/// reshape or transpose of one (kernel-bf16-storage). Kernels read such an operand
 /// through the prelude's ST_LOAD_BF16.
 bool storedInBf16(mlir::Value v);
 

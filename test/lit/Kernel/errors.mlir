@@ -437,3 +437,17 @@ train.model @m {
   train.yield %l : tensor<f32>
   }
 }
+
+// -----
+
+// A GEMM stores bf16 only from an f32 result.
+train.model @m {
+  train.step {
+  %x = train.input "x" : tensor<4x8xf64>
+  %w = train.input "w" : tensor<8x6xf64>
+  // expected-error @+1 {{'kernel.gemm' op stores bf16 only from an f32 result, not 'f64'}}
+  %y = kernel.gemm %x, %w {store_bf16} : tensor<4x8xf64>, tensor<8x6xf64> -> tensor<4x6xf64>
+  %l = train.reduce_sum %y [0, 1] : tensor<4x6xf64> -> tensor<f64>
+  train.yield %l : tensor<f64>
+  }
+}
