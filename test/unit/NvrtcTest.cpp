@@ -27,6 +27,7 @@
 #endif
 
 #include <regex>
+#include "cuda/GpuBackend.h"
 #include "cuda/MultiTensor.h"
 
 #include <string>
@@ -36,17 +37,20 @@ using namespace stretto;
 
 namespace {
 
-// The CUDA kernels of gpt-tiny's step and update phases.
-std::vector<KernelSource> gptTinyKernels() {
+// The CUDA kernels of gpt-tiny's step and update phases (`bf16`: compiled
+// with bf16 storage, train.precision = "bf16").
+std::vector<KernelSource> gptTinyKernels(bool bf16 = false) {
   mlir::MLIRContext ctx;
   ctx.loadDialect<train::TrainDialect, kernel::KernelDialect>();
   auto diag = printDiagnostics(ctx);
   std::optional<LoadedModel> loaded =
-      loadModel(ctx, STRETTO_SOURCE_DIR "/examples/gpt-tiny.toml", {});
+      loadModel(ctx, STRETTO_SOURCE_DIR "/examples/gpt-tiny.toml",
+                bf16 ? std::vector<std::string>{"train.precision=bf16"}
+                     : std::vector<std::string>{});
   if (!loaded)
     return {};
   mlir::PassManager pm(&ctx);
-  buildTrainingPipeline(pm);
+  buildTrainingPipeline(pm, TrainingPipelineOptions::fromTrainer(loaded->model));
   buildKernelPipeline(pm); // GEMMs, elementwise and reduction kernels
   if (mlir::failed(pm.run(*loaded->module)))
     return {};
@@ -240,6 +244,44 @@ TEST(NvrtcTest, MultiTensorKernelsCompileForSm90) {
     EXPECT_NE(r.log.find("Function properties for " + name), std::string::npos) << name;
   std::printf("[nvrtc] sm_90: %zu multi-tensor kernels for %zu of gpt-tiny's kernels\n",
               multi.inputs.size(), multi.groupOf.size());
+#endif
+}
+
+// gpt-tiny with bf16 storage, as one unit: its store_bf16 kernels (two-byte
+// slots, ST_STORE_BF16 and ST_LOAD_BF16) compile for sm_90 without spills,
+// and so does the same unit with kBf16AsF32Define in front (the runtime's
+// STRETTO_BF16_STORAGE=0: four-byte slots).
+TEST(NvrtcTest, Bf16StorageKernelsCompileForSm90) {
+#ifndef STRETTO_HAVE_NVRTC
+  GTEST_SKIP() << "CUDA toolkit not found at configure time (STRETTO_HAVE_CUDA=OFF)";
+#else
+  std::vector<KernelSource> kernels = gptTinyKernels(/*bf16=*/true);
+  ASSERT_FALSE(kernels.empty());
+  KernelSource unit;
+  unit.name = "gpt-tiny-bf16-unit";
+  int slots = 0;
+  for (const KernelSource &k : kernels) {
+    size_t at = k.cuda.find("// " + k.name + ": (");
+    ASSERT_NE(at, std::string::npos) << k.name << ": no kernel header";
+    if (unit.cuda.empty())
+      unit.cuda = k.cuda.substr(0, at); // the prelude
+    unit.cuda += k.cuda.substr(at);
+    slots += k.body.find("ST_BF16_SLOT") != std::string::npos;
+  }
+  EXPECT_GT(slots, 10) << "few kernels read or write two-byte bf16";
+  std::regex spill(R"((\d+) bytes spill stores, (\d+) bytes spill loads)");
+  for (bool four : {false, true}) {
+    KernelSource u = unit;
+    if (four)
+      u.cuda = kBf16AsF32Define + u.cuda;
+    NvrtcResult r = compile(u, "sm_90");
+    ASSERT_TRUE(r.ok) << (four ? "four-byte: " : "two-byte: ") << r.log;
+    for (auto it = std::sregex_iterator(r.log.begin(), r.log.end(), spill);
+         it != std::sregex_iterator(); ++it)
+      EXPECT_TRUE(std::stoi((*it)[1]) == 0 && std::stoi((*it)[2]) == 0) << r.log;
+  }
+  std::printf("[nvrtc] sm_90: gpt-tiny bf16, %zu kernels, %d with two-byte slots\n",
+              kernels.size(), slots);
 #endif
 }
 
