@@ -100,6 +100,22 @@ train.model @sums {
 }
 
 #ifdef STRETTO_HAVE_NVRTC
+// The kernels' CUDA C as one unit (the prelude once, as the runtime
+// compiles a model), or an empty unit when a kernel has no header.
+KernelSource oneUnit(const std::vector<KernelSource> &kernels, const std::string &name) {
+  KernelSource unit;
+  unit.name = name;
+  for (const KernelSource &k : kernels) {
+    size_t at = k.cuda.find("// " + k.name + ": (");
+    if (at == std::string::npos)
+      return KernelSource{};
+    if (unit.cuda.empty())
+      unit.cuda = k.cuda.substr(0, at); // the prelude
+    unit.cuda += k.cuda.substr(at);
+  }
+  return unit;
+}
+
 struct NvrtcResult {
   bool ok = false;
   std::string log;
@@ -221,15 +237,8 @@ TEST(NvrtcTest, MultiTensorKernelsCompileForSm90) {
 #else
   std::vector<KernelSource> kernels = gptTinyKernels();
   ASSERT_FALSE(kernels.empty());
-  KernelSource unit;
-  unit.name = "gpt-tiny-unit";
-  for (const KernelSource &k : kernels) {
-    size_t at = k.cuda.find("// " + k.name + ": (");
-    ASSERT_NE(at, std::string::npos) << k.name << ": no kernel header";
-    if (unit.cuda.empty())
-      unit.cuda = k.cuda.substr(0, at); // the prelude
-    unit.cuda += k.cuda.substr(at);
-  }
+  KernelSource unit = oneUnit(kernels, "gpt-tiny-unit");
+  ASSERT_FALSE(unit.cuda.empty()) << "a kernel has no header";
   MultiTensorKernels multi = multiTensorKernels(unit.cuda);
   EXPECT_GE(multi.inputs.size(), 3u) << "AdamW's m, v and parameter updates";
   EXPECT_GE(multi.groupOf.size(), 3 * 29u) << "each of gpt-tiny's 30 parameters";
@@ -257,17 +266,11 @@ TEST(NvrtcTest, Bf16StorageKernelsCompileForSm90) {
 #else
   std::vector<KernelSource> kernels = gptTinyKernels(/*bf16=*/true);
   ASSERT_FALSE(kernels.empty());
-  KernelSource unit;
-  unit.name = "gpt-tiny-bf16-unit";
+  KernelSource unit = oneUnit(kernels, "gpt-tiny-bf16-unit");
+  ASSERT_FALSE(unit.cuda.empty()) << "a kernel has no header";
   int slots = 0;
-  for (const KernelSource &k : kernels) {
-    size_t at = k.cuda.find("// " + k.name + ": (");
-    ASSERT_NE(at, std::string::npos) << k.name << ": no kernel header";
-    if (unit.cuda.empty())
-      unit.cuda = k.cuda.substr(0, at); // the prelude
-    unit.cuda += k.cuda.substr(at);
+  for (const KernelSource &k : kernels)
     slots += k.body.find("ST_BF16_SLOT") != std::string::npos;
-  }
   EXPECT_GT(slots, 10) << "few kernels read or write two-byte bf16";
   std::regex spill(R"((\d+) bytes spill stores, (\d+) bytes spill loads)");
   for (bool four : {false, true}) {
