@@ -14,7 +14,9 @@ namespace {
 // TFLOP/s, TF32 495, FP32 67; HBM3e 4.8 TB/s). Efficiencies: rules of thumb
 // for cuBLASLt GEMMs (0.6-0.8) and streaming kernels with 16-byte accesses
 // (0.8-0.9); FlashAttention-2 reaches about 35 % of the Hopper peak
-// (FlashAttention-3 paper, arXiv:2407.08608). Eager launch: a few
+// (FlashAttention-3 paper, arXiv:2407.08608), which the runtime's fused
+// attention, a thread a row in f32 on CUDA cores, is credited with of the
+// FP32 peak (an upper guess, unmeasured). Eager launch: a few
 // microseconds of host time per kernel; a replayed CUDA graph leaves gaps
 // well under a microsecond. All estimates, to rank where a step's time
 // goes, not to replace a measurement. H100 SXM: the same chip with 3.35
@@ -33,6 +35,7 @@ struct Costing {
   CostPrecision precision;
   double elem;                   // storage bytes per element in this phase
   const std::vector<char> *half; // by node: stored in two bytes (bf16 runs)
+  bool bf16Plan = false;         // the plan has bf16 storage (train-mixed-precision)
 
   /// Bytes of node i's value as stored.
   double valueBytes(const std::vector<Node> &list, int i) const {
@@ -45,6 +48,18 @@ struct Costing {
                                               : d.f32Flops;
   }
   double memoryTime(double bytes) const { return bytes / (d.bandwidth * d.memoryEfficiency); }
+
+  /// Whether the CUDA runtime runs this attention (or its gradient) fused
+  /// (CudaPlan.cpp's flashSuffix): head dims 8 to 64 with values of the
+  /// same dim, unless its products are bf16 (--precision bf16 on an f32
+  /// plan: the GEMM path).
+  bool flashPath(const Node &n, const std::vector<Node> &list) const {
+    const Shape &q = list[n.operands[0]].shape, &v = list[n.operands[2]].shape;
+    const int64_t dq = q.back(), dv = v.back();
+    if (precision == CostPrecision::BF16 && !bf16Plan)
+      return false;
+    return dq == dv && (dq == 8 || dq == 16 || dq == 32 || dq == 64);
+  }
 
   NodeCost cost(const std::vector<Node> &list, const Node &n) const {
     NodeCost c;
@@ -105,8 +120,23 @@ struct Costing {
       // The backward's five T x T products against the forward's two.
       c.flops = n.kind == OpKind::Attention ? fwd : 2.5 * fwd;
       c.category = "attention";
-      c.seconds = std::max(c.flops / (peak() * d.attentionEfficiency), memoryTime(c.bytes));
       c.what = std::string(opKindName(n.kind)) + " " + shapeText(q);
+      if (flashPath(n, list)) {
+        // The CUDA runtime's fused kernels (st_flash_*): f32 on CUDA cores.
+        c.seconds = std::max(c.flops / (d.f32Flops * d.attentionEfficiency), memoryTime(c.bytes));
+        c.what += " (fused, CUDA cores)";
+        return c;
+      }
+      // The GEMM path: the products through cuBLASLt (bf16 tensor cores
+      // with --precision bf16 on an f32 plan), the T x T scores through
+      // memory in f32: written, read and written by the softmax, read by
+      // the second product (4 passes); the backward's 9.
+      const double tk = static_cast<double>(in(1)[in(1).size() - 2]);
+      const double scores = 4.0 * b * t * tk * (n.kind == OpKind::Attention ? 4 : 9);
+      c.bytes += scores;
+      c.launches = n.kind == OpKind::Attention ? 3 : 6;
+      c.seconds = c.flops / (peak() * d.gemmEfficiency) + memoryTime(c.bytes);
+      c.what += " (GEMMs, scores in memory)";
       return c;
     }
     case OpKind::NewtonSchulz: {
@@ -192,6 +222,9 @@ StepCost stretto::predictStep(const Graph &graph, const DeviceModel &device,
                               bool twoByteBf16) {
   StepCost out;
   out.tokens = tokens;
+  bool bf16Plan = false;
+  for (const Node &n : graph.nodes)
+    bf16Plan = bf16Plan || n.kind == OpKind::RoundBf16 || n.dtype == DType::BF16;
   auto add = [&](const std::vector<Node> &list, double elem, int64_t times) {
     // bf16 runs: which values the CUDA runtime keeps in two bytes (a
     // store_bf16 kernel's, and reshapes and transposes of one).
@@ -204,7 +237,7 @@ StepCost stretto::predictStep(const Graph &graph, const DeviceModel &device,
                  ((n.kind == OpKind::Reshape || n.kind == OpKind::Transpose) &&
                   half[n.operands[0]]));
     }
-    Costing costing{device, precision, elem, &half};
+    Costing costing{device, precision, elem, &half, bf16Plan};
     for (const Node &n : list) {
       if (n.kind == OpKind::Grad && microBatches <= 1)
         continue;
@@ -252,9 +285,10 @@ std::string stretto::formatStepCost(const StepCost &cost, const DeviceModel &d,
                                             "stores them so, f32 master weights"
        : precision == CostPrecision::TF32 ? "f32 storage, TF32 GEMMs"
                                           : "f32 storage and GEMMs (no tensor cores)");
-  line("  assumed: GEMMs at %.0f%% of %.0f TFLOP/s, attention at %.0f%%, kernels at %.0f%% of "
-       "%.2f TB/s; %.1f us of host time per eager launch, %.2f us between kernels of a graph\n",
-       100 * d.gemmEfficiency, peak / 1e12, 100 * d.attentionEfficiency,
+  line("  assumed: GEMMs at %.0f%% of %.0f TFLOP/s, fused attention (f32, CUDA cores) at %.0f%% "
+       "of %.0f TFLOP/s, kernels at %.0f%% of %.2f TB/s; %.1f us of host time per eager "
+       "launch, %.2f us between kernels of a graph\n",
+       100 * d.gemmEfficiency, peak / 1e12, 100 * d.attentionEfficiency, d.f32Flops / 1e12,
        100 * d.memoryEfficiency, d.bandwidth / 1e12, d.eagerLaunchSeconds * 1e6,
        d.graphGapSeconds * 1e6);
   struct Sum {

@@ -145,6 +145,43 @@ TEST(CostModel, Bf16GemmResultsAreWrittenInTwoBytes) {
   EXPECT_DOUBLE_EQ(two.nodes[1].bytes, 2 * out + 4 * out) << "the kernel reads two bytes";
 }
 
+// Attention as the CUDA runtime runs it: fused (f32, CUDA cores: the FP32
+// peak) for head dims 8 to 64, also in a bf16-storage plan; with bf16
+// products on an f32 plan, the GEMM path (tensor-core peak) with the T x T
+// scores through memory.
+TEST(CostModel, AttentionIsFusedOnCudaCoresOrGemmsWithScoresInMemory) {
+  const DeviceModel *d = findDeviceModel("h200");
+  auto attention = [](int64_t dim, bool bf16Plan) {
+    Graph g;
+    for (int k = 0; k < 3; ++k)
+      g.add(node(OpKind::Input, {}, {2, 4, 128, dim}));
+    Node a = node(OpKind::Attention, {0, 1, 2}, {2, 4, 128, dim});
+    a.flag = 1; // causal
+    g.add(a);
+    if (bf16Plan)
+      g.add(node(OpKind::RoundBf16, {3}, {2, 4, 128, dim}));
+    return g;
+  };
+  const double flops = 4.0 * 8 * 128 * 128 * 64 * 0.5;
+  for (CostPrecision p : {CostPrecision::F32, CostPrecision::BF16}) {
+    NodeCost fused = predictStep(attention(64, p == CostPrecision::BF16), *d, p, 1, 256).nodes[0];
+    EXPECT_DOUBLE_EQ(fused.flops, flops);
+    EXPECT_DOUBLE_EQ(fused.seconds, std::max(flops / (d->f32Flops * d->attentionEfficiency),
+                                             fused.bytes / (d->bandwidth * d->memoryEfficiency)));
+    EXPECT_NE(fused.what.find("fused"), std::string::npos) << fused.what;
+  }
+  // Head dim 128 has no fused kernel; bf16 products on an f32 plan neither.
+  for (auto [dim, p] : {std::pair{int64_t(128), CostPrecision::F32}, {int64_t(64), CostPrecision::BF16}}) {
+    NodeCost gemms = predictStep(attention(dim, false), *d, p, 1, 256).nodes[0];
+    const double io = 4.0 * 4 * 2 * 4 * 128 * dim, scores = 4.0 * 4 * 8 * 128 * 128;
+    const double peak = p == CostPrecision::BF16 ? d->bf16Flops : d->f32Flops;
+    EXPECT_DOUBLE_EQ(gemms.bytes, io + scores);
+    EXPECT_DOUBLE_EQ(gemms.seconds, gemms.flops / (peak * d->gemmEfficiency) +
+                                        (io + scores) / (d->bandwidth * d->memoryEfficiency));
+    EXPECT_NE(gemms.what.find("GEMMs"), std::string::npos) << gemms.what;
+  }
+}
+
 TEST(CostModel, MicroBatchesRepeatTheStepAndSumTheirGradients) {
   const DeviceModel *d = findDeviceModel("h200");
   Graph g = gemmThenKernel();

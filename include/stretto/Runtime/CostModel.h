@@ -33,7 +33,7 @@ struct DeviceModel {
   double bandwidth = 0;    // HBM bytes/s
   double gemmEfficiency = 0.7;   // e_c of large library GEMMs
   double memoryEfficiency = 0.85; // e_m of wide streaming kernels
-  double attentionEfficiency = 0.35; // e_c of a fused (FlashAttention-2-like) attention
+  double attentionEfficiency = 0.35; // e_c of the fused attention (the runtime's: f32, CUDA cores)
   double eagerLaunchSeconds = 5e-6;  // host time per eager kernel launch
   double graphGapSeconds = 0.2e-6;   // device gap between kernels of a replayed graph
 };
