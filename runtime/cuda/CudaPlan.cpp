@@ -134,6 +134,10 @@ public:
     Ptr device = 0;
   };
   std::map<std::pair<int, int>, Table> tables;
+  // anyNonFinite: its table (states do not move) and its flag.
+  Table finiteTable;
+  Ptr finiteFlag = 0;
+  bool anyNonFinite(const std::vector<std::pair<const float *, int64_t>> &tensors) override;
   std::string multiKernel(const std::string &name) const override {
     auto it = multi.groupOf.find(name);
     return it != multi.groupOf.end() && hasKernel(it->second) ? it->second : "";
@@ -149,6 +153,9 @@ public:
       for (auto &[k, t] : tables)
         if (t.device)
           gpu->free(t.device);
+      for (Ptr p : {finiteTable.device, finiteFlag})
+        if (p)
+          gpu->free(p);
     } catch (...) {
     }
   }
@@ -556,6 +563,45 @@ bool CudaPlanDevice::execGroup(PlanExecutor::Impl &rt, const PhasePlan &p,
   gpu->launch(kernelFns.at(fnName), static_cast<unsigned>(first), 256, params, 1,
               fnName.c_str());
   return true;
+}
+
+// One launch over every tensor (st_flag_nonfinite), then the flag's four
+// bytes to the host: a step's check of its states reads them on the device
+// (a gigabyte for gpt-small with AdamW) instead of bringing them up.
+bool CudaPlanDevice::anyNonFinite(const std::vector<std::pair<const float *, int64_t>> &tensors) {
+  constexpr long long kChunk = 4096; // RuntimeOps.cu's ST_FINITE_CHUNK
+  std::vector<long long> table{0, 0};
+  for (auto [p, n] : tensors) {
+    if (n <= 0)
+      continue;
+    table.push_back(static_cast<long long>(reinterpret_cast<uintptr_t>(p)));
+    table.push_back(n);
+    table.push_back(table[1]);
+    table[1] += (n + kChunk - 1) / kChunk;
+    ++table[0];
+  }
+  if (table[0] == 0)
+    return false;
+  hostWork("a check of the states");
+  if (finiteTable.host != table) {
+    if (finiteTable.device)
+      gpu->free(finiteTable.device);
+    finiteTable.device = gpu->alloc(sizeof(long long) * table.size());
+    finiteTable.host = table;
+    gpu->uploadAsync(finiteTable.device, finiteTable.host.data(),
+                     sizeof(long long) * table.size());
+  }
+  if (!finiteFlag)
+    finiteFlag = gpu->alloc(sizeof(float));
+  gpu->memsetAsync(finiteFlag, 0, 1);
+  const void *t = reinterpret_cast<const void *>(finiteTable.device);
+  float *flag = reinterpret_cast<float *>(finiteFlag);
+  void *params[] = {&t, &flag};
+  gpu->launch(fn("st_flag_nonfinite"), gridFor(table[1] * 256, 256), 256, params, 2,
+              "st_flag_nonfinite");
+  float bad = 0;
+  gpu->downloadSync(&bad, finiteFlag, sizeof(float));
+  return bad != 0;
 }
 
 // A row-sum kernel with fewer rows than the device has multiprocessors and

@@ -571,6 +571,34 @@ extern "C" __global__ void st_scale_add(i64 n, float a, float *x, const float *y
   ST_LOOP(e, n) x[e] = a * x[e] + y[e];
 }
 
+/* *flag = 1 where any tensor of the table holds an inf or a NaN (equal
+ * stores race harmlessly); the host zeroes it first. table: entries, total
+ * blocks, then per entry its pointer, count and first block; a block
+ * covers ST_FINITE_CHUNK elements of one tensor. */
+#define ST_FINITE_CHUNK 4096
+extern "C" __global__ void st_flag_nonfinite(const long long *table, float *flag) {
+  const long long entries = table[0], blocks = table[1];
+  for (long long b = blockIdx.x; b < blocks; b += gridDim.x) {
+    long long lo = 0, hi = entries - 1; // the entry whose blocks hold b
+    while (lo < hi) {
+      const long long mid = (lo + hi + 1) / 2;
+      if (table[2 + 3 * mid + 2] <= b)
+        lo = mid;
+      else
+        hi = mid - 1;
+    }
+    const float *p = (const float *)table[2 + 3 * lo];
+    const long long n = table[2 + 3 * lo + 1];
+    const long long start = (b - table[2 + 3 * lo + 2]) * ST_FINITE_CHUNK;
+    const long long end = start + ST_FINITE_CHUNK < n ? start + ST_FINITE_CHUNK : n;
+    bool bad = false;
+    for (long long i = start + threadIdx.x; i < end; i += blockDim.x)
+      bad = bad || !(p[i] - p[i] == 0.0f); // x - x is 0 for finite x only
+    if (bad)
+      *flag = 1.0f;
+  }
+}
+
 /* x rounded to bf16 in place, kept in f32 (a GEMM result stored in bf16
  * where values take four bytes). */
 extern "C" __global__ void st_round_f32(i64 n, float *x) {

@@ -257,10 +257,26 @@ StepCost stretto::predictStep(const Graph &graph, const DeviceModel &device,
   // master weights and optimizer states.
   add(graph.nodes, 4.0, std::max<int64_t>(1, microBatches));
   add(graph.update, 4.0, 1);
-  int64_t params = 0;
-  for (const StateDecl &s : graph.states)
+  int64_t params = 0, stateElems = 0;
+  for (const StateDecl &s : graph.states) {
+    stateElems += numelOf(s.shape);
     if (s.isParam)
       params += numelOf(s.shape);
+  }
+  // After each step the runtime checks every state for an inf or a NaN on
+  // the device (one launch reading them all; PlanExecutor::nonFiniteState).
+  if (stateElems > 0) {
+    NodeCost check;
+    check.category = "state check";
+    check.what = "st_flag_nonfinite over every state";
+    check.bytes = 4.0 * static_cast<double>(stateElems);
+    check.seconds = check.bytes / (device.bandwidth * device.memoryEfficiency);
+    check.launches = 1;
+    out.deviceSeconds += check.seconds;
+    out.launches += 1;
+    out.bytes += check.bytes;
+    out.nodes.push_back(std::move(check));
+  }
   out.modelFlops = 6.0 * static_cast<double>(params) * static_cast<double>(tokens);
   double hostLaunch = static_cast<double>(out.launches) * device.eagerLaunchSeconds;
   out.eagerSeconds = std::max(out.deviceSeconds, hostLaunch);

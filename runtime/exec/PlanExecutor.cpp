@@ -1226,6 +1226,13 @@ HostTensor PlanExecutor::getState(const std::string &name) const {
 
 std::string PlanExecutor::nonFiniteState() const {
   const bool host = impl->dev->name() == std::string("cpu");
+  if (!host) { // one pass on the device; the states come up only when one is bad
+    std::vector<std::pair<const float *, int64_t>> all;
+    for (const planning::DeviceBuffer &b : impl->states)
+      all.emplace_back(b.data, b.size);
+    if (!impl->dev->anyNonFinite(all))
+      return "";
+  }
   std::vector<float> staged;
   for (size_t i = 0; i < impl->graph.states.size(); ++i) {
     const float *p = impl->states[i].data;

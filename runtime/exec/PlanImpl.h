@@ -149,6 +149,12 @@ public:
   // here, so that their buffers take half the floats; only GEMMs (and the
   // reshapes before them) may read such a value.
   virtual bool storesBf16Halves() const { return false; }
+  // Whether any of these tensors holds an inf or a NaN; a device answers
+  // without bringing them to the host (PlanExecutor::nonFiniteState).
+  // true: maybe (the caller looks at each one).
+  virtual bool anyNonFinite(const std::vector<std::pair<const float *, int64_t>> &) {
+    return true;
+  }
   virtual void *stream() { return nullptr; }
   virtual bool idle() { return true; }
   // Multi-tensor launches: the device's launch that runs element-wise

@@ -835,6 +835,36 @@ TEST_P(CompiledPath, Bf16StorageInTwoBytesMatchesFourBytes) {
   EXPECT_LT(two->stats().stepArenaBytes, four->stats().stepArenaBytes);
 }
 
+// The check of the states after each step (PlanExecutor::nonFiniteState)
+// reads them on the device: one launch over every state and the flag's
+// four bytes to the host, not every state (gpt-small with AdamW: a
+// gigabyte a step). A NaN or an inf in any state is found and named, as
+// the host's check names it.
+TEST_P(CompiledPath, NonFiniteStatesAreFoundOnTheDevice) {
+  EmulatedCase ec(GetParam(), "finite");
+  Compiled &c = ec.c;
+  std::unique_ptr<PlanExecutor> gpu = ec.make({{"STRETTO_CUDA_GRAPHS", "1"}}, c.cudaSource, true);
+  for (int step = 0; step < 3; ++step) { // the third replays graphs
+    for (int64_t k = 0; k < ec.micro; ++k)
+      gpu->microStep(ec.data->batch(Split::Train, uint64_t(step), k));
+    gpu->update();
+    const long long bytes = emulatedGpuDownloadedBytes();
+    EXPECT_EQ(gpu->nonFiniteState(), "") << "step " << step;
+    EXPECT_EQ(emulatedGpuDownloadedBytes() - bytes, 4) << "step " << step;
+  }
+  for (const char *value : {"nan", "inf", "-inf"})
+    for (size_t s : {size_t(0), c.graph.states.size() - 1}) {
+      const StateDecl &st = c.graph.states[s];
+      HostTensor saved = gpu->getState(st.name), bad = saved;
+      bad.data.back() = std::strtod(value, nullptr);
+      gpu->setState(st.name, bad);
+      const std::string found = gpu->nonFiniteState();
+      EXPECT_NE(found.find("'" + st.name + "'"), std::string::npos) << value << ": " << found;
+      gpu->setState(st.name, saved);
+      EXPECT_EQ(gpu->nonFiniteState(), "");
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Models, CompiledPath,
     testing::Values(

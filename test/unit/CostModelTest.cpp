@@ -56,8 +56,8 @@ TEST(CostModel, GemmsAreComputeOrBandwidthBoundKernelsBandwidthBound) {
   ASSERT_NE(d, nullptr);
   Graph g = gemmThenKernel();
   StepCost c = predictStep(g, *d, CostPrecision::F32, 1, 64);
-  ASSERT_EQ(c.nodes.size(), 2u) << "the reshape is a view, the input and read are I/O";
-  const NodeCost &gemm = c.nodes[0], &kernel = c.nodes[1];
+  ASSERT_EQ(c.nodes.size(), 3u) << "the reshape is a view, the input and read are I/O";
+  const NodeCost &gemm = c.nodes[0], &kernel = c.nodes[1], &check = c.nodes[2];
   EXPECT_EQ(gemm.category, "gemm");
   EXPECT_DOUBLE_EQ(gemm.flops, 2.0 * 64 * 256 * 128);
   EXPECT_DOUBLE_EQ(gemm.bytes, 4.0 * (64 * 128 + 128 * 256 + 64 * 256));
@@ -67,12 +67,17 @@ TEST(CostModel, GemmsAreComputeOrBandwidthBoundKernelsBandwidthBound) {
   EXPECT_EQ(kernel.category, "element-wise kernel");
   EXPECT_DOUBLE_EQ(kernel.bytes, 4.0 * 2 * 64 * 256);
   EXPECT_DOUBLE_EQ(kernel.seconds, kernel.bytes / (d->bandwidth * d->memoryEfficiency));
-  EXPECT_EQ(c.launches, 2);
-  EXPECT_DOUBLE_EQ(c.deviceSeconds, gemm.seconds + kernel.seconds);
-  // Two launches of a few microseconds outweigh two tiny kernels: eagerly
-  // launched, the step is bound by the host.
-  EXPECT_DOUBLE_EQ(c.eagerSeconds, 2 * d->eagerLaunchSeconds);
-  EXPECT_DOUBLE_EQ(c.graphSeconds, c.deviceSeconds + 2 * d->graphGapSeconds);
+  // After the step, every state is read once on the device for infs and
+  // NaNs (one launch).
+  EXPECT_EQ(check.category, "state check");
+  EXPECT_DOUBLE_EQ(check.bytes, 4.0 * 128 * 256);
+  EXPECT_EQ(check.launches, 1);
+  EXPECT_EQ(c.launches, 3);
+  EXPECT_DOUBLE_EQ(c.deviceSeconds, gemm.seconds + kernel.seconds + check.seconds);
+  // Three launches of a few microseconds outweigh three tiny kernels:
+  // eagerly launched, the step is bound by the host.
+  EXPECT_DOUBLE_EQ(c.eagerSeconds, 3 * d->eagerLaunchSeconds);
+  EXPECT_DOUBLE_EQ(c.graphSeconds, c.deviceSeconds + 3 * d->graphGapSeconds);
   EXPECT_DOUBLE_EQ(c.modelFlops, 6.0 * 128 * 256 * 64);
 }
 
@@ -113,7 +118,7 @@ TEST(CostModel, Bf16ValuesStoredInTwoBytesNeedNoRoundingLaunch) {
   g.add(node(OpKind::Reshape, {1}, {1, 64, 128}));
   addGemmByWeight(g, 2, {1, 64, 256});
   StepCost c = predictStep(g, *d, CostPrecision::BF16, 1, 64);
-  ASSERT_EQ(c.nodes.size(), 2u);
+  ASSERT_EQ(c.nodes.size(), 3u) << "the kernel, the GEMM and the state check";
   EXPECT_DOUBLE_EQ(c.nodes[0].bytes, 4.0 * 64 * 128 + 2.0 * 64 * 128) << "read f32, write bf16";
   EXPECT_EQ(c.nodes[1].launches, 2) << "one rounding launch: the weight's";
   EXPECT_DOUBLE_EQ(c.nodes[1].bytes, 4.0 * 64 * 256 + 2.0 * (64 * 128 + 128 * 256) +
@@ -190,8 +195,8 @@ TEST(CostModel, MicroBatchesRepeatTheStepAndSumTheirGradients) {
   g.add(grad);
   StepCost one = predictStep(g, *d, CostPrecision::F32, 1, 64);
   StepCost two = predictStep(g, *d, CostPrecision::F32, 2, 128);
-  EXPECT_EQ(one.launches, 2) << "one micro-batch: the gradient is the sum, no accumulation";
-  EXPECT_EQ(two.launches, 6) << "two micro-batches: each step's nodes twice, plus the sums";
+  EXPECT_EQ(one.launches, 3) << "one micro-batch: the gradient is the sum, no accumulation";
+  EXPECT_EQ(two.launches, 7) << "two micro-batches: each step's nodes twice, plus the sums";
 }
 
 TEST(CostModel, UnknownDevicesAreNamed) {
@@ -207,6 +212,6 @@ TEST(CostModel, TheReportNamesTheBoundAndThePrediction) {
   std::string r = formatStepCost(c, *d, CostPrecision::F32, 5);
   EXPECT_NE(r.find("not a measurement"), std::string::npos) << r;
   EXPECT_NE(r.find("launch-bound"), std::string::npos) << r;
-  EXPECT_NE(r.find("the 2 costliest nodes"), std::string::npos) << r;
+  EXPECT_NE(r.find("the 3 costliest nodes"), std::string::npos) << r;
   EXPECT_NE(r.find("gemm 1x64x256x128"), std::string::npos) << r;
 }

@@ -305,6 +305,7 @@ std::atomic<long long> gLive{0};
 std::atomic<long long> gTf32Gemms{0};
 std::atomic<long long> gGraphLaunches{0};
 std::atomic<long long> gDirectWork{0};
+std::atomic<long long> gDownloadedBytes{0};
 
 // A TF32 tensor core's input: f32 rounded to 10 mantissa bits (to nearest,
 // ties to even), as cuBLAS's CUBLAS_COMPUTE_32F_FAST_TF32 documents.
@@ -431,6 +432,7 @@ std::map<std::string, EmuKernel> runtimeOps(bool blockReductions) {
   add("st_gather16", adapt(st_gather16));
   add("st_gather_wide", adapt(st_gather_wide));
   add("st_round_f32", adapt(st_round_f32));
+  add("st_flag_nonfinite", adapt(st_flag_nonfinite));
 #define EMU_FLASH(D)                                                           \
   add("st_flash_fwd_d" #D, adapt(st_flash_fwd_d##D));                          \
   add("st_flash_bwd_q_d" #D, adapt(st_flash_bwd_q_d##D));                      \
@@ -556,6 +558,7 @@ public:
   }
   void downloadSync(void *dst, Ptr src, size_t bytes) override {
     notCapturing("a download");
+    gDownloadedBytes += static_cast<long long>(bytes);
     std::memcpy(dst, reinterpret_cast<const void *>(src), bytes);
   }
   void synchronize() override { notCapturing("a stream synchronisation"); }
@@ -776,5 +779,6 @@ long long emulatedGpuLiveAllocations() { return gLive; }
 long long emulatedGpuTf32Gemms() { return gTf32Gemms; }
 long long emulatedGpuGraphLaunches() { return gGraphLaunches; }
 long long emulatedGpuDirectWork() { return gDirectWork; }
+long long emulatedGpuDownloadedBytes() { return gDownloadedBytes; }
 
 } // namespace stretto

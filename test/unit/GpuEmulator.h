@@ -59,6 +59,8 @@ long long emulatedGpuGraphLaunches();
 /// Stream work (launches, GEMMs, copies, memsets, uploads) queued outside
 /// graphs, so far: a step replayed from a graph adds none.
 long long emulatedGpuDirectWork();
+/// Bytes brought to the host (downloadSync) by every emulated GPU so far.
+long long emulatedGpuDownloadedBytes();
 
 } // namespace stretto
 
