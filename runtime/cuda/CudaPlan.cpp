@@ -28,6 +28,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <initializer_list>
 #include <thread>
 
 namespace stretto {
@@ -791,14 +792,19 @@ void CudaPlanDevice::opNormGrad(NodeCall &nc) {
 // The fused attention kernels' name for head dim d (RuntimeOps.cu's
 // st_flash_*), or "" where the GEMM path runs: bf16 GEMMs (the fused
 // kernels are f32), head dims other than 8, 16, 32 and 64, a value dim
-// unlike the key dim, or STRETTO_ATTENTION=gemm.
-std::string flashSuffix(const AttentionDims &a, bool bf16) {
+// unlike the key dim, rows the kernels read (`rowsRead`) not 16-byte
+// aligned, or STRETTO_ATTENTION=gemm.
+std::string flashSuffix(const AttentionDims &a, bool bf16,
+                        std::initializer_list<const float *> rowsRead) {
   static const bool gemmPath = [] {
     const char *env = std::getenv("STRETTO_ATTENTION");
     return env && std::string(env) == "gemm";
   }();
   if (gemmPath || bf16 || a.d != a.dv)
     return "";
+  for (const float *p : rowsRead) // read 16 bytes a load (RuntimeOps.cu's st_ld4)
+    if (reinterpret_cast<uintptr_t>(p) % 16 != 0)
+      return "";
   for (int64_t d : {8, 16, 32, 64})
     if (a.d == d)
       return "_d" + std::to_string(d);
@@ -809,7 +815,8 @@ void CudaPlanDevice::opAttention(NodeCall &nc) {
   AttentionDims a = attentionDims(nc.inShape(0), nc.inShape(1), nc.inShape(2));
   const float scale = static_cast<float>(nc.n.floats[0]);
   const int causal = nc.n.flag ? 1 : 0;
-  if (std::string d = flashSuffix(a, nc.bf16Inside); !d.empty()) { // no T x T matrix
+  if (std::string d = flashSuffix(a, nc.bf16Inside, {nc.in(0), nc.in(1), nc.in(2)});
+      !d.empty()) { // no T x T matrix
     const int64_t rows = a.batch * a.tq;
     launch(("st_flash_fwd" + d).c_str(), rows, rows, a.tq, a.tk, causal, scale,
            nc.in(0), nc.in(1), nc.in(2), nc.out);
@@ -847,7 +854,7 @@ void CudaPlanDevice::opAttentionGrad(NodeCall &nc) {
     return; // an empty batch (no queries or features: refused by validation)
   const float *q = nc.in(0), *k = nc.in(1), *v = nc.in(2), *g = nc.in(3);
   if (std::string fd =
-          flashSuffix(attentionDims(qs, nc.inShape(1), nc.inShape(2)), nc.bf16Inside);
+          flashSuffix(attentionDims(qs, nc.inShape(1), nc.inShape(2)), nc.bf16Inside, {q, k, v, g});
       !fd.empty()) { // dQ by query rows, then dK and dV by key rows
     const Shape &ks = nc.inShape(1);
     const int64_t tk = ks[ks.size() - 2], rows = batch * t, keys = batch * tk;

@@ -297,6 +297,34 @@ extern "C" __global__ void st_column_combine(i64 outer, i64 chunks, i64 inner, c
  * the GEMM path (period tq). The order of additions differs from the
  * GEMM path's, so the values agree to f32 rounding, not bit for bit.
  * q, o: [rows = batch * tq, D]; k, v: [batch * tk, D]. */
+/* Rows of D floats (D a multiple of 4, rows 16-byte aligned: CudaPlan.cpp
+ * checks) are read four floats a load; sums still add one product at a
+ * time in d order, so the values are those of one float a load. */
+#ifndef ST_HAVE_LD4
+ST_FN float4 st_ld4(const float *p) { return *reinterpret_cast<const float4 *>(p); }
+#endif
+/* s + a[0] b[0] + ... + a[D-1] b[D-1], in order (b read four at a time). */
+template <int D> ST_FN float st_dot_in_order(float s, const float *a, const float *b) {
+  for (int d = 0; d < D; d += 4) {
+    const float4 b4 = st_ld4(b + d);
+    s += a[d] * b4.x;
+    s += a[d + 1] * b4.y;
+    s += a[d + 2] * b4.z;
+    s += a[d + 3] * b4.w;
+  }
+  return s;
+}
+/* acc[d] += p x[d] for every d (x read four at a time). */
+template <int D> ST_FN void st_axpy_row(float *acc, float p, const float *x) {
+  for (int d = 0; d < D; d += 4) {
+    const float4 x4 = st_ld4(x + d);
+    acc[d] += p * x4.x;
+    acc[d + 1] += p * x4.y;
+    acc[d + 2] += p * x4.z;
+    acc[d + 3] += p * x4.w;
+  }
+}
+
 /* One score s of the online softmax: the running max m and sum l take it;
  * p = e^(s - m) after; returns the factor earlier terms are rescaled by
  * (1 while the max holds, 0 for the first score). */
@@ -325,16 +353,13 @@ ST_FN void st_flash_fwd(i64 rows, i64 tq, i64 tk, int causal, float scale, const
     }
     float m = 0.0f, l = 0.0f;
     for (i64 j = 0; j < end; ++j) {
-      float s = 0.0f;
-      for (int d = 0; d < D; ++d)
-        s += qr[d] * kb[j * D + d];
+      const float s = st_dot_in_order<D>(0.0f, qr, kb + j * D);
       float p;
       const float c = st_online_step(s * scale, j == 0, m, l, p);
       if (c != 1.0f) // a new max: the sum so far rescaled
         for (int d = 0; d < D; ++d)
           acc[d] *= c;
-      for (int d = 0; d < D; ++d)
-        acc[d] += p * vb[j * D + d];
+      st_axpy_row<D>(acc, p, vb + j * D);
     }
     for (int d = 0; d < D; ++d)
       o[r * D + d] = end > 0 ? acc[d] / l : 0.0f;
@@ -359,12 +384,12 @@ ST_FN void st_flash_bwd_q(i64 rows, i64 tq, i64 tk, int causal, float scale, con
       acc[d] = 0.0f;
     float m = 0.0f, l = 0.0f;
     for (i64 j = 0; j < end; ++j) {
-      float s = 0.0f;
-      for (int d = 0; d < D; ++d)
-        s += qr[d] * kb[j * D + d];
+      const float s = st_dot_in_order<D>(0.0f, qr, kb + j * D);
       float p;
       st_online_step(s * scale, j == 0, m, l, p);
     }
+    // (Passes 2 and 3 read one float a load: four at a time, D = 64
+    // spills registers.)
     float inner = 0.0f;
     for (i64 j = 0; j < end; ++j) {
       float s = 0.0f, dp = 0.0f;

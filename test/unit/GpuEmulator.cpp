@@ -163,6 +163,16 @@ using namespace stretto_emu;
 #define __int_as_float intAsFloat
 ST_FN float st_float_bits(int b) { return intAsFloat(b); }
 ST_FN int st_bits_of(float f) { return int(floatAsUint(f)); }
+// CUDA's float4 and RuntimeOps.cu's 16-byte load, for the host.
+struct float4 {
+  float x, y, z, w;
+};
+#define ST_HAVE_LD4 1
+ST_FN float4 st_ld4(const float *p) {
+  float4 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
 #include "stretto/Support/KernelMath.inc"
 // st_unary / st_binary as runtimeOpDispatch() generates them for NVRTC,
 // from the same table.
