@@ -127,8 +127,8 @@ for p in "$B"/plans/*.plan; do
 done
 
 # A default GPU run of plan NAME against one with VAR=0 (a feature off),
-# 20 steps each, bit for bit (tolerances 0).
-unchanged_by() { # name VAR what-on what-off what-compared
+# 20 steps each, compared within LOSS-TOL and STATE-TOL (0: bit for bit).
+unchanged_by() { # name VAR what-on what-off what-compared loss-tol state-tol
   local n=$1 var=$2 p=$B/plans/$1.plan rc
   [ -f "$p" ] || return 0
   trained "$n on $GPU, $3" "$RUNS/$n-$var-on" "$p" --device=$GPU --steps 20 || return 0
@@ -137,8 +137,7 @@ unchanged_by() { # name VAR what-on what-off what-compared
   rc=$?
   unset "$var"
   [ $rc -eq 0 ] || return 0
-  same "$n on $GPU: $5, bit for bit" "$RUNS/$n-$var-on" "$RUNS/$n-$var-off" \
-    --loss-tol 0 --state-tol 0
+  same "$n on $GPU: $5" "$RUNS/$n-$var-on" "$RUNS/$n-$var-off" --loss-tol "$6" --state-tol "$7"
 }
 
 # 1b. CUDA graphs: 20 steps replayed from graphs (the default: each
@@ -147,17 +146,22 @@ unchanged_by() { # name VAR what-on what-off what-compared
 # with one micro-batch and with two (two micro-step graphs). On the CPU (a
 # dry run) there are no graphs: both runs are the same run.
 for n in gpt-tiny gpt-tiny-micro2; do
-  unchanged_by "$n" STRETTO_CUDA_GRAPHS "CUDA graphs" "no graphs" "CUDA graphs vs node by node"
+  unchanged_by "$n" STRETTO_CUDA_GRAPHS "CUDA graphs" "no graphs" \
+    "CUDA graphs vs node by node, bit for bit" 0 0
 done
 
 # 1c. bf16 values in two bytes (kernel-bf16-storage: the default) and in
 # four (STRETTO_BF16_STORAGE=0: the same kernels storing floats, each GEMM
-# operand rounded into a bf16 copy first) are the same bf16s, so 20 steps
-# give the same losses and parameters bit for bit (cuBLASLt gets the same
-# shapes, types and 64-byte alignment either way). On the CPU (a dry run)
-# values keep four bytes: both runs are the same run.
+# operand rounded into a bf16 copy first, each bf16 GEMM result rounded
+# after cuBLASLt wrote it in f32) are the same bf16s, bit for bit on the
+# emulated GPU. cuBLASLt may take another algorithm when it writes bf16 (a
+# product's f32 sum in another order tips a bf16 rounding now and then),
+# so 20 steps are compared within bf16 storage's --check tolerances (1e-4
+# in the losses, 2e-2 in the states). On the CPU (a dry run) values keep
+# four bytes: both runs are the same run.
 for n in gpt-tiny-bf16 gpt-mini-bf16; do
-  unchanged_by "$n" STRETTO_BF16_STORAGE "two-byte bf16" "four-byte bf16" "bf16 in two bytes vs four"
+  unchanged_by "$n" STRETTO_BF16_STORAGE "two-byte bf16" "four-byte bf16" \
+    "bf16 in two bytes vs four" 1e-4 2e-2
 done
 
 # 2. Pipeline and gossip plans: the GPU run against the CPU run, 20 steps.
