@@ -457,10 +457,13 @@ StepResult PlanExecutor::Impl::runRange(const PhasePlan &p, size_t begin, size_t
       k.seconds += sec;
       ++k.calls;
       if (pn.kind == OpKind::Kernel || memoryOp) {
-        double elems = static_cast<double>(numElements(pn.shape));
+        // Bytes as stored: two an element for a bf16 value held in two.
+        auto bytesOf = [&](int v) {
+          return (p.slots[v].half ? 2.0 : 4.0) * static_cast<double>(numElements(nodes[v].shape));
+        };
+        k.bytes += bytesOf(i);
         for (int o : pn.operands)
-          elems += static_cast<double>(numElements(nodes[o].shape));
-        k.bytes += 4 * elems;
+          k.bytes += bytesOf(o);
       } else if (pn.kind == OpKind::Gemm) {
         GemmDims g = gemmDims(pn, nodes[pn.operands[0]].shape, nodes[pn.operands[1]].shape);
         k.flops += 2.0 * g.batch * g.m * g.n * g.k;
