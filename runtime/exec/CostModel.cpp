@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <map>
+#include <set>
 
 using namespace stretto;
 
@@ -219,13 +220,15 @@ const char *stretto::costPrecisionName(CostPrecision p) {
 
 StepCost stretto::predictStep(const Graph &graph, const DeviceModel &device,
                               CostPrecision precision, int64_t microBatches, int64_t tokens,
-                              bool twoByteBf16) {
+                              bool twoByteBf16,
+                              const std::map<std::string, std::string> *multiTensor) {
   StepCost out;
   out.tokens = tokens;
   bool bf16Plan = false;
   for (const Node &n : graph.nodes)
     bf16Plan = bf16Plan || n.kind == OpKind::RoundBf16 || n.dtype == DType::BF16;
-  auto add = [&](const std::vector<Node> &list, double elem, int64_t times) {
+  auto add = [&](const std::vector<Node> &list, double elem, int64_t times, bool grouped) {
+    std::set<std::string> launched; // multi-tensor groups already launched
     // bf16 runs: which values the CUDA runtime keeps in two bytes (a
     // store_bf16 kernel's, and reshapes and transposes of one).
     std::vector<char> half(list.size(), 0);
@@ -244,6 +247,12 @@ StepCost stretto::predictStep(const Graph &graph, const DeviceModel &device,
       NodeCost c = costing.cost(list, n);
       if (c.launches == 0)
         continue;
+      if (grouped && multiTensor && n.kind == OpKind::Kernel)
+        if (auto g = multiTensor->find(n.name); g != multiTensor->end()) {
+          c.what += " (multi-tensor " + g->second + ")";
+          if (!launched.insert(g->second).second)
+            c.launches = 0; // the group's one launch runs it
+        }
       c.times = times;
       out.deviceSeconds += c.seconds * times;
       out.launches += c.launches * times;
@@ -255,8 +264,8 @@ StepCost stretto::predictStep(const Graph &graph, const DeviceModel &device,
   // bf16: the step's values in two bytes where the plan stores them so
   // (kernel-bf16-storage), four elsewhere; the update reads and writes f32
   // master weights and optimizer states.
-  add(graph.nodes, 4.0, std::max<int64_t>(1, microBatches));
-  add(graph.update, 4.0, 1);
+  add(graph.nodes, 4.0, std::max<int64_t>(1, microBatches), false);
+  add(graph.update, 4.0, 1, true);
   int64_t params = 0, stateElems = 0;
   for (const StateDecl &s : graph.states) {
     stateElems += numelOf(s.shape);

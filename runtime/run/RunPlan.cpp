@@ -9,6 +9,7 @@
 #include "stretto/Runtime/RunSettings.h"
 #include "stretto/Runtime/CostModel.h"
 
+#include "cuda/GpuBackend.h"
 #include "cuda/Nccl.h"
 #include "stretto/Runtime/Device.h"
 #include "stretto/Runtime/HostJit.h"
@@ -374,7 +375,7 @@ int checkAgainstReference(const Graph &graph, DataSource &source, const TrainerO
 //===--- --device-model: the cost model's prediction ---------------------===//
 
 namespace {
-int predictOnDevice(const Graph &graph, const RunSettings &s) {
+int predictOnDevice(const Graph &graph, const RunSettings &s, const std::string &cudaSource) {
   const DeviceModel *device = findDeviceModel(s.flags.deviceModel);
   // Tokens (rows) a step: the first input's elements, each micro-batch.
   int64_t tokens = 0;
@@ -394,12 +395,16 @@ int predictOnDevice(const Graph &graph, const RunSettings &s) {
   const bool twoBytes = !(storage && std::string(storage) == "0");
   if (asked == CostPrecision::BF16 && !twoBytes)
     std::printf("  (STRETTO_BF16_STORAGE=0: bf16 values in four bytes)\n");
-  StepCost cost = predictStep(graph, *device, asked, s.microBatches, tokens, twoBytes);
+  // The update's same-body kernels run as multi-tensor launches on a GPU.
+  const MultiTensorKernels multi = wantedMultiTensorKernels(cudaSource);
+  StepCost cost = predictStep(graph, *device, asked, s.microBatches, tokens, twoBytes,
+                              &multi.groupOf);
   std::fputs(formatStepCost(cost, *device, asked, s.flags.profile ? 20 : 0).c_str(), stdout);
   for (CostPrecision p : {CostPrecision::F32, CostPrecision::TF32, CostPrecision::BF16}) {
     if (p == asked)
       continue;
-    StepCost other = predictStep(graph, *device, p, s.microBatches, tokens, twoBytes);
+    StepCost other =
+        predictStep(graph, *device, p, s.microBatches, tokens, twoBytes, &multi.groupOf);
     std::printf("  with %s: %.3f ms a step eager, %.3f ms as a graph (%.0f tok/s)\n",
                 costPrecisionName(p), other.eagerSeconds * 1e3, other.graphSeconds * 1e3,
                 other.graphSeconds > 0 ? tokens / other.graphSeconds : 0.0);
@@ -458,7 +463,7 @@ int stretto::runPlan(const Graph &graph, DataSource &data, const RunSettings &s,
   if (std::string why = flagsAgainstPlan(graph, s); !why.empty())
     return fail(why);
   if (!f.deviceModel.empty())
-    return predictOnDevice(graph, s);
+    return predictOnDevice(graph, s, kernels.cudaSource);
 
   TrainerOptions opt = s.trainerOptions();
   opt.kernels = kernels.functions;

@@ -187,6 +187,36 @@ TEST(CostModel, AttentionIsFusedOnCudaCoresOrGemmsWithScoresInMemory) {
   }
 }
 
+// The update's kernels of one multi-tensor group cost one launch together
+// (their bytes and time are all still counted); the step's are not grouped.
+TEST(CostModel, MultiTensorGroupsOfTheUpdateLaunchOnce) {
+  const DeviceModel *d = findDeviceModel("h200");
+  Graph g;
+  for (int k = 0; k < 4; ++k) {
+    Node in = node(OpKind::Input, {}, {1024});
+    in.name = "x" + std::to_string(k);
+    g.add(in, Phase::Update);
+  }
+  for (int k = 0; k < 4; ++k) {
+    Node kn = node(OpKind::Kernel, {k}, {1024});
+    kn.name = "u" + std::to_string(k);
+    g.add(kn, Phase::Update);
+  }
+  Node sk = node(OpKind::Kernel, {}, {1024});
+  sk.name = "u0"; // a step kernel named like a member: the step is not grouped
+  g.add(node(OpKind::Input, {}, {1024}));
+  sk.operands = {0};
+  g.add(sk);
+  const std::map<std::string, std::string> groups{
+      {"u0", "st_multi_0"}, {"u1", "st_multi_0"}, {"u2", "st_multi_0"}};
+  StepCost plain = predictStep(g, *d, CostPrecision::F32, 1, 1);
+  StepCost multi = predictStep(g, *d, CostPrecision::F32, 1, 1, true, &groups);
+  EXPECT_EQ(plain.launches, 5);
+  EXPECT_EQ(multi.launches, 3) << "u0-u2 as one launch, u3, the step's u0";
+  EXPECT_DOUBLE_EQ(multi.bytes, plain.bytes);
+  EXPECT_DOUBLE_EQ(multi.deviceSeconds, plain.deviceSeconds);
+}
+
 TEST(CostModel, MicroBatchesRepeatTheStepAndSumTheirGradients) {
   const DeviceModel *d = findDeviceModel("h200");
   Graph g = gemmThenKernel();

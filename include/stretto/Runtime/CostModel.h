@@ -18,6 +18,7 @@
 
 #include "stretto/Runtime/Graph.h"
 
+#include <map>
 #include <string>
 #include <vector>
 
@@ -74,9 +75,13 @@ struct StepCost {
 /// Predicts one optimizer step of `graph` (its Step phase `microBatches`
 /// times, then its Update phase). `tokens` per step for the tok/s figures.
 /// `twoByteBf16` false: bf16 values in four bytes, as the CUDA runtime keeps
-/// them with STRETTO_BF16_STORAGE=0.
+/// them with STRETTO_BF16_STORAGE=0. `multiTensor` (kernel -> its
+/// multi-tensor kernel, MultiTensor.h): the update phase's members of a
+/// group cost one launch together (the runtime's grouping, taken as one
+/// launch per group and update).
 StepCost predictStep(const Graph &graph, const DeviceModel &device, CostPrecision precision,
-                     int64_t microBatches, int64_t tokens, bool twoByteBf16 = true);
+                     int64_t microBatches, int64_t tokens, bool twoByteBf16 = true,
+                     const std::map<std::string, std::string> *multiTensor = nullptr);
 
 /// The report: the step's time eager and as one graph, tok/s, model
 /// TFLOP/s, a table by category and (detail > 0) the `detail` costliest
