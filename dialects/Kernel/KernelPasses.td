@@ -143,13 +143,14 @@ def KernelBf16Storage : Pass<"kernel-bf16-storage", "::stretto::train::ModelOp">
     reader takes bf16 as it is gets `store_bf16`. Such readers are a
     `kernel.gemm` (cuBLASLt's bf16 operand, no conversion before the GEMM),
     a `kernel.elementwise` or `kernel.reduce` (its load widens), a
-    `train.reduce_sum` (the CUDA runtime's column sums widen), and a
-    `train.reshape` or `train.transpose` whose readers are such readers
-    (bf16 moved as bf16). The CUDA runtime keeps the value in two bytes an
+    `train.reduce_sum` (the CUDA runtime's column sums widen), a norm's
+    `kernel.rows` or `train.norm_grad` reading it as the input x (the row
+    functions widen), and a `train.reshape` or `train.transpose` whose
+    readers are such readers (bf16 moved as bf16). The CUDA runtime keeps the value in two bytes an
     element; the C++ runtimes keep the same rounded value in four. No value
     changes: a kernel that yields anything else, has several results, or
-    has another reader (a norm, softmax, attention, a slice, a gradient
-    handed on) is left as it is.
+    has another reader (softmax, attention, a slice, norm_grad's output
+    gradient, a gradient handed on) is left as it is.
 
     A `kernel.gemm` with an f32 result whose every reader (through
     reshapes) is a fused kernel that rounds it to bf16 before any other use

@@ -22,13 +22,21 @@ namespace {
 
 /// Every user of `v` reads bf16 where it is: a GEMM (cuBLASLt's bf16
 /// operands), a fused elementwise or reduce kernel (its loads widen), a
-/// train.reduce_sum (the CUDA runtime's column sums widen), or a reshape or
-/// transpose (bf16 moved as bf16) whose users do too.
+/// train.reduce_sum (the CUDA runtime's column sums widen), a norm's
+/// kernel.rows or train.norm_grad as their input x (the row functions
+/// widen), or a reshape or transpose (bf16 moved as bf16) whose users do
+/// too.
 bool readAsBf16(Value v) {
   if (v.use_empty())
     return false;
-  for (Operation *user : v.getUsers()) {
+  for (OpOperand &use : v.getUses()) {
+    Operation *user = use.getOwner();
     if (isa<kernel::GemmOp, kernel::ElementwiseOp, kernel::ReduceOp, train::ReduceSumOp>(user))
+      continue;
+    if (auto rows = dyn_cast<kernel::RowsOp>(user);
+        rows && rows.getFn() != "softmax" && use.getOperandNumber() == 0)
+      continue;
+    if (isa<train::NormGradOp>(user) && use.getOperandNumber() == 0)
       continue;
     if (isa<train::ReshapeOp, train::TransposeOp>(user) && readAsBf16(user->getResult(0)))
       continue;

@@ -580,8 +580,12 @@ FailureOr<KernelSource> stretto::kernel::emitRows(RowsOp op, StringRef name) {
   char eps[64];
   std::snprintf(eps, sizeof eps, "(%s)%.17g", T.c_str(), op.getEps().convertToDouble());
 
-  // The row function: a call of KernelMath.inc's row function.
-  std::string params = "const " + T + " *__restrict__ xr, ";
+  // The row function: a call of KernelMath.inc's row function. A norm's
+  // input stored in bf16 (kernel-bf16-storage) comes in the target's bf16
+  // slot; the row function widens it.
+  const bool halfX = fn != "softmax" && storedInBf16(op.getInput());
+  const std::string X = halfX ? std::string("ST_BF16_SLOT") : T;
+  std::string params = "const " + X + " *__restrict__ xr, ";
   std::string args = "in0 + r * " + L + ", ";
   for (size_t k = 0; k < op.getParams().size(); ++k) {
     params += "const " + T + " *__restrict__ p" + std::to_string(k) + ", ";
@@ -619,7 +623,7 @@ FailureOr<KernelSource> stretto::kernel::emitRows(RowsOp op, StringRef name) {
   // works on an empty row. blockDim.x: a multiple of 32.
   std::string cudaParams;
   for (size_t k = 0; k < nIn; ++k)
-    cudaParams += "const " + T + " *__restrict__ in" + std::to_string(k) + ", ";
+    cudaParams += "const " + (k == 0 ? X : T) + " *__restrict__ in" + std::to_string(k) + ", ";
   std::string R = std::to_string(rows) + "LL";
   std::string cuda = preludes(kCudaPrelude) + body;
   cuda +=

@@ -779,11 +779,13 @@ void CudaPlanDevice::opNormGrad(NodeCall &nc) {
   const int64_t per = normChunkRows(rows), chunks = (rows + per - 1) / per;
   float *mean = scratchFloats(alignUp(2 * rows) + 2 * chunks * d), *rstd = mean + rows;
   float *pg = mean + alignUp(2 * rows), *pb = nc.n.flag ? pg + chunks * d : nullptr;
-  launchHalfRows("st_norm_grad_rows16", rows, rows, d,
+  // x in bf16, two bytes an element (kernel-bf16-storage): the _x16 forms.
+  const std::string x16 = nc.half(0) ? "_x16" : "";
+  launchHalfRows(("st_norm_grad_rows16" + x16).c_str(), rows, rows, d,
                  static_cast<float>(nc.n.floats[0]), nc.n.flag ? 1 : 0,
                  nc.in(0), nc.in(1), nc.in(2), nc.out, mean, rstd);
-  launch("st_norm_param_partials", chunks * d, rows, d, per, chunks, nc.in(0), nc.in(2),
-         static_cast<const float *>(mean), static_cast<const float *>(rstd), pg, pb);
+  launch(("st_norm_param_partials" + x16).c_str(), chunks * d, rows, d, per, chunks, nc.in(0),
+         nc.in(2), static_cast<const float *>(mean), static_cast<const float *>(rstd), pg, pb);
   float *dgamma = nc.out + rows * d, *dbeta = nc.n.flag ? dgamma + d : nullptr;
   launch("st_norm_param_grad", d, d, chunks, static_cast<const float *>(pg),
          static_cast<const float *>(pb), dgamma, dbeta);

@@ -161,24 +161,37 @@ extern "C" __global__ void st_norm_rows(i64 rows, i64 d, float eps, const float 
 }
 
 /* norm_grad (KernelMath.inc's st_norm_grad_row): dx of each row, its
- * mean and rstd into mean[r], rstd[r]. A thread per row. */
-extern "C" __global__ void st_norm_grad_rows(i64 rows, i64 d, float eps, int centered,
-                                             const float *x, const float *gamma,
-                                             const float *dy, float *dx, float *mean,
-                                             float *rstd) {
+ * mean and rstd into mean[r], rstd[r]. A thread per row. The *_x16 forms
+ * take x in bf16, two bytes an element (kernel-bf16-storage). */
+template <typename X>
+ST_FN void st_norm_grad_rows_of(i64 rows, i64 d, float eps, int centered, const X *x,
+                                const float *gamma, const float *dy, float *dx, float *mean,
+                                float *rstd) {
   ST_LOOP(r, rows) {
     st_norm_grad_row(x + r * d, gamma, dy + r * d, dx + r * d, d, eps, centered != 0, mean + r,
                      rstd + r);
   }
 }
+extern "C" __global__ void st_norm_grad_rows(i64 rows, i64 d, float eps, int centered,
+                                             const float *x, const float *gamma,
+                                             const float *dy, float *dx, float *mean,
+                                             float *rstd) {
+  st_norm_grad_rows_of(rows, d, eps, centered, x, gamma, dy, dx, mean, rstd);
+}
+extern "C" __global__ void st_norm_grad_rows_x16(i64 rows, i64 d, float eps, int centered,
+                                                 const unsigned short *x, const float *gamma,
+                                                 const float *dy, float *dx, float *mean,
+                                                 float *rstd) {
+  st_norm_grad_rows_of(rows, d, eps, centered, x, gamma, dy, dx, mean, rstd);
+}
 
 /* norm_grad, the parameters: chunk c's partial sums over its rows in
  * order (st_norm_param_accumulate, as the CPU's st_norm_grad_chunk adds
  * them), a thread per (chunk, column); pb null: RmsNorm. */
-extern "C" __global__ void st_norm_param_partials(i64 rows, i64 d, i64 per, i64 chunks,
-                                                  const float *x, const float *dy,
-                                                  const float *mean, const float *rstd,
-                                                  float *pg, float *pb) {
+template <typename X>
+ST_FN void st_norm_param_partials_of(i64 rows, i64 d, i64 per, i64 chunks, const X *x,
+                                     const float *dy, const float *mean, const float *rstd,
+                                     float *pg, float *pb) {
   ST_LOOP(e, chunks * d) {
     i64 c = e / d, j = e % d, end = (c + 1) * per < rows ? (c + 1) * per : rows;
     pg[e] = 0.0f;
@@ -188,6 +201,18 @@ extern "C" __global__ void st_norm_param_partials(i64 rows, i64 d, i64 per, i64 
       st_norm_param_accumulate(x + r * d, dy + r * d, mean[r], rstd[r], j, (i64)1, pg + e,
                                pb ? pb + e : (float *)0);
   }
+}
+extern "C" __global__ void st_norm_param_partials(i64 rows, i64 d, i64 per, i64 chunks,
+                                                  const float *x, const float *dy,
+                                                  const float *mean, const float *rstd,
+                                                  float *pg, float *pb) {
+  st_norm_param_partials_of(rows, d, per, chunks, x, dy, mean, rstd, pg, pb);
+}
+extern "C" __global__ void st_norm_param_partials_x16(i64 rows, i64 d, i64 per, i64 chunks,
+                                                      const unsigned short *x, const float *dy,
+                                                      const float *mean, const float *rstd,
+                                                      float *pg, float *pb) {
+  st_norm_param_partials_of(rows, d, per, chunks, x, dy, mean, rstd, pg, pb);
 }
 
 /* ... then the chunks in order (st_norm_param_combine), a thread per
@@ -237,14 +262,26 @@ extern "C" __global__ void st_norm_rows16(i64 rows, i64 d, float eps, const floa
   ST_HALF_ROWS(rows, { st_norm_row16(x + rr * d, gamma, beta, y + rr * d, ok ? d : 0, eps); })
 }
 
-extern "C" __global__ void st_norm_grad_rows16(i64 rows, i64 d, float eps, int centered,
-                                               const float *x, const float *gamma,
-                                               const float *dy, float *dx, float *mean,
-                                               float *rstd) {
+template <typename X>
+ST_FN void st_norm_grad_rows16_of(i64 rows, i64 d, float eps, int centered, const X *x,
+                                  const float *gamma, const float *dy, float *dx, float *mean,
+                                  float *rstd) {
   ST_HALF_ROWS(rows, {
     st_norm_grad_row16(x + rr * d, gamma, dy + rr * d, dx + rr * d, ok ? d : 0, eps,
                        centered != 0, mean + rr, rstd + rr);
   })
+}
+extern "C" __global__ void st_norm_grad_rows16(i64 rows, i64 d, float eps, int centered,
+                                               const float *x, const float *gamma,
+                                               const float *dy, float *dx, float *mean,
+                                               float *rstd) {
+  st_norm_grad_rows16_of(rows, d, eps, centered, x, gamma, dy, dx, mean, rstd);
+}
+extern "C" __global__ void st_norm_grad_rows16_x16(i64 rows, i64 d, float eps, int centered,
+                                                   const unsigned short *x, const float *gamma,
+                                                   const float *dy, float *dx, float *mean,
+                                                   float *rstd) {
+  st_norm_grad_rows16_of(rows, d, eps, centered, x, gamma, dy, dx, mean, rstd);
 }
 
 /* Column sums in two passes, for few columns over many rows (a bias

@@ -371,11 +371,13 @@ struct PlanExecutor::Impl {
         p.unplannedFloats += alignUp(s.size);
         break;
       }
-      // Who may read a two-byte value: what kernel-bf16-storage allows.
+      // Who may read a two-byte value: what kernel-bf16-storage allows
+      // (norm_grad: its x only).
       static constexpr OpKind kReadsBf16[] = {OpKind::Gemm, OpKind::Reshape, OpKind::Transpose,
                                               OpKind::Kernel, OpKind::ReduceSum};
-      for (int o : n.operands)
-        if (p.slots[o].half &&
+      for (size_t k = 0; k < n.operands.size(); ++k)
+        if (const int o = n.operands[k];
+            p.slots[o].half && !(n.kind == OpKind::NormGrad && k == 0) &&
             std::find(std::begin(kReadsBf16), std::end(kReadsBf16), n.kind) == std::end(kReadsBf16)) {
           cur = phase;
           fail(i, std::string(opKindName(n.kind)) + " reads node " + std::to_string(o) +

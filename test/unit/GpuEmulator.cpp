@@ -433,6 +433,9 @@ std::map<std::string, EmuKernel> runtimeOps(bool blockReductions) {
   addBlock("st_norm_rows16", adapt(st_norm_rows16), adapt(st_norm_rows));
   addBlock("st_norm_grad_rows16", adapt(st_norm_grad_rows16),
            adapt(st_norm_grad_rows));
+  addBlock("st_norm_grad_rows16_x16", adapt(st_norm_grad_rows16_x16),
+           adapt(st_norm_grad_rows_x16));
+  add("st_norm_param_partials_x16", adapt(st_norm_param_partials_x16));
   m["st_column_partials"].op =
       blockReductions ? adapt(st_column_partials) : adapt(host_column_partials);
   m["st_column_partials16"].op =
