@@ -172,18 +172,15 @@ ST_FN void st_norm_grad_rows_of(i64 rows, i64 d, float eps, int centered, const 
                      rstd + r);
   }
 }
-extern "C" __global__ void st_norm_grad_rows(i64 rows, i64 d, float eps, int centered,
-                                             const float *x, const float *gamma,
-                                             const float *dy, float *dx, float *mean,
-                                             float *rstd) {
-  st_norm_grad_rows_of(rows, d, eps, centered, x, gamma, dy, dx, mean, rstd);
-}
-extern "C" __global__ void st_norm_grad_rows_x16(i64 rows, i64 d, float eps, int centered,
-                                                 const unsigned short *x, const float *gamma,
-                                                 const float *dy, float *dx, float *mean,
-                                                 float *rstd) {
-  st_norm_grad_rows_of(rows, d, eps, centered, x, gamma, dy, dx, mean, rstd);
-}
+/* The norm_grad row kernels' entry points: NAME over x of type X. */
+#define ST_NORM_GRAD_ENTRY(NAME, OF, X)                                                          \
+  extern "C" __global__ void NAME(i64 rows, i64 d, float eps, int centered, const X *x,          \
+                                  const float *gamma, const float *dy, float *dx, float *mean,   \
+                                  float *rstd) {                                                 \
+    OF(rows, d, eps, centered, x, gamma, dy, dx, mean, rstd);                                    \
+  }
+ST_NORM_GRAD_ENTRY(st_norm_grad_rows, st_norm_grad_rows_of, float)
+ST_NORM_GRAD_ENTRY(st_norm_grad_rows_x16, st_norm_grad_rows_of, unsigned short)
 
 /* norm_grad, the parameters: chunk c's partial sums over its rows in
  * order (st_norm_param_accumulate, as the CPU's st_norm_grad_chunk adds
@@ -271,18 +268,8 @@ ST_FN void st_norm_grad_rows16_of(i64 rows, i64 d, float eps, int centered, cons
                        centered != 0, mean + rr, rstd + rr);
   })
 }
-extern "C" __global__ void st_norm_grad_rows16(i64 rows, i64 d, float eps, int centered,
-                                               const float *x, const float *gamma,
-                                               const float *dy, float *dx, float *mean,
-                                               float *rstd) {
-  st_norm_grad_rows16_of(rows, d, eps, centered, x, gamma, dy, dx, mean, rstd);
-}
-extern "C" __global__ void st_norm_grad_rows16_x16(i64 rows, i64 d, float eps, int centered,
-                                                   const unsigned short *x, const float *gamma,
-                                                   const float *dy, float *dx, float *mean,
-                                                   float *rstd) {
-  st_norm_grad_rows16_of(rows, d, eps, centered, x, gamma, dy, dx, mean, rstd);
-}
+ST_NORM_GRAD_ENTRY(st_norm_grad_rows16, st_norm_grad_rows16_of, float)
+ST_NORM_GRAD_ENTRY(st_norm_grad_rows16_x16, st_norm_grad_rows16_of, unsigned short)
 
 /* Column sums in two passes, for few columns over many rows (a bias
  * gradient: [8192, 768] -> [768] had 768 threads, each reading a strided
