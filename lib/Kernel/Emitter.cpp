@@ -34,7 +34,7 @@ const char *kCppPrelude =
     "ST_FN int st_bits_of(float f) { int b; __builtin_memcpy(&b, &f, 4); return b; }\n"
     "#endif\n"
     "#define ST_BF16_SLOT float\n#define ST_STORE_BF16(v) st_round_bf16(v)\n"
-    "#define ST_LOAD_BF16(x) (x)\n";
+    "#define ST_LOAD_BF16(x) st_widen(x)\n";
 const char *kCudaPrelude =
     "#define ST_FN static __device__ __forceinline__\n"
     "#ifndef ST_HAVE_WARPS\n#define ST_HAVE_WARPS 1\n#endif\n"
@@ -44,12 +44,11 @@ const char *kCudaPrelude =
     "#endif\n"
     // store_bf16 results: two bytes (the bf16's bits), or four with
     // ST_BF16_AS_F32 (the runtime's STRETTO_BF16_STORAGE=0).
+    // (ST_LOAD_BF16: KernelMath.inc's st_widen, for either slot.)
     "#ifdef ST_BF16_AS_F32\n#define ST_BF16_SLOT float\n#define ST_STORE_BF16(v) st_round_bf16(v)\n"
-    "#define ST_LOAD_BF16(x) (x)\n"
     "#else\n#define ST_BF16_SLOT unsigned short\n"
     "#define ST_STORE_BF16(v) ((unsigned short)((unsigned)st_bits_of(st_round_bf16(v)) >> 16))\n"
-    "#define ST_LOAD_BF16(x) st_float_bits((int)((unsigned)(x) << 16))\n"
-    "#endif\n";
+    "#endif\n#define ST_LOAD_BF16(x) st_widen(x)\n";
 
 // The scalar functions (st_<fn> of every element-wise op, f32 and f64) come
 // from KernelMath.inc (kKernelMathText), which the reference executor and
@@ -354,16 +353,15 @@ FailureOr<KernelSource> stretto::kernel::emitElementwise(ElementwiseOp op, Strin
   const Prepared &p = *pr;
   const std::string &T = p.T;
   size_t nIn = op.getInputs().size(), nOut = ks.numResults;
+  // store_bf16: the result slot is the target's bf16 storage (KernelOps.td).
+  const bool bf16Out = op.getStoreBf16();
+  const std::string outT = bf16Out ? std::string("ST_BF16_SLOT") : T;
   std::string outParams, outArgs;
   for (size_t k = 0; k < nOut; ++k) {
-    outParams += T + " *__restrict__ out" + std::to_string(k) + (k + 1 < nOut ? ", " : "");
+    outParams += outT + " *__restrict__ out" + std::to_string(k) + (k + 1 < nOut ? ", " : "");
     outArgs += "out" + std::to_string(k) + (k + 1 < nOut ? ", " : "");
   }
   std::string params = p.inParams + outParams, args = p.inArgs + outArgs;
-  // store_bf16: the result slot is the target's bf16 storage (KernelOps.td).
-  const bool bf16Out = op.getStoreBf16();
-  if (bf16Out)
-    params = p.inParams + "ST_BF16_SLOT *__restrict__ out0";
 
   // The element function: result element i; a broadcast input k that is not
   // a scalar is read at offset o<k>, which each target's loop computes.

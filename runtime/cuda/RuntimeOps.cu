@@ -54,11 +54,10 @@ extern "C" __global__ void st_gather(i64 n, const float *x, i64 base, float *y, 
   ST_LOOP(e, n) y[e] = x[base + st_at(s, e, s.a)];
 }
 
-/* Values stored in bf16 (kernel-bf16-storage: two bytes, the bf16's bits):
- * st_load widens one exactly. st_gather16 moves them as they are (a
- * transpose of such a value), st_gather_wide into floats (rank 0: y = x). */
-ST_FN float st_load(float x) { return x; }
-ST_FN float st_load(unsigned short b) { return st_float_bits((int)((unsigned int)b << 16)); }
+/* Values stored in bf16 (kernel-bf16-storage: two bytes, the bf16's bits;
+ * KernelMath.inc's st_widen widens one exactly). st_gather16 moves them as
+ * they are (a transpose of such a value), st_gather_wide into floats (rank
+ * 0: y = x). */
 
 extern "C" __global__ void st_gather16(i64 n, const unsigned short *x, i64 base,
                                        unsigned short *y, StSpace s) {
@@ -67,7 +66,7 @@ extern "C" __global__ void st_gather16(i64 n, const unsigned short *x, i64 base,
 
 extern "C" __global__ void st_gather_wide(i64 n, const unsigned short *x, i64 base, float *y,
                                           StSpace s) {
-  ST_LOOP(e, n) y[e] = st_load(x[base + (s.rank ? st_at(s, e, s.a) : e)]);
+  ST_LOOP(e, n) y[e] = st_widen(x[base + (s.rank ? st_at(s, e, s.a) : e)]);
 }
 
 /* y[base + at(e)] = x[e]: pad (after a zero fill). */
@@ -119,7 +118,7 @@ ST_FN void st_column_sums_of(i64 outer, i64 nred, i64 inner, const X *x, float *
     const X *src = x + o * nred * inner + j;
     float s = 0.0f;
     for (i64 r = 0; r < nred; ++r)
-      s += st_load(src[r * inner]);
+      s += st_widen(src[r * inner]);
     y[e] = s;
   }
 }
@@ -286,7 +285,7 @@ ST_FN void st_column_partials_of(i64 outer, i64 nred, i64 inner, i64 per, i64 ch
     const X *src = x + o * nred * inner + j;
     float s = 0.0f;
     for (i64 r = r0; r < r1; ++r)
-      s += st_load(src[r * inner]);
+      s += st_widen(src[r * inner]);
     part[e] = s;
   }
 }

@@ -65,7 +65,8 @@ struct Costing {
   NodeCost cost(const std::vector<Node> &list, const Node &n) const {
     NodeCost c;
     auto in = [&](size_t i) -> const Shape & { return list[n.operands[i]].shape; };
-    c.bytes = valueBytes(list, static_cast<int>(&n - list.data())); // n is in list
+    const int self = static_cast<int>(&n - list.data()); // n is in list
+    c.bytes = valueBytes(list, self);
     for (int o : n.operands)
       c.bytes += valueBytes(list, o);
     c.launches = 1;
@@ -87,7 +88,7 @@ struct Costing {
         // the plan stores the result so); an operand stored in four bytes
         // is first rounded into a bf16 copy (a launch reading 4 and writing
         // 2 bytes an element).
-        c.bytes = valueBytes(list, static_cast<int>(&n - list.data())); // f32 or bf16 result
+        c.bytes = valueBytes(list, self); // f32 or bf16 result
         for (int o : n.operands) {
           const double e = static_cast<double>(numelOf(list[o].shape));
           c.bytes += 2 * e;
@@ -99,7 +100,6 @@ struct Costing {
       }
       // A result stored in bf16 but held in four bytes (STRETTO_BF16_STORAGE
       // =0) is rounded in place after the GEMM (a launch, 8 bytes an element).
-      const int self = static_cast<int>(&n - list.data());
       const double roundedAfter = precision == CostPrecision::BF16 &&
                                           n.dtype == DType::BF16 && !(half && (*half)[self])
                                       ? 8.0 * static_cast<double>(numelOf(n.shape))

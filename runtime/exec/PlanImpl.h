@@ -145,9 +145,9 @@ public:
   // A GPU: buffers are device addresses, work is queued on stream() (a
   // CUstream; null on an emulated GPU), idle() polls it without waiting.
   virtual bool onDevice() const { return false; }
-  // Whether store_bf16 kernels (Node dtype BF16) write two bytes an element
-  // here, so that their buffers take half the floats; only GEMMs (and the
-  // reshapes before them) may read such a value.
+  // Whether store_bf16 kernels and GEMMs (Node dtype BF16) write two bytes
+  // an element here, so that their buffers take half the floats; plan()
+  // checks that only ops that read bf16 read such a value.
   virtual bool storesBf16Halves() const { return false; }
   // Whether any of these tensors holds an inf or a NaN; a device answers
   // without bringing them to the host (PlanExecutor::nonFiniteState).

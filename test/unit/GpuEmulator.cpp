@@ -260,7 +260,7 @@ void host_column_partials_of(i64 outer, i64 nred, i64 inner, i64, i64 chunks, co
     for (i64 j = 0; j < inner; ++j) {
       float s = 0.0f;
       for (i64 r = 0; r < nred; ++r)
-        s += st_load(x[(o * nred + r) * inner + j]);
+        s += st_widen(x[(o * nred + r) * inner + j]);
       for (i64 c = 0; c < chunks; ++c)
         part[(o * chunks + c) * inner + j] = c == 0 ? s : 0.0f;
     }

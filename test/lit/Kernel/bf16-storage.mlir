@@ -85,9 +85,9 @@ train.model @m {
 // EMIT-LABEL: //=== m_step_k2 (C++) ===
 // EMIT:         out0[i] = v0;
 // A fused kernel loads a bf16 operand through the prelude's ST_LOAD_BF16
-// (CUDA: the bits widened; C++: the float slot as it is).
+// (KernelMath.inc's st_widen: CUDA widens the bits; C++ the float slot).
 // EMIT-LABEL: //=== m_step_k4 (CUDA) ===
-// EMIT:       #define ST_LOAD_BF16(x) st_float_bits((int)((unsigned)(x) << 16))
+// EMIT:       #define ST_LOAD_BF16(x) st_widen(x)
 // EMIT:       ST_FN void m_step_k4_element(const ST_BF16_SLOT *__restrict__ in0, const float *__restrict__ in1, float *__restrict__ out0, long long i) {
 // EMIT-NEXT:    const float a0 = ST_LOAD_BF16(in0[i]);
 // EMIT-NEXT:    const float a1 = in1[i];
