@@ -103,6 +103,7 @@ public:
   std::string deviceName;
   bool tf32 = false;          // f32 GEMMs on TF32 tensor cores (--precision=tf32)
   bool bf16Halves = false;    // store_bf16 kernels write two bytes (makeGpuPlanExecutor)
+  bool tensorCoreAttention = false; // the GPU runs st_flash_mma_* (bf16 mma.sync: sm_80+)
   bool storesBf16Halves() const override { return bf16Halves; }
   std::vector<float> staging; // host values on their way up
   // Device scratch: bf16 GEMM operands, attention scores, Newton-Schulz.
@@ -292,6 +293,12 @@ public:
   template <typename... Args>
   void launchHalfRows(const char *name, int64_t rows, Args... args) {
     launchShaped(name, gridFor(16 * rows, 256), 256, args...);
+  }
+  // Queues a kernel that gives each warp tiles of 16 rows (RuntimeOps.cu's
+  // ST_WARP_TILES: the tensor-core attention), 4 warps a block.
+  template <typename... Args>
+  void launchWarpTiles(const char *name, int64_t tiles, Args... args) {
+    launchShaped(name, gridFor(32 * tiles, 128), 128, args...);
   }
   static unsigned gridFor(int64_t items, unsigned block) {
     int64_t g = (std::max<int64_t>(items, 1) + block - 1) / block;
@@ -791,37 +798,55 @@ void CudaPlanDevice::opNormGrad(NodeCall &nc) {
          static_cast<const float *>(pb), dgamma, dbeta);
 }
 
-// The fused attention kernels' name for head dim d (RuntimeOps.cu's
-// st_flash_*), or "" where the GEMM path runs: bf16 GEMMs (the fused
-// kernels are f32), head dims other than 8, 16, 32 and 64, a value dim
-// unlike the key dim, rows the kernels read (`rowsRead`) not 16-byte
-// aligned, or STRETTO_ATTENTION=gemm.
-std::string flashSuffix(const AttentionDims &a, bool bf16,
-                        std::initializer_list<const float *> rowsRead) {
-  static const bool gemmPath = [] {
+// Which kernels run an attention (and its gradient): the fused kernels on
+// tensor cores (RuntimeOps.cu's st_flash_mma_*: f32 inner products from
+// split bf16 parts, sm_80 and later, head dims 16, 32 and 64), the fused
+// kernels on CUDA cores (st_flash_*: head dims 8 to 64, rows the kernels
+// read, `rowsRead`, 16-byte aligned), or the GEMM path (S materialised):
+// bf16 GEMMs (every fused kernel is f32) and whatever else.
+// STRETTO_ATTENTION=gemm keeps the GEMM path, =simt the CUDA-core kernels.
+struct AttentionKernels {
+  std::string prefix, suffix; // st_flash_mma_, _d64: "st_flash_mma_fwd_d64"
+  bool tensorCores = false;
+  bool fused() const { return !prefix.empty(); }
+  std::string name(const char *pass) const { return prefix + pass + suffix; }
+};
+AttentionKernels attentionKernels(const AttentionDims &a, bool bf16, bool tensorCores,
+                                  std::initializer_list<const float *> rowsRead) {
+  static const std::string mode = [] {
     const char *env = std::getenv("STRETTO_ATTENTION");
-    return env && std::string(env) == "gemm";
+    return std::string(env ? env : "");
   }();
-  if (gemmPath || bf16 || a.d != a.dv)
-    return "";
+  AttentionKernels k;
+  if (mode == "gemm" || bf16 || a.d != a.dv)
+    return k;
+  if (tensorCores && mode != "simt" && (a.d == 16 || a.d == 32 || a.d == 64)) {
+    k.prefix = "st_flash_mma_", k.suffix = "_d" + std::to_string(a.d), k.tensorCores = true;
+    return k;
+  }
   for (const float *p : rowsRead) // read 16 bytes a load (RuntimeOps.cu's st_ld4)
     if (reinterpret_cast<uintptr_t>(p) % 16 != 0)
-      return "";
+      return k;
   for (int64_t d : {8, 16, 32, 64})
     if (a.d == d)
-      return "_d" + std::to_string(d);
-  return "";
+      k.prefix = "st_flash_", k.suffix = "_d" + std::to_string(d);
+  return k;
 }
 
 void CudaPlanDevice::opAttention(NodeCall &nc) {
   AttentionDims a = attentionDims(nc.inShape(0), nc.inShape(1), nc.inShape(2));
   const float scale = static_cast<float>(nc.n.floats[0]);
   const int causal = nc.n.flag ? 1 : 0;
-  if (std::string d = flashSuffix(a, nc.bf16Inside, {nc.in(0), nc.in(1), nc.in(2)});
-      !d.empty()) { // no T x T matrix
+  if (AttentionKernels fk = attentionKernels(a, nc.bf16Inside, tensorCoreAttention,
+                                             {nc.in(0), nc.in(1), nc.in(2)});
+      fk.fused()) { // no T x T matrix
     const int64_t rows = a.batch * a.tq;
-    launch(("st_flash_fwd" + d).c_str(), rows, rows, a.tq, a.tk, causal, scale,
-           nc.in(0), nc.in(1), nc.in(2), nc.out);
+    if (fk.tensorCores)
+      launchWarpTiles(fk.name("fwd").c_str(), a.batch * ((a.tq + 15) / 16), a.batch, a.tq,
+                      a.tk, causal, scale, nc.in(0), nc.in(1), nc.in(2), nc.out);
+    else
+      launch(fk.name("fwd").c_str(), rows, rows, a.tq, a.tk, causal, scale, nc.in(0),
+             nc.in(1), nc.in(2), nc.out);
     return;
   }
   // S = scale Q K^T, masked softmax rows, O = P V: two batched GEMMs.
@@ -855,20 +880,27 @@ void CudaPlanDevice::opAttentionGrad(NodeCall &nc) {
   if (elems == 0)
     return; // an empty batch (no queries or features: refused by validation)
   const float *q = nc.in(0), *k = nc.in(1), *v = nc.in(2), *g = nc.in(3);
-  if (std::string fd =
-          flashSuffix(attentionDims(qs, nc.inShape(1), nc.inShape(2)), nc.bf16Inside, {q, k, v, g});
-      !fd.empty()) { // dQ by query rows, then dK and dV by key rows
+  if (AttentionKernels fk = attentionKernels(attentionDims(qs, nc.inShape(1), nc.inShape(2)),
+                                             nc.bf16Inside, tensorCoreAttention, {q, k, v, g});
+      fk.fused()) { // dQ by query rows, then dK and dV by key rows
     const Shape &ks = nc.inShape(1);
     const int64_t tk = ks[ks.size() - 2], rows = batch * t, keys = batch * tk;
     const int64_t kElems = numElements(ks);
     const float scale = static_cast<float>(nc.n.floats[0]);
     const int causal = nc.n.flag ? 1 : 0;
     float *stats = scratchFloats(3 * rows);
-    launch(("st_flash_bwd_q" + fd).c_str(), rows, rows, t, tk, causal, scale, q,
-           k, v, g, nc.out, stats);
-    launch(("st_flash_bwd_kv" + fd).c_str(), keys, keys, t, tk, causal, scale,
-           q, k, v, g, static_cast<const float *>(stats), nc.out + elems,
-           nc.out + elems + kElems);
+    const float *st = stats;
+    if (fk.tensorCores) {
+      launchWarpTiles(fk.name("bwd_q").c_str(), batch * ((t + 15) / 16), batch, t, tk, causal,
+                      scale, q, k, v, g, nc.out, stats);
+      launchWarpTiles(fk.name("bwd_kv").c_str(), batch * ((tk + 15) / 16), batch, t, tk,
+                      causal, scale, q, k, v, g, st, nc.out + elems, nc.out + elems + kElems);
+      return;
+    }
+    launch(fk.name("bwd_q").c_str(), rows, rows, t, tk, causal, scale, q, k, v, g, nc.out,
+           stats);
+    launch(fk.name("bwd_kv").c_str(), keys, keys, t, tk, causal, scale, q, k, v, g, st,
+           nc.out + elems, nc.out + elems + kElems);
     return;
   }
   // P and dS, then room for any product's bf16 operands (see gemm).
@@ -1071,6 +1103,10 @@ public:
     blas->gemm(g, a, b, c);
   }
   bool canRecord() const override { return dev->canCapture(); }
+  bool bf16TensorCores() const override {
+    const std::string a = dev->arch(); // sm_XY
+    return a.size() >= 5 && std::atoi(a.c_str() + 3) >= 80;
+  }
   void beginRecording() override { dev->beginCapture(); }
   int endRecording() override { return dev->endCapture(); }
   void abandonRecording() override { dev->abandonCapture(); }
@@ -1106,6 +1142,7 @@ std::unique_ptr<PlanExecutor> makeGpuPlanExecutor(const Graph &graph,
   dev->tf32 = gemm == GemmPrecision::TF32;
   dev->multi = std::move(multi);
   dev->bf16Halves = bf16Halves;
+  dev->tensorCoreAttention = dev->gpu->bf16TensorCores();
   return std::make_unique<PlanExecutor>(
       std::make_unique<PlanExecutor::Impl>(graph, std::move(dev), gemm));
 }

@@ -58,6 +58,10 @@ public:
   /// Queues a GEMM (row-major, see GemmCall).
   virtual void gemm(const GemmCall &g, const void *a, const void *b, void *c) = 0;
 
+  /// Whether the GPU has bf16 tensor cores for mma.sync (compute
+  /// capability 8.0 or later): the fused attention runs on them.
+  virtual bool bf16TensorCores() const { return false; }
+
   // --- CUDA graphs (stream capture) ---
   /// Whether this GPU can record queued work as a graph.
   virtual bool canRecord() const { return false; }

@@ -499,6 +499,396 @@ ST_FLASH_FOR(16)
 ST_FLASH_FOR(32)
 ST_FLASH_FOR(64)
 
+/* ---- Fused attention on tensor cores ----------------------------------
+ * The same attention as st_flash_* above (online softmax, no T x T
+ * matrix; FlashAttention-2's loop structure, Dao 2023, arXiv:2307.08691),
+ * with the inner products on bf16 tensor cores: mma.sync m16n8k16 (PTX
+ * ISA, "Matrix Fragments for mma.m16n8k16": lane l, g = l >> 2, t = l & 3;
+ * A holds rows g and g + 8, columns 2t, 2t + 1 and those + 8; B holds
+ * rows k = 2t, 2t + 1 and those + 8 of column g; C/D rows g and g + 8,
+ * columns 2t, 2t + 1), f32 accumulation. Each f32 operand is split into
+ * three bf16 parts that add up to it exactly (st_split_pair: 8 + 8 + 8
+ * significant bits), and a product is the sum of the part products
+ * hi*hi, hi*mid, mid*hi, hi*lo, lo*hi and mid*mid (each exact in f32);
+ * the terms left out are below 2^-24 of the product, so the result is an
+ * f32 inner product up to rounding, not a bf16 one. A warp skips the part
+ * products whose parts are zero in all its lanes (operands already bf16,
+ * as bf16-storage plans' Q, K, V are, take one product instead of six).
+ * A warp takes 16 query rows (or, for dK and dV, 16 key rows) and steps
+ * through the other side 32 rows at a time, reading its fragments from
+ * global memory (L1 and L2 serve the other warps). Needs sm_80 or later;
+ * CudaPlan.cpp picks these kernels where the GPU has them and D is 16, 32
+ * or 64. q, o, g: [bh, tq, D]; k, v: [bh, tk, D]; stats as st_flash_bwd_q's. */
+#define ST_NEG_INF st_float_bits((int)0xff800000u)
+#if defined(ST_EMU_MMA)
+ST_FN void st_mma_bf16(float *c, const unsigned *a, const unsigned *b) { ST_EMU_MMA(c, a, b); }
+ST_FN unsigned st_warp_or(unsigned x) { return ST_EMU_WARP_OR(x); }
+#else
+ST_FN void st_mma_bf16(float *c, const unsigned *a, const unsigned *b) {
+#if __CUDA_ARCH__ >= 800
+  asm volatile("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 "
+               "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
+               : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#else
+  __trap(); /* CudaPlan.cpp launches these kernels on sm_80 and later only */
+#endif
+}
+ST_FN unsigned st_warp_or(unsigned x) {
+#if __CUDA_ARCH__ >= 800
+  return __reduce_or_sync(0xffffffffu, x);
+#else
+  for (int o = 1; o < 32; o <<= 1)
+    x |= __shfl_xor_sync(0xffffffffu, x, o);
+  return x;
+#endif
+}
+#endif
+ST_FN float st_lane_shfl(float v, int src) { return __shfl_sync(0xffffffffu, v, src); }
+
+/* A fragment (4 registers) or B fragment (2), as its three bf16 parts;
+ * `any`: bit 0 when some lane's middle part is not zero, bit 1 its low part. */
+template <int N> struct StSplit {
+  unsigned p[3][N];
+  unsigned any;
+};
+/* Register r of a fragment from the two values it holds (x0 in its low
+ * half): the high parts keep the top 16 bits of each float (truncation),
+ * the middle parts those of the remainder, the low parts the rest, exactly. */
+template <int N> ST_FN void st_split_pair(StSplit<N> &f, int r, float x0, float x1, unsigned &nz) {
+  unsigned u0 = (unsigned)st_bits_of(x0), u1 = (unsigned)st_bits_of(x1);
+  float r0 = x0 - st_float_bits((int)(u0 & 0xffff0000u)), r1 = x1 - st_float_bits((int)(u1 & 0xffff0000u));
+  unsigned v0 = (unsigned)st_bits_of(r0), v1 = (unsigned)st_bits_of(r1);
+  float s0 = r0 - st_float_bits((int)(v0 & 0xffff0000u)), s1 = r1 - st_float_bits((int)(v1 & 0xffff0000u));
+  unsigned w0 = (unsigned)st_bits_of(s0), w1 = (unsigned)st_bits_of(s1);
+  f.p[0][r] = (u0 >> 16) | (u1 & 0xffff0000u);
+  f.p[1][r] = (v0 >> 16) | (v1 & 0xffff0000u);
+  f.p[2][r] = (w0 >> 16) | (w1 & 0xffff0000u);
+  nz |= (f.p[1][r] ? 1u : 0u) | (f.p[2][r] ? 2u : 0u);
+}
+/* c += a b for f32 a and b given as parts: the six products that matter,
+ * smallest first; a product whose parts are zero in every lane is skipped
+ * (warp-uniform: every lane takes the same branches). */
+ST_FN void st_mma_split(float *c, const StSplit<4> &a, const StSplit<2> &b) {
+  if ((a.any & 1u) && (b.any & 1u))
+    st_mma_bf16(c, a.p[1], b.p[1]);
+  if (a.any & 2u)
+    st_mma_bf16(c, a.p[2], b.p[0]);
+  if (b.any & 2u)
+    st_mma_bf16(c, a.p[0], b.p[2]);
+  if (a.any & 1u)
+    st_mma_bf16(c, a.p[1], b.p[0]);
+  if (b.any & 1u)
+    st_mma_bf16(c, a.p[0], b.p[1]);
+  st_mma_bf16(c, a.p[0], b.p[0]);
+}
+/* A: rows 0..15 of m (row-major, ld floats a row; rows >= rows read as 0),
+ * columns k0 .. k0 + 15. */
+ST_FN StSplit<4> st_frag_a(const float *m, i64 ld, i64 rows, int k0) {
+  const int lane = (int)(threadIdx.x & 31u), g = lane >> 2, t = lane & 3;
+  float x[2][4];
+  for (int h = 0; h < 2; ++h) {
+    const float *row = m + (g + 8 * h) * ld + k0 + 2 * t;
+    const bool ok = g + 8 * h < rows;
+    x[h][0] = ok ? row[0] : 0.0f;
+    x[h][1] = ok ? row[1] : 0.0f;
+    x[h][2] = ok ? row[8] : 0.0f;
+    x[h][3] = ok ? row[9] : 0.0f;
+  }
+  StSplit<4> f;
+  unsigned nz = 0;
+  st_split_pair(f, 0, x[0][0], x[0][1], nz);
+  st_split_pair(f, 1, x[1][0], x[1][1], nz);
+  st_split_pair(f, 2, x[0][2], x[0][3], nz);
+  st_split_pair(f, 3, x[1][2], x[1][3], nz);
+  f.any = st_warp_or(nz);
+  return f;
+}
+/* A from two accumulator tiles (16 x 8 each, C layout) side by side: the
+ * 16 x 16 operand they make has exactly the A layout. */
+ST_FN StSplit<4> st_frag_a_acc(const float *c0, const float *c1) {
+  StSplit<4> f;
+  unsigned nz = 0;
+  st_split_pair(f, 0, c0[0], c0[1], nz);
+  st_split_pair(f, 1, c0[2], c0[3], nz);
+  st_split_pair(f, 2, c1[0], c1[1], nz);
+  st_split_pair(f, 3, c1[2], c1[3], nz);
+  f.any = st_warp_or(nz);
+  return f;
+}
+/* B[k][n] = m[n][k0 + k]: the columns of B are rows of m (ld floats
+ * apart; rows >= rows read as 0). */
+ST_FN StSplit<2> st_frag_b_rows(const float *m, i64 ld, i64 rows, int k0) {
+  const int lane = (int)(threadIdx.x & 31u), g = lane >> 2, t = lane & 3;
+  const float *row = m + g * ld + k0 + 2 * t;
+  const bool ok = g < rows;
+  StSplit<2> f;
+  unsigned nz = 0;
+  st_split_pair(f, 0, ok ? row[0] : 0.0f, ok ? row[1] : 0.0f, nz);
+  st_split_pair(f, 1, ok ? row[8] : 0.0f, ok ? row[9] : 0.0f, nz);
+  f.any = st_warp_or(nz);
+  return f;
+}
+/* B[k][n] = m[k][n]: the rows of B are rows of m (rows >= rows read as 0). */
+ST_FN StSplit<2> st_frag_b_cols(const float *m, i64 ld, i64 rows) {
+  const int lane = (int)(threadIdx.x & 31u), g = lane >> 2, t = lane & 3;
+  float x[4];
+  for (int e = 0; e < 4; ++e) {
+    const int k = 2 * t + (e & 1) + 8 * (e >> 1);
+    x[e] = k < rows ? m[k * ld + g] : 0.0f;
+  }
+  StSplit<2> f;
+  unsigned nz = 0;
+  st_split_pair(f, 0, x[0], x[1], nz);
+  st_split_pair(f, 1, x[2], x[3], nz);
+  f.any = st_warp_or(nz);
+  return f;
+}
+ST_FN i64 st_min64(i64 a, i64 b) { return a < b ? a : b; }
+/* The warps of the grid over `tiles` tiles of 16 rows, each warp its tiles
+ * in turn (the loop is warp-uniform). */
+#define ST_WARP_TILES(w, tiles)                                                                 \
+  for (i64 w = blockIdx.x * (i64)(blockDim.x >> 5) + (threadIdx.x >> 5); w < (tiles);           \
+       w += (i64)gridDim.x * (blockDim.x >> 5))
+
+/* S = scale A B (16 rows x 32 columns) for a 16-row A tile at a and the 32
+ * rows of b from j0 (the columns of S): s[nb][i] as C tiles. */
+template <int D>
+ST_FN void st_scores32(float (*s)[4], const float *a, i64 aRows, const float *b, i64 bRows) {
+  for (int nb = 0; nb < 4; ++nb)
+    for (int i = 0; i < 4; ++i)
+      s[nb][i] = 0.0f;
+  for (int kc = 0; kc < D; kc += 16) {
+    const StSplit<4> fa = st_frag_a(a, D, aRows, kc);
+    for (int nb = 0; nb < 4; ++nb)
+      st_mma_split(s[nb], fa, st_frag_b_rows(b + nb * 8 * D, D, bRows - nb * 8, kc));
+  }
+}
+/* acc (16 x D, C tiles) += P m, P the 16 x 32 C tiles p, m's 32 rows. */
+template <int D>
+ST_FN void st_times_rows(float (*acc)[4], float (*p)[4], const float *m, i64 mRows) {
+  for (int kc = 0; kc < 2; ++kc) {
+    const StSplit<4> fa = st_frag_a_acc(p[2 * kc], p[2 * kc + 1]);
+    for (int nd = 0; nd < D / 8; ++nd)
+      st_mma_split(acc[nd], fa, st_frag_b_cols(m + kc * 16 * D + nd * 8, D, mRows - kc * 16));
+  }
+}
+/* Row h (0: g, 1: g + 8) of this lane's C values: the max, then the
+ * lane group's (the four lanes holding that row). */
+ST_FN float st_group_max(float v) {
+  const int lane = (int)(threadIdx.x & 31u);
+  v = fmaxf(v, st_lane_shfl(v, lane ^ 1));
+  return fmaxf(v, st_lane_shfl(v, lane ^ 2));
+}
+ST_FN float st_group_sum(float v) {
+  const int lane = (int)(threadIdx.x & 31u);
+  v += st_lane_shfl(v, lane ^ 1);
+  return v + st_lane_shfl(v, lane ^ 2);
+}
+
+template <int D>
+ST_FN void st_flash_mma_fwd(i64 bh, i64 tq, i64 tk, int causal, float scale, const float *q,
+                            const float *k, const float *v, float *o) {
+  const int lane = (int)(threadIdx.x & 31u), g = lane >> 2, t = lane & 3;
+  const i64 tiles = (tq + 15) / 16;
+  ST_WARP_TILES(w, bh * tiles) {
+    const i64 b = w / tiles, r0 = (w % tiles) * 16, rows = st_min64(16, tq - r0);
+    const float *qt = q + (b * tq + r0) * D, *kb = k + b * tk * D, *vb = v + b * tk * D;
+    const i64 kend = causal ? st_min64(tk, r0 + 16) : tk;
+    float acc[D / 8][4], m[2] = {ST_NEG_INF, ST_NEG_INF}, l[2] = {0.0f, 0.0f};
+    for (int nd = 0; nd < D / 8; ++nd)
+      for (int i = 0; i < 4; ++i)
+        acc[nd][i] = 0.0f;
+    for (i64 j0 = 0; j0 < kend; j0 += 32) {
+      float s[4][4];
+      st_scores32<D>(s, qt, rows, kb + j0 * D, tk - j0);
+      float mx[2] = {m[0], m[1]};
+      for (int nb = 0; nb < 4; ++nb)
+        for (int i = 0; i < 4; ++i) {
+          const i64 row = r0 + g + 8 * (i >> 1), key = j0 + nb * 8 + 2 * t + (i & 1);
+          const bool ok = key < tk && (!causal || key <= row);
+          s[nb][i] = ok ? s[nb][i] * scale : ST_NEG_INF;
+          mx[i >> 1] = fmaxf(mx[i >> 1], s[nb][i]);
+        }
+      for (int h = 0; h < 2; ++h) {
+        mx[h] = st_group_max(mx[h]);
+        const float c = m[h] == ST_NEG_INF ? 0.0f : st_exp(m[h] - mx[h]);
+        l[h] *= c;
+        m[h] = mx[h];
+        for (int nd = 0; nd < D / 8; ++nd) {
+          acc[nd][2 * h] *= c;
+          acc[nd][2 * h + 1] *= c;
+        }
+      }
+      for (int nb = 0; nb < 4; ++nb)
+        for (int i = 0; i < 4; ++i) {
+          const float p = s[nb][i] == ST_NEG_INF ? 0.0f : st_exp(s[nb][i] - m[i >> 1]);
+          s[nb][i] = p;
+          l[i >> 1] += p;
+        }
+      st_times_rows<D>(acc, s, vb + j0 * D, tk - j0);
+    }
+    for (int h = 0; h < 2; ++h)
+      l[h] = st_group_sum(l[h]);
+    for (int nd = 0; nd < D / 8; ++nd)
+      for (int i = 0; i < 4; ++i) {
+        const int row = g + 8 * (i >> 1);
+        if (row < rows)
+          o[(b * tq + r0 + row) * D + nd * 8 + 2 * t + (i & 1)] =
+              l[i >> 1] > 0.0f ? acc[nd][i] / l[i >> 1] : 0.0f;
+      }
+  }
+}
+
+/* dQ by query tiles, and each row's m, l and inner (st_flash_bwd_q's
+ * stats): pass 1 the online max and sums (inner = sum_j P_ij dP_ij, dP =
+ * g V^T), pass 2 dS = P (dP - inner) scale and dQ = dS K. */
+template <int D>
+ST_FN void st_flash_mma_bwd_q(i64 bh, i64 tq, i64 tk, int causal, float scale, const float *q,
+                              const float *k, const float *v, const float *g_, float *dq,
+                              float *stats) {
+  const int lane = (int)(threadIdx.x & 31u), g = lane >> 2, t = lane & 3;
+  const i64 tiles = (tq + 15) / 16;
+  ST_WARP_TILES(w, bh * tiles) {
+    const i64 b = w / tiles, r0 = (w % tiles) * 16, rows = st_min64(16, tq - r0);
+    const float *qt = q + (b * tq + r0) * D, *gt = g_ + (b * tq + r0) * D;
+    const float *kb = k + b * tk * D, *vb = v + b * tk * D;
+    const i64 kend = causal ? st_min64(tk, r0 + 16) : tk;
+    float m[2] = {ST_NEG_INF, ST_NEG_INF}, l[2] = {0.0f, 0.0f}, inner[2] = {0.0f, 0.0f};
+    float s[4][4], dp[4][4];
+    // (the scores masked and scaled, from the chunk at j0)
+#define ST_MMA_SCORES                                                                           \
+  st_scores32<D>(s, qt, rows, kb + j0 * D, tk - j0);                                            \
+  st_scores32<D>(dp, gt, rows, vb + j0 * D, tk - j0);                                           \
+  for (int nb = 0; nb < 4; ++nb)                                                                \
+    for (int i = 0; i < 4; ++i) {                                                               \
+      const i64 row = r0 + g + 8 * (i >> 1), key = j0 + nb * 8 + 2 * t + (i & 1);              \
+      const bool ok = key < tk && (!causal || key <= row);                                      \
+      s[nb][i] = ok ? s[nb][i] * scale : ST_NEG_INF;                                            \
+    }
+    for (i64 j0 = 0; j0 < kend; j0 += 32) {
+      ST_MMA_SCORES
+      float mx[2] = {m[0], m[1]};
+      for (int nb = 0; nb < 4; ++nb)
+        for (int i = 0; i < 4; ++i)
+          mx[i >> 1] = fmaxf(mx[i >> 1], s[nb][i]);
+      for (int h = 0; h < 2; ++h) {
+        mx[h] = st_group_max(mx[h]);
+        const float c = m[h] == ST_NEG_INF ? 0.0f : st_exp(m[h] - mx[h]);
+        l[h] *= c;
+        inner[h] *= c;
+        m[h] = mx[h];
+      }
+      for (int nb = 0; nb < 4; ++nb)
+        for (int i = 0; i < 4; ++i) {
+          const float p = s[nb][i] == ST_NEG_INF ? 0.0f : st_exp(s[nb][i] - m[i >> 1]);
+          l[i >> 1] += p;
+          inner[i >> 1] += p * dp[nb][i];
+        }
+    }
+    for (int h = 0; h < 2; ++h) {
+      l[h] = st_group_sum(l[h]);
+      inner[h] = l[h] > 0.0f ? st_group_sum(inner[h]) / l[h] : 0.0f;
+    }
+    float acc[D / 8][4];
+    for (int nd = 0; nd < D / 8; ++nd)
+      for (int i = 0; i < 4; ++i)
+        acc[nd][i] = 0.0f;
+    for (i64 j0 = 0; j0 < kend; j0 += 32) {
+      ST_MMA_SCORES
+      for (int nb = 0; nb < 4; ++nb)
+        for (int i = 0; i < 4; ++i) {
+          const int h = i >> 1;
+          const float p = s[nb][i] == ST_NEG_INF ? 0.0f : st_exp(s[nb][i] - m[h]) / l[h];
+          s[nb][i] = p * (dp[nb][i] - inner[h]) * scale;
+        }
+      st_times_rows<D>(acc, s, kb + j0 * D, tk - j0);
+    }
+#undef ST_MMA_SCORES
+    for (int nd = 0; nd < D / 8; ++nd)
+      for (int i = 0; i < 4; ++i) {
+        const int row = g + 8 * (i >> 1);
+        if (row < rows)
+          dq[(b * tq + r0 + row) * D + nd * 8 + 2 * t + (i & 1)] = acc[nd][i];
+      }
+    if (t == 0)
+      for (int h = 0; h < 2; ++h)
+        if (g + 8 * h < rows) {
+          float *st = stats + 3 * (b * tq + r0 + g + 8 * h);
+          st[0] = m[h];
+          st[1] = l[h];
+          st[2] = inner[h];
+        }
+  }
+}
+
+/* dK and dV by key tiles: for the queries that see them, P^T and dS^T
+ * from the query rows' stats, dV = P^T g and dK = dS^T Q. */
+template <int D>
+ST_FN void st_flash_mma_bwd_kv(i64 bh, i64 tq, i64 tk, int causal, float scale, const float *q,
+                               const float *k, const float *v, const float *g_,
+                               const float *stats, float *dk, float *dv) {
+  const int lane = (int)(threadIdx.x & 31u), g = lane >> 2, t = lane & 3;
+  const i64 tiles = (tk + 15) / 16;
+  ST_WARP_TILES(w, bh * tiles) {
+    const i64 b = w / tiles, c0 = (w % tiles) * 16, keys = st_min64(16, tk - c0);
+    const float *kt = k + (b * tk + c0) * D, *vt = v + (b * tk + c0) * D;
+    const float *qb = q + b * tq * D, *gb = g_ + b * tq * D, *sb = stats + 3 * b * tq;
+    float ak[D / 8][4], av[D / 8][4];
+    for (int nd = 0; nd < D / 8; ++nd)
+      for (int i = 0; i < 4; ++i)
+        ak[nd][i] = av[nd][i] = 0.0f;
+    for (i64 i0 = causal ? c0 : 0; i0 < tq; i0 += 32) {
+      float s[4][4], dp[4][4];
+      st_scores32<D>(s, kt, keys, qb + i0 * D, tq - i0);
+      st_scores32<D>(dp, vt, keys, gb + i0 * D, tq - i0);
+      for (int nb = 0; nb < 4; ++nb)
+        for (int i = 0; i < 4; ++i) {
+          const i64 key = c0 + g + 8 * (i >> 1), query = i0 + nb * 8 + 2 * t + (i & 1);
+          const bool ok = query < tq && key < tk && (!causal || key <= query);
+          const float *st = sb + 3 * (ok ? query : 0);
+          const float p = ok ? st_exp(s[nb][i] * scale - st[0]) / st[1] : 0.0f;
+          s[nb][i] = p;
+          dp[nb][i] = ok ? p * (dp[nb][i] - st[2]) * scale : 0.0f;
+        }
+      st_times_rows<D>(av, s, gb + i0 * D, tq - i0);
+      st_times_rows<D>(ak, dp, qb + i0 * D, tq - i0);
+    }
+    for (int nd = 0; nd < D / 8; ++nd)
+      for (int i = 0; i < 4; ++i) {
+        const int row = g + 8 * (i >> 1);
+        if (row < keys) {
+          const i64 at = (b * tk + c0 + row) * D + nd * 8 + 2 * t + (i & 1);
+          dk[at] = ak[nd][i];
+          dv[at] = av[nd][i];
+        }
+      }
+  }
+}
+
+#define ST_FLASH_MMA_FOR(D)                                                                      \
+  extern "C" __global__ void st_flash_mma_fwd_d##D(i64 bh, i64 tq, i64 tk, int causal,           \
+                                                   float scale, const float *q, const float *k,  \
+                                                   const float *v, float *o) {                   \
+    st_flash_mma_fwd<D>(bh, tq, tk, causal, scale, q, k, v, o);                                  \
+  }                                                                                              \
+  extern "C" __global__ void st_flash_mma_bwd_q_d##D(i64 bh, i64 tq, i64 tk, int causal,         \
+                                                     float scale, const float *q,                \
+                                                     const float *k, const float *v,             \
+                                                     const float *g, float *dq, float *stats) {  \
+    st_flash_mma_bwd_q<D>(bh, tq, tk, causal, scale, q, k, v, g, dq, stats);                     \
+  }                                                                                              \
+  extern "C" __global__ void st_flash_mma_bwd_kv_d##D(i64 bh, i64 tq, i64 tk, int causal,        \
+                                                      float scale, const float *q,               \
+                                                      const float *k, const float *v,            \
+                                                      const float *g, const float *stats,        \
+                                                      float *dk, float *dv) {                    \
+    st_flash_mma_bwd_kv<D>(bh, tq, tk, causal, scale, q, k, v, g, stats, dk, dv);                \
+  }
+ST_FLASH_MMA_FOR(16)
+ST_FLASH_MMA_FOR(32)
+ST_FLASH_MMA_FOR(64)
+
 /* y[r, :] = table[ids[r], :] (ids checked on the host). */
 extern "C" __global__ void st_embedding(i64 rows, i64 d, const float *table, const float *ids,
                                         float *y) {

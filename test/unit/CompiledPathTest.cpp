@@ -476,6 +476,37 @@ TEST_P(CompiledPath, Bf16StorageTrainsLikeTheReferenceRoundingAlike) {
   EXPECT_GT(fromF32, 1e-6) << "bf16 storage gave the f32 losses";
 }
 
+// The attention on tensor cores (RuntimeOps.cu's st_flash_mma_*, chosen
+// where the GPU has bf16 mma.sync and the head dim is 16, 32 or 64): a GPT
+// with 16-wide heads trains on the emulated GPU like the reference, in f32
+// (the split bf16 products are f32 inner products up to rounding: the f32
+// tolerances) and with bf16 storage (the plan's rounding points; the
+// attention inside stays f32, as its definition says), and the kernels ran.
+TEST(CompiledPath, TensorCoreAttentionTrainsLikeTheReference) {
+  const std::string toml =
+      "[model]\nkind = \"gpt\"\nlayers = 1\nheads = 2\nd_model = 32\nseq_len = 24\n"
+      "batch = 2\nvocab = 128\n[train]\noptimizer = \"adamw\"\nlr = 3e-3\n"
+      "grad_clip = 1.0\n[data]\npath = \"kjv\"\n";
+  emulateTensorCores(true);
+  struct Off {
+    ~Off() { emulateTensorCores(false); }
+  } off;
+  for (bool bf16 : {false, true}) {
+    SCOPED_TRACE(bf16 ? "bf16 storage" : "f32");
+    const long long before = emulatedGpuTensorCoreAttention();
+    trainBeside(
+        bf16 ? withBf16Storage(toml) : toml,
+        [&](Compiled &c) -> std::unique_ptr<Executor> {
+          return emulatedGpuExecutor(c.graph, c.kernels,
+                                     bf16 ? GemmPrecision::BF16Operands : GemmPrecision::F32);
+        },
+        bf16 ? kLossBf16Storage : kLossF32, bf16 ? kStateBf16Storage : kStateF32,
+        bf16 ? "tensor-core attention, bf16 storage" : "tensor-core attention, f32");
+    // forward, dQ and dK/dV each step (and the evaluation's forwards)
+    EXPECT_GE(emulatedGpuTensorCoreAttention() - before, 3 * kSteps) << "not on tensor cores";
+  }
+}
+
 // --precision=tf32 on the emulated GPU: every f32 GEMM reaches cuBLASLt
 // marked TF32 (the emulator rounds its inputs to TF32's 10-bit mantissa),
 // and training stays within the bf16 tolerances of the f32 reference (the

@@ -5,6 +5,7 @@
 
 #include <unistd.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -41,15 +42,26 @@ class Barrier {
 public:
   explicit Barrier(unsigned n) : n_(n) {}
   void wait() {
-    std::unique_lock<std::mutex> lock(m_);
-    unsigned gen = gen_;
-    if (++count_ == n_) {
-      count_ = 0;
-      ++gen_;
+    const unsigned gen = gen_.load(std::memory_order_acquire);
+    if (count_.fetch_add(1, std::memory_order_acq_rel) + 1 == n_) {
+      count_.store(0, std::memory_order_relaxed);
+      {
+        std::lock_guard<std::mutex> lock(m_);
+        gen_.store(gen + 1, std::memory_order_release);
+      }
       cv_.notify_all();
       return;
     }
-    if (!cv_.wait_for(lock, std::chrono::seconds(60), [&] { return gen_ != gen; })) {
+    // A short spin (yielding: the host has fewer cores than a block has
+    // threads) before sleeping: warps meet at every shuffle and mma.
+    for (int i = 0; i < 64; ++i) {
+      if (gen_.load(std::memory_order_acquire) != gen)
+        return;
+      std::this_thread::yield();
+    }
+    std::unique_lock<std::mutex> lock(m_);
+    if (!cv_.wait_for(lock, std::chrono::seconds(60),
+                      [&] { return gen_.load(std::memory_order_acquire) != gen; })) {
       std::fprintf(stderr, "emulated GPU: a block barrier was not reached by every thread\n");
       std::abort();
     }
@@ -58,7 +70,8 @@ public:
 private:
   std::mutex m_;
   std::condition_variable cv_;
-  unsigned n_, count_ = 0, gen_ = 0;
+  const unsigned n_;
+  std::atomic<unsigned> count_{0}, gen_{0};
 };
 
 // The running cooperative launch's barriers and warp exchange slots.
@@ -67,10 +80,14 @@ struct Cooperative {
     for (unsigned w = 0; w < (block + 31) / 32; ++w)
       warps.push_back(std::make_unique<Barrier>(std::min(32u, block - 32 * w)));
     values.assign(block, 0.0f);
+    words.assign(block, 0u);
+    fragments.assign(block, {});
   }
   Barrier block;
   std::vector<std::unique_ptr<Barrier>> warps;
   std::vector<float> values;
+  std::vector<unsigned> words;                  // st_warp_or's exchange
+  std::vector<std::array<unsigned, 6>> fragments; // an mma's A (4) and B (2) registers
 };
 Cooperative *gCoop = nullptr;
 
@@ -109,6 +126,69 @@ float shflIdx(unsigned, float v, int src) {
   float r = from < blockDim.x ? gCoop->values[from] : v;
   gCoop->warps[warp]->wait();
   return r;
+}
+// RuntimeOps.cu's st_warp_or: the OR of x over the warp (__reduce_or_sync).
+unsigned warpOr(unsigned x) {
+  if (!gCoop) {
+    std::fprintf(stderr, "emulated GPU: a warp vote in a kernel run thread by thread\n");
+    std::abort();
+  }
+  unsigned t = threadIdx.x, warp = t >> 5, r = 0;
+  gCoop->words[t] = x;
+  gCoop->warps[warp]->wait();
+  for (unsigned l = 32 * warp; l < std::min(32 * warp + 32, blockDim.x); ++l)
+    r |= gCoop->words[l];
+  gCoop->warps[warp]->wait();
+  return r;
+}
+// RuntimeOps.cu's st_mma_bf16: mma.sync.aligned.m16n8k16.row.col.f32.bf16
+// .bf16.f32 over the warp, from the PTX ISA's fragment layout (lane l,
+// g = l >> 2, t = l & 3): A register r holds row g + 8 (r & 1), columns
+// 2t + 8 (r >> 1) and the one after (low half first); B register r rows
+// k = 2t + 8 r and the one after of column g; C value i row g + 8 (i >> 1),
+// column 2t + (i & 1). The 16 products (exact in f32) are added to c in
+// k order; the tensor cores' order is their own (the same to rounding).
+void mmaBf16(float *c, const unsigned *a, const unsigned *b) {
+  if (!gCoop) {
+    std::fprintf(stderr, "emulated GPU: an mma in a kernel run thread by thread\n");
+    std::abort();
+  }
+  unsigned t = threadIdx.x, warp = t >> 5, base = 32 * warp, lane = t & 31;
+  if (blockDim.x < base + 32) {
+    std::fprintf(stderr, "emulated GPU: an mma in a warp of fewer than 32 threads\n");
+    std::abort();
+  }
+  auto &mine = gCoop->fragments[t];
+  for (int r = 0; r < 4; ++r)
+    mine[r] = a[r];
+  mine[4] = b[0], mine[5] = b[1];
+  gCoop->warps[warp]->wait();
+  auto half = [](unsigned word, int k) {
+    unsigned bits = (k & 1) ? word >> 16 : word & 0xffffu;
+    float f;
+    bits <<= 16;
+    std::memcpy(&f, &bits, 4);
+    return f;
+  };
+  auto A = [&](int r, int k) {
+    const auto &f = gCoop->fragments[base + 4 * (r & 7) + ((k & 7) >> 1)];
+    return half(f[(r >= 8 ? 1 : 0) + (k >= 8 ? 2 : 0)], k);
+  };
+  auto B = [&](int k, int n) {
+    const auto &f = gCoop->fragments[base + 4 * n + ((k & 7) >> 1)];
+    return half(f[4 + (k >= 8 ? 1 : 0)], k);
+  };
+  float out[4];
+  for (int i = 0; i < 4; ++i) {
+    int row = static_cast<int>(lane >> 2) + 8 * (i >> 1), col = 2 * static_cast<int>(lane & 3) + (i & 1);
+    float s = c[i];
+    for (int k = 0; k < 16; ++k)
+      s += A(row, k) * B(k, col);
+    out[i] = s;
+  }
+  gCoop->warps[warp]->wait();
+  for (int i = 0; i < 4; ++i)
+    c[i] = out[i];
 }
 inline unsigned floatAsUint(float f) {
   unsigned u;
@@ -159,6 +239,8 @@ using namespace stretto_emu;
 #define __shfl_down_sync shflDown
 #define __shfl_sync shflIdx
 #define ST_HAVE_WARPS 1
+#define ST_EMU_MMA mmaBf16
+#define ST_EMU_WARP_OR warpOr
 #define __float_as_uint floatAsUint
 #define __int_as_float intAsFloat
 ST_FN float st_float_bits(int b) { return intAsFloat(b); }
@@ -223,6 +305,8 @@ ST_FN float st_binary(int op, float a, float b) {
 #undef __shfl_down_sync
 #undef __shfl_sync
 #undef ST_HAVE_WARPS
+#undef ST_EMU_MMA
+#undef ST_EMU_WARP_OR
 #undef __float_as_uint
 #undef __int_as_float
 
@@ -316,6 +400,8 @@ std::atomic<long long> gTf32Gemms{0};
 std::atomic<long long> gGraphLaunches{0};
 std::atomic<long long> gDirectWork{0};
 std::atomic<long long> gDownloadedBytes{0};
+std::atomic<bool> gTensorCores{false};
+std::atomic<long long> gTensorCoreAttention{0};
 
 // A TF32 tensor core's input: f32 rounded to 10 mantissa bits (to nearest,
 // ties to even), as cuBLAS's CUBLAS_COMPUTE_32F_FAST_TF32 documents.
@@ -453,7 +539,18 @@ std::map<std::string, EmuKernel> runtimeOps(bool blockReductions) {
   EMU_FLASH(8)
   EMU_FLASH(16) EMU_FLASH(32) EMU_FLASH(64)
 #undef EMU_FLASH
-      add("st_embedding", adapt(st_embedding));
+  // The tensor-core attention: warps exchange fragments (always on threads).
+#define EMU_FLASH_MMA(D)                                                       \
+  add("st_flash_mma_fwd_d" #D, adapt(st_flash_mma_fwd_d##D));                  \
+  add("st_flash_mma_bwd_q_d" #D, adapt(st_flash_mma_bwd_q_d##D));              \
+  add("st_flash_mma_bwd_kv_d" #D, adapt(st_flash_mma_bwd_kv_d##D));            \
+  for (const char *f : {"fwd", "bwd_q", "bwd_kv"})                             \
+    m[std::string("st_flash_mma_") + f + "_d" #D].cooperative = true;
+  EMU_FLASH_MMA(16)
+  EMU_FLASH_MMA(32)
+  EMU_FLASH_MMA(64)
+#undef EMU_FLASH_MMA
+  add("st_embedding", adapt(st_embedding));
   add("st_scatter_rows", adapt(st_scatter_rows));
   add("st_one_hot", adapt(st_one_hot));
   add("st_cross_entropy_rows", adapt(st_cross_entropy_rows));
@@ -576,6 +673,7 @@ public:
   }
   void synchronize() override { notCapturing("a stream synchronisation"); }
   bool canRecord() const override { return true; }
+  bool bf16TensorCores() const override { return tensorCores; }
   void beginRecording() override {
     notCapturing("a second capture");
     recording = true;
@@ -633,6 +731,8 @@ public:
     // launch from several threads; the built-ins' state is global).
     static std::mutex gpuLock;
     std::lock_guard<std::mutex> lock(gpuLock);
+    if (std::strncmp(what, "st_flash_mma_", 13) == 0)
+      ++gTensorCoreAttention;
     if (grid == 0 || block == 0 || grid > 65535 || block > 1024)
       throw std::runtime_error(std::string("emulated GPU: bad launch geometry for ") + what);
     using namespace stretto_emu;
@@ -736,6 +836,7 @@ private:
   std::set<Ptr> live;
   bool cooperativeTwins = false; // kernels that synchronise run their C++ twins
   bool recording = false;
+  bool tensorCores = gTensorCores.load(); // as emulateTensorCores said at its creation
   std::vector<std::function<void()>> tape;                // the open capture
   std::vector<std::vector<std::function<void()>>> graphs; // by id
   std::vector<std::pair<std::unique_ptr<char[]>, size_t>> hostBlocks;
@@ -793,5 +894,7 @@ long long emulatedGpuTf32Gemms() { return gTf32Gemms; }
 long long emulatedGpuGraphLaunches() { return gGraphLaunches; }
 long long emulatedGpuDirectWork() { return gDirectWork; }
 long long emulatedGpuDownloadedBytes() { return gDownloadedBytes; }
+void emulateTensorCores(bool on) { gTensorCores = on; }
+long long emulatedGpuTensorCoreAttention() { return gTensorCoreAttention; }
 
 } // namespace stretto

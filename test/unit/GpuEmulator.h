@@ -61,6 +61,12 @@ long long emulatedGpuGraphLaunches();
 long long emulatedGpuDirectWork();
 /// Bytes brought to the host (downloadSync) by every emulated GPU so far.
 long long emulatedGpuDownloadedBytes();
+/// Whether emulated GPUs made from now on have bf16 tensor cores
+/// (GpuBackend::bf16TensorCores: the attention's st_flash_mma_* kernels,
+/// their mma.sync emulated warp by warp on threads; slow). Default: no.
+void emulateTensorCores(bool on);
+/// Launches of the tensor-core attention's kernels (st_flash_mma_*), so far.
+long long emulatedGpuTensorCoreAttention();
 
 } // namespace stretto
 

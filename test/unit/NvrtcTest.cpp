@@ -223,6 +223,58 @@ TEST(NvrtcTest, RuntimeKernelsCompileForSm90AndSm80) {
          it != std::sregex_iterator(); ++it)
       EXPECT_TRUE(std::stoi((*it)[1]) == 0 && std::stoi((*it)[2]) == 0) << arch << ":\n" << r.log;
     std::printf("[nvrtc] %s: %zu runtime kernels compiled\n", arch, declared);
+    std::regex regs(R"(Function properties for (st_flash_mma_\w+)[\s\S]*?Used (\d+) registers)");
+    for (auto it = std::sregex_iterator(r.log.begin(), r.log.end(), regs);
+         it != std::sregex_iterator(); ++it)
+      std::printf("[nvrtc] %s: %s: %s registers\n", arch, (*it)[1].str().c_str(),
+                  (*it)[2].str().c_str());
+  }
+#endif
+}
+
+// The tensor-core attention (RuntimeOps.cu's st_flash_mma_*) is built on
+// mma.sync where the arch has bf16 tensor cores: its PTX for compute_80
+// and compute_90 holds the bf16 m16n8k16 instruction and the warp OR
+// (redux.sync), so a wrong architecture guard (the __trap() path) fails
+// here rather than on a GPU; for sm_75 the runtime's kernels still build
+// (CudaPlan.cpp never launches these there).
+TEST(NvrtcTest, TensorCoreAttentionUsesMmaSync) {
+#ifndef STRETTO_HAVE_NVRTC
+  GTEST_SKIP() << "CUDA toolkit not found at configure time (STRETTO_HAVE_CUDA=OFF)";
+#else
+  const std::string source = cudaRuntimeSource();
+  for (const char *arch : {"compute_80", "compute_90", "compute_75"}) {
+    nvrtcProgram prog;
+    ASSERT_EQ(nvrtcCreateProgram(&prog, source.c_str(), "runtime-ops.cu", 0, nullptr, nullptr),
+              NVRTC_SUCCESS);
+    std::string archOpt = std::string("--gpu-architecture=") + arch;
+    const char *opts[] = {archOpt.c_str(), "--std=c++17"};
+    nvrtcResult rc = nvrtcCompileProgram(prog, 2, opts);
+    size_t size = 0;
+    std::string ptx;
+    if (rc == NVRTC_SUCCESS && nvrtcGetPTXSize(prog, &size) == NVRTC_SUCCESS) {
+      ptx.resize(size);
+      nvrtcGetPTX(prog, ptx.data());
+    }
+    nvrtcDestroyProgram(&prog);
+    ASSERT_EQ(rc, NVRTC_SUCCESS) << arch;
+    auto count = [&](const std::string &what) {
+      size_t n = 0;
+      for (size_t at = ptx.find(what); at != std::string::npos; at = ptx.find(what, at + 1))
+        ++n;
+      return n;
+    };
+    const size_t mma = count("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32");
+    const size_t kernels = count(".entry st_flash_mma_");
+    EXPECT_EQ(kernels, 9u) << arch << ": fwd, bwd_q and bwd_kv for D = 16, 32, 64";
+    if (std::string(arch) == "compute_75") {
+      EXPECT_EQ(mma, 0u) << "sm_75 has no bf16 mma.sync";
+      continue;
+    }
+    // Each kernel's six split products in each of its product loops.
+    EXPECT_GE(mma, 9u * 6u) << arch;
+    EXPECT_GT(count("redux.sync"), 0u) << arch << ": __reduce_or_sync";
+    std::printf("[nvrtc] %s: %zu bf16 mma.sync in the attention kernels\n", arch, mma);
   }
 #endif
 }

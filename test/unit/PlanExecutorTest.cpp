@@ -22,6 +22,7 @@
 #include <cstdlib>
 
 #include <cmath>
+#include <limits>
 #include <random>
 
 using namespace stretto;
@@ -976,113 +977,136 @@ TEST(PlanExecutor, CudaHalfWarpRowsOnTheEmulatedGpu) {
 // attention forward and backward in f64 (S = scale Q K^T, causal rows see
 // keys 0..i, P = softmax(S), O = P V; dP = G V^T, dS = P (dP - rowsum(P
 // dP)) scale, dQ = dS K, dK = dS^T Q, dV = P^T G) at T = 64, 256 and 1024.
-TEST(PlanExecutor, CudaFusedAttentionOnTheEmulatedGpu) {
-  std::unique_ptr<GpuBackend> gpu = emulatedGpu({}, "");
-  std::mt19937 rng(3);
+// One attention case on an emulated GPU's fused kernels: forward, dQ, then
+// dK and dV, against f64. `tensorCores`: st_flash_mma_* (warp tiles) instead
+// of st_flash_*; `bf16Inputs`: q, k, v and g rounded to bf16 first (the
+// tensor-core kernels then skip the split parts, all zero). Outputs start
+// as NaN, so an element no kernel writes fails.
+struct AttentionCase {
+  int64_t batch, t, d;
+  int causal;
+};
+void checkFusedAttention(GpuBackend &gpu, AttentionCase c, bool tensorCores, bool bf16Inputs,
+                         uint32_t seed) {
+  SCOPED_TRACE("batch " + std::to_string(c.batch) + ", T " + std::to_string(c.t) + ", D " +
+               std::to_string(c.d) + (c.causal ? ", causal" : "") +
+               (tensorCores ? ", tensor cores" : "") + (bf16Inputs ? ", bf16 inputs" : ""));
+  std::mt19937 rng(seed);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
-  struct Case {
-    int64_t batch, t, d;
-    int causal;
-  };
-  for (Case c : {Case{3, 64, 16, 1}, Case{2, 64, 8, 0}, Case{2, 256, 64, 1},
-                 Case{1, 1024, 32, 1}}) {
-    SCOPED_TRACE("batch " + std::to_string(c.batch) + ", T " +
-                 std::to_string(c.t) + ", D " + std::to_string(c.d) +
-                 (c.causal ? ", causal" : ""));
-    const int64_t t = c.t, d = c.d, rows = c.batch * t, n = rows * d;
-    const float scale = 1.0f / std::sqrt(static_cast<float>(d));
-    std::vector<float> q(n), k(n), v(n), g(n);
-    for (auto *x : {&q, &k, &v, &g})
-      for (float &e : *x)
-        e = 2 * u(rng);
-    // f64 reference.
-    std::vector<double> o(n, 0), dq(n, 0), dk(n, 0), dv(n, 0);
-    for (int64_t b = 0; b < c.batch; ++b)
-      for (int64_t i = 0; i < t; ++i) {
-        const int64_t r = b * t + i, end = c.causal ? i + 1 : t;
-        std::vector<double> p(end), dp(end);
-        double mx = -1e300, sum = 0, inner = 0;
-        for (int64_t j = 0; j < end; ++j) {
-          double s = 0, gv = 0;
-          for (int64_t e = 0; e < d; ++e) {
-            s += double(q[r * d + e]) * k[(b * t + j) * d + e];
-            gv += double(g[r * d + e]) * v[(b * t + j) * d + e];
-          }
-          p[j] = s * scale;
-          dp[j] = gv;
-          mx = std::max(mx, p[j]);
+  const int64_t t = c.t, d = c.d, rows = c.batch * t, n = rows * d;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(d));
+  std::vector<float> q(n), k(n), v(n), g(n);
+  for (auto *x : {&q, &k, &v, &g})
+    for (float &e : *x)
+      e = bf16Inputs ? roundToBF16(2 * u(rng)) : 2 * u(rng);
+  // f64 reference.
+  std::vector<double> o(n, 0), dq(n, 0), dk(n, 0), dv(n, 0);
+  for (int64_t b = 0; b < c.batch; ++b)
+    for (int64_t i = 0; i < t; ++i) {
+      const int64_t r = b * t + i, end = c.causal ? i + 1 : t;
+      std::vector<double> p(end), dp(end);
+      double mx = -1e300, sum = 0, inner = 0;
+      for (int64_t j = 0; j < end; ++j) {
+        double s = 0, gv = 0;
+        for (int64_t e = 0; e < d; ++e) {
+          s += double(q[r * d + e]) * k[(b * t + j) * d + e];
+          gv += double(g[r * d + e]) * v[(b * t + j) * d + e];
         }
-        for (int64_t j = 0; j < end; ++j)
-          sum += (p[j] = std::exp(p[j] - mx));
-        for (int64_t j = 0; j < end; ++j)
-          inner += (p[j] /= sum) * dp[j];
-        for (int64_t j = 0; j < end; ++j) {
-          const double ds = p[j] * (dp[j] - inner) * scale;
-          for (int64_t e = 0; e < d; ++e) {
-            const int64_t kj = (b * t + j) * d + e;
-            o[r * d + e] += p[j] * v[kj];
-            dq[r * d + e] += ds * k[kj];
-            dk[kj] += ds * q[r * d + e];
-            dv[kj] += p[j] * g[r * d + e];
-          }
+        p[j] = s * scale;
+        dp[j] = gv;
+        mx = std::max(mx, p[j]);
+      }
+      for (int64_t j = 0; j < end; ++j)
+        sum += (p[j] = std::exp(p[j] - mx));
+      for (int64_t j = 0; j < end; ++j)
+        inner += (p[j] /= sum) * dp[j];
+      for (int64_t j = 0; j < end; ++j) {
+        const double ds = p[j] * (dp[j] - inner) * scale;
+        for (int64_t e = 0; e < d; ++e) {
+          const int64_t kj = (b * t + j) * d + e;
+          o[r * d + e] += p[j] * v[kj];
+          dq[r * d + e] += ds * k[kj];
+          dk[kj] += ds * q[r * d + e];
+          dv[kj] += p[j] * g[r * d + e];
         }
       }
-    auto upload = [&](const std::vector<float> &x) {
-      GpuBackend::Ptr p = gpu->alloc(x.size() * 4);
-      gpu->uploadAsync(p, x.data(), x.size() * 4);
-      return p;
-    };
-    GpuBackend::Ptr dQ = upload(q), dK = upload(k), dV = upload(v),
-                    dG = upload(g);
-    GpuBackend::Ptr out = gpu->alloc(n * 4), grads = gpu->alloc(3 * n * 4),
-                    stats = gpu->alloc(3 * rows * 4);
-    int64_t rowsArg = rows, tq = t, tk = t;
-    int causal = c.causal;
-    float sc = scale;
-    const float *qp = reinterpret_cast<const float *>(dQ),
-                *kp = reinterpret_cast<const float *>(dK),
-                *vp = reinterpret_cast<const float *>(dV),
-                *gp = reinterpret_cast<const float *>(dG);
-    float *op = reinterpret_cast<float *>(out),
-          *gr = reinterpret_cast<float *>(grads),
-          *st = reinterpret_cast<float *>(stats);
-    float *gk = gr + n, *gv = gr + 2 * n;
-    const float *stc = st;
-    const std::string suffix = "_d" + std::to_string(d);
-    auto run = [&](const std::string &name, std::vector<void *> params) {
-      void *fn = gpu->opsFunction(name);
-      ASSERT_NE(fn, nullptr) << name;
-      gpu->launch(fn, static_cast<unsigned>((rows + 255) / 256), 256,
-                  params.data(), static_cast<int>(params.size()), name.c_str());
-    };
-    run("st_flash_fwd" + suffix,
-        {&rowsArg, &tq, &tk, &causal, &sc, &qp, &kp, &vp, &op});
-    run("st_flash_bwd_q" + suffix,
-        {&rowsArg, &tq, &tk, &causal, &sc, &qp, &kp, &vp, &gp, &gr, &st});
-    run("st_flash_bwd_kv" + suffix,
-        {&rowsArg, &tq, &tk, &causal, &sc, &qp, &kp, &vp, &gp, &stc, &gk, &gv});
-    std::vector<float> got(n), gotGrads(3 * n);
-    gpu->downloadSync(got.data(), out, n * 4);
-    gpu->downloadSync(gotGrads.data(), grads, 3 * n * 4);
-    // Each tensor within 1e-5 of its largest magnitude (f32 sums of up to
-    // 1024 terms in another order than the f64 reference's).
-    auto close = [&](const char *what, const float *x,
-                     const std::vector<double> &want) {
-      double big = 1e-30, worst = 0;
-      for (int64_t e = 0; e < n; ++e)
-        big = std::max(big, std::fabs(want[e]));
-      for (int64_t e = 0; e < n; ++e)
-        worst = std::max(worst, std::fabs(x[e] - want[e]));
-      EXPECT_LE(worst, 1e-5 * big)
-          << what << ": largest difference " << worst << " of " << big;
-    };
-    close("O", got.data(), o);
-    close("dQ", gotGrads.data(), dq);
-    close("dK", gotGrads.data() + n, dk);
-    close("dV", gotGrads.data() + 2 * n, dv);
-    for (GpuBackend::Ptr p : {dQ, dK, dV, dG, out, grads, stats})
-      gpu->free(p);
-  }
+    }
+  auto upload = [&](const std::vector<float> &x) {
+    GpuBackend::Ptr p = gpu.alloc(x.size() * 4);
+    gpu.uploadAsync(p, x.data(), x.size() * 4);
+    return p;
+  };
+  const std::vector<float> nan(3 * n, std::numeric_limits<float>::quiet_NaN());
+  GpuBackend::Ptr dQ = upload(q), dK = upload(k), dV = upload(v), dG = upload(g);
+  GpuBackend::Ptr out = upload(std::vector<float>(nan.begin(), nan.begin() + n)),
+                  grads = upload(nan), stats = gpu.alloc(3 * rows * 4);
+  int64_t rowsArg = tensorCores ? c.batch : rows, tq = t, tk = t;
+  int causal = c.causal;
+  float sc = scale;
+  const float *qp = reinterpret_cast<const float *>(dQ), *kp = reinterpret_cast<const float *>(dK),
+              *vp = reinterpret_cast<const float *>(dV), *gp = reinterpret_cast<const float *>(dG);
+  float *op = reinterpret_cast<float *>(out), *gr = reinterpret_cast<float *>(grads),
+        *st = reinterpret_cast<float *>(stats);
+  float *gk = gr + n, *gv = gr + 2 * n;
+  const float *stc = st;
+  const std::string prefix = tensorCores ? "st_flash_mma_" : "st_flash_",
+                    suffix = "_d" + std::to_string(d);
+  auto run = [&](const std::string &pass, std::vector<void *> params) {
+    const std::string name = prefix + pass + suffix;
+    void *fn = gpu.opsFunction(name);
+    ASSERT_NE(fn, nullptr) << name;
+    // (tensor cores: a warp per 16 rows; 2 blocks of 2 warps walk the
+    // tiles in turn, as a grid smaller than the tiles does; few threads, as
+    // the emulated warps exchange fragments through barriers)
+    const unsigned grid = tensorCores ? 2u : static_cast<unsigned>((rows + 255) / 256);
+    gpu.launch(fn, grid, tensorCores ? 64 : 256, params.data(), static_cast<int>(params.size()),
+               name.c_str());
+  };
+  run("fwd", {&rowsArg, &tq, &tk, &causal, &sc, &qp, &kp, &vp, &op});
+  run("bwd_q", {&rowsArg, &tq, &tk, &causal, &sc, &qp, &kp, &vp, &gp, &gr, &st});
+  run("bwd_kv", {&rowsArg, &tq, &tk, &causal, &sc, &qp, &kp, &vp, &gp, &stc, &gk, &gv});
+  std::vector<float> got(n), gotGrads(3 * n);
+  gpu.downloadSync(got.data(), out, n * 4);
+  gpu.downloadSync(gotGrads.data(), grads, 3 * n * 4);
+  // Each tensor within 1e-5 of its largest magnitude (f32 sums of up to
+  // 1024 terms in another order than the f64 reference's; the tensor
+  // cores' split products leave out terms below 2^-24 of each product).
+  auto close = [&](const char *what, const float *x, const std::vector<double> &want) {
+    double big = 1e-30, worst = 0;
+    for (int64_t e = 0; e < n; ++e)
+      big = std::max(big, std::fabs(want[e]));
+    for (int64_t e = 0; e < n; ++e)
+      worst = std::isnan(x[e]) ? INFINITY : std::max(worst, std::fabs(x[e] - want[e]));
+    EXPECT_LE(worst, 1e-5 * big) << what << ": largest difference " << worst << " of " << big;
+  };
+  close("O", got.data(), o);
+  close("dQ", gotGrads.data(), dq);
+  close("dK", gotGrads.data() + n, dk);
+  close("dV", gotGrads.data() + 2 * n, dv);
+  for (GpuBackend::Ptr p : {dQ, dK, dV, dG, out, grads, stats})
+    gpu.free(p);
+}
+
+TEST(PlanExecutor, CudaFusedAttentionOnTheEmulatedGpu) {
+  std::unique_ptr<GpuBackend> gpu = emulatedGpu({}, "");
+  uint32_t seed = 3;
+  for (AttentionCase c : {AttentionCase{3, 64, 16, 1}, AttentionCase{2, 64, 8, 0},
+                          AttentionCase{2, 256, 64, 1}, AttentionCase{1, 1024, 32, 1}})
+    checkFusedAttention(*gpu, c, false, false, seed++);
+}
+
+// The tensor-core kernels (RuntimeOps.cu's st_flash_mma_*), their mma.sync
+// emulated warp by warp from the PTX ISA's fragment layout: f32 accuracy
+// from split bf16 parts, at sizes that are and are not multiples of the
+// 16-row warp tiles and 32-row steps, causal and not, and on bf16 inputs
+// (the parts skipped). T = 1024 is left to a GPU (the emulated warps are slow).
+TEST(PlanExecutor, CudaTensorCoreAttentionOnTheEmulatedGpu) {
+  std::unique_ptr<GpuBackend> gpu = emulatedGpu({}, "");
+  uint32_t seed = 11;
+  for (AttentionCase c : {AttentionCase{2, 64, 16, 1}, AttentionCase{2, 40, 32, 0},
+                          AttentionCase{1, 37, 16, 1}, AttentionCase{1, 160, 64, 1}})
+    checkFusedAttention(*gpu, c, true, false, seed++);
+  checkFusedAttention(*gpu, AttentionCase{1, 96, 64, 1}, true, true, seed++);
 }
 
 TEST(PlanExecutor, RejectsWhatItCannotRun) {
