@@ -16,15 +16,18 @@ namespace {
 // for cuBLASLt GEMMs (0.6-0.8) and streaming kernels with 16-byte accesses
 // (0.8-0.9); FlashAttention-2 reaches about 35 % of the Hopper peak
 // (FlashAttention-3 paper, arXiv:2407.08608), which the runtime's fused
-// attention, a thread a row in f32 on CUDA cores, is credited with of the
-// FP32 peak (an upper guess, unmeasured). Eager launch: a few
+// attention on CUDA cores (head dim 8), a thread a row in f32, is credited
+// with of the FP32 peak (an upper guess, unmeasured); its tensor-core
+// kernels (mma.sync, fragments read from global memory, low occupancy),
+// with 25 % of the bf16 peak (a guess below FA2's 35 %, unmeasured) for
+// the part products they run (see Costing::mmaWork). Eager launch: a few
 // microseconds of host time per kernel; a replayed CUDA graph leaves gaps
 // well under a microsecond. All estimates, to rank where a step's time
 // goes, not to replace a measurement. H100 SXM: the same chip with 3.35
 // TB/s HBM3.
 const DeviceModel kDeviceModels[] = {
-    {"h200", "NVIDIA H200 SXM", 989e12, 495e12, 67e12, 4.8e12, 0.7, 0.85, 0.35, 5e-6, 0.2e-6},
-    {"h100", "NVIDIA H100 SXM", 989e12, 495e12, 67e12, 3.35e12, 0.7, 0.85, 0.35, 5e-6, 0.2e-6},
+    {"h200", "NVIDIA H200 SXM", 989e12, 495e12, 67e12, 4.8e12, 0.7, 0.85, 0.35, 0.25, 5e-6, 0.2e-6},
+    {"h100", "NVIDIA H100 SXM", 989e12, 495e12, 67e12, 3.35e12, 0.7, 0.85, 0.35, 0.25, 5e-6, 0.2e-6},
 };
 
 int64_t numelOf(const Shape &s) { return s.empty() ? 1 : numElements(s); }
@@ -50,16 +53,32 @@ struct Costing {
   }
   double memoryTime(double bytes) const { return bytes / (d.bandwidth * d.memoryEfficiency); }
 
-  /// Whether the CUDA runtime runs this attention (or its gradient) fused
-  /// (CudaPlan.cpp's flashSuffix): head dims 8 to 64 with values of the
-  /// same dim, unless its products are bf16 (--precision bf16 on an f32
-  /// plan: the GEMM path).
-  bool flashPath(const Node &n, const std::vector<Node> &list) const {
+  /// How the CUDA runtime runs this attention (or its gradient): fused on
+  /// tensor cores (CudaPlan.cpp's attentionKernels: head dims 16, 32 and
+  /// 64; every modelled GPU has bf16 mma.sync), fused on CUDA cores (head
+  /// dim 8), or as GEMMs: other dims, values of another dim, and bf16
+  /// products (--precision bf16 on an f32 plan).
+  enum class AttentionPath { TensorCores, CudaCores, Gemms };
+  AttentionPath attentionPath(const Node &n, const std::vector<Node> &list) const {
     const Shape &q = list[n.operands[0]].shape, &v = list[n.operands[2]].shape;
     const int64_t dq = q.back(), dv = v.back();
-    if (precision == CostPrecision::BF16 && !bf16Plan)
-      return false;
-    return dq == dv && (dq == 8 || dq == 16 || dq == 32 || dq == 64);
+    if ((precision == CostPrecision::BF16 && !bf16Plan) || dq != dv)
+      return AttentionPath::Gemms;
+    if (dq == 16 || dq == 32 || dq == 64)
+      return AttentionPath::TensorCores;
+    return dq == 8 ? AttentionPath::CudaCores : AttentionPath::Gemms;
+  }
+  /// The tensor-core kernels' mma work for `flops` of an attention
+  /// (forward) or its gradient: an f32 operand is three bf16 parts, a
+  /// product of two six part products, of an f32 and a bf16 operand three
+  /// (RuntimeOps.cu's st_mma_split). The forward computes S = QK^T and PV;
+  /// the backward S and dP three times each (dQ's two passes, dK/dV's one)
+  /// and dQ, dK, dV: nine products where `flops` counts five. In a
+  /// bf16-storage plan Q, K, V and g are taken as stored rounded (one part
+  /// each); P and dS never are.
+  double mmaWork(double flops, bool forward) const {
+    const double sd = bf16Plan ? 1 : 6, withP = bf16Plan ? 3 : 6;
+    return forward ? flops * (sd + withP) / 2 : flops * (3 * sd + 3 * sd + 3 * withP) / 5;
   }
 
   NodeCost cost(const std::vector<Node> &list, const Node &n) const {
@@ -122,9 +141,19 @@ struct Costing {
       c.flops = n.kind == OpKind::Attention ? fwd : 2.5 * fwd;
       c.category = "attention";
       c.what = std::string(opKindName(n.kind)) + " " + shapeText(q);
-      if (flashPath(n, list)) {
+      const AttentionPath path = attentionPath(n, list);
+      if (path == AttentionPath::TensorCores) { // st_flash_mma_*
+        c.seconds = std::max(mmaWork(c.flops, n.kind == OpKind::Attention) /
+                                 (d.bf16Flops * d.mmaAttentionEfficiency),
+                             memoryTime(c.bytes));
+        c.launches = n.kind == OpKind::Attention ? 1 : 2;
+        c.what += " (fused, tensor cores)";
+        return c;
+      }
+      if (path == AttentionPath::CudaCores) {
         // The CUDA runtime's fused kernels (st_flash_*): f32 on CUDA cores.
         c.seconds = std::max(c.flops / (d.f32Flops * d.attentionEfficiency), memoryTime(c.bytes));
+        c.launches = n.kind == OpKind::Attention ? 1 : 2;
         c.what += " (fused, CUDA cores)";
         return c;
       }
@@ -158,6 +187,22 @@ struct Costing {
                    : !n.ints.empty() && n.ints[0] == 2 ? "row kernel"
                                                        : "element-wise kernel";
       c.what = n.name + " " + shapeText(n.shape);
+      c.seconds = memoryTime(c.bytes);
+      return c;
+    case OpKind::Slice:
+      // A window of whole leading rows of a value in the arena is a view
+      // (PlanImpl.h's planner: the fused QKV split, attention_grad's dq,
+      // dk, dv); of a state or a gradient sum, a copy.
+      if (ops::windowOf(n, in(0)).outer == 1) {
+        int root = n.operands[0];
+        while (list[root].kind == OpKind::Reshape || list[root].kind == OpKind::Transfer ||
+               list[root].kind == OpKind::Slice)
+          root = list[root].operands[0];
+        if (list[root].kind != OpKind::Read && list[root].kind != OpKind::AccumulatedGrad)
+          return NodeCost();
+      }
+      c.category = "runtime op";
+      c.what = "slice " + shapeText(n.shape);
       c.seconds = memoryTime(c.bytes);
       return c;
     case OpKind::Reshape:
@@ -310,10 +355,12 @@ std::string stretto::formatStepCost(const StepCost &cost, const DeviceModel &d,
                                             "stores them so, f32 master weights"
        : precision == CostPrecision::TF32 ? "f32 storage, TF32 GEMMs"
                                           : "f32 storage and GEMMs (no tensor cores)");
-  line("  assumed: GEMMs at %.0f%% of %.0f TFLOP/s, fused attention (f32, CUDA cores) at %.0f%% "
-       "of %.0f TFLOP/s, kernels at %.0f%% of %.2f TB/s; %.1f us of host time per eager "
+  line("  assumed: GEMMs at %.0f%% of %.0f TFLOP/s, fused attention on tensor cores at %.0f%% of "
+       "%.0f TFLOP/s for its bf16 part products (on CUDA cores, head dim 8: %.0f%% of %.0f), "
+       "kernels at %.0f%% of %.2f TB/s; %.1f us of host time per eager "
        "launch, %.2f us between kernels of a graph\n",
-       100 * d.gemmEfficiency, peak / 1e12, 100 * d.attentionEfficiency, d.f32Flops / 1e12,
+       100 * d.gemmEfficiency, peak / 1e12, 100 * d.mmaAttentionEfficiency, d.bf16Flops / 1e12,
+       100 * d.attentionEfficiency, d.f32Flops / 1e12,
        100 * d.memoryEfficiency, d.bandwidth / 1e12, d.eagerLaunchSeconds * 1e6,
        d.graphGapSeconds * 1e6);
   struct Sum {

@@ -150,40 +150,84 @@ TEST(CostModel, Bf16GemmResultsAreWrittenInTwoBytes) {
   EXPECT_DOUBLE_EQ(two.nodes[1].bytes, 2 * out + 4 * out) << "the kernel reads two bytes";
 }
 
-// Attention as the CUDA runtime runs it: fused (f32, CUDA cores: the FP32
-// peak) for head dims 8 to 64, also in a bf16-storage plan; with bf16
-// products on an f32 plan, the GEMM path (tensor-core peak) with the T x T
-// scores through memory.
-TEST(CostModel, AttentionIsFusedOnCudaCoresOrGemmsWithScoresInMemory) {
+// Attention as the CUDA runtime runs it: fused on tensor cores for head
+// dims 16, 32 and 64 (the bf16 peak, for the part products: six a product
+// of f32 operands, three with one bf16 operand, one of two), also in a
+// bf16-storage plan (Q, K, V taken as bf16); fused on CUDA cores (the FP32
+// peak) for head dim 8; with bf16 products on an f32 plan or head dim 128,
+// the GEMM path (tensor-core peak) with the T x T scores through memory.
+TEST(CostModel, AttentionIsFusedOnTensorCoresOrCudaCoresOrGemmsWithScoresInMemory) {
   const DeviceModel *d = findDeviceModel("h200");
-  auto attention = [](int64_t dim, bool bf16Plan) {
+  auto attention = [](int64_t dim, bool bf16Plan, OpKind kind) {
     Graph g;
-    for (int k = 0; k < 3; ++k)
+    for (int k = 0; k < (kind == OpKind::Attention ? 3 : 4); ++k)
       g.add(node(OpKind::Input, {}, {2, 4, 128, dim}));
-    Node a = node(OpKind::Attention, {0, 1, 2}, {2, 4, 128, dim});
+    Node a = kind == OpKind::Attention ? node(kind, {0, 1, 2}, {2, 4, 128, dim})
+                                       : node(kind, {0, 1, 2, 3}, {3, 2, 4, 128, dim});
     a.flag = 1; // causal
-    g.add(a);
+    const int at = g.add(a);
     if (bf16Plan)
-      g.add(node(OpKind::RoundBf16, {3}, {2, 4, 128, dim}));
+      g.add(node(OpKind::RoundBf16, {at}, {2, 4, 128, dim}));
     return g;
   };
-  const double flops = 4.0 * 8 * 128 * 128 * 64 * 0.5;
+  auto timeOf = [&](const NodeCost &c, double work, double rate) {
+    return std::max(work / rate, c.bytes / (d->bandwidth * d->memoryEfficiency));
+  };
+  const double flops = 4.0 * 8 * 128 * 128 * 64 * 0.5, mma = d->bf16Flops * d->mmaAttentionEfficiency;
   for (CostPrecision p : {CostPrecision::F32, CostPrecision::BF16}) {
-    NodeCost fused = predictStep(attention(64, p == CostPrecision::BF16), *d, p, 1, 256).nodes[0];
-    EXPECT_DOUBLE_EQ(fused.flops, flops);
-    EXPECT_DOUBLE_EQ(fused.seconds, std::max(flops / (d->f32Flops * d->attentionEfficiency),
-                                             fused.bytes / (d->bandwidth * d->memoryEfficiency)));
-    EXPECT_NE(fused.what.find("fused"), std::string::npos) << fused.what;
+    const bool bf16 = p == CostPrecision::BF16;
+    NodeCost fwd = predictStep(attention(64, bf16, OpKind::Attention), *d, p, 1, 256).nodes[0];
+    EXPECT_DOUBLE_EQ(fwd.flops, flops);
+    // S = QK^T and PV: 6 + 6 part products from f32, 1 + 3 from bf16 Q, K, V
+    EXPECT_DOUBLE_EQ(fwd.seconds, timeOf(fwd, flops * (bf16 ? 4 : 12) / 2, mma));
+    EXPECT_EQ(fwd.launches, 1);
+    EXPECT_NE(fwd.what.find("tensor cores"), std::string::npos) << fwd.what;
+    NodeCost bwd = predictStep(attention(64, bf16, OpKind::AttentionGrad), *d, p, 1, 256).nodes[0];
+    EXPECT_DOUBLE_EQ(bwd.flops, 2.5 * flops);
+    // S and dP three times, dQ, dK and dV once (each with P or dS)
+    EXPECT_DOUBLE_EQ(bwd.seconds, timeOf(bwd, 2.5 * flops * (bf16 ? 15 : 54) / 5, mma));
+    EXPECT_EQ(bwd.launches, 2);
   }
+  NodeCost simt = predictStep(attention(8, false, OpKind::Attention), *d, CostPrecision::F32, 1, 256)
+                      .nodes[0];
+  EXPECT_DOUBLE_EQ(simt.seconds, timeOf(simt, flops / 8, d->f32Flops * d->attentionEfficiency));
+  EXPECT_NE(simt.what.find("CUDA cores"), std::string::npos) << simt.what;
   // Head dim 128 has no fused kernel; bf16 products on an f32 plan neither.
   for (auto [dim, p] : {std::pair{int64_t(128), CostPrecision::F32}, {int64_t(64), CostPrecision::BF16}}) {
-    NodeCost gemms = predictStep(attention(dim, false), *d, p, 1, 256).nodes[0];
+    NodeCost gemms = predictStep(attention(dim, false, OpKind::Attention), *d, p, 1, 256).nodes[0];
     const double io = 4.0 * 4 * 2 * 4 * 128 * dim, scores = 4.0 * 4 * 8 * 128 * 128;
     const double peak = p == CostPrecision::BF16 ? d->bf16Flops : d->f32Flops;
     EXPECT_DOUBLE_EQ(gemms.bytes, io + scores);
     EXPECT_DOUBLE_EQ(gemms.seconds, gemms.flops / (peak * d->gemmEfficiency) +
                                         (io + scores) / (d->bandwidth * d->memoryEfficiency));
     EXPECT_NE(gemms.what.find("GEMMs"), std::string::npos) << gemms.what;
+  }
+}
+
+// A slice of whole leading rows of a value in the arena is a view (the
+// planner aliases it): no launch, no bytes; a slice of a state, or one
+// that cuts inner rows, is a copy.
+TEST(CostModel, LeadingRowSlicesOfArenaValuesAreViews) {
+  const DeviceModel *d = findDeviceModel("h200");
+  Graph g;
+  const int x = g.add(node(OpKind::Input, {}, {3, 8, 64}));
+  Node state = node(OpKind::Read, {}, {3, 8, 64});
+  state.name = "w";
+  const int w = g.add(state);
+  auto slice = [&](int of, int64_t axis, int64_t start, Shape shape) {
+    Node s = node(OpKind::Slice, {of}, std::move(shape));
+    s.ints = {axis, start};
+    return g.add(s);
+  };
+  slice(x, 0, 1, {1, 8, 64});  // a view
+  slice(w, 0, 1, {1, 8, 64});  // of a state: copied
+  slice(x, 1, 2, {3, 4, 64});  // inner rows: copied
+  StepCost c = predictStep(g, *d, CostPrecision::F32, 1, 256);
+  ASSERT_EQ(c.nodes.size(), 2u);
+  for (const NodeCost &n : c.nodes) {
+    EXPECT_EQ(n.launches, 1);
+    // (the slice written, its operand counted whole)
+    EXPECT_DOUBLE_EQ(n.bytes, 4.0 * (n.what == "slice 1x8x64" ? 512 : 768) + 4.0 * 1536) << n.what;
   }
 }
 

@@ -34,7 +34,8 @@ struct DeviceModel {
   double bandwidth = 0;    // HBM bytes/s
   double gemmEfficiency = 0.7;   // e_c of large library GEMMs
   double memoryEfficiency = 0.85; // e_m of wide streaming kernels
-  double attentionEfficiency = 0.35; // e_c of the fused attention (the runtime's: f32, CUDA cores)
+  double attentionEfficiency = 0.35; // e_c of the fused attention on CUDA cores (f32 peak)
+  double mmaAttentionEfficiency = 0.25; // e_c of the fused attention's mma.sync (bf16 peak)
   double eagerLaunchSeconds = 5e-6;  // host time per eager kernel launch
   double graphGapSeconds = 0.2e-6;   // device gap between kernels of a replayed graph
 };
