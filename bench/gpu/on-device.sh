@@ -5,11 +5,12 @@
 #               .json straight into $OUT (budget 300 s, timeout 330 s);
 #   2. check    bench/gpu/device-check.sh: every plan against the reference
 #               executor, the pipeline, gossip and data-parallel runs
-#               (timeout 150 s: its last part, the timings, may be cut);
+#               (timeout 130 s: its last part, the timings, may be cut);
 #   3. profile  stretto-run --profile of gpt-small in f32 and tf32 (speed.py
-#               profiled bf16), in f32 with STRETTO_ATTENTION=gemm (the
-#               attention's GEMM path against the fused kernels), and
-#               gpt-mini in f32 (timeout 80 s in all).
+#               profiled bf16), in f32 with STRETTO_ATTENTION=simt (the
+#               fused attention on CUDA cores against the default, on tensor
+#               cores) and with STRETTO_ATTENTION=gemm (the GEMM path), and
+#               gpt-mini in f32 (timeout 100 s in all).
 # Each phase runs under `timeout`, so the whole stays under 9 minutes. The
 # device tool brings back at most 8 files from $OUT, so $OUT gets:
 #   speed-<gpu>.txt, speed-<gpu>.json   the speed bench's results
@@ -28,7 +29,7 @@
 #                                                # then checks what $OUT holds
 #
 # Environment: OUT (default gpu-results; --dry-run: DIR/on-device-out),
-# SPEED_TIMEOUT, CHECK_TIMEOUT, PROFILE_TIMEOUT (seconds: 330, 150, 80),
+# SPEED_TIMEOUT, CHECK_TIMEOUT, PROFILE_TIMEOUT (seconds: 330, 130, 100),
 # SPEED_BUDGET (speed.py --budget-s, 300), PYTHON (python3).
 # Exit status: 0 when every phase passed, 1 when one failed or timed out,
 # 77 (skipped) without --dry-run where there is no NVIDIA GPU.
@@ -48,8 +49,8 @@ B=gpu-bundle
 PHASES=("$@")
 [ ${#PHASES[@]} -gt 0 ] || PHASES=(speed check profile)
 SPEED_TIMEOUT=${SPEED_TIMEOUT:-330}
-CHECK_TIMEOUT=${CHECK_TIMEOUT:-150}
-PROFILE_TIMEOUT=${PROFILE_TIMEOUT:-80}
+CHECK_TIMEOUT=${CHECK_TIMEOUT:-130}
+PROFILE_TIMEOUT=${PROFILE_TIMEOUT:-100}
 SPEED_BUDGET=${SPEED_BUDGET:-300}
 
 if [ $DRY -eq 0 ] && ! nvidia-smi -L 2>/dev/null | grep -q '^GPU'; then
@@ -146,10 +147,12 @@ for ph in "${PHASES[@]}"; do
           echo "echo '\$ stretto-run gpt-small.plan --device=$dev --precision $p --steps 6 --profile --quiet'"
           echo "'$SR' '$(plan gpt-small)' --data '$(data)' --device=$dev --precision $p --steps 6 --profile --quiet || exit"
         done
-        # The attention on the GEMM path (S materialised) beside the fused
-        # kernels the runs above use: which is faster, measured.
-        echo "echo '\$ STRETTO_ATTENTION=gemm stretto-run gpt-small.plan --device=$dev --precision f32 --steps 6 --profile --quiet'"
-        echo "STRETTO_ATTENTION=gemm '$SR' '$(plan gpt-small)' --data '$(data)' --device=$dev --precision f32 --steps 6 --profile --quiet || exit"
+        # The attention on CUDA cores and on the GEMM path (S materialised)
+        # beside the tensor-core kernels the runs above use: measured.
+        for a in simt gemm; do
+          echo "echo '\$ STRETTO_ATTENTION=$a stretto-run gpt-small.plan --device=$dev --precision f32 --steps 6 --profile --quiet'"
+          echo "STRETTO_ATTENTION=$a '$SR' '$(plan gpt-small)' --data '$(data)' --device=$dev --precision f32 --steps 6 --profile --quiet || exit"
+        done
         echo "echo '\$ stretto-run gpt-mini.plan --device=$dev --precision f32 --steps 20 --profile --quiet'"
         echo "'$SR' '$(plan gpt-mini)' --data '$(data)' --device=$dev --precision f32 --steps 20 --profile --quiet"
       } > "$WORK/profile.sh"
