@@ -145,11 +145,14 @@ def KernelBf16Storage : Pass<"kernel-bf16-storage", "::stretto::train::ModelOp">
     a `kernel.elementwise` or `kernel.reduce` (its load widens), a
     `train.reduce_sum` (the CUDA runtime's column sums widen), a norm's
     `kernel.rows` or `train.norm_grad` reading it as the input x (the row
-    functions widen), and a `train.reshape` or `train.transpose` whose
-    readers are such readers (bf16 moved as bf16). The CUDA runtime keeps the value in two bytes an
+    functions widen), a `train.attention` or `train.attention_grad` (q, k,
+    v and the output's gradient: the fused kernels' loads widen), and a
+    `train.reshape`, `train.transpose` or a `train.slice` of whole leading
+    rows (every dim before its axis 1: a view) whose readers are such
+    readers (bf16 moved as bf16). The CUDA runtime keeps the value in two bytes an
     element; the C++ runtimes keep the same rounded value in four. No value
     changes: a kernel that yields anything else, has several results, or
-    has another reader (softmax, attention, a slice, norm_grad's output
+    has another reader (softmax, a slice of inner rows, norm_grad's output
     gradient, a gradient handed on) is left as it is.
 
     A `kernel.gemm` with an f32 result whose every reader (through

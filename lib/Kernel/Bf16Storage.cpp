@@ -20,12 +20,23 @@ using namespace stretto;
 
 namespace {
 
+/// Whether `slice` takes whole leading rows of its input (every dim before
+/// its axis is 1): one contiguous range, which the runtimes make a view.
+bool leadingRowSlice(train::SliceOp slice) {
+  auto in = cast<RankedTensorType>(slice.getInput().getType());
+  for (int64_t d = 0; d < slice.getAxis(); ++d)
+    if (in.getDimSize(d) != 1)
+      return false;
+  return true;
+}
+
 /// Every user of `v` reads bf16 where it is: a GEMM (cuBLASLt's bf16
 /// operands), a fused elementwise or reduce kernel (its loads widen), a
 /// train.reduce_sum (the CUDA runtime's column sums widen), a norm's
 /// kernel.rows or train.norm_grad as their input x (the row functions
-/// widen), or a reshape or transpose (bf16 moved as bf16) whose users do
-/// too.
+/// widen), an attention or its gradient as q, k, v or g (the fused
+/// kernels' loads widen), or a reshape, transpose (bf16 moved as bf16) or
+/// leading-row slice (a view) whose users do too.
 bool readAsBf16(Value v) {
   if (v.use_empty())
     return false;
@@ -38,7 +49,12 @@ bool readAsBf16(Value v) {
       continue;
     if (isa<train::NormGradOp>(user) && use.getOperandNumber() == 0)
       continue;
+    if (isa<train::AttentionOp, train::AttentionGradOp>(user))
+      continue; // (every operand is q, k, v or the output's gradient)
     if (isa<train::ReshapeOp, train::TransposeOp>(user) && readAsBf16(user->getResult(0)))
+      continue;
+    if (auto slice = dyn_cast<train::SliceOp>(user);
+        slice && leadingRowSlice(slice) && readAsBf16(slice.getResult()))
       continue;
     return false;
   }

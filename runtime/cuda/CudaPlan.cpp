@@ -108,6 +108,9 @@ public:
   std::vector<float> staging; // host values on their way up
   // Device scratch: bf16 GEMM operands, attention scores, Newton-Schulz.
   DeviceBuffer scratch;
+  // bf16 values widened for the attention kernels that read floats.
+  DeviceBuffer wide;
+  std::vector<const float *> attentionInputs(NodeCall &nc, int count);
   // Yielded values, copied here during a run and downloaded at its end
   // (collect), or after a graph's launch; `yielded` of them so far.
   DeviceBuffer yields;
@@ -149,7 +152,7 @@ public:
 
   ~CudaPlanDevice() override {
     try {
-      for (DeviceBuffer *b : {&scratch, &yields})
+      for (DeviceBuffer *b : {&scratch, &yields, &wide})
         if (b->data)
           gpu->free(dptr(b->data));
       for (auto &[k, t] : tables)
@@ -675,6 +678,23 @@ void CudaPlanDevice::opTranspose(NodeCall &nc) {
   std::vector<int64_t> inSt = stridesOf(nc.inShape(0)), st(nc.n.ints.size());
   for (size_t d = 0; d < nc.n.ints.size(); ++d)
     st[d] = inSt[nc.n.ints[d]];
+  // The last axis kept, rows of whole 16-byte chunks, both ends 16-byte
+  // aligned: rows moved a chunk a thread (st_gather_rows).
+  const size_t rank = nc.n.ints.size(), bytes = nc.half(0) ? 2 : 4;
+  const int64_t last = rank ? nc.n.shape.back() : 0;
+  if (rank >= 2 && nc.n.ints.back() == static_cast<int64_t>(rank) - 1 &&
+      (last * static_cast<int64_t>(bytes)) % 16 == 0 && nc.count * static_cast<int64_t>(bytes) / 16 < 0x7fffffff &&
+      reinterpret_cast<uintptr_t>(nc.in(0)) % 16 == 0 && reinterpret_cast<uintptr_t>(nc.out) % 16 == 0) {
+    const int64_t per = 16 / static_cast<int64_t>(bytes), row = last / per,
+                  chunks = nc.count / per;
+    Shape rows(nc.n.shape.begin(), nc.n.shape.end() - 1);
+    std::vector<int64_t> rowSt(st.begin(), st.end() - 1);
+    for (int64_t &v : rowSt)
+      v /= per; // (whole rows of x: its strides are multiples of the last dim)
+    launch("st_gather_rows", chunks, chunks, nc.in(0), int64_t(0), nc.out, row,
+           spaceOf(rows, rowSt));
+    return;
+  }
   launch(nc.half(0) ? "st_gather16" : "st_gather", nc.count, nc.count, nc.in(0), int64_t(0),
          nc.out, spaceOf(nc.n.shape, st));
 }
@@ -833,20 +853,66 @@ AttentionKernels attentionKernels(const AttentionDims &a, bool bf16, bool tensor
   return k;
 }
 
+// The attention's inputs (q, k, v and, for its gradient, g) as floats:
+// those stored in bf16 (kernel-bf16-storage: two bytes) widened into
+// device memory of their own first, for the kernels that read floats only
+// (the CUDA-core kernels and the GEMM path; the tensor-core kernels read
+// them where they are).
+std::vector<const float *> CudaPlanDevice::attentionInputs(NodeCall &nc, int count) {
+  int64_t floats = 0;
+  for (int k = 0; k < count; ++k)
+    floats += nc.half(k) ? alignUp(numElements(nc.inShape(k))) : 0;
+  if (wide.size < floats) {
+    hostWork("more device memory for widened bf16 values");
+    ++epoch;
+    if (wide.data)
+      gpu->free(dptr(wide.data));
+    wide.size = alignUp(floats);
+    wide.data = reinterpret_cast<float *>(gpu->alloc(wide.size * sizeof(float)));
+  }
+  std::vector<const float *> in;
+  float *at = wide.data;
+  for (int k = 0; k < count; ++k) {
+    if (!nc.half(k)) {
+      in.push_back(nc.in(k));
+      continue;
+    }
+    const int64_t n = numElements(nc.inShape(k));
+    launch("st_gather_wide", n, n, nc.in(k), int64_t(0), at, StSpace{});
+    in.push_back(at);
+    at += alignUp(n);
+  }
+  return in;
+}
+
+// Which of q, k, v, g (bits 0 to 3) are stored in bf16: RuntimeOps.cu's
+// st_flash_mma_* `halves`.
+int halvesOf(const NodeCall &nc, int count) {
+  int bits = 0;
+  for (int k = 0; k < count; ++k)
+    bits |= nc.half(k) ? 1 << k : 0;
+  return bits;
+}
+
 void CudaPlanDevice::opAttention(NodeCall &nc) {
   AttentionDims a = attentionDims(nc.inShape(0), nc.inShape(1), nc.inShape(2));
   const float scale = static_cast<float>(nc.n.floats[0]);
   const int causal = nc.n.flag ? 1 : 0;
-  if (AttentionKernels fk = attentionKernels(a, nc.bf16Inside, tensorCoreAttention,
-                                             {nc.in(0), nc.in(1), nc.in(2)});
-      fk.fused()) { // no T x T matrix
+  AttentionKernels fk = attentionKernels(a, nc.bf16Inside, tensorCoreAttention,
+                                         {nc.in(0), nc.in(1), nc.in(2)});
+  if (fk.tensorCores) { // q, k and v read where they are, in two bytes or four
+    launchWarpTiles(fk.name("fwd").c_str(), a.batch * ((a.tq + 15) / 16), a.batch, a.tq, a.tk,
+                    causal, scale, static_cast<const void *>(nc.in(0)),
+                    static_cast<const void *>(nc.in(1)), static_cast<const void *>(nc.in(2)),
+                    halvesOf(nc, 3), nc.out);
+    return;
+  }
+  const std::vector<const float *> in = attentionInputs(nc, 3);
+  fk = attentionKernels(a, nc.bf16Inside, false, {in[0], in[1], in[2]}); // (alignment)
+  if (fk.fused()) { // no T x T matrix
     const int64_t rows = a.batch * a.tq;
-    if (fk.tensorCores)
-      launchWarpTiles(fk.name("fwd").c_str(), a.batch * ((a.tq + 15) / 16), a.batch, a.tq,
-                      a.tk, causal, scale, nc.in(0), nc.in(1), nc.in(2), nc.out);
-    else
-      launch(fk.name("fwd").c_str(), rows, rows, a.tq, a.tk, causal, scale, nc.in(0),
-             nc.in(1), nc.in(2), nc.out);
+    launch(fk.name("fwd").c_str(), rows, rows, a.tq, a.tk, causal, scale, in[0], in[1], in[2],
+           nc.out);
     return;
   }
   // S = scale Q K^T, masked softmax rows, O = P V: two batched GEMMs.
@@ -859,14 +925,14 @@ void CudaPlanDevice::opAttention(NodeCall &nc) {
   qk.batch = a.batch, qk.m = a.tq, qk.n = a.tk, qk.k = a.d, qk.tb = true;
   qk.alpha = static_cast<float>(nc.n.floats[0]);
   qk.strideA = a.tq * a.d, qk.strideB = a.tk * a.d, qk.strideC = a.tq * a.tk;
-  gemm(qk, nc.in(0), numElements(nc.inShape(0)), nc.in(1), numElements(nc.inShape(1)), S,
+  gemm(qk, in[0], numElements(nc.inShape(0)), in[1], numElements(nc.inShape(1)), S,
        nc.bf16Inside, alignUp(sCount));
   launchHalfRows("st_softmax_rows16", a.batch * a.tq, a.batch * a.tq, a.tk,
                  nc.n.flag ? 1 : 0, a.tq, static_cast<const float *>(S), S);
   GemmCall pv;
   pv.batch = a.batch, pv.m = a.tq, pv.n = a.dv, pv.k = a.tk;
   pv.strideA = a.tq * a.tk, pv.strideB = a.tk * a.dv, pv.strideC = a.tq * a.dv;
-  gemm(pv, S, sCount, nc.in(2), numElements(nc.inShape(2)), nc.out, nc.bf16Inside,
+  gemm(pv, S, sCount, in[2], numElements(nc.inShape(2)), nc.out, nc.bf16Inside,
        alignUp(sCount));
 }
 
@@ -879,10 +945,16 @@ void CudaPlanDevice::opAttentionGrad(NodeCall &nc) {
   const int64_t batch = numElements(Shape(qs.begin(), qs.end() - 2)), sCount = batch * t * t;
   if (elems == 0)
     return; // an empty batch (no queries or features: refused by validation)
-  const float *q = nc.in(0), *k = nc.in(1), *v = nc.in(2), *g = nc.in(3);
-  if (AttentionKernels fk = attentionKernels(attentionDims(qs, nc.inShape(1), nc.inShape(2)),
-                                             nc.bf16Inside, tensorCoreAttention, {q, k, v, g});
-      fk.fused()) { // dQ by query rows, then dK and dV by key rows
+  const AttentionDims dims = attentionDims(qs, nc.inShape(1), nc.inShape(2));
+  AttentionKernels fk = attentionKernels(dims, nc.bf16Inside, tensorCoreAttention,
+                                         {nc.in(0), nc.in(1), nc.in(2), nc.in(3)});
+  const std::vector<const float *> in =
+      fk.tensorCores ? std::vector<const float *>{nc.in(0), nc.in(1), nc.in(2), nc.in(3)}
+                     : attentionInputs(nc, 4);
+  const float *q = in[0], *k = in[1], *v = in[2], *g = in[3];
+  if (!fk.tensorCores)
+    fk = attentionKernels(dims, nc.bf16Inside, false, {q, k, v, g}); // (alignment)
+  if (fk.fused()) { // dQ by query rows, then dK and dV by key rows
     const Shape &ks = nc.inShape(1);
     const int64_t tk = ks[ks.size() - 2], rows = batch * t, keys = batch * tk;
     const int64_t kElems = numElements(ks);
@@ -890,11 +962,14 @@ void CudaPlanDevice::opAttentionGrad(NodeCall &nc) {
     const int causal = nc.n.flag ? 1 : 0;
     float *stats = scratchFloats(3 * rows);
     const float *st = stats;
-    if (fk.tensorCores) {
+    if (fk.tensorCores) { // q, k, v and g read where they are, in two bytes or four
+      const void *qv = q, *kv = k, *vv = v, *gv = g;
+      const int halves = halvesOf(nc, 4);
       launchWarpTiles(fk.name("bwd_q").c_str(), batch * ((t + 15) / 16), batch, t, tk, causal,
-                      scale, q, k, v, g, nc.out, stats);
+                      scale, qv, kv, vv, gv, halves, nc.out, stats);
       launchWarpTiles(fk.name("bwd_kv").c_str(), batch * ((tk + 15) / 16), batch, t, tk,
-                      causal, scale, q, k, v, g, st, nc.out + elems, nc.out + elems + kElems);
+                      causal, scale, qv, kv, vv, gv, halves, st, nc.out + elems,
+                      nc.out + elems + kElems);
       return;
     }
     launch(fk.name("bwd_q").c_str(), rows, rows, t, tk, causal, scale, q, k, v, g, nc.out,

@@ -28,11 +28,29 @@ struct StSpace {
   i64 b[8];
 };
 
-ST_FN i64 st_at(const StSpace &s, i64 e, const i64 *st) {
+ST_FN i64 st_at64(const StSpace &s, i64 e, const i64 *st) {
   i64 off = 0;
   for (int d = s.rank - 1; d >= 0; --d) {
     off += (e % s.dims[d]) * st[d];
     e /= s.dims[d];
+  }
+  return off;
+}
+/* The same with 32-bit division (a GPU's 64-bit division is a long
+ * instruction sequence, and a transpose does one per dim per element)
+ * where the index space has fewer than 2^31 elements (so has every dim). */
+ST_FN i64 st_at(const StSpace &s, i64 e, const i64 *st) {
+  i64 n = 1;
+  for (int d = 0; d < s.rank; ++d)
+    n *= s.dims[d];
+  if (n >= 0x7fffffffLL)
+    return st_at64(s, e, st);
+  unsigned r = (unsigned)e;
+  i64 off = 0;
+  for (int d = s.rank - 1; d >= 0; --d) {
+    const unsigned dim = (unsigned)s.dims[d], q = r / dim;
+    off += (i64)(r - q * dim) * st[d];
+    r = q;
   }
   return off;
 }
@@ -67,6 +85,20 @@ extern "C" __global__ void st_gather16(i64 n, const unsigned short *x, i64 base,
 extern "C" __global__ void st_gather_wide(i64 n, const unsigned short *x, i64 base, float *y,
                                           StSpace s) {
   ST_LOOP(e, n) y[e] = st_widen(x[base + (s.rank ? st_at(s, e, s.a) : e)]);
+}
+
+/* A gather that keeps the innermost dim (a transpose that leaves the last
+ * axis in place, as attention's head splits and merges do): y's rows of
+ * `row` 16-byte chunks are whole rows of x, moved a chunk a thread; s
+ * spans y's rows, its strides (a) in chunks of x. 32-bit index math: the
+ * runtime launches it for fewer than 2^31 chunks, 16-byte aligned. The
+ * chunks are moved as float4 (bits as they are, f32 or bf16). */
+extern "C" __global__ void st_gather_rows(i64 n, const float4 *x, i64 base, float4 *y, i64 row,
+                                          StSpace s) {
+  ST_LOOP(e, n) {
+    const unsigned r = (unsigned)e / (unsigned)row, c = (unsigned)e - r * (unsigned)row;
+    y[e] = x[base + st_at(s, r, s.a) + c];
+  }
 }
 
 /* y[base + at(e)] = x[e]: pad (after a zero fill). */
@@ -518,7 +550,8 @@ ST_FLASH_FOR(64)
  * through the other side 32 rows at a time, reading its fragments from
  * global memory (L1 and L2 serve the other warps). Needs sm_80 or later;
  * CudaPlan.cpp picks these kernels where the GPU has them and D is 16, 32
- * or 64. q, o, g: [bh, tq, D]; k, v: [bh, tk, D]; stats as st_flash_bwd_q's. */
+ * or 64. q, o, g: [bh, tq, D]; k, v: [bh, tk, D]; stats as st_flash_bwd_q's.
+ * q, k, v and g may be bf16 in two bytes (StIn), widened as they load. */
 #define ST_NEG_INF st_float_bits((int)0xff800000u)
 #if defined(ST_EMU_MMA)
 ST_FN void st_mma_bf16(float *c, const unsigned *a, const unsigned *b) { ST_EMU_MMA(c, a, b); }
@@ -582,18 +615,32 @@ ST_FN void st_mma_split(float *c, const StSplit<4> &a, const StSplit<2> &b) {
     st_mma_bf16(c, a.p[0], b.p[1]);
   st_mma_bf16(c, a.p[0], b.p[0]);
 }
-/* A: rows 0..15 of m (row-major, ld floats a row; rows >= rows read as 0),
- * columns k0 .. k0 + 15. */
-ST_FN StSplit<4> st_frag_a(const float *m, i64 ld, i64 rows, int k0) {
+/* An operand of the attention kernels: floats, or bf16 in two bytes
+ * (kernel-bf16-storage's values: half != 0), widened exactly on load. */
+struct StIn {
+  const void *p;
+  int half;
+};
+ST_FN float st_in(StIn x, i64 i) {
+  return x.half ? st_widen(((const unsigned short *)x.p)[i]) : ((const float *)x.p)[i];
+}
+ST_FN StIn st_in_plus(StIn x, i64 i) {
+  StIn y = x;
+  y.p = x.half ? (const void *)((const unsigned short *)x.p + i) : (const void *)((const float *)x.p + i);
+  return y;
+}
+/* A: rows 0..15 of m (row-major, ld elements a row; rows >= rows read as
+ * 0), columns k0 .. k0 + 15. */
+ST_FN StSplit<4> st_frag_a(StIn m, i64 ld, i64 rows, int k0) {
   const int lane = (int)(threadIdx.x & 31u), g = lane >> 2, t = lane & 3;
   float x[2][4];
   for (int h = 0; h < 2; ++h) {
-    const float *row = m + (g + 8 * h) * ld + k0 + 2 * t;
+    const i64 row = (g + 8 * h) * ld + k0 + 2 * t;
     const bool ok = g + 8 * h < rows;
-    x[h][0] = ok ? row[0] : 0.0f;
-    x[h][1] = ok ? row[1] : 0.0f;
-    x[h][2] = ok ? row[8] : 0.0f;
-    x[h][3] = ok ? row[9] : 0.0f;
+    x[h][0] = ok ? st_in(m, row) : 0.0f;
+    x[h][1] = ok ? st_in(m, row + 1) : 0.0f;
+    x[h][2] = ok ? st_in(m, row + 8) : 0.0f;
+    x[h][3] = ok ? st_in(m, row + 9) : 0.0f;
   }
   StSplit<4> f;
   unsigned nz = 0;
@@ -618,24 +665,24 @@ ST_FN StSplit<4> st_frag_a_acc(const float *c0, const float *c1) {
 }
 /* B[k][n] = m[n][k0 + k]: the columns of B are rows of m (ld floats
  * apart; rows >= rows read as 0). */
-ST_FN StSplit<2> st_frag_b_rows(const float *m, i64 ld, i64 rows, int k0) {
+ST_FN StSplit<2> st_frag_b_rows(StIn m, i64 ld, i64 rows, int k0) {
   const int lane = (int)(threadIdx.x & 31u), g = lane >> 2, t = lane & 3;
-  const float *row = m + g * ld + k0 + 2 * t;
+  const i64 row = g * ld + k0 + 2 * t;
   const bool ok = g < rows;
   StSplit<2> f;
   unsigned nz = 0;
-  st_split_pair(f, 0, ok ? row[0] : 0.0f, ok ? row[1] : 0.0f, nz);
-  st_split_pair(f, 1, ok ? row[8] : 0.0f, ok ? row[9] : 0.0f, nz);
+  st_split_pair(f, 0, ok ? st_in(m, row) : 0.0f, ok ? st_in(m, row + 1) : 0.0f, nz);
+  st_split_pair(f, 1, ok ? st_in(m, row + 8) : 0.0f, ok ? st_in(m, row + 9) : 0.0f, nz);
   f.any = st_warp_or(nz);
   return f;
 }
 /* B[k][n] = m[k][n]: the rows of B are rows of m (rows >= rows read as 0). */
-ST_FN StSplit<2> st_frag_b_cols(const float *m, i64 ld, i64 rows) {
+ST_FN StSplit<2> st_frag_b_cols(StIn m, i64 ld, i64 rows) {
   const int lane = (int)(threadIdx.x & 31u), g = lane >> 2, t = lane & 3;
   float x[4];
   for (int e = 0; e < 4; ++e) {
     const int k = 2 * t + (e & 1) + 8 * (e >> 1);
-    x[e] = k < rows ? m[k * ld + g] : 0.0f;
+    x[e] = k < rows ? st_in(m, k * ld + g) : 0.0f;
   }
   StSplit<2> f;
   unsigned nz = 0;
@@ -654,23 +701,24 @@ ST_FN i64 st_min64(i64 a, i64 b) { return a < b ? a : b; }
 /* S = scale A B (16 rows x 32 columns) for a 16-row A tile at a and the 32
  * rows of b from j0 (the columns of S): s[nb][i] as C tiles. */
 template <int D>
-ST_FN void st_scores32(float (*s)[4], const float *a, i64 aRows, const float *b, i64 bRows) {
+ST_FN void st_scores32(float (*s)[4], StIn a, i64 aRows, StIn b, i64 bRows) {
   for (int nb = 0; nb < 4; ++nb)
     for (int i = 0; i < 4; ++i)
       s[nb][i] = 0.0f;
   for (int kc = 0; kc < D; kc += 16) {
     const StSplit<4> fa = st_frag_a(a, D, aRows, kc);
     for (int nb = 0; nb < 4; ++nb)
-      st_mma_split(s[nb], fa, st_frag_b_rows(b + nb * 8 * D, D, bRows - nb * 8, kc));
+      st_mma_split(s[nb], fa, st_frag_b_rows(st_in_plus(b, nb * 8 * D), D, bRows - nb * 8, kc));
   }
 }
 /* acc (16 x D, C tiles) += P m, P the 16 x 32 C tiles p, m's 32 rows. */
 template <int D>
-ST_FN void st_times_rows(float (*acc)[4], float (*p)[4], const float *m, i64 mRows) {
+ST_FN void st_times_rows(float (*acc)[4], float (*p)[4], StIn m, i64 mRows) {
   for (int kc = 0; kc < 2; ++kc) {
     const StSplit<4> fa = st_frag_a_acc(p[2 * kc], p[2 * kc + 1]);
     for (int nd = 0; nd < D / 8; ++nd)
-      st_mma_split(acc[nd], fa, st_frag_b_cols(m + kc * 16 * D + nd * 8, D, mRows - kc * 16));
+      st_mma_split(acc[nd], fa,
+                   st_frag_b_cols(st_in_plus(m, kc * 16 * D + nd * 8), D, mRows - kc * 16));
   }
 }
 /* Row h (0: g, 1: g + 8) of this lane's C values: the max, then the
@@ -687,13 +735,14 @@ ST_FN float st_group_sum(float v) {
 }
 
 template <int D>
-ST_FN void st_flash_mma_fwd(i64 bh, i64 tq, i64 tk, int causal, float scale, const float *q,
-                            const float *k, const float *v, float *o) {
+ST_FN void st_flash_mma_fwd(i64 bh, i64 tq, i64 tk, int causal, float scale, StIn q, StIn k,
+                            StIn v, float *o) {
   const int lane = (int)(threadIdx.x & 31u), g = lane >> 2, t = lane & 3;
   const i64 tiles = (tq + 15) / 16;
   ST_WARP_TILES(w, bh * tiles) {
     const i64 b = w / tiles, r0 = (w % tiles) * 16, rows = st_min64(16, tq - r0);
-    const float *qt = q + (b * tq + r0) * D, *kb = k + b * tk * D, *vb = v + b * tk * D;
+    const StIn qt = st_in_plus(q, (b * tq + r0) * D), kb = st_in_plus(k, b * tk * D),
+               vb = st_in_plus(v, b * tk * D);
     const i64 kend = causal ? st_min64(tk, r0 + 16) : tk;
     float acc[D / 8][4], m[2] = {ST_NEG_INF, ST_NEG_INF}, l[2] = {0.0f, 0.0f};
     for (int nd = 0; nd < D / 8; ++nd)
@@ -701,7 +750,7 @@ ST_FN void st_flash_mma_fwd(i64 bh, i64 tq, i64 tk, int causal, float scale, con
         acc[nd][i] = 0.0f;
     for (i64 j0 = 0; j0 < kend; j0 += 32) {
       float s[4][4];
-      st_scores32<D>(s, qt, rows, kb + j0 * D, tk - j0);
+      st_scores32<D>(s, qt, rows, st_in_plus(kb, j0 * D), tk - j0);
       float mx[2] = {m[0], m[1]};
       for (int nb = 0; nb < 4; ++nb)
         for (int i = 0; i < 4; ++i) {
@@ -726,7 +775,7 @@ ST_FN void st_flash_mma_fwd(i64 bh, i64 tq, i64 tk, int causal, float scale, con
           s[nb][i] = p;
           l[i >> 1] += p;
         }
-      st_times_rows<D>(acc, s, vb + j0 * D, tk - j0);
+      st_times_rows<D>(acc, s, st_in_plus(vb, j0 * D), tk - j0);
     }
     for (int h = 0; h < 2; ++h)
       l[h] = st_group_sum(l[h]);
@@ -744,22 +793,21 @@ ST_FN void st_flash_mma_fwd(i64 bh, i64 tq, i64 tk, int causal, float scale, con
  * stats): pass 1 the online max and sums (inner = sum_j P_ij dP_ij, dP =
  * g V^T), pass 2 dS = P (dP - inner) scale and dQ = dS K. */
 template <int D>
-ST_FN void st_flash_mma_bwd_q(i64 bh, i64 tq, i64 tk, int causal, float scale, const float *q,
-                              const float *k, const float *v, const float *g_, float *dq,
-                              float *stats) {
+ST_FN void st_flash_mma_bwd_q(i64 bh, i64 tq, i64 tk, int causal, float scale, StIn q, StIn k,
+                              StIn v, StIn g_, float *dq, float *stats) {
   const int lane = (int)(threadIdx.x & 31u), g = lane >> 2, t = lane & 3;
   const i64 tiles = (tq + 15) / 16;
   ST_WARP_TILES(w, bh * tiles) {
     const i64 b = w / tiles, r0 = (w % tiles) * 16, rows = st_min64(16, tq - r0);
-    const float *qt = q + (b * tq + r0) * D, *gt = g_ + (b * tq + r0) * D;
-    const float *kb = k + b * tk * D, *vb = v + b * tk * D;
+    const StIn qt = st_in_plus(q, (b * tq + r0) * D), gt = st_in_plus(g_, (b * tq + r0) * D);
+    const StIn kb = st_in_plus(k, b * tk * D), vb = st_in_plus(v, b * tk * D);
     const i64 kend = causal ? st_min64(tk, r0 + 16) : tk;
     float m[2] = {ST_NEG_INF, ST_NEG_INF}, l[2] = {0.0f, 0.0f}, inner[2] = {0.0f, 0.0f};
     float s[4][4], dp[4][4];
     // (the scores masked and scaled, from the chunk at j0)
 #define ST_MMA_SCORES                                                                           \
-  st_scores32<D>(s, qt, rows, kb + j0 * D, tk - j0);                                            \
-  st_scores32<D>(dp, gt, rows, vb + j0 * D, tk - j0);                                           \
+  st_scores32<D>(s, qt, rows, st_in_plus(kb, j0 * D), tk - j0);                                 \
+  st_scores32<D>(dp, gt, rows, st_in_plus(vb, j0 * D), tk - j0);                                \
   for (int nb = 0; nb < 4; ++nb)                                                                \
     for (int i = 0; i < 4; ++i) {                                                               \
       const i64 row = r0 + g + 8 * (i >> 1), key = j0 + nb * 8 + 2 * t + (i & 1);              \
@@ -802,7 +850,7 @@ ST_FN void st_flash_mma_bwd_q(i64 bh, i64 tq, i64 tk, int causal, float scale, c
           const float p = s[nb][i] == ST_NEG_INF ? 0.0f : st_exp(s[nb][i] - m[h]) / l[h];
           s[nb][i] = p * (dp[nb][i] - inner[h]) * scale;
         }
-      st_times_rows<D>(acc, s, kb + j0 * D, tk - j0);
+      st_times_rows<D>(acc, s, st_in_plus(kb, j0 * D), tk - j0);
     }
 #undef ST_MMA_SCORES
     for (int nd = 0; nd < D / 8; ++nd)
@@ -825,23 +873,23 @@ ST_FN void st_flash_mma_bwd_q(i64 bh, i64 tq, i64 tk, int causal, float scale, c
 /* dK and dV by key tiles: for the queries that see them, P^T and dS^T
  * from the query rows' stats, dV = P^T g and dK = dS^T Q. */
 template <int D>
-ST_FN void st_flash_mma_bwd_kv(i64 bh, i64 tq, i64 tk, int causal, float scale, const float *q,
-                               const float *k, const float *v, const float *g_,
-                               const float *stats, float *dk, float *dv) {
+ST_FN void st_flash_mma_bwd_kv(i64 bh, i64 tq, i64 tk, int causal, float scale, StIn q, StIn k,
+                               StIn v, StIn g_, const float *stats, float *dk, float *dv) {
   const int lane = (int)(threadIdx.x & 31u), g = lane >> 2, t = lane & 3;
   const i64 tiles = (tk + 15) / 16;
   ST_WARP_TILES(w, bh * tiles) {
     const i64 b = w / tiles, c0 = (w % tiles) * 16, keys = st_min64(16, tk - c0);
-    const float *kt = k + (b * tk + c0) * D, *vt = v + (b * tk + c0) * D;
-    const float *qb = q + b * tq * D, *gb = g_ + b * tq * D, *sb = stats + 3 * b * tq;
+    const StIn kt = st_in_plus(k, (b * tk + c0) * D), vt = st_in_plus(v, (b * tk + c0) * D);
+    const StIn qb = st_in_plus(q, b * tq * D), gb = st_in_plus(g_, b * tq * D);
+    const float *sb = stats + 3 * b * tq;
     float ak[D / 8][4], av[D / 8][4];
     for (int nd = 0; nd < D / 8; ++nd)
       for (int i = 0; i < 4; ++i)
         ak[nd][i] = av[nd][i] = 0.0f;
     for (i64 i0 = causal ? c0 : 0; i0 < tq; i0 += 32) {
       float s[4][4], dp[4][4];
-      st_scores32<D>(s, kt, keys, qb + i0 * D, tq - i0);
-      st_scores32<D>(dp, vt, keys, gb + i0 * D, tq - i0);
+      st_scores32<D>(s, kt, keys, st_in_plus(qb, i0 * D), tq - i0);
+      st_scores32<D>(dp, vt, keys, st_in_plus(gb, i0 * D), tq - i0);
       for (int nb = 0; nb < 4; ++nb)
         for (int i = 0; i < 4; ++i) {
           const i64 key = c0 + g + 8 * (i >> 1), query = i0 + nb * 8 + 2 * t + (i & 1);
@@ -851,8 +899,8 @@ ST_FN void st_flash_mma_bwd_kv(i64 bh, i64 tq, i64 tk, int causal, float scale, 
           s[nb][i] = p;
           dp[nb][i] = ok ? p * (dp[nb][i] - st[2]) * scale : 0.0f;
         }
-      st_times_rows<D>(av, s, gb + i0 * D, tq - i0);
-      st_times_rows<D>(ak, dp, qb + i0 * D, tq - i0);
+      st_times_rows<D>(av, s, st_in_plus(gb, i0 * D), tq - i0);
+      st_times_rows<D>(ak, dp, st_in_plus(qb, i0 * D), tq - i0);
     }
     for (int nd = 0; nd < D / 8; ++nd)
       for (int i = 0; i < 4; ++i) {
@@ -866,24 +914,26 @@ ST_FN void st_flash_mma_bwd_kv(i64 bh, i64 tq, i64 tk, int causal, float scale, 
   }
 }
 
+/* q, k, v, g: floats or two-byte bf16 (kernel-bf16-storage), as `halves`
+ * says: bit 0 q, bit 1 k, bit 2 v, bit 3 g. */
 #define ST_FLASH_MMA_FOR(D)                                                                      \
   extern "C" __global__ void st_flash_mma_fwd_d##D(i64 bh, i64 tq, i64 tk, int causal,           \
-                                                   float scale, const float *q, const float *k,  \
-                                                   const float *v, float *o) {                   \
-    st_flash_mma_fwd<D>(bh, tq, tk, causal, scale, q, k, v, o);                                  \
+                                                   float scale, const void *q, const void *k,    \
+                                                   const void *v, int halves, float *o) {        \
+    st_flash_mma_fwd<D>(bh, tq, tk, causal, scale, StIn{q, halves & 1}, StIn{k, halves & 2},    \
+                        StIn{v, halves & 4}, o);                                                 \
   }                                                                                              \
-  extern "C" __global__ void st_flash_mma_bwd_q_d##D(i64 bh, i64 tq, i64 tk, int causal,         \
-                                                     float scale, const float *q,                \
-                                                     const float *k, const float *v,             \
-                                                     const float *g, float *dq, float *stats) {  \
-    st_flash_mma_bwd_q<D>(bh, tq, tk, causal, scale, q, k, v, g, dq, stats);                     \
+  extern "C" __global__ void st_flash_mma_bwd_q_d##D(                                            \
+      i64 bh, i64 tq, i64 tk, int causal, float scale, const void *q, const void *k,             \
+      const void *v, const void *g, int halves, float *dq, float *stats) {                       \
+    st_flash_mma_bwd_q<D>(bh, tq, tk, causal, scale, StIn{q, halves & 1}, StIn{k, halves & 2},  \
+                          StIn{v, halves & 4}, StIn{g, halves & 8}, dq, stats);                  \
   }                                                                                              \
-  extern "C" __global__ void st_flash_mma_bwd_kv_d##D(i64 bh, i64 tq, i64 tk, int causal,        \
-                                                      float scale, const float *q,               \
-                                                      const float *k, const float *v,            \
-                                                      const float *g, const float *stats,        \
-                                                      float *dk, float *dv) {                    \
-    st_flash_mma_bwd_kv<D>(bh, tq, tk, causal, scale, q, k, v, g, stats, dk, dv);                \
+  extern "C" __global__ void st_flash_mma_bwd_kv_d##D(                                           \
+      i64 bh, i64 tq, i64 tk, int causal, float scale, const void *q, const void *k,             \
+      const void *v, const void *g, int halves, const float *stats, float *dk, float *dv) {      \
+    st_flash_mma_bwd_kv<D>(bh, tq, tk, causal, scale, StIn{q, halves & 1}, StIn{k, halves & 2}, \
+                           StIn{v, halves & 4}, StIn{g, halves & 8}, stats, dk, dv);             \
   }
 ST_FLASH_MMA_FOR(16)
 ST_FLASH_MMA_FOR(32)

@@ -275,14 +275,16 @@ StepCost stretto::predictStep(const Graph &graph, const DeviceModel &device,
   auto add = [&](const std::vector<Node> &list, double elem, int64_t times, bool grouped) {
     std::set<std::string> launched; // multi-tensor groups already launched
     // bf16 runs: which values the CUDA runtime keeps in two bytes (a
-    // store_bf16 kernel's, and reshapes and transposes of one).
+    // store_bf16 kernel's, and reshapes, transposes and slices, views, of
+    // one).
     std::vector<char> half(list.size(), 0);
     for (size_t i = 0; i < list.size(); ++i) {
       const Node &n = list[i];
       half[i] = precision == CostPrecision::BF16 && twoByteBf16 &&
                 (((n.kind == OpKind::Kernel || n.kind == OpKind::Gemm) &&
                   n.dtype == DType::BF16) ||
-                 ((n.kind == OpKind::Reshape || n.kind == OpKind::Transpose) &&
+                 ((n.kind == OpKind::Reshape || n.kind == OpKind::Transpose ||
+                   n.kind == OpKind::Slice) &&
                   half[n.operands[0]]));
     }
     Costing costing{device, precision, elem, &half, bf16Plan};

@@ -317,9 +317,19 @@ struct PlanExecutor::Impl {
         // contiguous range of its operand: a view, when the operand lives
         // in the arena (states and gradient sums are written in place).
         ops::Window w = ops::windowOf(n, nodes[n.operands[0]].shape);
-        if (w.outer == 1 && p.slots[root(n.operands[0])].where == Where::Arena) {
-          s.where = Where::Alias, s.ref = n.operands[0], s.offset = n.ints[1] * w.inner;
+        const bool half = p.slots[n.operands[0]].half; // two bytes an element
+        if (w.outer == 1 && p.slots[root(n.operands[0])].where == Where::Arena &&
+            (!half || (n.ints[1] * w.inner) % 2 == 0)) {
+          s.where = Where::Alias, s.ref = n.operands[0], s.half = half;
+          s.offset = half ? n.ints[1] * w.inner / 2 : n.ints[1] * w.inner; // (in floats)
           break;
+        }
+        if (half) { // (kernel-bf16-storage lets only leading-row slices read bf16)
+          cur = phase;
+          fail(i, "a slice of inner rows, or at an odd element, reads node " +
+                      std::to_string(n.operands[0]) +
+                      ", a value stored in bf16 (kernel-bf16-storage): only views of whole "
+                      "leading rows can");
         }
         s.where = Where::Arena, s.size = std::max<int64_t>(numElements(n.shape), 1);
         p.unplannedFloats += alignUp(s.size);
@@ -373,8 +383,10 @@ struct PlanExecutor::Impl {
       }
       // Who may read a two-byte value: what kernel-bf16-storage allows
       // (norm_grad: its x only).
-      static constexpr OpKind kReadsBf16[] = {OpKind::Gemm, OpKind::Reshape, OpKind::Transpose,
-                                              OpKind::Kernel, OpKind::ReduceSum};
+      static constexpr OpKind kReadsBf16[] = {OpKind::Gemm,      OpKind::Reshape,
+                                              OpKind::Transpose, OpKind::Kernel,
+                                              OpKind::ReduceSum, OpKind::Slice,
+                                              OpKind::Attention, OpKind::AttentionGrad};
       for (size_t k = 0; k < n.operands.size(); ++k)
         if (const int o = n.operands[k];
             p.slots[o].half && !(n.kind == OpKind::NormGrad && k == 0) &&

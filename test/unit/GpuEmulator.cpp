@@ -401,7 +401,8 @@ std::atomic<long long> gGraphLaunches{0};
 std::atomic<long long> gDirectWork{0};
 std::atomic<long long> gDownloadedBytes{0};
 std::atomic<bool> gTensorCores{false};
-std::atomic<long long> gTensorCoreAttention{0};
+std::mutex gLaunchCountsLock;
+std::map<std::string, long long> gLaunchCounts; // launches run, by kernel name
 
 // A TF32 tensor core's input: f32 rounded to 10 mantissa bits (to nearest,
 // ties to even), as cuBLAS's CUBLAS_COMPUTE_32F_FAST_TF32 documents.
@@ -529,6 +530,7 @@ std::map<std::string, EmuKernel> runtimeOps(bool blockReductions) {
   add("st_column_combine", adapt(st_column_combine));
   add("st_column_sums16", adapt(st_column_sums16));
   add("st_gather16", adapt(st_gather16));
+  add("st_gather_rows", adapt(st_gather_rows));
   add("st_gather_wide", adapt(st_gather_wide));
   add("st_round_f32", adapt(st_round_f32));
   add("st_flag_nonfinite", adapt(st_flag_nonfinite));
@@ -731,8 +733,10 @@ public:
     // launch from several threads; the built-ins' state is global).
     static std::mutex gpuLock;
     std::lock_guard<std::mutex> lock(gpuLock);
-    if (std::strncmp(what, "st_flash_mma_", 13) == 0)
-      ++gTensorCoreAttention;
+    {
+      std::lock_guard<std::mutex> counts(gLaunchCountsLock);
+      ++gLaunchCounts[what];
+    }
     if (grid == 0 || block == 0 || grid > 65535 || block > 1024)
       throw std::runtime_error(std::string("emulated GPU: bad launch geometry for ") + what);
     using namespace stretto_emu;
@@ -895,6 +899,12 @@ long long emulatedGpuGraphLaunches() { return gGraphLaunches; }
 long long emulatedGpuDirectWork() { return gDirectWork; }
 long long emulatedGpuDownloadedBytes() { return gDownloadedBytes; }
 void emulateTensorCores(bool on) { gTensorCores = on; }
-long long emulatedGpuTensorCoreAttention() { return gTensorCoreAttention; }
+long long emulatedGpuLaunchesOf(const std::string &prefix) {
+  std::lock_guard<std::mutex> lock(gLaunchCountsLock);
+  long long n = 0;
+  for (const auto &[name, count] : gLaunchCounts)
+    n += name.compare(0, prefix.size(), prefix) == 0 ? count : 0;
+  return n;
+}
 
 } // namespace stretto

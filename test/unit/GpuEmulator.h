@@ -65,8 +65,9 @@ long long emulatedGpuDownloadedBytes();
 /// (GpuBackend::bf16TensorCores: the attention's st_flash_mma_* kernels,
 /// their mma.sync emulated warp by warp on threads; slow). Default: no.
 void emulateTensorCores(bool on);
-/// Launches of the tensor-core attention's kernels (st_flash_mma_*), so far.
-long long emulatedGpuTensorCoreAttention();
+/// Launches run so far of the kernels whose names start with `prefix`
+/// (runtime ops and generated kernels: "st_flash_mma_", "st_gather_rows").
+long long emulatedGpuLaunchesOf(const std::string &prefix);
 
 } // namespace stretto
 

@@ -130,8 +130,15 @@ TEST(PlanExecutor, LayoutOps) {
     Shape in;
     std::vector<int64_t> perm;
   };
+  // (The ones that keep the last axis, rows of 16-byte chunks, move rows
+  // on the GPU: st_gather_rows; the others element by element.)
   for (const Perm &c : {Perm{{3, 4, 5}, {1, 0, 2}}, Perm{{3, 4, 5}, {2, 0, 1}},
-                        Perm{{2, 3, 4, 5}, {0, 2, 1, 3}}, Perm{{4, 6}, {1, 0}}}) {
+                        Perm{{2, 3, 4, 5}, {0, 2, 1, 3}}, Perm{{4, 6}, {1, 0}},
+                        Perm{{2, 5, 3, 4, 8}, {2, 0, 3, 1, 4}}, Perm{{3, 4, 12}, {1, 0, 2}},
+                        Perm{{3, 4, 6}, {1, 0, 2}}}) {
+    const long long rows = emulatedGpuLaunchesOf("st_gather_rows");
+    const bool byRows = c.perm.back() == static_cast<int64_t>(c.perm.size()) - 1 &&
+                        c.in.back() % 4 == 0;
     Builder b;
     int x = b.input("x", c.in);
     Shape out(c.perm.size());
@@ -140,6 +147,7 @@ TEST(PlanExecutor, LayoutOps) {
     int t = b.node(OpKind::Transpose, {x}, out, c.perm);
     b.yieldSum(t);
     expectSame(b, t, {{"x", random(c.in, 4)}}, 0, "transpose " + shapeToString(out));
+    EXPECT_EQ(emulatedGpuLaunchesOf("st_gather_rows") > rows, byRows) << shapeToString(out);
   }
   {
     Builder b;
@@ -1036,8 +1044,24 @@ void checkFusedAttention(GpuBackend &gpu, AttentionCase c, bool tensorCores, boo
     gpu.uploadAsync(p, x.data(), x.size() * 4);
     return p;
   };
+  // bf16 inputs reach the tensor-core kernels in two bytes (their bits),
+  // as kernel-bf16-storage stores them.
+  const bool twoBytes = tensorCores && bf16Inputs;
+  auto uploadIn = [&](const std::vector<float> &x) {
+    if (!twoBytes)
+      return upload(x);
+    std::vector<uint16_t> bits(x.size());
+    for (size_t e = 0; e < x.size(); ++e) {
+      uint32_t u;
+      std::memcpy(&u, &x[e], 4);
+      bits[e] = static_cast<uint16_t>(u >> 16); // (exact: x is bf16)
+    }
+    GpuBackend::Ptr p = gpu.alloc(bits.size() * 2);
+    gpu.uploadAsync(p, bits.data(), bits.size() * 2);
+    return p;
+  };
   const std::vector<float> nan(3 * n, std::numeric_limits<float>::quiet_NaN());
-  GpuBackend::Ptr dQ = upload(q), dK = upload(k), dV = upload(v), dG = upload(g);
+  GpuBackend::Ptr dQ = uploadIn(q), dK = uploadIn(k), dV = uploadIn(v), dG = uploadIn(g);
   GpuBackend::Ptr out = upload(std::vector<float>(nan.begin(), nan.begin() + n)),
                   grads = upload(nan), stats = gpu.alloc(3 * rows * 4);
   int64_t rowsArg = tensorCores ? c.batch : rows, tq = t, tk = t;
@@ -1062,9 +1086,17 @@ void checkFusedAttention(GpuBackend &gpu, AttentionCase c, bool tensorCores, boo
     gpu.launch(fn, grid, tensorCores ? 64 : 256, params.data(), static_cast<int>(params.size()),
                name.c_str());
   };
-  run("fwd", {&rowsArg, &tq, &tk, &causal, &sc, &qp, &kp, &vp, &op});
-  run("bwd_q", {&rowsArg, &tq, &tk, &causal, &sc, &qp, &kp, &vp, &gp, &gr, &st});
-  run("bwd_kv", {&rowsArg, &tq, &tk, &causal, &sc, &qp, &kp, &vp, &gp, &stc, &gk, &gv});
+  int halves = twoBytes ? 15 : 0; // (the tensor-core kernels' q, k, v, g bits)
+  if (tensorCores) {
+    run("fwd", {&rowsArg, &tq, &tk, &causal, &sc, &qp, &kp, &vp, &halves, &op});
+    run("bwd_q", {&rowsArg, &tq, &tk, &causal, &sc, &qp, &kp, &vp, &gp, &halves, &gr, &st});
+    run("bwd_kv",
+        {&rowsArg, &tq, &tk, &causal, &sc, &qp, &kp, &vp, &gp, &halves, &stc, &gk, &gv});
+  } else {
+    run("fwd", {&rowsArg, &tq, &tk, &causal, &sc, &qp, &kp, &vp, &op});
+    run("bwd_q", {&rowsArg, &tq, &tk, &causal, &sc, &qp, &kp, &vp, &gp, &gr, &st});
+    run("bwd_kv", {&rowsArg, &tq, &tk, &causal, &sc, &qp, &kp, &vp, &gp, &stc, &gk, &gv});
+  }
   std::vector<float> got(n), gotGrads(3 * n);
   gpu.downloadSync(got.data(), out, n * 4);
   gpu.downloadSync(gotGrads.data(), grads, 3 * n * 4);
@@ -1099,7 +1131,8 @@ TEST(PlanExecutor, CudaFusedAttentionOnTheEmulatedGpu) {
 // emulated warp by warp from the PTX ISA's fragment layout: f32 accuracy
 // from split bf16 parts, at sizes that are and are not multiples of the
 // 16-row warp tiles and 32-row steps, causal and not, and on bf16 inputs
-// (the parts skipped). T = 1024 is left to a GPU (the emulated warps are slow).
+// (the parts skipped), read in two bytes. T = 1024 is left to a GPU (the
+// emulated warps are slow).
 TEST(PlanExecutor, CudaTensorCoreAttentionOnTheEmulatedGpu) {
   std::unique_ptr<GpuBackend> gpu = emulatedGpu({}, "");
   uint32_t seed = 11;
