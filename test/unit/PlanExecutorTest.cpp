@@ -1142,6 +1142,40 @@ TEST(PlanExecutor, CudaTensorCoreAttentionOnTheEmulatedGpu) {
   checkFusedAttention(*gpu, AttentionCase{1, 96, 64, 1}, true, true, seed++);
 }
 
+// A value stored in bf16 in two bytes (a GPU's store_bf16 GEMM result) may
+// be read only by ops that read bf16 (kernel-bf16-storage's list): a
+// leading-row slice is a view of it, a slice of inner rows and a softmax
+// are refused when the executor is made, naming the op and the value.
+TEST(PlanExecutor, OnlyBf16ReadersReadTwoByteValues) {
+  struct Case {
+    OpKind reader;
+    int64_t axis;
+    const char *error; // "" where the plan is fine
+  };
+  for (Case c : {Case{OpKind::Slice, 0, ""}, Case{OpKind::Slice, 1, "a slice of inner rows"},
+                 Case{OpKind::Softmax, 0, "softmax reads node 2, a value stored in bf16"}}) {
+    Builder b;
+    int x = b.input("x", {4, 8}), w = b.input("w", {8, 6});
+    int y = b.node(OpKind::Gemm, {x, w}, {4, 6}, {0, 0});
+    b.g.nodes[y].dtype = DType::BF16; // store_bf16: two bytes on the GPU
+    int r = c.reader == OpKind::Slice
+                ? b.node(OpKind::Slice, {y}, c.axis == 0 ? Shape{2, 6} : Shape{4, 3}, {c.axis, 1})
+                : b.node(OpKind::Softmax, {y}, {4, 6});
+    int t = b.node(OpKind::Transpose, {r}, {b.g.nodes[r].shape[1], b.g.nodes[r].shape[0]}, {1, 0});
+    int z = b.node(OpKind::Gemm, {t, r}, {b.g.nodes[r].shape[1], b.g.nodes[r].shape[1]}, {0, 0});
+    b.yieldSum(z);
+    SCOPED_TRACE(opKindName(c.reader) + std::string(" axis ") + std::to_string(c.axis));
+    // (the generated CUDA C's presence makes the emulated GPU store two bytes)
+    try {
+      auto e = emulatedGpuExecutor(b.g, {}, GemmPrecision::BF16Operands, "// no kernels\n");
+      EXPECT_STREQ(c.error, "") << "planned";
+    } catch (const std::exception &e) {
+      EXPECT_NE(std::string(c.error), "");
+      EXPECT_NE(std::string(e.what()).find(c.error), std::string::npos) << e.what();
+    }
+  }
+}
+
 TEST(PlanExecutor, RejectsWhatItCannotRun) {
   Graph g = statefulGraph();
   g.states[1].dtype = DType::F64;
