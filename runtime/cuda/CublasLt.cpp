@@ -5,6 +5,9 @@
 
 #include "cuda/DynamicLibrary.h"
 
+#include <algorithm>
+#include <chrono>
+#include <cmath>
 #include <stdexcept>
 #include <vector>
 
@@ -31,6 +34,7 @@ struct CublasLt::Api {
                 const void *, const void *, void *, void *, void *, const Algo *, void *, size_t,
                 void *) = nullptr;
   const char *(*statusName)(int) = nullptr;
+  size_t (*getVersion)() = nullptr;
 
   bool load() {
     if (!lib.open({"libcublasLt.so.13", "libcublasLt.so.12", "libcublasLt.so"}))
@@ -50,6 +54,7 @@ struct CublasLt::Api {
     sym(heuristic, "cublasLtMatmulAlgoGetHeuristic");
     sym(matmul, "cublasLtMatmul");
     sym(statusName, "cublasLtGetStatusName");
+    sym(getVersion, "cublasLtGetVersion");
     return lib.missing().empty();
   }
 };
@@ -137,7 +142,30 @@ LtProblem columnMajorProblem(const GemmCall &g) {
   return p;
 }
 
-CublasLt::Plan &CublasLt::planFor(const GemmCall &g) {
+size_t CublasLt::version() const { return api_->getVersion(); }
+
+double CublasLt::timeAlgorithm(Plan &p, const Algo &algo, const GemmCall &g, const void *a,
+                               const void *b, void *c) {
+  const float beta = 0.0f;
+  auto call = [&] {
+    return api_->matmul(handle_, p.desc, &g.alpha, b, p.a, a, p.b, &beta, c, p.c, c, p.c, &algo,
+                        reinterpret_cast<void *>(workspace_), workspaceBytes_,
+                        device_->stream());
+  };
+  device_->synchronize();
+  if (call() != 0) // (refused before anything ran)
+    return HUGE_VAL;
+  device_->synchronize();
+  constexpr int kCalls = 4;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int k = 0; k < kCalls; ++k)
+    if (call() != 0)
+      return HUGE_VAL;
+  device_->synchronize();
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / kCalls;
+}
+
+CublasLt::Plan &CublasLt::planFor(const GemmCall &g, const void *a_, const void *b_, void *c_) {
   std::string key = shapeText(g) + " a" + std::to_string(g.alpha);
   auto it = plans_.find(key);
   if (it != plans_.end())
@@ -182,20 +210,36 @@ CublasLt::Plan &CublasLt::planFor(const GemmCall &g) {
                        lp.c.alignment(lp.batch, outBytes, g.align)};
   for (int m = 0; m < 4; ++m)
     ok(a.prefSet(pref, kPrefMinAlignA + m, &align[m], sizeof align[m]), "alignment preference");
-  HeuristicResult result{};
+  HeuristicResult results[kCandidates] = {};
   int found = 0;
-  int rc = a.heuristic(handle_, p->desc, p->a, p->b, p->c, p->c, pref, 1, &result, &found);
+  const bool tune = choices_ != nullptr;
+  int rc = a.heuristic(handle_, p->desc, p->a, p->b, p->c, p->c, pref, tune ? kCandidates : 1,
+                       results, &found);
   a.prefDestroy(pref);
   ok(rc, "algorithm heuristic");
   if (found == 0)
     throw std::runtime_error("cuBLASLt has no algorithm for GEMM " + shapeText(g));
-  p->algo = result.algo;
+  // The heuristic's first, or the choice recorded for this shape, or (not
+  // while the stream is captured: timing waits for it) the fastest.
+  int chosen = 0;
+  if (tune) {
+    if (std::optional<int> known = choices_->find(key); known && *known < found) {
+      chosen = *known;
+    } else if (!known && found > 1 && !device_->capturing()) {
+      std::vector<double> seconds;
+      for (int i = 0; i < found; ++i)
+        seconds.push_back(timeAlgorithm(*p, results[i].algo, g, a_, b_, c_));
+      chosen = std::max(fastestCandidate(seconds), 0);
+      choices_->record(key, chosen);
+    }
+  }
+  p->algo = results[chosen].algo;
   return *plans_.emplace(key, std::move(p)).first->second;
 }
 
 void CublasLt::gemm(const GemmCall &g, const void *a, const void *b, void *c) {
   device_->makeCurrent();
-  Plan &p = planFor(g);
+  Plan &p = planFor(g, a, b, c);
   const float beta = 0.0f;
   int rc = api_->matmul(handle_, p.desc, &g.alpha, b, p.a, a, p.b, &beta, c, p.c, c, p.c, &p.algo,
                         reinterpret_cast<void *>(workspace_), workspaceBytes_, device_->stream());

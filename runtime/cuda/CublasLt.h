@@ -12,6 +12,8 @@
 #define STRETTO_RUNTIME_CUBLASLT_H
 
 #include <cstdint>
+#include "cuda/GemmTuning.h"
+
 #include <map>
 #include <memory>
 #include <string>
@@ -85,8 +87,19 @@ public:
   static std::unique_ptr<CublasLt> open(CudaDevice &device, std::string &why);
   ~CublasLt();
   /// Queues the GEMM on the device's stream. Throws std::runtime_error
-  /// naming the shape when cuBLASLt has no algorithm or fails.
+  /// naming the shape when cuBLASLt has no algorithm or fails. The first
+  /// GEMM of a shape chooses its algorithm (see tuneWith).
   void gemm(const GemmCall &g, const void *a, const void *b, void *c);
+  /// From now on a new shape's algorithm is the one `choices` names for it
+  /// or, where it names none and the stream is not being captured, the
+  /// fastest of the heuristic's first kCandidates on the GEMM's own
+  /// operands (GemmTuning.h), then recorded there. Without it (the CUDA
+  /// runtime leaves it out with STRETTO_GEMM_TUNING=0), the heuristic's
+  /// first.
+  void tuneWith(std::unique_ptr<GemmChoiceFile> choices) { choices_ = std::move(choices); }
+  static constexpr int kCandidates = 8;
+  /// The cuBLASLt version (cublasLtGetVersion), for the choices' file name.
+  size_t version() const;
 
   struct Api;
   struct Plan;
@@ -99,7 +112,12 @@ private:
   unsigned long long workspace_ = 0;
   size_t workspaceBytes_ = 0;
   std::map<std::string, std::unique_ptr<Plan>> plans_; // by shape
-  Plan &planFor(const GemmCall &g);
+  std::unique_ptr<GemmChoiceFile> choices_;
+  Plan &planFor(const GemmCall &g, const void *a, const void *b, void *c);
+  /// Seconds per call of algorithm `algo` on these operands (infinite if
+  /// cuBLASLt refuses it), from a few calls after one to warm up.
+  double timeAlgorithm(Plan &p, const cublaslt::Algo &algo, const GemmCall &g, const void *a,
+                       const void *b, void *c);
 };
 
 } // namespace stretto

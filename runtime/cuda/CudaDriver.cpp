@@ -312,11 +312,13 @@ void CudaDevice::beginCapture() {
     throw std::runtime_error("this CUDA driver has no graph API");
   constexpr int kThreadLocal = 1; // CU_STREAM_CAPTURE_MODE_THREAD_LOCAL
   check(api_->beginCapture(stream_, kThreadLocal), "cuStreamBeginCapture");
+  capturing_ = true;
 }
 
 int CudaDevice::endCapture() {
   makeCurrent();
   void *graph = nullptr;
+  capturing_ = false;
   check(api_->endCapture(stream_, &graph), "cuStreamEndCapture");
   Graph g;
   int rc = api_->graphInstantiate(&g.exec, graph, 0);
@@ -333,6 +335,7 @@ int CudaDevice::endCapture() {
 void CudaDevice::abandonCapture() {
   makeCurrent();
   void *graph = nullptr;
+  capturing_ = false;
   if (api_->endCapture(stream_, &graph) == 0 && graph)
     api_->graphDestroy(graph);
 }

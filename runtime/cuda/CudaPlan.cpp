@@ -1237,6 +1237,12 @@ std::unique_ptr<PlanExecutor> PlanExecutor::onCuda(const Graph &graph, const Cud
   }
   if (!gpu->blas)
     return nullptr;
+  // Each GEMM shape's algorithm: timed once, then kept in the kernel cache
+  // (STRETTO_GEMM_TUNING=0: the heuristic's first).
+  if (wantedGemmTuning())
+    gpu->blas->tuneWith(std::make_unique<GemmChoiceFile>(
+      gemmChoicePath(kernels.cacheDir, gpu->dev->name() + " " + gpu->dev->arch(),
+                     gpu->blas->version())));
   CudaKernelCache nvrtc(kernels.cacheDir);
   if (!nvrtc.available(why))
     return nullptr;

@@ -91,6 +91,9 @@ public:
   int endCapture();
   /// Ends a capture after an error, discarding what was captured.
   void abandonCapture();
+  /// Whether the stream is being captured (between beginCapture and the
+  /// end of it): nothing may wait for it then.
+  bool capturing() const { return capturing_; }
   /// Queues graph `id` on the stream, then an event waitGraph waits for.
   void launchGraph(int id);
   void waitGraph(int id);
@@ -109,6 +112,7 @@ private:
   void *stream_ = nullptr;
   std::vector<void *> modules_;
   bool graphApi_ = false;
+  bool capturing_ = false;
   struct Graph {
     void *exec = nullptr;  // CUgraphExec
     void *event = nullptr; // CUevent after its last launch
