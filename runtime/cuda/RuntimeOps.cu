@@ -629,10 +629,33 @@ ST_FN StIn st_in_plus(StIn x, i64 i) {
   y.p = x.half ? (const void *)((const unsigned short *)x.p + i) : (const void *)((const float *)x.p + i);
   return y;
 }
+/* Two bf16 values side by side (element i even, so 4-byte aligned) as
+ * one register of a fragment: the first in the low half. */
+ST_FN unsigned st_pair16(StIn m, i64 i) {
+  return *(const unsigned *)((const unsigned short *)m.p + i);
+}
+/* An operand in two bytes is bf16 already: its fragment is its bits, with
+ * no middle or low parts (nothing to split, no vote). */
+template <int N> ST_FN void st_bf16_only(StSplit<N> &f) {
+  for (int r = 0; r < N; ++r)
+    f.p[1][r] = f.p[2][r] = 0u;
+  f.any = 0u;
+}
 /* A: rows 0..15 of m (row-major, ld elements a row; rows >= rows read as
- * 0), columns k0 .. k0 + 15. */
+ * 0), columns k0 .. k0 + 15 (ld and k0 even). */
 ST_FN StSplit<4> st_frag_a(StIn m, i64 ld, i64 rows, int k0) {
   const int lane = (int)(threadIdx.x & 31u), g = lane >> 2, t = lane & 3;
+  if (m.half) {
+    StSplit<4> f;
+    for (int h = 0; h < 2; ++h) {
+      const i64 row = (g + 8 * h) * ld + k0 + 2 * t;
+      const bool ok = g + 8 * h < rows;
+      f.p[0][h] = ok ? st_pair16(m, row) : 0u;
+      f.p[0][2 + h] = ok ? st_pair16(m, row + 8) : 0u;
+    }
+    st_bf16_only(f);
+    return f;
+  }
   float x[2][4];
   for (int h = 0; h < 2; ++h) {
     const i64 row = (g + 8 * h) * ld + k0 + 2 * t;
@@ -670,6 +693,12 @@ ST_FN StSplit<2> st_frag_b_rows(StIn m, i64 ld, i64 rows, int k0) {
   const i64 row = g * ld + k0 + 2 * t;
   const bool ok = g < rows;
   StSplit<2> f;
+  if (m.half) {
+    f.p[0][0] = ok ? st_pair16(m, row) : 0u;
+    f.p[0][1] = ok ? st_pair16(m, row + 8) : 0u;
+    st_bf16_only(f);
+    return f;
+  }
   unsigned nz = 0;
   st_split_pair(f, 0, ok ? st_in(m, row) : 0.0f, ok ? st_in(m, row + 1) : 0.0f, nz);
   st_split_pair(f, 1, ok ? st_in(m, row + 8) : 0.0f, ok ? st_in(m, row + 9) : 0.0f, nz);
@@ -679,6 +708,17 @@ ST_FN StSplit<2> st_frag_b_rows(StIn m, i64 ld, i64 rows, int k0) {
 /* B[k][n] = m[k][n]: the rows of B are rows of m (rows >= rows read as 0). */
 ST_FN StSplit<2> st_frag_b_cols(StIn m, i64 ld, i64 rows) {
   const int lane = (int)(threadIdx.x & 31u), g = lane >> 2, t = lane & 3;
+  if (m.half) { // (rows k and k + 1 of column g: two loads, one register)
+    const unsigned short *b = (const unsigned short *)m.p;
+    StSplit<2> f;
+    for (int r = 0; r < 2; ++r) {
+      const int k = 2 * t + 8 * r;
+      const unsigned lo = k < rows ? b[k * ld + g] : 0u, hi = k + 1 < rows ? b[(k + 1) * ld + g] : 0u;
+      f.p[0][r] = lo | (hi << 16);
+    }
+    st_bf16_only(f);
+    return f;
+  }
   float x[4];
   for (int e = 0; e < 4; ++e) {
     const int k = 2 * t + (e & 1) + 8 * (e >> 1);
