@@ -176,10 +176,14 @@ static LogicalResult lowerPhase(Block &block, Phase phase, Graph &g) {
         .Case([&](AttentionOp o) {
           n.floats = {o.getScale().convertToDouble()};
           n.flag = o.getCausal();
+          if (o->hasAttr("kernel.store_bf16")) // rounded to bf16 (kernel-bf16-storage)
+            n.dtype = DType::BF16;
         })
         .Case([&](AttentionGradOp o) {
           n.floats = {o.getScale().convertToDouble()};
           n.flag = o.getCausal();
+          if (o->hasAttr("kernel.store_bf16"))
+            n.dtype = DType::BF16;
         })
         .Case([&](GossipMixOp o) { n.floats = {o.getAlpha().convertToDouble()}; })
         .Case([&](NewtonSchulzOp o) {

@@ -8,6 +8,7 @@
 // values do not change; where they are stored does.
 //
 //===----------------------------------------------------------------------===//
+#include "stretto/Kernel/Emitter.h"
 #include "stretto/Kernel/Passes.h"
 
 namespace stretto::kernel {
@@ -105,6 +106,30 @@ struct Bf16StoragePass : stretto::kernel::impl::KernelBf16StorageBase<Bf16Storag
       if (readAsBf16(op.getResult(0)))
         op.setStoreBf16(true);
     });
+    // An attention (or its gradient) whose one reader is such a kernel that
+    // only rounds it: the attention rounds and stores its result itself
+    // (kernel.store_bf16), and the kernel goes. Rounding where the kernel
+    // rounded changes no value.
+    SmallVector<kernel::ElementwiseOp> folded;
+    getOperation().walk([&](kernel::ElementwiseOp op) {
+      if (!op.getStoreBf16() || op.getInputs().size() != 1)
+        return;
+      Operation *attn = op.getInputs()[0].getDefiningOp();
+      if (!attn || !isa<train::AttentionOp, train::AttentionGradOp>(attn) ||
+          !attn->getResult(0).hasOneUse())
+        return;
+      Block &body = op.getBodyBlock();
+      auto yield = cast<kernel::YieldOp>(body.getTerminator());
+      auto round = yield.getValues()[0].getDefiningOp<kernel::RoundBf16Op>();
+      if (body.getOperations().size() != 2 || !round ||
+          round->getOperand(0) != body.getArgument(0))
+        return;
+      attn->setAttr(kernel::kStoreBf16Attr, UnitAttr::get(attn->getContext()));
+      op.getResult(0).replaceAllUsesWith(attn->getResult(0));
+      folded.push_back(op);
+    });
+    for (kernel::ElementwiseOp op : folded)
+      op.erase();
   }
 };
 

@@ -309,10 +309,13 @@ std::string preludes(const char *target) {
 
 bool stretto::kernel::storedInBf16(Value v) {
   while (Operation *def = v.getDefiningOp()) {
-    if (isa<train::ReshapeOp, train::TransposeOp>(def)) {
+    // (a slice of a bf16 value is a leading-row view: kernel-bf16-storage)
+    if (isa<train::ReshapeOp, train::TransposeOp, train::SliceOp>(def)) {
       v = def->getOperand(0);
       continue;
     }
+    if (isa<train::AttentionOp, train::AttentionGradOp>(def))
+      return def->hasAttr(kStoreBf16Attr);
     if (auto g = dyn_cast<GemmOp>(def))
       return g.getStoreBf16();
     auto e = dyn_cast<ElementwiseOp>(def);

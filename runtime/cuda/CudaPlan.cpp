@@ -110,7 +110,8 @@ public:
   DeviceBuffer scratch;
   // bf16 values widened for the attention kernels that read floats.
   DeviceBuffer wide;
-  std::vector<const float *> attentionInputs(NodeCall &nc, int count);
+  std::vector<const float *> attentionInputs(NodeCall &nc, int count, float **result);
+  void storeAttentionResult(NodeCall &nc, const float *f32);
   // Yielded values, copied here during a run and downloaded at its end
   // (collect), or after a graph's launch; `yielded` of them so far.
   DeviceBuffer yields;
@@ -858,8 +859,11 @@ AttentionKernels attentionKernels(const AttentionDims &a, bool bf16, bool tensor
 // device memory of their own first, for the kernels that read floats only
 // (the CUDA-core kernels and the GEMM path; the tensor-core kernels read
 // them where they are).
-std::vector<const float *> CudaPlanDevice::attentionInputs(NodeCall &nc, int count) {
-  int64_t floats = 0;
+std::vector<const float *> CudaPlanDevice::attentionInputs(NodeCall &nc, int count,
+                                                           float **result) {
+  // (and, where the result is stored in two bytes, room for it in floats)
+  const bool outHalf = nc.p.slots[nc.i].half;
+  int64_t floats = outHalf ? alignUp(nc.count) : 0;
   for (int k = 0; k < count; ++k)
     floats += nc.half(k) ? alignUp(numElements(nc.inShape(k))) : 0;
   if (wide.size < floats) {
@@ -872,6 +876,11 @@ std::vector<const float *> CudaPlanDevice::attentionInputs(NodeCall &nc, int cou
   }
   std::vector<const float *> in;
   float *at = wide.data;
+  *result = nc.out;
+  if (outHalf) {
+    *result = at;
+    at += alignUp(nc.count);
+  }
   for (int k = 0; k < count; ++k) {
     if (!nc.half(k)) {
       in.push_back(nc.in(k));
@@ -885,13 +894,35 @@ std::vector<const float *> CudaPlanDevice::attentionInputs(NodeCall &nc, int cou
   return in;
 }
 
-// Which of q, k, v, g (bits 0 to 3) are stored in bf16: RuntimeOps.cu's
-// st_flash_mma_* `halves`.
+// Which of q, k, v, g (bits 0 to 3) are stored in bf16, and whether the
+// result is rounded to bf16 (bit 4, kernel.store_bf16) and stored in two
+// bytes (bit 5): RuntimeOps.cu's st_flash_mma_* `halves`.
 int halvesOf(const NodeCall &nc, int count) {
   int bits = 0;
   for (int k = 0; k < count; ++k)
     bits |= nc.half(k) ? 1 << k : 0;
+  if (nc.p.slots[nc.i].half)
+    bits |= 32;
+  else if (nc.n.dtype == DType::BF16)
+    bits |= 16;
   return bits;
+}
+
+// The result of an attention computed in floats at `f32` by kernels that
+// write floats: where it is stored in bf16, rounded in place, or (two
+// bytes) converted from there into its slot.
+void CudaPlanDevice::storeAttentionResult(NodeCall &nc, const float *f32) {
+  if (nc.p.slots[nc.i].half)
+    launch("st_to_bf16", nc.count, nc.count, f32, reinterpret_cast<uint16_t *>(nc.out));
+  else if (nc.n.dtype == DType::BF16)
+    launch("st_round_f32", nc.count, nc.count, nc.out);
+}
+
+// Element `e` of a result (f32, or two bytes where stored so).
+void *resultAt(NodeCall &nc, int64_t e) {
+  if (nc.p.slots[nc.i].half)
+    return reinterpret_cast<uint16_t *>(nc.out) + e;
+  return nc.out + e;
 }
 
 void CudaPlanDevice::opAttention(NodeCall &nc) {
@@ -904,15 +935,17 @@ void CudaPlanDevice::opAttention(NodeCall &nc) {
     launchWarpTiles(fk.name("fwd").c_str(), a.batch * ((a.tq + 15) / 16), a.batch, a.tq, a.tk,
                     causal, scale, static_cast<const void *>(nc.in(0)),
                     static_cast<const void *>(nc.in(1)), static_cast<const void *>(nc.in(2)),
-                    halvesOf(nc, 3), nc.out);
+                    halvesOf(nc, 3), static_cast<void *>(nc.out));
     return;
   }
-  const std::vector<const float *> in = attentionInputs(nc, 3);
+  float *out = nullptr;
+  const std::vector<const float *> in = attentionInputs(nc, 3, &out);
   fk = attentionKernels(a, nc.bf16Inside, false, {in[0], in[1], in[2]}); // (alignment)
   if (fk.fused()) { // no T x T matrix
     const int64_t rows = a.batch * a.tq;
     launch(fk.name("fwd").c_str(), rows, rows, a.tq, a.tk, causal, scale, in[0], in[1], in[2],
-           nc.out);
+           out);
+    storeAttentionResult(nc, out);
     return;
   }
   // S = scale Q K^T, masked softmax rows, O = P V: two batched GEMMs.
@@ -932,8 +965,9 @@ void CudaPlanDevice::opAttention(NodeCall &nc) {
   GemmCall pv;
   pv.batch = a.batch, pv.m = a.tq, pv.n = a.dv, pv.k = a.tk;
   pv.strideA = a.tq * a.tk, pv.strideB = a.tk * a.dv, pv.strideC = a.tq * a.dv;
-  gemm(pv, S, sCount, in[2], numElements(nc.inShape(2)), nc.out, nc.bf16Inside,
+  gemm(pv, S, sCount, in[2], numElements(nc.inShape(2)), out, nc.bf16Inside,
        alignUp(sCount));
+  storeAttentionResult(nc, out);
 }
 
 void CudaPlanDevice::opAttentionGrad(NodeCall &nc) {
@@ -948,9 +982,10 @@ void CudaPlanDevice::opAttentionGrad(NodeCall &nc) {
   const AttentionDims dims = attentionDims(qs, nc.inShape(1), nc.inShape(2));
   AttentionKernels fk = attentionKernels(dims, nc.bf16Inside, tensorCoreAttention,
                                          {nc.in(0), nc.in(1), nc.in(2), nc.in(3)});
+  float *out = nc.out; // (the floats the kernels below write; see storeAttentionResult)
   const std::vector<const float *> in =
       fk.tensorCores ? std::vector<const float *>{nc.in(0), nc.in(1), nc.in(2), nc.in(3)}
-                     : attentionInputs(nc, 4);
+                     : attentionInputs(nc, 4, &out);
   const float *q = in[0], *k = in[1], *v = in[2], *g = in[3];
   if (!fk.tensorCores)
     fk = attentionKernels(dims, nc.bf16Inside, false, {q, k, v, g}); // (alignment)
@@ -966,16 +1001,16 @@ void CudaPlanDevice::opAttentionGrad(NodeCall &nc) {
       const void *qv = q, *kv = k, *vv = v, *gv = g;
       const int halves = halvesOf(nc, 4);
       launchWarpTiles(fk.name("bwd_q").c_str(), batch * ((t + 15) / 16), batch, t, tk, causal,
-                      scale, qv, kv, vv, gv, halves, nc.out, stats);
+                      scale, qv, kv, vv, gv, halves, resultAt(nc, 0), stats);
       launchWarpTiles(fk.name("bwd_kv").c_str(), batch * ((tk + 15) / 16), batch, t, tk,
-                      causal, scale, qv, kv, vv, gv, halves, st, nc.out + elems,
-                      nc.out + elems + kElems);
+                      causal, scale, qv, kv, vv, gv, halves, st, resultAt(nc, elems),
+                      resultAt(nc, elems + kElems));
       return;
     }
-    launch(fk.name("bwd_q").c_str(), rows, rows, t, tk, causal, scale, q, k, v, g, nc.out,
-           stats);
+    launch(fk.name("bwd_q").c_str(), rows, rows, t, tk, causal, scale, q, k, v, g, out, stats);
     launch(fk.name("bwd_kv").c_str(), keys, keys, t, tk, causal, scale, q, k, v, g, st,
-           nc.out + elems, nc.out + elems + kElems);
+           out + elems, out + elems + kElems);
+    storeAttentionResult(nc, out);
     return;
   }
   // P and dS, then room for any product's bf16 operands (see gemm).
@@ -999,9 +1034,10 @@ void CudaPlanDevice::opAttentionGrad(NodeCall &nc) {
   back.strideA = t * t, back.strideB = t * d, back.strideC = t * d;
   GemmCall backT = back;
   backT.ta = true;
-  gemm(backT, P, sCount, g, elems, nc.out + 2 * elems, nc.bf16Inside, used);
-  gemm(back, dS, sCount, k, elems, nc.out, nc.bf16Inside, used);
-  gemm(backT, dS, sCount, q, elems, nc.out + elems, nc.bf16Inside, used);
+  gemm(backT, P, sCount, g, elems, out + 2 * elems, nc.bf16Inside, used);
+  gemm(back, dS, sCount, k, elems, out, nc.bf16Inside, used);
+  gemm(backT, dS, sCount, q, elems, out + elems, nc.bf16Inside, used);
+  storeAttentionResult(nc, out);
 }
 
 void CudaPlanDevice::opEmbedding(NodeCall &nc) {

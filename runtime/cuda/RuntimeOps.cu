@@ -629,6 +629,15 @@ ST_FN StIn st_in_plus(StIn x, i64 i) {
   y.p = x.half ? (const void *)((const unsigned short *)x.p + i) : (const void *)((const float *)x.p + i);
   return y;
 }
+/* A result element: f32, f32 rounded to bf16 (halves bit 4), or the
+ * rounded bf16's bits in two bytes (bit 5): a result kernel-bf16-storage
+ * stores in bf16 (kernel.store_bf16). */
+ST_FN void st_store_out(void *o, i64 i, float v, int halves) {
+  if (halves & 32)
+    ((unsigned short *)o)[i] = (unsigned short)((unsigned int)st_bits_of(st_round_bf16(v)) >> 16);
+  else
+    ((float *)o)[i] = (halves & 16) ? st_round_bf16(v) : v;
+}
 /* Two bf16 values side by side (element i even, so 4-byte aligned) as
  * one register of a fragment: the first in the low half. */
 ST_FN unsigned st_pair16(StIn m, i64 i) {
@@ -776,7 +785,7 @@ ST_FN float st_group_sum(float v) {
 
 template <int D>
 ST_FN void st_flash_mma_fwd(i64 bh, i64 tq, i64 tk, int causal, float scale, StIn q, StIn k,
-                            StIn v, float *o) {
+                            StIn v, void *o, int halves) {
   const int lane = (int)(threadIdx.x & 31u), g = lane >> 2, t = lane & 3;
   const i64 tiles = (tq + 15) / 16;
   ST_WARP_TILES(w, bh * tiles) {
@@ -823,8 +832,8 @@ ST_FN void st_flash_mma_fwd(i64 bh, i64 tq, i64 tk, int causal, float scale, StI
       for (int i = 0; i < 4; ++i) {
         const int row = g + 8 * (i >> 1);
         if (row < rows)
-          o[(b * tq + r0 + row) * D + nd * 8 + 2 * t + (i & 1)] =
-              l[i >> 1] > 0.0f ? acc[nd][i] / l[i >> 1] : 0.0f;
+          st_store_out(o, (b * tq + r0 + row) * D + nd * 8 + 2 * t + (i & 1),
+                       l[i >> 1] > 0.0f ? acc[nd][i] / l[i >> 1] : 0.0f, halves);
       }
   }
 }
@@ -834,7 +843,7 @@ ST_FN void st_flash_mma_fwd(i64 bh, i64 tq, i64 tk, int causal, float scale, StI
  * g V^T), pass 2 dS = P (dP - inner) scale and dQ = dS K. */
 template <int D>
 ST_FN void st_flash_mma_bwd_q(i64 bh, i64 tq, i64 tk, int causal, float scale, StIn q, StIn k,
-                              StIn v, StIn g_, float *dq, float *stats) {
+                              StIn v, StIn g_, void *dq, int halves, float *stats) {
   const int lane = (int)(threadIdx.x & 31u), g = lane >> 2, t = lane & 3;
   const i64 tiles = (tq + 15) / 16;
   ST_WARP_TILES(w, bh * tiles) {
@@ -897,7 +906,7 @@ ST_FN void st_flash_mma_bwd_q(i64 bh, i64 tq, i64 tk, int causal, float scale, S
       for (int i = 0; i < 4; ++i) {
         const int row = g + 8 * (i >> 1);
         if (row < rows)
-          dq[(b * tq + r0 + row) * D + nd * 8 + 2 * t + (i & 1)] = acc[nd][i];
+          st_store_out(dq, (b * tq + r0 + row) * D + nd * 8 + 2 * t + (i & 1), acc[nd][i], halves);
       }
     if (t == 0)
       for (int h = 0; h < 2; ++h)
@@ -914,7 +923,8 @@ ST_FN void st_flash_mma_bwd_q(i64 bh, i64 tq, i64 tk, int causal, float scale, S
  * from the query rows' stats, dV = P^T g and dK = dS^T Q. */
 template <int D>
 ST_FN void st_flash_mma_bwd_kv(i64 bh, i64 tq, i64 tk, int causal, float scale, StIn q, StIn k,
-                               StIn v, StIn g_, const float *stats, float *dk, float *dv) {
+                               StIn v, StIn g_, const float *stats, void *dk, void *dv,
+                               int halves) {
   const int lane = (int)(threadIdx.x & 31u), g = lane >> 2, t = lane & 3;
   const i64 tiles = (tk + 15) / 16;
   ST_WARP_TILES(w, bh * tiles) {
@@ -947,33 +957,34 @@ ST_FN void st_flash_mma_bwd_kv(i64 bh, i64 tq, i64 tk, int causal, float scale, 
         const int row = g + 8 * (i >> 1);
         if (row < keys) {
           const i64 at = (b * tk + c0 + row) * D + nd * 8 + 2 * t + (i & 1);
-          dk[at] = ak[nd][i];
-          dv[at] = av[nd][i];
+          st_store_out(dk, at, ak[nd][i], halves);
+          st_store_out(dv, at, av[nd][i], halves);
         }
       }
   }
 }
 
 /* q, k, v, g: floats or two-byte bf16 (kernel-bf16-storage), as `halves`
- * says: bit 0 q, bit 1 k, bit 2 v, bit 3 g. */
+ * says: bit 0 q, bit 1 k, bit 2 v, bit 3 g; the results (o, or dq, dk, dv)
+ * f32, rounded to bf16 (bit 4) or in two bytes (bit 5): st_store_out. */
 #define ST_FLASH_MMA_FOR(D)                                                                      \
   extern "C" __global__ void st_flash_mma_fwd_d##D(i64 bh, i64 tq, i64 tk, int causal,           \
                                                    float scale, const void *q, const void *k,    \
-                                                   const void *v, int halves, float *o) {        \
+                                                   const void *v, int halves, void *o) {         \
     st_flash_mma_fwd<D>(bh, tq, tk, causal, scale, StIn{q, halves & 1}, StIn{k, halves & 2},    \
-                        StIn{v, halves & 4}, o);                                                 \
+                        StIn{v, halves & 4}, o, halves);                                         \
   }                                                                                              \
   extern "C" __global__ void st_flash_mma_bwd_q_d##D(                                            \
       i64 bh, i64 tq, i64 tk, int causal, float scale, const void *q, const void *k,             \
-      const void *v, const void *g, int halves, float *dq, float *stats) {                       \
+      const void *v, const void *g, int halves, void *dq, float *stats) {                        \
     st_flash_mma_bwd_q<D>(bh, tq, tk, causal, scale, StIn{q, halves & 1}, StIn{k, halves & 2},  \
-                          StIn{v, halves & 4}, StIn{g, halves & 8}, dq, stats);                  \
+                          StIn{v, halves & 4}, StIn{g, halves & 8}, dq, halves, stats);          \
   }                                                                                              \
   extern "C" __global__ void st_flash_mma_bwd_kv_d##D(                                           \
       i64 bh, i64 tq, i64 tk, int causal, float scale, const void *q, const void *k,             \
-      const void *v, const void *g, int halves, const float *stats, float *dk, float *dv) {      \
+      const void *v, const void *g, int halves, const float *stats, void *dk, void *dv) {        \
     st_flash_mma_bwd_kv<D>(bh, tq, tk, causal, scale, StIn{q, halves & 1}, StIn{k, halves & 2}, \
-                           StIn{v, halves & 4}, StIn{g, halves & 8}, stats, dk, dv);             \
+                           StIn{v, halves & 4}, StIn{g, halves & 8}, stats, dk, dv, halves);     \
   }
 ST_FLASH_MMA_FOR(16)
 ST_FLASH_MMA_FOR(32)

@@ -281,7 +281,8 @@ StepCost stretto::predictStep(const Graph &graph, const DeviceModel &device,
     for (size_t i = 0; i < list.size(); ++i) {
       const Node &n = list[i];
       half[i] = precision == CostPrecision::BF16 && twoByteBf16 &&
-                (((n.kind == OpKind::Kernel || n.kind == OpKind::Gemm) &&
+                (((n.kind == OpKind::Kernel || n.kind == OpKind::Gemm ||
+                   n.kind == OpKind::Attention || n.kind == OpKind::AttentionGrad) &&
                   n.dtype == DType::BF16) ||
                  ((n.kind == OpKind::Reshape || n.kind == OpKind::Transpose ||
                    n.kind == OpKind::Slice) &&

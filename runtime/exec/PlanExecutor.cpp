@@ -352,6 +352,8 @@ public:
 private:
   std::map<std::string, PlanExecutor::KernelFn> kernels;
   std::vector<float> rounded; // bf16 GEMM operands
+  void attentionF32(NodeCall &nc);     // opAttention before any rounding of its result
+  void attentionGradF32(NodeCall &nc); // likewise
 
   // bf16 GEMMs: each operand is replaced by a copy rounded to bf16 (round
   // to nearest even); BLAS then sums the exact products in f32, which is
@@ -776,7 +778,25 @@ void HostDevice::opNormGrad(NodeCall &nc) {
   normParamGrads(pg, pb, chunks, d, dgamma, pb ? dgamma + d : nullptr);
 }
 
+// A result stored in bf16 (kernel-bf16-storage folded the rounding kernel
+// into the attention): rounded where it lies, four bytes an element here.
+void roundStoredBf16(NodeCall &nc) {
+  if (nc.n.dtype == DType::BF16)
+    for (int64_t e = 0; e < nc.count; ++e)
+      nc.out[e] = roundToBF16(nc.out[e]);
+}
+
 void HostDevice::opAttention(NodeCall &nc) {
+  attentionF32(nc);
+  roundStoredBf16(nc);
+}
+
+void HostDevice::opAttentionGrad(NodeCall &nc) {
+  attentionGradF32(nc);
+  roundStoredBf16(nc);
+}
+
+void HostDevice::attentionF32(NodeCall &nc) {
   // Per batch block: S = scale Q K^T (BLAS), masked softmax over rows,
   // O = P V (BLAS); S for all blocks lives in the scratch buffer.
   AttentionDims a = attentionDims(nc.inShape(0), nc.inShape(1), nc.inShape(2));
@@ -813,7 +833,7 @@ void HostDevice::opAttention(NodeCall &nc) {
   }
 }
 
-void HostDevice::opAttentionGrad(NodeCall &nc) {
+void HostDevice::attentionGradF32(NodeCall &nc) {
   // attention's backward, fused per (batch, head) block: P (recomputed)
   // and dP, then dS in dP's place, live only in the block's scratch (two
   // T x T matrices per thread), never as [B, H, T, T] tensors.
@@ -1034,7 +1054,8 @@ bool PlanExecutor::supports(const Graph &graph, std::string &why) {
     for (const Node &n : graph.phase(ph))
       if (n.dtype != DType::F32 && n.dtype != DType::I32 && !isSink(n.kind) &&
           !(n.dtype == DType::BF16 &&
-            (n.kind == OpKind::Kernel || n.kind == OpKind::Gemm))) { // store_bf16
+            (n.kind == OpKind::Kernel || n.kind == OpKind::Gemm || n.kind == OpKind::Attention ||
+             n.kind == OpKind::AttentionGrad))) { // store_bf16
         why = std::string(opKindName(n.kind)) + " at " + n.loc + " is " + dtypeName(n.dtype) +
               " (only f32 so far)";
         return false;

@@ -372,8 +372,9 @@ struct PlanExecutor::Impl {
         s.where = Where::Arena, s.size = std::max<int64_t>(numElements(n.shape), 1);
         // Two bytes an element: a store_bf16 kernel's value, and a
         // transpose of one (moved as bf16).
-        if (((n.kind == OpKind::Kernel || n.kind == OpKind::Gemm) && n.dtype == DType::BF16 &&
-             dev->storesBf16Halves()) ||
+        if (((n.kind == OpKind::Kernel || n.kind == OpKind::Gemm ||
+              n.kind == OpKind::Attention || n.kind == OpKind::AttentionGrad) &&
+             n.dtype == DType::BF16 && dev->storesBf16Halves()) ||
             (n.kind == OpKind::Transpose && p.slots[n.operands[0]].half)) {
           s.half = true;
           s.size = std::max<int64_t>((numElements(n.shape) + 1) / 2, 1);

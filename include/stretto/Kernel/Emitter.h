@@ -44,6 +44,10 @@ std::string joinCudaSources(const std::vector<KernelSource> &kernels);
 /// reshape or transpose of one (kernel-bf16-storage). Kernels read such an operand
 /// through the prelude's ST_LOAD_BF16.
 bool storedInBf16(mlir::Value v);
+/// The discardable unit attribute kernel-bf16-storage sets on a
+/// train.attention or train.attention_grad whose rounding kernel it folded
+/// in: the result is rounded to bf16 and stored as a store_bf16 value is.
+inline constexpr const char *kStoreBf16Attr = "kernel.store_bf16";
 
 bool uniformInnerRun(llvm::ArrayRef<std::vector<int64_t>> inputShapes,
                      llvm::ArrayRef<int64_t> space, size_t firstDim);
