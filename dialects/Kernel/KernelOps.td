@@ -117,13 +117,17 @@ def Kernel_RowsOp : Kernel_Op<"rows", [Pure, AllTypesMatch<["input", "result"]>]
     target runs a half-warp per row through its 16-lane twin (`st_*_row16`,
     the same additions in the same order).
 
+    `store_bf16` (set by `kernel-bf16-storage` on a norm, f32 only): each
+    result element is rounded to bf16 and stored in the target's bf16 slot
+    (two bytes on the CUDA target), as a `store_bf16` elementwise kernel's.
+
     ```mlir
     %y = kernel.rows "layer_norm"(%x, %g, %b) {eps = 1.0e-05 : f64} : tensor<64x128xf32>, tensor<128xf32>, tensor<128xf32> -> tensor<64x128xf32>
     ```
   }];
   let arguments = (ins Kernel_FloatTensor:$input, Variadic<Kernel_FloatTensor>:$params,
                        StrAttr:$fn, UnitAttr:$causal,
-                       DefaultValuedAttr<F64Attr, "1.0e-5">:$eps);
+                       DefaultValuedAttr<F64Attr, "1.0e-5">:$eps, UnitAttr:$store_bf16);
   let results = (outs Kernel_FloatTensor:$result);
   let assemblyFormat = [{
     $fn `(` $input (`,` $params^)? `)` (`causal` $causal^)? attr-dict `:` type($input)

@@ -163,12 +163,13 @@ def KernelBf16Storage : Pass<"kernel-bf16-storage", "::stretto::train::ModelOp">
     Rounding a value twice gives what rounding it once does, so no value
     changes. f32 plans have no rounding points, so nothing is marked.
 
-    Last, a `train.attention` or `train.attention_grad` whose one reader is
-    such a `store_bf16` kernel that only rounds it takes the rounding in:
-    it gets the discardable unit attribute `kernel.store_bf16` (its result
-    is rounded to bf16 and stored as a `store_bf16` value is), the kernel's
-    readers read the attention, and the kernel goes: one launch and a
-    four-byte round trip of the result fewer.
+    Last, a `train.attention` or `train.attention_grad`, or a norm's
+    `kernel.rows` (not a softmax), whose one reader is such a `store_bf16`
+    kernel that only rounds it takes the rounding in: the attention gets
+    the discardable unit attribute `kernel.store_bf16`, the rows op its
+    `store_bf16` (the result is rounded to bf16 and stored as a
+    `store_bf16` value is), the kernel's readers read it, and the kernel
+    goes: one launch and a four-byte round trip of the result fewer.
 
     Before:
     ```mlir

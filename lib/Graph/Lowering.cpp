@@ -133,6 +133,8 @@ static LogicalResult lowerPhase(Block &block, Phase phase, Graph &g) {
           // Stored in bf16 (kernel-bf16-storage): the node's dtype says so.
           if (auto e = dyn_cast<kernel::ElementwiseOp>(o); e && e.getStoreBf16())
             n.dtype = DType::BF16;
+          if (auto r = dyn_cast<kernel::RowsOp>(o); r && r.getStoreBf16())
+            n.dtype = DType::BF16;
         })
         .Case([&](kernel::GemmOp o) {
           n.ints = {o.getTransposeA() ? 1 : 0, o.getTransposeB() ? 1 : 0};

@@ -106,17 +106,21 @@ struct Bf16StoragePass : stretto::kernel::impl::KernelBf16StorageBase<Bf16Storag
       if (readAsBf16(op.getResult(0)))
         op.setStoreBf16(true);
     });
-    // An attention (or its gradient) whose one reader is such a kernel that
-    // only rounds it: the attention rounds and stores its result itself
-    // (kernel.store_bf16), and the kernel goes. Rounding where the kernel
-    // rounded changes no value.
+    // An attention (or its gradient), or a norm's kernel.rows, whose one
+    // reader is such a kernel that only rounds it: it rounds and stores its
+    // result itself (the attention's kernel.store_bf16, the rows op's
+    // store_bf16), and the kernel goes. Rounding where the kernel rounded
+    // changes no value.
     SmallVector<kernel::ElementwiseOp> folded;
     getOperation().walk([&](kernel::ElementwiseOp op) {
       if (!op.getStoreBf16() || op.getInputs().size() != 1)
         return;
-      Operation *attn = op.getInputs()[0].getDefiningOp();
-      if (!attn || !isa<train::AttentionOp, train::AttentionGradOp>(attn) ||
-          !attn->getResult(0).hasOneUse())
+      Operation *from = op.getInputs()[0].getDefiningOp();
+      auto rows = dyn_cast_or_null<kernel::RowsOp>(from);
+      if (!from || !from->getResult(0).hasOneUse() ||
+          !(isa<train::AttentionOp, train::AttentionGradOp>(from) ||
+            (rows && rows.getFn() != "softmax" &&
+             cast<RankedTensorType>(rows.getType()).getElementType().isF32())))
         return;
       Block &body = op.getBodyBlock();
       auto yield = cast<kernel::YieldOp>(body.getTerminator());
@@ -124,8 +128,11 @@ struct Bf16StoragePass : stretto::kernel::impl::KernelBf16StorageBase<Bf16Storag
       if (body.getOperations().size() != 2 || !round ||
           round->getOperand(0) != body.getArgument(0))
         return;
-      attn->setAttr(kernel::kStoreBf16Attr, UnitAttr::get(attn->getContext()));
-      op.getResult(0).replaceAllUsesWith(attn->getResult(0));
+      if (rows)
+        rows.setStoreBf16(true);
+      else
+        from->setAttr(kernel::kStoreBf16Attr, UnitAttr::get(from->getContext()));
+      op.getResult(0).replaceAllUsesWith(from->getResult(0));
       folded.push_back(op);
     });
     for (kernel::ElementwiseOp op : folded)

@@ -316,6 +316,8 @@ bool stretto::kernel::storedInBf16(Value v) {
     }
     if (isa<train::AttentionOp, train::AttentionGradOp>(def))
       return def->hasAttr(kStoreBf16Attr);
+    if (auto r = dyn_cast<RowsOp>(def))
+      return r.getStoreBf16();
     if (auto g = dyn_cast<GemmOp>(def))
       return g.getStoreBf16();
     auto e = dyn_cast<ElementwiseOp>(def);
@@ -592,8 +594,13 @@ FailureOr<KernelSource> stretto::kernel::emitRows(RowsOp op, StringRef name) {
     params += "const " + T + " *__restrict__ p" + std::to_string(k) + ", ";
     args += "in" + std::to_string(k + 1) + ", ";
   }
-  params += T + " *__restrict__ yr, long long pos";
+  // A norm's result stored in bf16 (store_bf16): rounded into the slot.
+  const bool halfY = op.getStoreBf16();
+  const std::string Y = halfY ? std::string("ST_BF16_SLOT") : T;
+  params += Y + " *__restrict__ yr, long long pos";
   args += "out0 + r * " + L + ", r % " + L;
+  const std::string put = halfY ? ", [&](long long j, " + T + " v) { yr[j] = ST_STORE_BF16(v); }"
+                                : std::string();
   std::string body = header(name, op->getOperands(), type, 1);
   body += "ST_FN void " + name.str() + "_row(" + params + ") {\n";
   // KernelMath.inc's row functions: the reference executor's own
@@ -603,8 +610,9 @@ FailureOr<KernelSource> stretto::kernel::emitRows(RowsOp op, StringRef name) {
     body += "  st_softmax_row(xr, yr, " + L + ", " + (op.getCausal() ? "pos + 1" : L) + ");\n";
   } else {
     bool ln = fn == "layer_norm";
-    body += "  st_norm_row(xr, p0, " + std::string(ln ? "p1" : "(const " + T + " *)0") +
-            ", yr, " + L + ", " + eps + ");\n";
+    const std::string beta = ln ? "p1" : "(const " + T + " *)0";
+    body += halfY ? "  st_norm_row_put(xr, p0, " + beta + ", " + L + ", " + eps + put + ");\n"
+                  : "  st_norm_row(xr, p0, " + beta + ", yr, " + L + ", " + eps + ");\n";
   }
   body += "}\n";
   ks.body = body;
@@ -632,12 +640,16 @@ FailureOr<KernelSource> stretto::kernel::emitRows(RowsOp op, StringRef name) {
   if (fn == "softmax")
     cuda += "  st_softmax_row16(xr, yr, n, n ? " +
             std::string(op.getCausal() ? "pos + 1" : "n") + " : 0);\n";
+  else if (halfY)
+    cuda += "  st_norm_row16_put(xr, p0, " +
+            std::string(fn == "layer_norm" ? "p1" : "(const " + T + " *)0") + ", n, " + eps +
+            put + ");\n";
   else
     cuda += "  st_norm_row16(xr, p0, " +
             std::string(fn == "layer_norm" ? "p1" : "(const " + T + " *)0") +
             ", yr, n, " + eps + ");\n";
   cuda += "}\n";
-  cuda += "extern \"C\" __global__ void " + name.str() + "(" + cudaParams + T +
+  cuda += "extern \"C\" __global__ void " + name.str() + "(" + cudaParams + Y +
           " *__restrict__ out0) {\n";
   cuda += "  for (long long w = (blockIdx.x * (long long)blockDim.x + "
           "threadIdx.x) / 32 * 2; w < " +

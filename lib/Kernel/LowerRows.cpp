@@ -33,7 +33,8 @@ struct LowerRowsPass : stretto::kernel::impl::KernelLowerRowsBase<LowerRowsPass>
                                                    : "rms_norm";
       auto rows = b.create<kernel::RowsOp>(op->getLoc(), op->getResult(0).getType(),
                                            op->getOperand(0), params, b.getStringAttr(fn),
-                                           /*causal=*/nullptr, /*eps=*/nullptr);
+                                           /*causal=*/nullptr, /*eps=*/nullptr,
+                                           /*store_bf16=*/nullptr);
       if (auto s = dyn_cast<train::SoftmaxOp>(op); s && s.getCausal())
         rows.setCausal(true);
       if (auto eps = op->getAttrOfType<FloatAttr>("eps"))
