@@ -16,6 +16,7 @@
 //===----------------------------------------------------------------------===//
 
 #include "cuda/GpuBackend.h"
+#include "exec/EnvSwitch.h"
 #include "exec/PlanImpl.h"
 #include "stretto/Runtime/CudaDriver.h"
 #include "stretto/Runtime/CudaJit.h"
@@ -1230,20 +1231,11 @@ public:
 } // namespace
 
 MultiTensorKernels wantedMultiTensorKernels(const std::string &cudaSource) {
-  const char *e = std::getenv("STRETTO_MULTI_TENSOR");
-  const std::string v = e ? e : "";
-  if (v != "0" && v != "1" && !v.empty())
-    throw std::runtime_error("STRETTO_MULTI_TENSOR='" + v + "': expected 0 (off) or 1 (on)");
-  return v == "0" ? MultiTensorKernels{} : multiTensorKernels(cudaSource);
+  return envSwitchOn("STRETTO_MULTI_TENSOR") ? multiTensorKernels(cudaSource)
+                                              : MultiTensorKernels{};
 }
 
-bool wantedBf16Storage() {
-  const char *e = std::getenv("STRETTO_BF16_STORAGE");
-  const std::string v = e ? e : "";
-  if (v != "0" && v != "1" && !v.empty())
-    throw std::runtime_error("STRETTO_BF16_STORAGE='" + v + "': expected 0 (off) or 1 (on)");
-  return v != "0";
-}
+bool wantedBf16Storage() { return envSwitchOn("STRETTO_BF16_STORAGE"); }
 
 std::unique_ptr<PlanExecutor> makeGpuPlanExecutor(const Graph &graph,
                                                   std::unique_ptr<GpuBackend> gpu,

@@ -1,8 +1,8 @@
 //===- GemmTuning.cpp - cuBLASLt algorithms chosen by timing --------------===//
 #include "cuda/GemmTuning.h"
+#include "exec/EnvSwitch.h"
 
 #include <cmath>
-#include <cstdlib>
 #include <fstream>
 #include <functional>
 #include <sstream>
@@ -62,12 +62,6 @@ std::string gemmChoicePath(const std::string &cacheDir, const std::string &gpu,
   return cacheDir + "/gemm-algos-" + name.str() + ".txt";
 }
 
-bool wantedGemmTuning() {
-  const char *env = std::getenv("STRETTO_GEMM_TUNING");
-  const std::string v = env ? env : "";
-  if (v != "0" && v != "1" && !v.empty())
-    throw std::runtime_error("STRETTO_GEMM_TUNING='" + v + "': expected 0 (off) or 1 (on)");
-  return v != "0";
-}
+bool wantedGemmTuning() { return envSwitchOn("STRETTO_GEMM_TUNING"); }
 
 } // namespace stretto

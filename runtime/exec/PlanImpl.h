@@ -14,6 +14,7 @@
 
 #include "stretto/Runtime/OpTable.h"
 #include "stretto/Runtime/PlanExecutor.h"
+#include "exec/EnvSwitch.h"
 #include "exec/OpSemantics.h"
 
 #include <algorithm>
@@ -643,12 +644,8 @@ struct PlanExecutor::Impl {
   // device that only counts bytes: the run's memory estimate, RunChecks.cpp).
   Impl(const Graph &g, std::unique_ptr<PlanDevice> d, GemmPrecision gp, bool initialise = true)
       : graph(g), dev(std::move(d)), gemmPrecision(gp) {
-    if (const char *e = std::getenv("STRETTO_CUDA_GRAPHS")) {
-      const std::string v = e;
-      if (v != "0" && v != "1" && !v.empty())
-        throw std::runtime_error("STRETTO_CUDA_GRAPHS='" + v + "': expected 0 (off) or 1 (on)");
-      graphsWanted = v != "0";
-    }
+    if (std::getenv("STRETTO_CUDA_GRAPHS"))
+      graphsWanted = envSwitchOn("STRETTO_CUDA_GRAPHS");
     graph.validate();
     std::string why;
     if (!PlanExecutor::supports(graph, why))
