@@ -5,6 +5,7 @@
 #include "stretto/Runtime/PlanFile.h"
 #include "stretto/Runtime/RunSettings.h"
 
+#include <algorithm>
 #include <atomic>
 #include <cerrno>
 #include <csignal>
@@ -328,15 +329,24 @@ private:
   /// Collects the ranks that exited; true once all have and their output
   /// is drained.
   bool reap() {
-    bool allDone = true;
+    // The ranks that ended since the last look. One killed by a signal is
+    // the cause when others end with it: they saw its connections close
+    // and exited with an error, often before this loop (in rank order)
+    // would reach it. So the killed one is named first, as the failure.
+    std::vector<std::pair<Rank *, int>> ended;
     for (Rank &r : ranks) {
-      if (!r.exited) {
-        int st = 0;
-        if (::waitpid(r.pid, &st, WNOHANG) == r.pid)
-          exited(r, st);
-      }
-      allDone = allDone && r.exited && r.out < 0 && r.err < 0;
+      int st = 0;
+      if (!r.exited && ::waitpid(r.pid, &st, WNOHANG) == r.pid)
+        ended.emplace_back(&r, st);
     }
+    std::stable_sort(ended.begin(), ended.end(), [](const auto &a, const auto &b) {
+      return WIFSIGNALED(a.second) && !WIFSIGNALED(b.second);
+    });
+    for (auto &[r, st] : ended)
+      exited(*r, st);
+    bool allDone = true;
+    for (const Rank &r : ranks)
+      allDone = allDone && r.exited && r.out < 0 && r.err < 0;
     return allDone;
   }
 
