@@ -282,6 +282,32 @@ struct PlanExecutor::Impl {
     }
   }
 
+  // Slice n's slot in p. A window of whole leading rows (every dim before
+  // the axis is 1, as attention_grad's dq/dk/dv and the fused QKV split) is
+  // one contiguous range of its operand: a view, when the operand lives in
+  // the arena (`inArena`; states and gradient sums are written in place),
+  // also of a value stored in bf16 (two bytes; the offset in floats). Else
+  // a copy; of a bf16 value none can be (kernel-bf16-storage lets only
+  // leading-row slices read bf16): the error, or "".
+  std::string planSlice(const std::vector<Node> &nodes, const Node &n, PhasePlan &p,
+                        bool inArena) {
+    Slot &s = p.slots[static_cast<size_t>(&n - nodes.data())];
+    const ops::Window w = ops::windowOf(n, nodes[n.operands[0]].shape);
+    const bool half = p.slots[n.operands[0]].half; // two bytes an element
+    if (w.outer == 1 && inArena && (!half || (n.ints[1] * w.inner) % 2 == 0)) {
+      s.where = Where::Alias, s.ref = n.operands[0], s.half = half;
+      s.offset = half ? n.ints[1] * w.inner / 2 : n.ints[1] * w.inner;
+      return "";
+    }
+    s.where = Where::Arena, s.size = std::max<int64_t>(numElements(n.shape), 1);
+    p.unplannedFloats += alignUp(s.size);
+    if (!half)
+      return "";
+    return "a slice of inner rows, or at an odd element, reads node " +
+           std::to_string(n.operands[0]) +
+           ", a value stored in bf16 (kernel-bf16-storage): only views of whole leading rows can";
+  }
+
   // Plans `order` (ascending nodes of `phase`); values of `keep` live to the
   // end (probes). Writes and Grad values live to the end too: they commit
   // only once the whole phase succeeded.
@@ -312,30 +338,14 @@ struct PlanExecutor::Impl {
         s.where = Where::Alias, s.ref = n.operands[0];
         s.half = p.slots[n.operands[0]].half;
         break;
-      case OpKind::Slice: {
-        // A window of whole leading rows (every dim before the axis is 1,
-        // as attention_grad's dq/dk/dv and the fused QKV split) is one
-        // contiguous range of its operand: a view, when the operand lives
-        // in the arena (states and gradient sums are written in place).
-        ops::Window w = ops::windowOf(n, nodes[n.operands[0]].shape);
-        const bool half = p.slots[n.operands[0]].half; // two bytes an element
-        if (w.outer == 1 && p.slots[root(n.operands[0])].where == Where::Arena &&
-            (!half || (n.ints[1] * w.inner) % 2 == 0)) {
-          s.where = Where::Alias, s.ref = n.operands[0], s.half = half;
-          s.offset = half ? n.ints[1] * w.inner / 2 : n.ints[1] * w.inner; // (in floats)
-          break;
-        }
-        if (half) { // (kernel-bf16-storage lets only leading-row slices read bf16)
+      case OpKind::Slice:
+        if (std::string e = planSlice(nodes, n, p, p.slots[root(n.operands[0])].where ==
+                                                       Where::Arena);
+            !e.empty()) {
           cur = phase;
-          fail(i, "a slice of inner rows, or at an odd element, reads node " +
-                      std::to_string(n.operands[0]) +
-                      ", a value stored in bf16 (kernel-bf16-storage): only views of whole "
-                      "leading rows can");
+          fail(i, e);
         }
-        s.where = Where::Arena, s.size = std::max<int64_t>(numElements(n.shape), 1);
-        p.unplannedFloats += alignUp(s.size);
         break;
-      }
       case OpKind::Read:
         if (auto w = writtenBy.find(n.name); w != writtenBy.end()) {
           s.where = Where::Alias, s.ref = w->second;
