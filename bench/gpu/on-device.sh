@@ -11,7 +11,11 @@
 #               fused attention on CUDA cores against the default, on tensor
 #               cores) and with STRETTO_ATTENTION=gemm (the GEMM path), and
 #               gpt-mini in f32 (timeout 100 s in all).
-# Each phase runs under `timeout`, so the whole stays under 9 minutes. The
+# Each phase runs under `timeout`, so the whole stays under the device
+# tool's 10 minutes a call; better, run `speed` and then, at once (the
+# machine stays warm 30 s), `check profile` as two calls, so the speed
+# results come back even if the machine stops answering later (it did
+# once, 2026-12-05, and that call brought back nothing). The
 # device tool brings back at most 8 files from $OUT, so $OUT gets:
 #   speed-<gpu>.txt, speed-<gpu>.json   the speed bench's results
 #   device-check.txt, device-check-summary.txt
