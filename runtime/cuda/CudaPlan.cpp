@@ -319,16 +319,18 @@ public:
     return fns[name] = f;
   }
   // `floats` of device scratch (contents not kept across calls).
-  float *scratchFloats(int64_t floats) {
-    if (scratch.size < floats) {
-      hostWork("more device scratch");
+  float *scratchFloats(int64_t floats) { return grown(scratch, floats, "more device scratch"); }
+  // `b`, holding at least `floats` floats (grown, its contents dropped).
+  float *grown(DeviceBuffer &b, int64_t floats, const char *what) {
+    if (b.size < floats) {
+      hostWork(what);
       ++epoch;
-      if (scratch.data) // after the queued work that uses it (grows only early on)
-        gpu->free(dptr(scratch.data));
-      scratch.size = alignUp(floats);
-      scratch.data = reinterpret_cast<float *>(gpu->alloc(scratch.size * sizeof(float)));
+      if (b.data) // after the queued work that uses it (grows only early on)
+        gpu->free(dptr(b.data));
+      b.size = alignUp(floats);
+      b.data = reinterpret_cast<float *>(gpu->alloc(b.size * sizeof(float)));
     }
-    return scratch.data;
+    return b.data;
   }
   // A GEMM through cuBLASLt; bf16: both operands rounded into bf16 copies
   // in device scratch (after `scratchUsed` floats the caller keeps there),
@@ -684,9 +686,11 @@ void CudaPlanDevice::opTranspose(NodeCall &nc) {
   // aligned: rows moved a chunk a thread (st_gather_rows).
   const size_t rank = nc.n.ints.size(), bytes = nc.half(0) ? 2 : 4;
   const int64_t last = rank ? nc.n.shape.back() : 0;
-  if (rank >= 2 && nc.n.ints.back() == static_cast<int64_t>(rank) - 1 &&
-      (last * static_cast<int64_t>(bytes)) % 16 == 0 && nc.count * static_cast<int64_t>(bytes) / 16 < 0x7fffffff &&
-      reinterpret_cast<uintptr_t>(nc.in(0)) % 16 == 0 && reinterpret_cast<uintptr_t>(nc.out) % 16 == 0) {
+  const int64_t rowBytes = last * static_cast<int64_t>(bytes);
+  if (rank >= 2 && nc.n.ints.back() == static_cast<int64_t>(rank) - 1 && rowBytes % 16 == 0 &&
+      nc.count * static_cast<int64_t>(bytes) / 16 < 0x7fffffff &&
+      reinterpret_cast<uintptr_t>(nc.in(0)) % 16 == 0 &&
+      reinterpret_cast<uintptr_t>(nc.out) % 16 == 0) {
     const int64_t per = 16 / static_cast<int64_t>(bytes), row = last / per,
                   chunks = nc.count / per;
     Shape rows(nc.n.shape.begin(), nc.n.shape.end() - 1);
@@ -867,16 +871,8 @@ std::vector<const float *> CudaPlanDevice::attentionInputs(NodeCall &nc, int cou
   int64_t floats = outHalf ? alignUp(nc.count) : 0;
   for (int k = 0; k < count; ++k)
     floats += nc.half(k) ? alignUp(numElements(nc.inShape(k))) : 0;
-  if (wide.size < floats) {
-    hostWork("more device memory for widened bf16 values");
-    ++epoch;
-    if (wide.data)
-      gpu->free(dptr(wide.data));
-    wide.size = alignUp(floats);
-    wide.data = reinterpret_cast<float *>(gpu->alloc(wide.size * sizeof(float)));
-  }
   std::vector<const float *> in;
-  float *at = wide.data;
+  float *at = grown(wide, floats, "more device memory for widened bf16 values");
   *result = nc.out;
   if (outHalf) {
     *result = at;
