@@ -241,5 +241,11 @@ LogicalResult GemmOp::verify() {
   if (r.getShape() != ArrayRef<int64_t>(want))
     return emitOpError() << "result type " << r << " does not match op(a) x op(b) = "
                          << RankedTensorType::get(want, r.getElementType());
+  if (Value bias = getBias()) {
+    auto bt = cast<RankedTensorType>(bias.getType());
+    if (bt.getRank() != 1 || bt.getDimSize(0) != n || bt.getElementType() != r.getElementType())
+      return emitOpError() << "bias must be a vector of the result's " << n << " columns in "
+                           << r.getElementType() << ", got " << bt;
+  }
   return success();
 }

@@ -160,17 +160,24 @@ def Kernel_GemmOp : Kernel_Op<"gemm", [Pure]> {
     bytes an element on devices that can (the CUDA runtime: cuBLASLt writes
     bf16); the C++ runtimes keep the rounded value in four.
 
+    `bias` (set by `kernel-gemm-epilogue`): a vector of N values added to
+    every row of the product in f32 before the result is rounded or
+    stored: cuBLASLt's BIAS epilogue on the GPU, the same sum after the
+    library GEMM on the CPU.
+
     ```mlir
     %dw = kernel.gemm %x, %dy transpose_a : tensor<64x128xf32>, tensor<64x384xf32> -> tensor<128x384xf32>
+    %y = kernel.gemm %x, %w bias %b : tensor<64x128xf32>, tensor<128x384xf32>, tensor<384xf32> -> tensor<64x384xf32>
     ```
   }];
   let arguments = (ins Kernel_FloatTensor:$a, Kernel_FloatTensor:$b,
+                       Optional<Kernel_FloatTensor>:$bias,
                        UnitAttr:$transpose_a, UnitAttr:$transpose_b,
                        DefaultValuedAttr<F64Attr, "1.0">:$alpha, UnitAttr:$store_bf16);
   let results = (outs Kernel_FloatTensor:$result);
   let assemblyFormat = [{
-    $a `,` $b (`transpose_a` $transpose_a^)? (`transpose_b` $transpose_b^)? attr-dict
-    `:` type($a) `,` type($b) `->` type($result)
+    $a `,` $b (`transpose_a` $transpose_a^)? (`transpose_b` $transpose_b^)? (`bias` $bias^)? attr-dict
+    `:` type($a) `,` type($b) (`,` type($bias)^)? `->` type($result)
   }];
   let hasVerifier = 1;
 }

@@ -193,4 +193,51 @@ def KernelBf16Storage : Pass<"kernel-bf16-storage", "::stretto::train::ModelOp">
   let dependentDialects = ["::stretto::kernel::KernelDialect"];
 }
 
+
+def KernelGemmEpilogue : Pass<"kernel-gemm-epilogue", "::stretto::train::ModelOp"> {
+  let summary = "Moves the bias add after a GEMM into the GEMM (cuBLASLt's BIAS epilogue)";
+  let description = [{
+    Runs after `kernel-bf16-storage`. A `kernel.gemm` without a bias whose
+    every reader is a `kernel.elementwise` (same block and pipeline `stage`)
+    that adds one and the same vector of the result's N columns to it,
+    first thing (the GEMM's block argument has one use: that `kernel.add`),
+    takes the vector as its `bias`: the sum is made in f32 inside the GEMM,
+    before the result is rounded or stored (on the GPU, cuBLASLt's BIAS
+    epilogue). Each reader then reads the sum where it read the product;
+    the add goes, and the vector's operand with it when nothing else reads
+    it. No value changes (the same f32 sum, rounded where it was).
+
+    When every reader now rounds the sum to bf16 first (a bf16 plan:
+    `train-mixed-precision` rounds a linear layer's product only after its
+    bias add), the GEMM stores the sum rounded (`store_bf16`, as
+    `kernel-bf16-storage` would). A reader left doing nothing but handing
+    the value on (`kernel.yield` of its argument, or of its rounding when
+    both it and the GEMM are `store_bf16`) goes too: its readers read the
+    GEMM. One launch and a round trip of the result fewer for each such
+    bias add. A product rounded before its add, and a vector stored in bf16
+    (the epilogue reads f32), are left as they are.
+
+    Before:
+    ```mlir
+    %y = kernel.gemm %x, %w : tensor<64x128xf32>, tensor<128x384xf32> -> tensor<64x384xf32>
+    %z = kernel.elementwise(%y, %b) : tensor<64x384xf32>, tensor<384xf32> -> tensor<64x384xf32> {
+    ^bb0(%a: f32, %c: f32):
+      %0 = kernel.add %a, %c : f32
+      %1 = kernel.gelu %0 : f32
+      kernel.yield %1 : f32
+    }
+    ```
+    After:
+    ```mlir
+    %y = kernel.gemm %x, %w bias %b : tensor<64x128xf32>, tensor<128x384xf32>, tensor<384xf32> -> tensor<64x384xf32>
+    %z = kernel.elementwise(%y) : tensor<64x384xf32> -> tensor<64x384xf32> {
+    ^bb0(%a: f32):
+      %1 = kernel.gelu %a : f32
+      kernel.yield %1 : f32
+    }
+    ```
+  }];
+  let dependentDialects = ["::stretto::kernel::KernelDialect"];
+}
+
 #endif // STRETTO_KERNEL_PASSES

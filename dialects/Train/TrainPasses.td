@@ -237,7 +237,10 @@ def TrainMixedPrecision : Pass<"train-mixed-precision", "::stretto::train::Model
     states, the update and outer phases, reductions (reduce_sum,
     scatter_rows, cross_entropy, norm_grad's gain and bias rows), scalars
     and the values handed to `train.grad`/`train.write`/`train.yield` stay
-    f32; the fused ops keep their statistics in f32. Arithmetic stays f32.
+    f32; the fused ops keep their statistics in f32. A matmul whose every
+    reader adds a vector of its columns (a linear layer's bias) is not
+    rounded itself: the sum is, once, as a GEMM with a bias epilogue makes
+    it (`kernel-gemm-epilogue`). Arithmetic stays f32.
     Sets the trainer's `precision` to `bf16`. Running it twice changes
     nothing more.
   }];

@@ -62,39 +62,13 @@ bool readAsBf16(Value v) {
   return true;
 }
 
-/// Every reader of `v` (through reshapes) is a fused kernel that rounds it
-/// to bf16 before anything else: every use of its block argument is a
-/// kernel.round_bf16. Storing v rounded then changes no value.
-bool roundedFirstByEveryReader(Value v) {
-  if (v.use_empty())
-    return false;
-  for (OpOperand &use : v.getUses()) {
-    Operation *user = use.getOwner();
-    if (auto r = dyn_cast<train::ReshapeOp>(user)) {
-      if (!roundedFirstByEveryReader(r.getResult()))
-        return false;
-      continue;
-    }
-    Block *body = isa<kernel::ElementwiseOp>(user)
-                      ? &cast<kernel::ElementwiseOp>(user).getBodyBlock()
-                  : isa<kernel::ReduceOp>(user) ? &cast<kernel::ReduceOp>(user).getBodyBlock()
-                                                : nullptr;
-    if (!body)
-      return false;
-    for (Operation *argUser : body->getArgument(use.getOperandNumber()).getUsers())
-      if (!isa<kernel::RoundBf16Op>(argUser))
-        return false;
-  }
-  return true;
-}
-
 struct Bf16StoragePass : stretto::kernel::impl::KernelBf16StorageBase<Bf16StoragePass> {
   void runOnOperation() override {
     // A GEMM result that each reader rounds first: cuBLASLt writes it in
     // bf16.
     getOperation().walk([&](kernel::GemmOp op) {
       if (cast<RankedTensorType>(op.getType()).getElementType().isF32() &&
-          roundedFirstByEveryReader(op.getResult()))
+          kernel::roundedFirstByEveryReader(op.getResult()))
         op.setStoreBf16(true);
     });
     getOperation().walk([&](kernel::ElementwiseOp op) {
@@ -141,3 +115,29 @@ struct Bf16StoragePass : stretto::kernel::impl::KernelBf16StorageBase<Bf16Storag
 };
 
 } // namespace
+
+/// Every reader of `v` (through reshapes) is a fused kernel that rounds it
+/// to bf16 before anything else: every use of its block argument is a
+/// kernel.round_bf16. Storing v rounded then changes no value.
+bool stretto::kernel::roundedFirstByEveryReader(Value v) {
+  if (v.use_empty())
+    return false;
+  for (OpOperand &use : v.getUses()) {
+    Operation *user = use.getOwner();
+    if (auto r = dyn_cast<train::ReshapeOp>(user)) {
+      if (!roundedFirstByEveryReader(r.getResult()))
+        return false;
+      continue;
+    }
+    Block *body = isa<kernel::ElementwiseOp>(user)
+                      ? &cast<kernel::ElementwiseOp>(user).getBodyBlock()
+                  : isa<kernel::ReduceOp>(user) ? &cast<kernel::ReduceOp>(user).getBodyBlock()
+                                                : nullptr;
+    if (!body)
+      return false;
+    for (Operation *argUser : body->getArgument(use.getOperandNumber()).getUsers())
+      if (!isa<kernel::RoundBf16Op>(argUser))
+        return false;
+  }
+  return true;
+}

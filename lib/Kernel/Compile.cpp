@@ -21,6 +21,7 @@ void stretto::buildKernelPipeline(OpPassManager &pm) {
   model.addPass(kernel::createKernelFuseElementwise());
   model.addPass(kernel::createKernelFuseReductions());
   model.addPass(kernel::createKernelBf16Storage());
+  model.addPass(kernel::createKernelGemmEpilogue());
 }
 
 FailureOr<CompiledKernels> stretto::compileKernels(train::ModelOp model, HostKernelCache &cache,

@@ -42,7 +42,7 @@ struct LowerMatmulPass : stretto::kernel::impl::KernelLowerMatmulBase<LowerMatmu
       Value a0 = swappedInput(a), b0 = swappedInput(b);
       OpBuilder builder(mm);
       auto gemm = builder.create<kernel::GemmOp>(
-          mm.getLoc(), mm.getResult().getType(), a0 ? a0 : a, b0 ? b0 : b,
+          mm.getLoc(), mm.getResult().getType(), a0 ? a0 : a, b0 ? b0 : b, Value(),
           a0 ? builder.getUnitAttr() : UnitAttr(), b0 ? builder.getUnitAttr() : UnitAttr(),
           builder.getF64FloatAttr(1.0), UnitAttr());
       if (Attribute stage = mm->getAttr("stage"))

@@ -20,7 +20,10 @@
 //     (the embedding's gradient), cross_entropy (the loss), norm_grad's
 //     gain and bias rows, stage sums, every scalar;
 //   - values the step hands on (train.grad, train.write, train.yield), so
-//     the weight gradients that matmuls produce stay f32.
+//     the weight gradients that matmuls produce stay f32;
+//   - a matmul's product that is only read by bias adds (a vector of its
+//     columns added): the linear layer's output is the sum, rounded once,
+//     as a GEMM's bias epilogue makes it (kernel-gemm-epilogue).
 // The fused ops (softmax, norms, attention) compute their statistics in f32
 // inside the op; only their outputs are rounded. View ops (reshape,
 // transpose, slice, broadcast, pad, transfer) move values unchanged and
@@ -123,6 +126,22 @@ void MixedPrecisionPass::findHandedOn(Block &body) {
   }
 }
 
+/// A matmul whose every reader adds a vector of its result's columns to
+/// it (a linear layer's bias): the product is not rounded before the sum.
+static bool onlyBiasAdded(Operation *op) {
+  if (!isa<MatmulOp>(op) || op->getResult(0).use_empty())
+    return false;
+  Value r = op->getResult(0);
+  int64_t cols = cast<RankedTensorType>(r.getType()).getShape().back();
+  return llvm::all_of(r.getUsers(), [&](Operation *u) {
+    if (!isa<AddOp>(u) || u->getOperand(0) == u->getOperand(1))
+      return false;
+    Value other = u->getOperand(0) == r ? u->getOperand(1) : u->getOperand(0);
+    auto t = cast<RankedTensorType>(other.getType());
+    return t.getRank() == 1 && t.getDimSize(0) == cols;
+  });
+}
+
 /// Whether every use of v reaches a matmul operand through views only.
 static bool onlyFeedsMatmuls(Value v) {
   for (Operation *u : v.getUsers()) {
@@ -175,7 +194,8 @@ void MixedPrecisionPass::roundActivations(Block &body, OpBuilder &b) {
     // are rounded here (the gain and bias rows stay f32).
     bool packedRows =
         isa<SliceOp>(op) && isa_and_nonnull<NormGradOp>(op->getOperand(0).getDefiningOp());
-    if ((isView(op) && !packedRows) || keepsF32(op) || isa<GradOp, WriteOp, YieldOp>(op))
+    if ((isView(op) && !packedRows) || keepsF32(op) || isa<GradOp, WriteOp, YieldOp>(op) ||
+        onlyBiasAdded(op))
       continue;
     for (Value r : op->getResults()) {
       if (!isFloatTensor(r) || isScalar(r) || !fromBatch || handedOn.contains(r) || r.use_empty())

@@ -81,7 +81,7 @@ std::string shapeText(const GemmCall &g) {
          (g.bf16   ? "bf16"
           : g.tf32 ? "tf32"
                    : "f32") +
-         (g.bf16Out ? " -> bf16" : "") + " strides " + std::to_string(g.strideA) + "/" + std::to_string(g.strideB) + "/" +
+         (g.bf16Out ? " -> bf16" : "") + (g.bias ? " +bias" : "") + " strides " + std::to_string(g.strideA) + "/" + std::to_string(g.strideB) + "/" +
          std::to_string(g.strideC) + " align " + std::to_string(g.align);
 }
 } // namespace
@@ -183,6 +183,13 @@ CublasLt::Plan &CublasLt::planFor(const GemmCall &g, const void *a_, const void 
   LtProblem lp = columnMajorProblem(g);
   ok(a.descSet(p->desc, kDescTransA, &lp.opA, sizeof lp.opA), "transa");
   ok(a.descSet(p->desc, kDescTransB, &lp.opB, sizeof lp.opB), "transb");
+  if (g.bias) { // f32 bias values, one per column of ours (row of cuBLASLt's D)
+    const int32_t biasType = kR32F;
+    ok(a.descSet(p->desc, kDescEpilogue, &kEpilogueBias, sizeof kEpilogueBias), "epilogue");
+    ok(a.descSet(p->desc, kDescBiasDataType, &biasType, sizeof biasType), "bias type");
+    // (the heuristic reads the pointer's alignment: set before it)
+    ok(a.descSet(p->desc, kDescBiasPointer, &g.bias, sizeof g.bias), "bias pointer");
+  }
   int inType = g.bf16 ? kR16BF : kR32F;
   auto layout = [&](void **l, int type, const LtMatrix &m) {
     ok(a.layoutCreate(l, type, m.rows, m.cols, m.ld), "matrix layout");
@@ -216,6 +223,9 @@ CublasLt::Plan &CublasLt::planFor(const GemmCall &g, const void *a_, const void 
   int rc = a.heuristic(handle_, p->desc, p->a, p->b, p->c, p->c, pref, tune ? kCandidates : 1,
                        results, &found);
   a.prefDestroy(pref);
+  if (g.bias && (rc != 0 || found == 0))
+    throw GemmRefused("cuBLASLt has no algorithm for GEMM " + shapeText(g) + " (status " +
+                      std::to_string(rc) + ")");
   ok(rc, "algorithm heuristic");
   if (found == 0)
     throw std::runtime_error("cuBLASLt has no algorithm for GEMM " + shapeText(g));
@@ -240,6 +250,11 @@ CublasLt::Plan &CublasLt::planFor(const GemmCall &g, const void *a_, const void 
 void CublasLt::gemm(const GemmCall &g, const void *a, const void *b, void *c) {
   device_->makeCurrent();
   Plan &p = planFor(g, a, b, c);
+  if (g.bias) { // the descriptor is the shape's; the bias is this call's
+    int rc = api_->descSet(p.desc, kDescBiasPointer, &g.bias, sizeof g.bias);
+    if (rc != 0)
+      throw std::runtime_error("cuBLASLt bias pointer failed for GEMM " + shapeText(g));
+  }
   const float beta = 0.0f;
   int rc = api_->matmul(handle_, p.desc, &g.alpha, b, p.a, a, p.b, &beta, c, p.c, c, p.c, &p.algo,
                         reinterpret_cast<void *>(workspace_), workspaceBytes_, device_->stream());

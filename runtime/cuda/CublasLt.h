@@ -16,6 +16,7 @@
 
 #include <map>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <tuple>
 
@@ -35,6 +36,10 @@ constexpr int kDescTransA = 3;         // CUBLASLT_MATMUL_DESC_TRANSA
 constexpr int kDescTransB = 4;         // CUBLASLT_MATMUL_DESC_TRANSB
 constexpr int kLayoutBatchCount = 5;   // CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT
 constexpr int kLayoutBatchStride = 6;  // CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET
+constexpr int kDescEpilogue = 7;       // CUBLASLT_MATMUL_DESC_EPILOGUE
+constexpr int kDescBiasPointer = 8;    // CUBLASLT_MATMUL_DESC_BIAS_POINTER
+constexpr int kDescBiasDataType = 26;  // CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE
+constexpr uint32_t kEpilogueBias = 4;  // CUBLASLT_EPILOGUE_BIAS
 constexpr int kPrefMaxWorkspace = 1;   // CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES
 constexpr int kPrefMinAlignA = 5;      // CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES (B, C, D: +1..3)
 struct Algo {
@@ -58,6 +63,15 @@ struct GemmCall {
   bool tf32 = false; // f32 A and B multiplied on TF32 tensor cores
   float alpha = 1.0f;
   uint32_t align = 64; // bytes every base pointer is aligned to (the arena's 64)
+  // n f32 values added to every row of the product before it is rounded or
+  // stored (cuBLASLt's BIAS epilogue); null: none.
+  const float *bias = nullptr;
+};
+
+/// cuBLASLt offers no algorithm for a GEMM with an epilogue (thrown before
+/// anything is queued): the caller can run it without one.
+struct GemmRefused : std::runtime_error {
+  using std::runtime_error::runtime_error;
 };
 
 // cuBLASLt's column-major form of a row-major GemmCall: row-major

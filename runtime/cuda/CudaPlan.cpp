@@ -105,6 +105,11 @@ public:
   bool tf32 = false;          // f32 GEMMs on TF32 tensor cores (--precision=tf32)
   bool bf16Halves = false;    // store_bf16 kernels write two bytes (makeGpuPlanExecutor)
   bool tensorCoreAttention = false; // the GPU runs st_flash_mma_* (bf16 mma.sync: sm_80+)
+  // A GEMM's bias added by cuBLASLt's BIAS epilogue (STRETTO_GEMM_EPILOGUE,
+  // on unless 0); off, or once cuBLASLt refuses one: st_add_bias after an
+  // f32 product in scratch (the same sum, rounded once).
+  bool biasEpilogue = true;
+  void gemmWithBias(NodeCall &nc, GemmCall c);
   bool storesBf16Halves() const override { return bf16Halves; }
   std::vector<float> staging; // host values on their way up
   // Device scratch: bf16 GEMM operands, attention scores, Newton-Schulz.
@@ -659,10 +664,44 @@ void CudaPlanDevice::opGemm(NodeCall &nc) {
   // A result stored in bf16 (kernel-bf16-storage): cuBLASLt writes bf16
   // where it has two bytes, else the f32 result is rounded in place.
   c.bf16Out = nc.p.slots[nc.i].half;
-  gemm(c, nc.in(0), numElements(nc.inShape(0)), nc.in(1), numElements(nc.inShape(1)), nc.out,
-       nc.bf16, 0, nc.half(0), nc.half(1));
+  if (nc.n.operands.size() == 3)
+    gemmWithBias(nc, c);
+  else
+    gemm(c, nc.in(0), numElements(nc.inShape(0)), nc.in(1), numElements(nc.inShape(1)), nc.out,
+         nc.bf16, 0, nc.half(0), nc.half(1));
   if (nc.n.dtype == DType::BF16 && !c.bf16Out)
     launch("st_round_f32", nc.count, nc.count, nc.out);
+}
+
+// A GEMM with a bias (kernel-gemm-epilogue): cuBLASLt's BIAS epilogue adds
+// it to the f32 product before rounding or storing; where cuBLASLt has no
+// algorithm for that (or STRETTO_GEMM_EPILOGUE=0), the product goes to
+// scratch in f32 and st_add_bias makes the same sum, rounded once.
+void CudaPlanDevice::gemmWithBias(NodeCall &nc, GemmCall c) {
+  if (nc.half(2))
+    throw std::runtime_error("a GEMM's bias is stored in bf16; the epilogue reads f32");
+  const int64_t aCount = numElements(nc.inShape(0)), bCount = numElements(nc.inShape(1));
+  if (biasEpilogue) {
+    c.bias = nc.in(2);
+    try {
+      gemm(c, nc.in(0), aCount, nc.in(1), bCount, nc.out, nc.bf16, 0, nc.half(0), nc.half(1));
+      return;
+    } catch (const GemmRefused &e) {
+      std::fprintf(stderr, "stretto: %s: bias added by a kernel after the GEMM from now on\n",
+                   e.what());
+      biasEpilogue = false;
+    }
+  }
+  // Scratch: the f32 product, then the operands' bf16 copies (gemm's).
+  const int64_t product = alignUp(nc.count);
+  scratchFloats(product + alignUp((aCount + 1) / 2) + alignUp((bCount + 1) / 2));
+  float *f32 = scratchFloats(product);
+  GemmCall plain = c;
+  plain.bias = nullptr, plain.bf16Out = false;
+  gemm(plain, nc.in(0), aCount, nc.in(1), bCount, f32, nc.bf16, product, nc.half(0), nc.half(1));
+  launch("st_add_bias", nc.count, nc.count, static_cast<int64_t>(nc.n.shape.back()),
+         static_cast<const float *>(f32), nc.in(2), static_cast<void *>(nc.out),
+         c.bf16Out ? 1 : 0);
 }
 
 void CudaPlanDevice::opMatmul(NodeCall &nc) {
@@ -1242,6 +1281,7 @@ std::unique_ptr<PlanExecutor> makeGpuPlanExecutor(const Graph &graph,
   dev->multi = std::move(multi);
   dev->bf16Halves = bf16Halves;
   dev->tensorCoreAttention = dev->gpu->bf16TensorCores();
+  dev->biasEpilogue = envSwitchOn("STRETTO_GEMM_EPILOGUE");
   return std::make_unique<PlanExecutor>(
       std::make_unique<PlanExecutor::Impl>(graph, std::move(dev), gemm));
 }

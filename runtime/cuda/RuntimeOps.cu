@@ -1144,6 +1144,20 @@ extern "C" __global__ void st_round_f32(i64 n, float *x) {
   ST_LOOP(e, n) x[e] = st_round_bf16(x[e]);
 }
 
+/* y = x + bias on every row of n (a GEMM's bias where cuBLASLt has no BIAS
+ * epilogue for it: the product comes in f32), in f32 or, half != 0, as the
+ * bf16 bits of the sum rounded to nearest even. */
+extern "C" __global__ void st_add_bias(i64 count, i64 n, const float *x, const float *bias,
+                                       void *y, int half) {
+  ST_LOOP(e, count) {
+    const float v = x[e] + bias[e % n];
+    if (half)
+      ((unsigned short *)y)[e] = (unsigned short)((unsigned int)st_bits_of(st_round_bf16(v)) >> 16);
+    else
+      ((float *)y)[e] = v;
+  }
+}
+
 /* bf16 bits of x rounded to nearest even (KernelMath.inc's st_round_bf16). */
 extern "C" __global__ void st_to_bf16(i64 n, const float *x, unsigned short *y) {
   ST_LOOP(e, n) y[e] = (unsigned short)((unsigned int)st_bits_of(st_round_bf16(x[e])) >> 16);

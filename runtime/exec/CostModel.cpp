@@ -108,7 +108,8 @@ struct Costing {
         // is first rounded into a bf16 copy (a launch reading 4 and writing
         // 2 bytes an element).
         c.bytes = valueBytes(list, self); // f32 or bf16 result
-        for (int o : n.operands) {
+        for (int k = 0; k < 2; ++k) {
+          const int o = n.operands[k];
           const double e = static_cast<double>(numelOf(list[o].shape));
           c.bytes += 2 * e;
           if (!(half && (*half)[o])) {
@@ -124,6 +125,8 @@ struct Costing {
                                       ? 8.0 * static_cast<double>(numelOf(n.shape))
                                       : 0.0;
       c.launches += roundedAfter > 0;
+      if (n.operands.size() == 3 && precision == CostPrecision::BF16) // the f32 bias
+        c.bytes += valueBytes(list, n.operands[2]);
       c.seconds = std::max(c.flops / (peak() * d.gemmEfficiency), memoryTime(c.bytes)) +
                   memoryTime(6 * converted + roundedAfter);
       c.bytes += 6 * converted + roundedAfter;

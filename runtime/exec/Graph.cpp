@@ -225,6 +225,17 @@ void checkMatmul(const NodeCheck &nc) {
   nc.needShape(out, "matmul");
 }
 
+void checkGemm(const NodeCheck &nc) {
+  if (nc.have != 2 && nc.have != 3)
+    nc.fail("expects 2 operands (a, b) or 3 (a, b, bias), has " + std::to_string(nc.have));
+  nc.needInts(2);
+  if (nc.opShape(0).size() < 2 || nc.opShape(1).size() < 2)
+    nc.fail("operands must have rank >= 2");
+  if (nc.have == 3 && (nc.n.shape.empty() || nc.opShape(2) != Shape{nc.n.shape.back()}))
+    nc.fail("bias of shape " + shapeToString(nc.opShape(2)) + " is not one value per column of " +
+            shapeToString(nc.n.shape));
+}
+
 void checkTranspose(const NodeCheck &nc) {
   const Shape &in = nc.opShape(0);
   if (nc.n.ints.size() != in.size())
@@ -430,7 +441,8 @@ const OpTable<Check> &checks() {
       OpTable<Check>("validator")
           .onClass(OpClass::Binary, checkElementwise)
           .onClass(OpClass::Unary, checkElementwise)
-          .on({OpKind::AccumulatedGrad, OpKind::Kernel, OpKind::Gemm}, checkNothingMore)
+          .on({OpKind::AccumulatedGrad, OpKind::Kernel}, checkNothingMore)
+          .on({OpKind::Gemm}, checkGemm)
           .on({OpKind::Input, OpKind::Grad}, checkNamed)
           .on({OpKind::Read, OpKind::Write}, checkState)
           .on({OpKind::Constant}, checkConstant)

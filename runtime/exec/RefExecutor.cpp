@@ -667,6 +667,11 @@ template <typename T> void RefExecutor::Impl::opGemm(RefCall<T> &nc) {
   nc.out.assign(numElements(nc.n.shape), T(0));
   gemm(nc.in(0), nc.in(1), nc.out, g.batch, g.m, g.n, g.k, g.ta, g.tb, g.rhsBatched,
        static_cast<T>(g.alpha));
+  if (nc.n.operands.size() == 3) { // bias (kernel-gemm-epilogue): before any rounding
+    const Buf<T> &bias = nc.in(2);
+    for (size_t e = 0; e < nc.out.size(); ++e)
+      nc.out[e] += bias[e % static_cast<size_t>(g.n)];
+  }
 }
 
 template <typename T> void RefExecutor::Impl::opDescend(RefCall<T> &nc) {

@@ -878,9 +878,11 @@ TEST(CompiledPath, TensorCoreAttentionReadsBf16InTwoBytes) {
                                   "= \"adamw\"\nlr = 3e-3\n[data]\npath = \"kjv\"\n"),
                   "tc-halves");
   ec.gemm = GemmPrecision::BF16Operands;
-  int qkv = 0; // bf16 kernels read by a transpose into the attention
+  int qkv = 0; // bf16 values read by a transpose into the attention: the
+               // QKV GEMM's, its bias added by the GEMM (kernel-gemm-epilogue)
   for (const Node &n : ec.c.graph.nodes)
-    if (n.kind == OpKind::Reshape && ec.c.graph.nodes[n.operands[0]].kind == OpKind::Kernel &&
+    if (n.kind == OpKind::Reshape && ec.c.graph.nodes[n.operands[0]].kind == OpKind::Gemm &&
+        ec.c.graph.nodes[n.operands[0]].operands.size() == 3 &&
         ec.c.graph.nodes[n.operands[0]].dtype == DType::BF16 && n.shape.size() == 5)
       ++qkv;
   EXPECT_EQ(qkv, 1) << "the fused QKV is not stored in bf16";
@@ -904,6 +906,56 @@ TEST(CompiledPath, TensorCoreAttentionReadsBf16InTwoBytes) {
   EXPECT_GE(emulatedGpuLaunchesOf("st_flash_mma_") - before, 2 * 2 * 3) << "not on tensor cores";
   for (const StateDecl &s : ec.c.graph.states)
     EXPECT_EQ(four->getState(s.name).data, two->getState(s.name).data) << s.name;
+}
+
+// kernel-gemm-epilogue moves the models' bias adds into their GEMMs; the
+// CUDA runtime has cuBLASLt add them (the BIAS epilogue, emulated as
+// specified: the f32 bias added to the f32 product before D's conversion)
+// or, with STRETTO_GEMM_EPILOGUE=0 or where cuBLASLt has no algorithm for
+// the epilogue (the emulated cuBLASLt refusing it: GemmRefused), makes the
+// product in f32 scratch and adds the bias with st_add_bias. All three
+// train bit for bit alike, in a bf16 plan (the sum rounded once, stored in
+// two bytes) and in f32.
+TEST_P(CompiledPath, GemmBiasEpilogueMatchesItsFallback) {
+  for (bool bf16 : {true, false}) {
+    EmulatedCase ec(bf16 ? withBf16Storage(GetParam()) : std::string(GetParam()),
+                    bf16 ? "epilogue16" : "epilogue32");
+    ec.gemm = bf16 ? GemmPrecision::BF16Operands : GemmPrecision::F32;
+    int biased = 0;
+    for (const Node &n : ec.c.graph.nodes)
+      biased += n.kind == OpKind::Gemm && n.operands.size() == 3;
+    EXPECT_GT(biased, 0) << "no GEMM adds its bias";
+    struct Restore {
+      ~Restore() { refuseBiasEpilogue(false); }
+    } restore;
+    std::vector<std::vector<double>> losses(3);
+    std::vector<std::map<std::string, HostTensor>> states(3);
+    std::vector<long long> added(3);
+    for (int way = 0; way < 3; ++way) { // epilogue, switched off, refused
+      refuseBiasEpilogue(way == 2);
+      std::unique_ptr<PlanExecutor> e =
+          ec.make({{"STRETTO_CUDA_GRAPHS", "0"}, {"STRETTO_GEMM_EPILOGUE", way == 1 ? "0" : "1"}},
+                  ec.c.cudaSource, true);
+      const long long before = emulatedGpuLaunchesOf("st_add_bias");
+      for (int step = 0; step < 3; ++step) {
+        for (int64_t k = 0; k < ec.micro; ++k)
+          losses[way].push_back(
+              e->microStep(ec.data->batch(Split::Train, uint64_t(step), k)).outputs.at(0));
+        e->update();
+      }
+      added[way] = emulatedGpuLaunchesOf("st_add_bias") - before;
+      for (const StateDecl &s : ec.c.graph.states)
+        states[way][s.name] = e->getState(s.name);
+    }
+    EXPECT_EQ(added[0], 0) << "the epilogue's bias was added by a kernel";
+    EXPECT_GE(added[1], biased) << "STRETTO_GEMM_EPILOGUE=0 still used the epilogue";
+    EXPECT_GE(added[2], biased) << "a refused epilogue was not replaced";
+    for (int way : {1, 2}) {
+      EXPECT_EQ(losses[way], losses[0]) << (bf16 ? "bf16" : "f32") << ", way " << way;
+      for (const StateDecl &s : ec.c.graph.states)
+        EXPECT_EQ(states[way][s.name].data, states[0][s.name].data) << s.name << ", way " << way;
+    }
+  }
 }
 
 // The check of the states after each step (PlanExecutor::nonFiniteState)

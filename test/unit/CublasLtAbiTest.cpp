@@ -24,6 +24,10 @@ TEST(CublasLtAbi, EnumValuesMatchTheHeaders) {
   EXPECT_EQ(kOpT, static_cast<int>(CUBLAS_OP_T));
   EXPECT_EQ(kDescTransA, static_cast<int>(CUBLASLT_MATMUL_DESC_TRANSA));
   EXPECT_EQ(kDescTransB, static_cast<int>(CUBLASLT_MATMUL_DESC_TRANSB));
+  EXPECT_EQ(kDescEpilogue, static_cast<int>(CUBLASLT_MATMUL_DESC_EPILOGUE));
+  EXPECT_EQ(kDescBiasPointer, static_cast<int>(CUBLASLT_MATMUL_DESC_BIAS_POINTER));
+  EXPECT_EQ(kDescBiasDataType, static_cast<int>(CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE));
+  EXPECT_EQ(kEpilogueBias, static_cast<uint32_t>(CUBLASLT_EPILOGUE_BIAS));
   EXPECT_EQ(kLayoutBatchCount, static_cast<int>(CUBLASLT_MATRIX_LAYOUT_BATCH_COUNT));
   EXPECT_EQ(kLayoutBatchStride, static_cast<int>(CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_OFFSET));
   EXPECT_EQ(kPrefMaxWorkspace, static_cast<int>(CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES));

@@ -396,6 +396,7 @@ namespace stretto {
 namespace {
 
 std::atomic<long long> gLive{0};
+std::atomic<bool> gRefuseBiasEpilogue{false};
 std::atomic<long long> gTf32Gemms{0};
 std::atomic<long long> gGraphLaunches{0};
 std::atomic<long long> gDirectWork{0};
@@ -533,6 +534,7 @@ std::map<std::string, EmuKernel> runtimeOps(bool blockReductions) {
   add("st_gather_rows", adapt(st_gather_rows));
   add("st_gather_wide", adapt(st_gather_wide));
   add("st_round_f32", adapt(st_round_f32));
+  add("st_add_bias", adapt(st_add_bias));
   add("st_flag_nonfinite", adapt(st_flag_nonfinite));
 #define EMU_FLASH(D)                                                           \
   add("st_flash_fwd_d" #D, adapt(st_flash_fwd_d##D));                          \
@@ -771,6 +773,8 @@ public:
   }
   // cuBLASLt's column-major problem, computed as it is specified.
   void gemm(const GemmCall &g, const void *a, const void *b, void *c) override {
+    if (g.bias && gRefuseBiasEpilogue) // (as cuBLASLt's heuristic would: nothing queued)
+      throw GemmRefused("emulated cuBLASLt: no algorithm for a BIAS epilogue");
     queue([=] { gemmNow(g, a, b, c); });
   }
   void gemmNow(const GemmCall &g, const void *a, const void *b, void *c) {
@@ -817,7 +821,9 @@ public:
           // f32, or bf16 rounded to nearest even (cuBLASLt's conversion of
           // the scaled f32 result when D is CUDA_R_16BF).
           const int64_t at = bt * p.c.stride + i + j * p.c.ld;
-          const float v = g.alpha * s;
+          // The BIAS epilogue: one value per row of cuBLASLt's D (a
+          // column of ours), added in f32 before D's conversion.
+          const float v = g.alpha * s + (g.bias ? g.bias[i] : 0.0f);
           if (!g.bf16Out) {
             static_cast<float *>(c)[at] = v;
             continue;
@@ -899,6 +905,7 @@ long long emulatedGpuGraphLaunches() { return gGraphLaunches; }
 long long emulatedGpuDirectWork() { return gDirectWork; }
 long long emulatedGpuDownloadedBytes() { return gDownloadedBytes; }
 void emulateTensorCores(bool on) { gTensorCores = on; }
+void refuseBiasEpilogue(bool on) { gRefuseBiasEpilogue = on; }
 long long emulatedGpuLaunchesOf(const std::string &prefix) {
   std::lock_guard<std::mutex> lock(gLaunchCountsLock);
   long long n = 0;

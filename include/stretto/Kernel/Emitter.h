@@ -44,6 +44,10 @@ std::string joinCudaSources(const std::vector<KernelSource> &kernels);
 /// reshape or transpose of one (kernel-bf16-storage). Kernels read such an operand
 /// through the prelude's ST_LOAD_BF16.
 bool storedInBf16(mlir::Value v);
+/// Every reader of `v` (through reshapes) is a fused kernel that rounds it
+/// to bf16 before anything else: storing v rounded changes no value
+/// (kernel-bf16-storage's rule for a GEMM's result).
+bool roundedFirstByEveryReader(mlir::Value v);
 /// The discardable unit attribute kernel-bf16-storage sets on a
 /// train.attention or train.attention_grad whose rounding kernel it folded
 /// in: the result is rounded to bf16 and stored as a store_bf16 value is.

@@ -83,7 +83,9 @@ const char *dtypeName(DType t);
 //                {1, trailing} when it sums its values over dims (kernel.reduce;
 //                trailing=1: row sums, 0: column sums), {2} for a row kernel
 //                (kernel.rows), else elementwise
-//    Gemm:       operands {a, b}; ints {transpose_a, transpose_b}; floats {alpha}
+//    Gemm:       operands {a, b} or {a, b, bias}; ints {transpose_a, transpose_b};
+//                floats {alpha}; bias [N] added to every row of the product
+//                before the result is rounded or stored (kernel-gemm-epilogue)
 enum class OpKind {
 #define STRETTO_OP(Kind, name, arity, cls, fn) Kind,
 #include "stretto/Ops.def"

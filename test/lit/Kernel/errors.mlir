@@ -451,3 +451,18 @@ train.model @m {
   train.yield %l : tensor<f64>
   }
 }
+
+// -----
+
+// kernel.gemm: a bias is one value per result column.
+train.model @m {
+  train.step {
+  %a = train.input "a" : tensor<4x3xf32>
+  %b = train.input "b" : tensor<3x5xf32>
+  %c = train.input "c" : tensor<4xf32>
+  // expected-error @+1 {{'kernel.gemm' op bias must be a vector of the result's 5 columns in 'f32', got 'tensor<4xf32>'}}
+  %r = kernel.gemm %a, %b bias %c : tensor<4x3xf32>, tensor<3x5xf32>, tensor<4xf32> -> tensor<4x5xf32>
+  %l = train.reduce_sum %r [0, 1] : tensor<4x5xf32> -> tensor<f32>
+  train.yield %l : tensor<f32>
+  }
+}

@@ -15,10 +15,10 @@
 // CHECK-NEXT: %[[B:.*]] = train.read @b
 // CHECK-NEXT: %[[H:.*]] = train.read @head
 // CHECK-NEXT: %[[HB:.*]] = train.round_bf16 %[[H]] : tensor<16x4xf32>
-// Activations: every compute op's result, rounded once.
+// Activations: every compute op's result, rounded once; a linear layer's
+// product only after its bias add (the sum a GEMM's bias epilogue makes).
 // CHECK-NEXT: %[[MM:.*]] = train.matmul %[[XB]], %[[WB]]
-// CHECK-NEXT: %[[MMB:.*]] = train.round_bf16 %[[MM]]
-// CHECK-NEXT: %[[PRE:.*]] = train.add %[[MMB]], %[[B]]
+// CHECK-NEXT: %[[PRE:.*]] = train.add %[[MM]], %[[B]]
 // CHECK-NEXT: %[[PREB:.*]] = train.round_bf16 %[[PRE]]
 // CHECK-NEXT: %[[ACT:.*]] = train.gelu %[[PREB]]
 // CHECK-NEXT: %[[ACTB:.*]] = train.round_bf16 %[[ACT]]
