@@ -258,6 +258,9 @@ void CublasLt::gemm(const GemmCall &g, const void *a, const void *b, void *c) {
   const float beta = 0.0f;
   int rc = api_->matmul(handle_, p.desc, &g.alpha, b, p.a, a, p.b, &beta, c, p.c, c, p.c, &p.algo,
                         reinterpret_cast<void *>(workspace_), workspaceBytes_, device_->stream());
+  if (rc != 0 && g.bias) // (refused at launch: nothing queued)
+    throw GemmRefused(std::string("cublasLtMatmul refused (") +
+                      (api_->statusName ? api_->statusName(rc) : "?") + ") GEMM " + shapeText(g));
   if (rc != 0)
     throw std::runtime_error(std::string("cublasLtMatmul failed (") +
                              (api_->statusName ? api_->statusName(rc) : "?") + ") for GEMM " +
