@@ -144,16 +144,16 @@ def KernelBf16Storage : Pass<"kernel-bf16-storage", "::stretto::train::ModelOp">
     `kernel.gemm` (cuBLASLt's bf16 operand, no conversion before the GEMM),
     a `kernel.elementwise` or `kernel.reduce` (its load widens), a
     `train.reduce_sum` (the CUDA runtime's column sums widen), a norm's
-    `kernel.rows` or `train.norm_grad` reading it as the input x (the row
-    functions widen), a `train.attention` or `train.attention_grad` (q, k,
+    `kernel.rows` reading it as the input x or a `train.norm_grad` as x or
+    as the output's gradient dy (the row functions widen), a `train.attention` or `train.attention_grad` (q, k,
     v and the output's gradient: the fused kernels' loads widen), and a
     `train.reshape`, `train.transpose` or a `train.slice` of whole leading
     rows (every dim before its axis 1: a view) whose readers are such
     readers (bf16 moved as bf16). The CUDA runtime keeps the value in two bytes an
     element; the C++ runtimes keep the same rounded value in four. No value
     changes: a kernel that yields anything else, has several results, or
-    has another reader (softmax, a slice of inner rows, norm_grad's output
-    gradient, a gradient handed on) is left as it is.
+    has another reader (softmax, a slice of inner rows, norm_grad's gain,
+    a gradient handed on) is left as it is.
 
     A `kernel.gemm` with an f32 result whose every reader (through
     reshapes) is a fused kernel that rounds it to bf16 before any other use
@@ -162,6 +162,11 @@ def KernelBf16Storage : Pass<"kernel-bf16-storage", "::stretto::train::ModelOp">
     cuBLASLt writes the rounded product in bf16 and the kernels load it.
     Rounding a value twice gives what rounding it once does, so no value
     changes. f32 plans have no rounding points, so nothing is marked.
+
+    A `store_bf16` kernel that only rounds a value stored rounded in two
+    bytes already (a `store_bf16` GEMM's result, or a view of one) is a
+    copy: its readers read that value and the kernel goes (the GEMM before
+    a norm's backward, whose rounding kernel was there for norm_grad's dy).
 
     Last, a `train.attention` or `train.attention_grad`, or a norm's
     `kernel.rows` (not a softmax), whose one reader is such a `store_bf16`

@@ -34,7 +34,7 @@ bool leadingRowSlice(train::SliceOp slice) {
 /// Every user of `v` reads bf16 where it is: a GEMM (cuBLASLt's bf16
 /// operands), a fused elementwise or reduce kernel (its loads widen), a
 /// train.reduce_sum (the CUDA runtime's column sums widen), a norm's
-/// kernel.rows or train.norm_grad as their input x (the row functions
+/// kernel.rows as its input x or train.norm_grad as x or dy (the row functions
 /// widen), an attention or its gradient as q, k, v or g (the fused
 /// kernels' loads widen), or a reshape, transpose (bf16 moved as bf16) or
 /// leading-row slice (a view) whose users do too.
@@ -48,8 +48,8 @@ bool readAsBf16(Value v) {
     if (auto rows = dyn_cast<kernel::RowsOp>(user);
         rows && rows.getFn() != "softmax" && use.getOperandNumber() == 0)
       continue;
-    if (isa<train::NormGradOp>(user) && use.getOperandNumber() == 0)
-      continue;
+    if (isa<train::NormGradOp>(user) && use.getOperandNumber() != 1)
+      continue; // (x and dy; the row functions widen them)
     if (isa<train::AttentionOp, train::AttentionGradOp>(user))
       continue; // (every operand is q, k, v or the output's gradient)
     if (isa<train::ReshapeOp, train::TransposeOp>(user) && readAsBf16(user->getResult(0)))
@@ -80,6 +80,27 @@ struct Bf16StoragePass : stretto::kernel::impl::KernelBf16StorageBase<Bf16Storag
       if (readAsBf16(op.getResult(0)))
         op.setStoreBf16(true);
     });
+    // A kernel that only rounds a value stored rounded in two bytes already
+    // (a store_bf16 GEMM's, a view of one) and is stored so itself copies
+    // it: its readers read the value where it is.
+    SmallVector<kernel::ElementwiseOp> copies;
+    getOperation().walk([&](kernel::ElementwiseOp op) {
+      if (!op.getStoreBf16() || op.getInputs().size() != 1 ||
+          op.getInputs()[0].getType() != op.getResult(0).getType() ||
+          !kernel::storedInBf16(op.getInputs()[0]))
+        return;
+      Block &body = op.getBodyBlock();
+      auto round = cast<kernel::YieldOp>(body.getTerminator())
+                       .getValues()[0]
+                       .getDefiningOp<kernel::RoundBf16Op>();
+      if (body.getOperations().size() != 2 || !round ||
+          round->getOperand(0) != body.getArgument(0))
+        return;
+      op.getResult(0).replaceAllUsesWith(op.getInputs()[0]);
+      copies.push_back(op);
+    });
+    for (kernel::ElementwiseOp op : copies)
+      op.erase();
     // An attention (or its gradient), or a norm's kernel.rows, whose one
     // reader is such a kernel that only rounds it: it rounds and stores its
     // result itself (the attention's kernel.store_bf16, the rows op's

@@ -851,8 +851,9 @@ void CudaPlanDevice::opNormGrad(NodeCall &nc) {
   const int64_t per = normChunkRows(rows), chunks = (rows + per - 1) / per;
   float *mean = scratchFloats(alignUp(2 * rows) + 2 * chunks * d), *rstd = mean + rows;
   float *pg = mean + alignUp(2 * rows), *pb = nc.n.flag ? pg + chunks * d : nullptr;
-  // x in bf16, two bytes an element (kernel-bf16-storage): the _x16 forms.
-  const std::string x16 = nc.half(0) ? "_x16" : "";
+  // x or dy in bf16, two bytes an element (kernel-bf16-storage): the _x16
+  // and _dy16 forms.
+  const std::string x16 = std::string(nc.half(0) ? "_x16" : "") + (nc.half(2) ? "_dy16" : "");
   launchHalfRows(("st_norm_grad_rows16" + x16).c_str(), rows, rows, d,
                  static_cast<float>(nc.n.floats[0]), nc.n.flag ? 1 : 0,
                  nc.in(0), nc.in(1), nc.in(2), nc.out, mean, rstd);

@@ -193,32 +193,37 @@ extern "C" __global__ void st_norm_rows(i64 rows, i64 d, float eps, const float 
 
 /* norm_grad (KernelMath.inc's st_norm_grad_row): dx of each row, its
  * mean and rstd into mean[r], rstd[r]. A thread per row. The *_x16 forms
- * take x in bf16, two bytes an element (kernel-bf16-storage). */
-template <typename X>
+ * take x in bf16, two bytes an element (kernel-bf16-storage), the *_dy16
+ * forms dy. */
+template <typename X, typename DY>
 ST_FN void st_norm_grad_rows_of(i64 rows, i64 d, float eps, int centered, const X *x,
-                                const float *gamma, const float *dy, float *dx, float *mean,
+                                const float *gamma, const DY *dy, float *dx, float *mean,
                                 float *rstd) {
   ST_LOOP(r, rows) {
     st_norm_grad_row(x + r * d, gamma, dy + r * d, dx + r * d, d, eps, centered != 0, mean + r,
                      rstd + r);
   }
 }
-/* The norm_grad row kernels' entry points: NAME over x of type X. */
-#define ST_NORM_GRAD_ENTRY(NAME, OF, X)                                                          \
+/* The norm_grad row kernels' entry points: NAME over x of type X and dy
+ * of type DY. */
+#define ST_NORM_GRAD_ENTRY(NAME, OF, X, DY)                                                      \
   extern "C" __global__ void NAME(i64 rows, i64 d, float eps, int centered, const X *x,          \
-                                  const float *gamma, const float *dy, float *dx, float *mean,   \
+                                  const float *gamma, const DY *dy, float *dx, float *mean,      \
                                   float *rstd) {                                                 \
     OF(rows, d, eps, centered, x, gamma, dy, dx, mean, rstd);                                    \
   }
-ST_NORM_GRAD_ENTRY(st_norm_grad_rows, st_norm_grad_rows_of, float)
-ST_NORM_GRAD_ENTRY(st_norm_grad_rows_x16, st_norm_grad_rows_of, unsigned short)
+ST_NORM_GRAD_ENTRY(st_norm_grad_rows, st_norm_grad_rows_of, float, float)
+ST_NORM_GRAD_ENTRY(st_norm_grad_rows_x16, st_norm_grad_rows_of, unsigned short, float)
+ST_NORM_GRAD_ENTRY(st_norm_grad_rows_dy16, st_norm_grad_rows_of, float, unsigned short)
+ST_NORM_GRAD_ENTRY(st_norm_grad_rows_x16_dy16, st_norm_grad_rows_of, unsigned short,
+                   unsigned short)
 
 /* norm_grad, the parameters: chunk c's partial sums over its rows in
  * order (st_norm_param_accumulate, as the CPU's st_norm_grad_chunk adds
  * them), a thread per (chunk, column); pb null: RmsNorm. */
-template <typename X>
+template <typename X, typename DY>
 ST_FN void st_norm_param_partials_of(i64 rows, i64 d, i64 per, i64 chunks, const X *x,
-                                     const float *dy, const float *mean, const float *rstd,
+                                     const DY *dy, const float *mean, const float *rstd,
                                      float *pg, float *pb) {
   ST_LOOP(e, chunks * d) {
     i64 c = e / d, j = e % d, end = (c + 1) * per < rows ? (c + 1) * per : rows;
@@ -230,18 +235,15 @@ ST_FN void st_norm_param_partials_of(i64 rows, i64 d, i64 per, i64 chunks, const
                                pb ? pb + e : (float *)0);
   }
 }
-extern "C" __global__ void st_norm_param_partials(i64 rows, i64 d, i64 per, i64 chunks,
-                                                  const float *x, const float *dy,
-                                                  const float *mean, const float *rstd,
-                                                  float *pg, float *pb) {
-  st_norm_param_partials_of(rows, d, per, chunks, x, dy, mean, rstd, pg, pb);
-}
-extern "C" __global__ void st_norm_param_partials_x16(i64 rows, i64 d, i64 per, i64 chunks,
-                                                      const unsigned short *x, const float *dy,
-                                                      const float *mean, const float *rstd,
-                                                      float *pg, float *pb) {
-  st_norm_param_partials_of(rows, d, per, chunks, x, dy, mean, rstd, pg, pb);
-}
+#define ST_NORM_PARTIALS_ENTRY(NAME, X, DY)                                                      \
+  extern "C" __global__ void NAME(i64 rows, i64 d, i64 per, i64 chunks, const X *x, const DY *dy, \
+                                  const float *mean, const float *rstd, float *pg, float *pb) {  \
+    st_norm_param_partials_of(rows, d, per, chunks, x, dy, mean, rstd, pg, pb);                  \
+  }
+ST_NORM_PARTIALS_ENTRY(st_norm_param_partials, float, float)
+ST_NORM_PARTIALS_ENTRY(st_norm_param_partials_x16, unsigned short, float)
+ST_NORM_PARTIALS_ENTRY(st_norm_param_partials_dy16, float, unsigned short)
+ST_NORM_PARTIALS_ENTRY(st_norm_param_partials_x16_dy16, unsigned short, unsigned short)
 
 /* ... then the chunks in order (st_norm_param_combine), a thread per
  * column. */
@@ -290,17 +292,20 @@ extern "C" __global__ void st_norm_rows16(i64 rows, i64 d, float eps, const floa
   ST_HALF_ROWS(rows, { st_norm_row16(x + rr * d, gamma, beta, y + rr * d, ok ? d : 0, eps); })
 }
 
-template <typename X>
+template <typename X, typename DY>
 ST_FN void st_norm_grad_rows16_of(i64 rows, i64 d, float eps, int centered, const X *x,
-                                  const float *gamma, const float *dy, float *dx, float *mean,
+                                  const float *gamma, const DY *dy, float *dx, float *mean,
                                   float *rstd) {
   ST_HALF_ROWS(rows, {
     st_norm_grad_row16(x + rr * d, gamma, dy + rr * d, dx + rr * d, ok ? d : 0, eps,
                        centered != 0, mean + rr, rstd + rr);
   })
 }
-ST_NORM_GRAD_ENTRY(st_norm_grad_rows16, st_norm_grad_rows16_of, float)
-ST_NORM_GRAD_ENTRY(st_norm_grad_rows16_x16, st_norm_grad_rows16_of, unsigned short)
+ST_NORM_GRAD_ENTRY(st_norm_grad_rows16, st_norm_grad_rows16_of, float, float)
+ST_NORM_GRAD_ENTRY(st_norm_grad_rows16_x16, st_norm_grad_rows16_of, unsigned short, float)
+ST_NORM_GRAD_ENTRY(st_norm_grad_rows16_dy16, st_norm_grad_rows16_of, float, unsigned short)
+ST_NORM_GRAD_ENTRY(st_norm_grad_rows16_x16_dy16, st_norm_grad_rows16_of, unsigned short,
+                   unsigned short)
 
 /* Column sums in two passes, for few columns over many rows (a bias
  * gradient: [8192, 768] -> [768] had 768 threads, each reading a strided

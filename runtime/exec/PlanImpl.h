@@ -394,14 +394,14 @@ struct PlanExecutor::Impl {
         break;
       }
       // Who may read a two-byte value: what kernel-bf16-storage allows
-      // (norm_grad: its x only).
+      // (norm_grad: its x and dy, not gamma).
       static constexpr OpKind kReadsBf16[] = {OpKind::Gemm,      OpKind::Reshape,
                                               OpKind::Transpose, OpKind::Kernel,
                                               OpKind::ReduceSum, OpKind::Slice,
                                               OpKind::Attention, OpKind::AttentionGrad};
       for (size_t k = 0; k < n.operands.size(); ++k)
         if (const int o = n.operands[k];
-            p.slots[o].half && !(n.kind == OpKind::NormGrad && k == 0) &&
+            p.slots[o].half && !(n.kind == OpKind::NormGrad && k != 1) &&
             std::find(std::begin(kReadsBf16), std::end(kReadsBf16), n.kind) == std::end(kReadsBf16)) {
           cur = phase;
           fail(i, std::string(opKindName(n.kind)) + " reads node " + std::to_string(o) +

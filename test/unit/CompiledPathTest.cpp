@@ -833,6 +833,7 @@ TEST_P(CompiledPath, Bf16StorageInTwoBytesMatchesFourBytes) {
   };
   std::unique_ptr<PlanExecutor> four = make("0"), two = make("1");
   long long fourWork = 0, twoWork = 0;
+  const long long dy16Before = emulatedGpuLaunchesOf("st_norm_grad_rows16_x16_dy16");
   for (int step = 0; step < 4; ++step) {
     for (int64_t k = 0; k < ec.micro; ++k) {
       auto batch = ec.data->batch(Split::Train, uint64_t(step), k);
@@ -847,6 +848,10 @@ TEST_P(CompiledPath, Bf16StorageInTwoBytesMatchesFourBytes) {
     two->update();
   }
   EXPECT_LT(twoWork, fourWork) << "two-byte operands still converted before their GEMMs";
+  // The norms' backward reads x and dy in two bytes (GPTs: a GEMM's
+  // rounded product as dy, with no copy kernel between).
+  if (!ec.mlp)
+    EXPECT_GT(emulatedGpuLaunchesOf("st_norm_grad_rows16_x16_dy16"), dy16Before);
   std::printf("micro-steps queued %lld launches and copies with four-byte bf16 values, %lld "
               "with two\n",
               fourWork, twoWork);

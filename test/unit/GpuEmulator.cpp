@@ -524,6 +524,12 @@ std::map<std::string, EmuKernel> runtimeOps(bool blockReductions) {
   addBlock("st_norm_grad_rows16_x16", adapt(st_norm_grad_rows16_x16),
            adapt(st_norm_grad_rows_x16));
   add("st_norm_param_partials_x16", adapt(st_norm_param_partials_x16));
+  addBlock("st_norm_grad_rows16_dy16", adapt(st_norm_grad_rows16_dy16),
+           adapt(st_norm_grad_rows_dy16));
+  addBlock("st_norm_grad_rows16_x16_dy16", adapt(st_norm_grad_rows16_x16_dy16),
+           adapt(st_norm_grad_rows_x16_dy16));
+  add("st_norm_param_partials_dy16", adapt(st_norm_param_partials_dy16));
+  add("st_norm_param_partials_x16_dy16", adapt(st_norm_param_partials_x16_dy16));
   m["st_column_partials"].op =
       blockReductions ? adapt(st_column_partials) : adapt(host_column_partials);
   m["st_column_partials16"].op =
