@@ -93,8 +93,7 @@ struct Bf16StoragePass : stretto::kernel::impl::KernelBf16StorageBase<Bf16Storag
       auto round = cast<kernel::YieldOp>(body.getTerminator())
                        .getValues()[0]
                        .getDefiningOp<kernel::RoundBf16Op>();
-      if (body.getOperations().size() != 2 || !round ||
-          round->getOperand(0) != body.getArgument(0))
+      if (body.getOperations().size() != 2 || !round || round->getOperand(0) != body.getArgument(0))
         return;
       op.getResult(0).replaceAllUsesWith(op.getInputs()[0]);
       copies.push_back(op);

@@ -81,7 +81,8 @@ std::string shapeText(const GemmCall &g) {
          (g.bf16   ? "bf16"
           : g.tf32 ? "tf32"
                    : "f32") +
-         (g.bf16Out ? " -> bf16" : "") + (g.bias ? " +bias" : "") + " strides " + std::to_string(g.strideA) + "/" + std::to_string(g.strideB) + "/" +
+         (g.bf16Out ? " -> bf16" : "") + (g.bias ? " +bias" : "") + " strides " +
+         std::to_string(g.strideA) + "/" + std::to_string(g.strideB) + "/" +
          std::to_string(g.strideC) + " align " + std::to_string(g.align);
 }
 } // namespace

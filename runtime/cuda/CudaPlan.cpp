@@ -700,8 +700,7 @@ void CudaPlanDevice::gemmWithBias(NodeCall &nc, GemmCall c) {
   plain.bias = nullptr, plain.bf16Out = false;
   gemm(plain, nc.in(0), aCount, nc.in(1), bCount, f32, nc.bf16, product, nc.half(0), nc.half(1));
   launch("st_add_bias", nc.count, nc.count, static_cast<int64_t>(nc.n.shape.back()),
-         static_cast<const float *>(f32), nc.in(2), static_cast<void *>(nc.out),
-         c.bf16Out ? 1 : 0);
+         static_cast<const float *>(f32), nc.in(2), static_cast<void *>(nc.out), c.bf16Out ? 1 : 0);
 }
 
 void CudaPlanDevice::opMatmul(NodeCall &nc) {

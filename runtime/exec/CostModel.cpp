@@ -81,6 +81,49 @@ struct Costing {
     return forward ? flops * (sd + withP) / 2 : flops * (3 * sd + 3 * sd + 3 * withP) / 5;
   }
 
+  /// A library GEMM (`c` has the bytes of its operands and result as
+  /// stored): FLOPs at the GEMM rate or bytes at the memory rate, plus any
+  /// bf16 conversions of its operands and rounding of its result.
+  NodeCost gemmCost(const std::vector<Node> &list, const Node &n, NodeCost c) const {
+    auto in = [&](size_t i) -> const Shape & { return list[n.operands[i]].shape; };
+    const int self = static_cast<int>(&n - list.data()); // n is in list
+    ops::GemmDims g = ops::gemmDims(n, in(0), in(1));
+    c.category = "gemm";
+    c.flops = 2.0 * g.batch * g.m * g.n * g.k;
+    double converted = 0; // elements of four-byte operands (bf16 runs)
+    if (precision == CostPrecision::BF16) {
+      // cuBLASLt reads bf16 operands (2 bytes) and writes f32 (bf16 where
+      // the plan stores the result so); an operand stored in four bytes
+      // is first rounded into a bf16 copy (a launch reading 4 and writing
+      // 2 bytes an element).
+      c.bytes = valueBytes(list, self); // f32 or bf16 result
+      for (int k = 0; k < 2; ++k) {
+        const int o = n.operands[k];
+        const double e = static_cast<double>(numelOf(list[o].shape));
+        c.bytes += 2 * e;
+        if (!(half && (*half)[o])) {
+          converted += e;
+          c.launches += 1;
+        }
+      }
+    }
+    // A result stored in bf16 but held in four bytes (STRETTO_BF16_STORAGE
+    // =0) is rounded in place after the GEMM (a launch, 8 bytes an element).
+    const double roundedAfter =
+        precision == CostPrecision::BF16 && n.dtype == DType::BF16 && !(half && (*half)[self])
+            ? 8.0 * static_cast<double>(numelOf(n.shape))
+            : 0.0;
+    c.launches += roundedAfter > 0;
+    if (n.operands.size() == 3 && precision == CostPrecision::BF16) // the f32 bias
+      c.bytes += valueBytes(list, n.operands[2]);
+    c.seconds = std::max(c.flops / (peak() * d.gemmEfficiency), memoryTime(c.bytes)) +
+                memoryTime(6 * converted + roundedAfter);
+    c.bytes += 6 * converted + roundedAfter;
+    c.what = "gemm " + std::to_string(g.batch) + "x" + std::to_string(g.m) + "x" +
+             std::to_string(g.n) + "x" + std::to_string(g.k);
+    return c;
+  }
+
   NodeCost cost(const std::vector<Node> &list, const Node &n) const {
     NodeCost c;
     auto in = [&](size_t i) -> const Shape & { return list[n.operands[i]].shape; };
@@ -97,43 +140,8 @@ struct Costing {
       return t.empty() ? std::string("scalar") : t;
     };
     switch (n.kind) {
-    case OpKind::Gemm: {
-      ops::GemmDims g = ops::gemmDims(n, in(0), in(1));
-      c.category = "gemm";
-      c.flops = 2.0 * g.batch * g.m * g.n * g.k;
-      double converted = 0; // elements of four-byte operands (bf16 runs)
-      if (precision == CostPrecision::BF16) {
-        // cuBLASLt reads bf16 operands (2 bytes) and writes f32 (bf16 where
-        // the plan stores the result so); an operand stored in four bytes
-        // is first rounded into a bf16 copy (a launch reading 4 and writing
-        // 2 bytes an element).
-        c.bytes = valueBytes(list, self); // f32 or bf16 result
-        for (int k = 0; k < 2; ++k) {
-          const int o = n.operands[k];
-          const double e = static_cast<double>(numelOf(list[o].shape));
-          c.bytes += 2 * e;
-          if (!(half && (*half)[o])) {
-            converted += e;
-            c.launches += 1;
-          }
-        }
-      }
-      // A result stored in bf16 but held in four bytes (STRETTO_BF16_STORAGE
-      // =0) is rounded in place after the GEMM (a launch, 8 bytes an element).
-      const double roundedAfter = precision == CostPrecision::BF16 &&
-                                          n.dtype == DType::BF16 && !(half && (*half)[self])
-                                      ? 8.0 * static_cast<double>(numelOf(n.shape))
-                                      : 0.0;
-      c.launches += roundedAfter > 0;
-      if (n.operands.size() == 3 && precision == CostPrecision::BF16) // the f32 bias
-        c.bytes += valueBytes(list, n.operands[2]);
-      c.seconds = std::max(c.flops / (peak() * d.gemmEfficiency), memoryTime(c.bytes)) +
-                  memoryTime(6 * converted + roundedAfter);
-      c.bytes += 6 * converted + roundedAfter;
-      c.what = "gemm " + std::to_string(g.batch) + "x" + std::to_string(g.m) + "x" +
-               std::to_string(g.n) + "x" + std::to_string(g.k);
-      return c;
-    }
+    case OpKind::Gemm:
+      return gemmCost(list, n, std::move(c));
     case OpKind::Attention:
     case OpKind::AttentionGrad: {
       const Shape &q = in(0); // [B, H, T, D]

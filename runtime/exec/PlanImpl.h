@@ -402,7 +402,8 @@ struct PlanExecutor::Impl {
       for (size_t k = 0; k < n.operands.size(); ++k)
         if (const int o = n.operands[k];
             p.slots[o].half && !(n.kind == OpKind::NormGrad && k != 1) &&
-            std::find(std::begin(kReadsBf16), std::end(kReadsBf16), n.kind) == std::end(kReadsBf16)) {
+            std::find(std::begin(kReadsBf16), std::end(kReadsBf16), n.kind) ==
+                std::end(kReadsBf16)) {
           cur = phase;
           fail(i, std::string(opKindName(n.kind)) + " reads node " + std::to_string(o) +
                       ", a value stored in bf16 (kernel-bf16-storage), which this op cannot "
