@@ -167,6 +167,59 @@ TEST(Graph, ValidateBroadcast) {
   EXPECT_THROW(bad.validate(), std::runtime_error);
 }
 
+// A compiled GEMM takes an optional bias (kernel-gemm-epilogue): one value
+// per result column, added to every row of the product before the result
+// is rounded (a bf16 result: the sum rounded once). A bias of another
+// length, or a fourth operand, is refused naming the node.
+TEST(Graph, GemmBiasIsAddedToEveryRowBeforeRounding) {
+  auto gemm = [](Graph &g, std::vector<int> ops, Shape shape, DType dt = DType::F32) {
+    Node n = mk(OpKind::Gemm, std::move(ops), std::move(shape), dt);
+    n.ints = {0, 0};
+    n.floats = {1.0};
+    return g.add(n);
+  };
+  {
+    Graph g;
+    int a = constant(g, {2, 3}, {1, 2, 3, 4, 5, 6});
+    int b = constant(g, {3, 2}, {1, 0, 0, 1, 1, 1});
+    int c = constant(g, {2}, {0.5, -1});
+    int y = gemm(g, {a, b, c}, {2, 2});
+    EXPECT_NO_THROW(g.validate());
+    expectVec(eval(g, y).data, {4.5, 4, 10.5, 10});
+  }
+  {
+    // 256 + 1 rounds to 256 in bf16 and 256 + 1 + 1 to 258: the product
+    // 257 is not rounded before the bias is added.
+    Graph g;
+    int a = constant(g, {1, 1}, {257});
+    int b = constant(g, {1, 1}, {1});
+    int c = constant(g, {1}, {1});
+    int y = gemm(g, {a, b, c}, {1, 1}, DType::BF16);
+    expectVec(eval(g, y, {}, Precision::F32).data, {258});
+  }
+  for (Shape bias : {Shape{3}, Shape{1, 2}}) {
+    Graph g;
+    int a = constant(g, {2, 3}, {1});
+    int b = constant(g, {3, 2}, {1});
+    int c = constant(g, bias, {1});
+    gemm(g, {a, b, c}, {2, 2});
+    try {
+      g.validate();
+      FAIL() << "a bias of shape " << shapeToString(bias) << " was taken";
+    } catch (const std::runtime_error &e) {
+      EXPECT_NE(std::string(e.what()).find("not one value per column"), std::string::npos)
+          << e.what();
+      EXPECT_NE(std::string(e.what()).find("node 3"), std::string::npos) << e.what();
+    }
+  }
+  Graph four;
+  int a = constant(four, {2, 3}, {1});
+  int b = constant(four, {3, 2}, {1});
+  int c = constant(four, {2}, {1});
+  gemm(four, {a, b, c, c}, {2, 2});
+  EXPECT_THROW(four.validate(), std::runtime_error);
+}
+
 TEST(Graph, ValidateConstantSize) {
   Graph g;
   constant(g, {2, 2}, {1, 2, 3});
