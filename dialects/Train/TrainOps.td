@@ -590,12 +590,20 @@ def Train_NewtonSchulzOp : Train_Op<"newton_schulz", [Pure, SameOperandsAndResul
     X = G / (‖G‖_F + 1e-7), transposed when rows > cols; `steps` times:
     A = X Xᵀ, B = b·A + c·A², X = a·X + B·X; transposed back. Muon uses
     (a, b, c) = (3.4445, −4.7750, 2.0315) and 5 steps (Jordan et al., 2024).
+
+    `bf16` (set by `train-mixed-precision`): the iteration's matrices are
+    stored in bf16, as Muon's reference implementation runs it on bf16
+    tensor cores: X, A, B and each step's X are rounded to the nearest
+    bf16 (ties to even) where they are made, the GEMMs' products summed in
+    f32, B's two terms added in f32 before its rounding. The result is the
+    last X, bf16 values in an f32 tensor.
   }];
   let arguments = (ins Train_FloatTensor:$input,
                        DefaultValuedAttr<I64Attr, "5">:$steps,
                        DefaultValuedAttr<F64Attr, "3.4445">:$a,
                        DefaultValuedAttr<F64Attr, "-4.7750">:$b,
-                       DefaultValuedAttr<F64Attr, "2.0315">:$c);
+                       DefaultValuedAttr<F64Attr, "2.0315">:$c,
+                       UnitAttr:$bf16);
   let results = (outs Train_FloatTensor:$result);
   let assemblyFormat = "$input attr-dict `:` type($result)";
   let hasVerifier = 1;

@@ -241,6 +241,9 @@ def TrainMixedPrecision : Pass<"train-mixed-precision", "::stretto::train::Model
     reader adds a vector of its columns (a linear layer's bias) is not
     rounded itself: the sum is, once, as a GEMM with a bias epilogue makes
     it (`kernel-gemm-epilogue`). Arithmetic stays f32.
+    Marks every `train.newton_schulz` (Muon's orthogonalisation, in the
+    update) `bf16`: its matrices are rounded to bf16 and its GEMMs run on
+    bf16 operands, as Muon's reference implementation does.
     Sets the trainer's `precision` to `bf16`. Running it twice changes
     nothing more.
   }];

@@ -192,6 +192,7 @@ static LogicalResult lowerPhase(Block &block, Phase phase, Graph &g) {
           n.ints = {static_cast<int64_t>(o.getSteps())};
           n.floats = {o.getA().convertToDouble(), o.getB().convertToDouble(),
                       o.getC().convertToDouble()};
+          n.flag = o.getBf16(); // its matrices rounded to bf16 (train-mixed-precision)
         });
     int id = g.add(std::move(n), phase);
     if (op.getNumResults() == 1)

@@ -15,7 +15,9 @@
 //     optimizer).
 // Kept in f32:
 //   - parameters, optimizer states and everything of the update and outer
-//     phases (this pass touches the step only);
+//     phases (this pass adds no rounding there; it only marks Muon's
+//     Newton-Schulz iteration `bf16`, whose matrices are then stored in
+//     bf16 and multiplied on bf16 tensor cores);
 //   - reductions and statistics: reduce_sum (bias gradients), scatter_rows
 //     (the embedding's gradient), cross_entropy (the loss), norm_grad's
 //     gain and bias rows, stage sums, every scalar;
@@ -262,6 +264,9 @@ void MixedPrecisionPass::runOnOperation() {
   copyGemmWeights(body, b);
   roundActivations(body, b);
   roundGemmOperands(body, b);
+  // Muon's orthogonalisation on bf16 tensor cores (its matrices rounded to
+  // bf16, the products summed in f32), as Muon's reference runs it.
+  model.walk([&](NewtonSchulzOp ns) { ns.setBf16(true); });
   // The plan records it (the runtime's GEMMs then take bf16 operands).
   NamedAttrList trainer(model.getTrainerAttr() ? model.getTrainerAttr()
                                                : DictionaryAttr::get(&getContext()));

@@ -188,8 +188,12 @@ struct Costing {
       double steps = n.ints.empty() ? 5 : static_cast<double>(n.ints[0]);
       c.flops = steps * (4 * s * s * l + 2 * s * s * s);
       c.category = "optimizer";
-      c.launches = static_cast<int64_t>(3 * steps + 2);
-      c.seconds = std::max(c.flops / (peak() * d.gemmEfficiency), memoryTime(c.bytes * steps));
+      // f32 GEMMs (optimizer math), bf16 ones where the plan rounds the
+      // iteration's matrices (flag: train.newton_schulz's bf16), with a
+      // rounding launch after each matrix and two operand copies a GEMM.
+      c.launches = static_cast<int64_t>((n.flag ? 12 : 3) * steps + 2);
+      c.seconds = std::max(c.flops / ((n.flag ? d.bf16Flops : d.f32Flops) * d.gemmEfficiency),
+                           memoryTime(c.bytes * steps * (n.flag ? 2 : 1)));
       c.what = "newton_schulz " + shapeText(in(0));
       return c;
     }

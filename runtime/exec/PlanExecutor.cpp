@@ -1008,16 +1008,26 @@ void HostDevice::opNewtonSchulz(NodeCall &nc) {
     for (int64_t e = 0; e < nc.count; ++e)
       X[e] = g[e] / norm;
   }
+  // bf16 (train.newton_schulz's bf16): X, A, B and each step's X rounded.
+  auto rounded = [&](float *v, int64_t count) {
+    if (nc.n.flag)
+      for (int64_t e = 0; e < count; ++e)
+        v[e] = roundToBF16(v[e]);
+  };
+  rounded(X, r * s);
   const int ir = static_cast<int>(r), is = static_cast<int>(s);
   for (int64_t st = 0; st < steps; ++st) {
     sgemm(false, true, ir, ir, is, 1.0f, X, is, X, is, 0.0f, A, ir);
+    rounded(A, r * r);
     // B = b A + c A A
     sgemm(false, false, ir, ir, ir, c, A, ir, A, ir, 0.0f, B, ir);
     for (int64_t e = 0; e < r * r; ++e)
       B[e] += b * A[e];
+    rounded(B, r * r);
     sgemm(false, false, ir, is, ir, 1.0f, B, ir, X, is, 0.0f, BX, is);
     for (int64_t e = 0; e < r * s; ++e)
       X[e] = a * X[e] + BX[e];
+    rounded(X, r * s);
   }
   if (tr) {
     for (int64_t i2 = 0; i2 < m; ++i2)

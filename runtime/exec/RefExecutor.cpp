@@ -262,10 +262,16 @@ Buf<T> attentionGrad(const Buf<T> &q, const Buf<T> &k, const Buf<T> &v, const Bu
   return out;
 }
 
-// Newton-Schulz orthogonalisation of g [m, n].
+// Newton-Schulz orthogonalisation of g [m, n]; bf16: every matrix of the
+// iteration rounded to bf16 where it is made (train.newton_schulz's bf16).
 template <typename T>
 Buf<T> newtonSchulz(const Buf<T> &g, int64_t m, int64_t n, int64_t steps,
-                    T a, T b, T c) {
+                    T a, T b, T c, bool bf16) {
+  auto rounded = [&](Buf<T> &v) {
+    if (bf16)
+      for (T &e : v)
+        e = kernelmath::st_round_bf16(e);
+  };
   T norm = 0;
   for (T v : g)
     norm += v * v;
@@ -273,6 +279,7 @@ Buf<T> newtonSchulz(const Buf<T> &g, int64_t m, int64_t n, int64_t steps,
   Buf<T> x(g.size());
   for (size_t i = 0; i < g.size(); ++i)
     x[i] = g[i] / norm;
+  rounded(x);
   // Work on the wide orientation so X X^T is the small Gram matrix.
   bool tr = m > n;
   if (tr) {
@@ -282,13 +289,16 @@ Buf<T> newtonSchulz(const Buf<T> &g, int64_t m, int64_t n, int64_t steps,
   for (int64_t s = 0; s < steps; ++s) {
     Buf<T> xt = transpose2D(x, m, n);
     Buf<T> A = matmul(x, xt, 1, m, n, m, false);  // [m, m]
+    rounded(A);
     Buf<T> AA = matmul(A, A, 1, m, m, m, false);
     Buf<T> B(A.size());
     for (size_t i = 0; i < A.size(); ++i)
       B[i] = b * A[i] + c * AA[i];
+    rounded(B);
     Buf<T> BX = matmul(B, x, 1, m, m, n, false);  // [m, n]
     for (size_t i = 0; i < x.size(); ++i)
       x[i] = a * x[i] + BX[i];
+    rounded(x);
   }
   if (tr)
     x = transpose2D(x, m, n);
@@ -814,7 +824,7 @@ template <typename T> void RefExecutor::Impl::opCrossEntropy(RefCall<T> &nc) {
 template <typename T> void RefExecutor::Impl::opNewtonSchulz(RefCall<T> &nc) {
   nc.out = newtonSchulz(nc.in(0), nc.n.shape[0], nc.n.shape[1], nc.n.ints[0],
                         static_cast<T>(nc.n.floats[0]), static_cast<T>(nc.n.floats[1]),
-                        static_cast<T>(nc.n.floats[2]));
+                        static_cast<T>(nc.n.floats[2]), nc.n.flag);
 }
 
 RefExecutor::RefExecutor(const Graph &graph, Precision precision)

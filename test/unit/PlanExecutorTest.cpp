@@ -412,6 +412,46 @@ TEST(PlanExecutor, MatmulGemmNewtonSchulz) {
   }
 }
 
+// Muon's Newton-Schulz in a bf16 plan (the node's flag: train.newton_schulz's
+// bf16): X, A, B and each step's X rounded to bf16 where they are made, the
+// GEMMs on bf16 operands (on the emulated GPU: st_to_bf16 copies, cuBLASLt's
+// bf16 x bf16 -> f32). Every executor's result is bf16 values, the three
+// agree within a few bf16 rounding steps (sums in other orders tip a
+// rounding now and then), and they differ from the f32 iteration's.
+TEST(PlanExecutor, Bf16NewtonSchulzRoundsItsMatrices) {
+  for (Shape s : {Shape{6, 4}, Shape{4, 6}, Shape{8, 12}}) {
+    Builder b;
+    int gr = b.input("g", s);
+    int o = b.node(OpKind::NewtonSchulz, {gr}, s, {5}, {3.4445, -4.7750, 2.0315});
+    b.g.nodes[o].flag = true;
+    b.yieldSum(o);
+    Graph f32 = b.g;
+    f32.nodes[o].flag = false;
+    const TensorMap in{{"g", random(s, 25)}};
+    const HostTensor want = RefExecutor(b.g, Precision::F32).evaluate(in, {o}).probes.at(o);
+    const HostTensor wide = RefExecutor(f32, Precision::F32).evaluate(in, {o}).probes.at(o);
+    double fromF32 = 0;
+    for (size_t i = 0; i < want.data.size(); ++i) {
+      EXPECT_EQ(roundToBF16(float(want.data[i])), float(want.data[i])) << "element " << i;
+      fromF32 = std::max(fromF32, std::fabs(want.data[i] - wide.data[i]));
+    }
+    EXPECT_GT(fromF32, 1e-4) << "the bf16 iteration gave the f32 one's values";
+    PlanExecutor host(b.g, {});
+    const long long copies = emulatedGpuLaunchesOf("st_to_bf16");
+    std::unique_ptr<PlanExecutor> gpu = emulatedGpuExecutor(b.g, {});
+    for (PlanExecutor *plan : {&host, gpu.get()}) {
+      const HostTensor got = plan->evaluate(in, {o}).probes.at(o);
+      ASSERT_EQ(got.data.size(), want.data.size());
+      for (size_t i = 0; i < got.data.size(); ++i) {
+        EXPECT_EQ(roundToBF16(float(got.data[i])), float(got.data[i])) << "element " << i;
+        EXPECT_NEAR(got.data[i], want.data[i], 2e-2 * std::fabs(want.data[i]) + 2e-3)
+            << plan->deviceName() << ", " << shapeToString(s) << ", element " << i;
+      }
+    }
+    EXPECT_GE(emulatedGpuLaunchesOf("st_to_bf16") - copies, 2 * 3 * 5) << "f32 GEMMs on the GPU";
+  }
+}
+
 // A step and an update with states: SGD on w, a counter, and a write whose
 // value is another state's old value (it must not see that state's new one).
 Graph statefulGraph() {

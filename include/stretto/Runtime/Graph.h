@@ -70,7 +70,8 @@ const char *dtypeName(DType t);
 //  Pipeline:
 //    Transfer:   operands {x}; ints {from, to}: x moved between stages
 //  Optimizer:
-//    NewtonSchulz: operands {G [m, n]}; ints {steps}; floats {a, b, c}
+//    NewtonSchulz: operands {G [m, n]}; ints {steps}; floats {a, b, c};
+//                flag=bf16: X, A, B and each step's X rounded to bf16
 //    Descend:    operands {p, dir, lr}: p - lr * dir
 //    StageSum:   operands {x_0, ..., x_k} scalars: their sum; ints {1} (a
 //                pipeline stage's copy, planStages): plus the other stages'
