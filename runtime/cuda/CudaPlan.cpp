@@ -1148,44 +1148,56 @@ void CudaPlanDevice::opNewtonSchulz(NodeCall &nc) {
         c = static_cast<float>(nc.n.floats[2]);
   bool tr = m > nn;
   int64_t r = tr ? nn : m, s = tr ? m : nn;
-  // Scratch: norm, X [r, s], A [r, r], B [r, r], BX [r, s] in f32; then
-  // (bf16: train.newton_schulz's bf16) the GEMM operands' bf16 copies,
-  // sized here so that no GEMM grows the scratch under these pointers.
-  const bool bf16 = nc.n.flag;
-  const int64_t off = kAlign, ns = off + alignUp(r * s) * 2 + alignUp(r * r) * 2;
-  float *base = scratchFloats(ns + (bf16 ? alignUp(r * s) + alignUp(r * r) : 0));
-  float *norm = base, *X = base + off, *A = X + alignUp(r * s), *B = A + alignUp(r * r),
-        *BX = B + alignUp(r * r);
-  // A GEMM of the iteration: f32, or bf16 operands (copies after `ns`)
-  // summed in f32. Each matrix it makes is rounded where the reference
-  // rounds it (after B's and X's two terms are added).
-  auto nsGemm = [&](const GemmCall &g, const float *x, int64_t xCount, const float *y,
-                    int64_t yCount, float *out) {
-    if (bf16)
-      gemm(g, x, xCount, y, yCount, out, true, ns);
-    else
-      gpu->gemm(g, x, y, out);
-  };
-  auto rounded = [&](float *v, int64_t count) {
-    if (bf16)
-      launch("st_round_f32", count, count, v);
-  };
-  launchShaped("st_norm_plus_eps", 1, 256, nc.count, nc.in(0), norm);
-  launch("st_ns_start", nc.count, m, nn, tr ? 1 : 0, nc.in(0), static_cast<const float *>(norm), X);
-  rounded(X, r * s);
-  GemmCall xxt, bb, bx;
-  xxt.m = r, xxt.n = r, xxt.k = s, xxt.tb = true;
-  bb.m = r, bb.n = r, bb.k = r, bb.alpha = c;
-  bx.m = r, bx.n = s, bx.k = r;
-  for (int64_t st = 0; st < steps; ++st) {
-    nsGemm(xxt, X, r * s, X, r * s, A);                                         // A = X X^T
-    rounded(A, r * r);
-    nsGemm(bb, A, r * r, A, r * r, B);                                          // B = c A A
-    launch("st_axpy", r * r, r * r, b, static_cast<const float *>(A), B);       // B += b A
-    rounded(B, r * r);
-    nsGemm(bx, B, r * r, X, r * s, BX);                                         // BX = B X
-    launch("st_scale_add", r * s, r * s, a, X, static_cast<const float *>(BX)); // X = a X + BX
-    rounded(X, r * s);
+  const int64_t off = kAlign;
+  float *base = nullptr, *norm = nullptr, *X = nullptr;
+  if (nc.n.flag) { // bf16 matrices (train.newton_schulz's bf16)
+    // Scratch: norm, X [r, s] f32 and Xh in bf16, Ah and Bh [r, r] in
+    // bf16, P [r, r] and BX [r, s] in f32. cuBLASLt reads the bf16
+    // matrices where they are and writes A in bf16; each matrix is rounded
+    // where the reference rounds it.
+    const int64_t hs = alignUp((r * s + 1) / 2), hr = alignUp((r * r + 1) / 2);
+    base = scratchFloats(off + 2 * alignUp(r * s) + hs + 2 * hr + alignUp(r * r));
+    norm = base, X = base + off;
+    float *Xh = X + alignUp(r * s), *Ah = Xh + hs, *Bh = Ah + hr, *P = Bh + hr,
+          *BX = P + alignUp(r * r);
+    auto bits = [](float *p) { return reinterpret_cast<unsigned short *>(p); };
+    launchShaped("st_norm_plus_eps", 1, 256, nc.count, nc.in(0), norm);
+    launch("st_ns_start", nc.count, m, nn, tr ? 1 : 0, nc.in(0), static_cast<const float *>(norm),
+           X);
+    launch("st_ns_x16", r * s, r * s, 1.0f, X, static_cast<const float *>(nullptr), bits(Xh));
+    GemmCall xxt, bb, bx;
+    xxt.m = r, xxt.n = r, xxt.k = s, xxt.tb = true, xxt.bf16 = true, xxt.bf16Out = true;
+    bb.m = r, bb.n = r, bb.k = r, bb.alpha = c, bb.bf16 = true;
+    bx.m = r, bx.n = s, bx.k = r, bx.bf16 = true;
+    for (int64_t st = 0; st < steps; ++st) {
+      gpu->gemm(xxt, Xh, Xh, Ah); // A = round(X X^T)
+      gpu->gemm(bb, Ah, Ah, P);   // P = c A A
+      launch("st_ns_b16", r * r, r * r, b, static_cast<const unsigned short *>(bits(Ah)),
+             static_cast<const float *>(P), bits(Bh)); // B = round(b A + P)
+      gpu->gemm(bx, Bh, Xh, BX);                       // BX = B X
+      launch("st_ns_x16", r * s, r * s, a, X, static_cast<const float *>(BX),
+             bits(Xh)); // X = round(a X + BX)
+    }
+  } else { // f32 (optimizer math is not a model GEMM)
+    // Scratch: norm, X [r, s], A [r, r], B [r, r], BX [r, s].
+    base = scratchFloats(off + alignUp(r * s) * 2 + alignUp(r * r) * 2);
+    norm = base, X = base + off;
+    float *A = X + alignUp(r * s), *B = A + alignUp(r * r), *BX = B + alignUp(r * r);
+    launchShaped("st_norm_plus_eps", 1, 256, nc.count, nc.in(0), norm);
+    launch("st_ns_start", nc.count, m, nn, tr ? 1 : 0, nc.in(0), static_cast<const float *>(norm),
+           X);
+    GemmCall xxt, bb, bx;
+    xxt.m = r, xxt.n = r, xxt.k = s, xxt.tb = true;
+    bb.m = r, bb.n = r, bb.k = r, bb.alpha = c;
+    bx.m = r, bx.n = s, bx.k = r;
+    for (int64_t st = 0; st < steps; ++st) {
+      gpu->gemm(xxt, X, X, A);                                              // A = X X^T
+      gpu->gemm(bb, A, A, B);                                               // B = c A A
+      launch("st_axpy", r * r, r * r, b, static_cast<const float *>(A), B); // B += b A
+      gpu->gemm(bx, B, X, BX);                                              // BX = B X
+      launch("st_scale_add", r * s, r * s, a, X,
+             static_cast<const float *>(BX)); // X = a X + BX
+    }
   }
   if (tr) { // out [m, n] = X^T
     std::vector<int64_t> st = {1, m};

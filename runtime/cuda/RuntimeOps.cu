@@ -1105,6 +1105,26 @@ extern "C" __global__ void st_ns_start(i64 m, i64 n, int transpose, const float 
   }
 }
 
+/* Muon's Newton-Schulz with bf16 matrices (train.newton_schulz's bf16):
+ * bf16 bits of a value, from KernelMath.inc's rounding. */
+ST_FN unsigned short st_bf16_bits(float v) {
+  return (unsigned short)((unsigned int)st_bits_of(st_round_bf16(v)) >> 16);
+}
+/* x = round(a x + y), kept in f32, and its bf16 bits in xh (y null: 0). */
+extern "C" __global__ void st_ns_x16(i64 n, float a, float *x, const float *y,
+                                     unsigned short *xh) {
+  ST_LOOP(e, n) {
+    const float v = st_round_bf16(a * x[e] + (y ? y[e] : 0.0f));
+    x[e] = v;
+    xh[e] = st_bf16_bits(v);
+  }
+}
+/* B = round(b A + P) as bf16 bits: A in bf16 bits, P = c A A in f32. */
+extern "C" __global__ void st_ns_b16(i64 n, float b, const unsigned short *a, const float *p,
+                                     unsigned short *out) {
+  ST_LOOP(e, n) out[e] = st_bf16_bits(b * st_widen(a[e]) + p[e]);
+}
+
 /* y = a x + y (a scalar). */
 extern "C" __global__ void st_axpy(i64 n, float a, const float *x, float *y) {
   ST_LOOP(e, n) y[e] += a * x[e];

@@ -189,11 +189,11 @@ struct Costing {
       c.flops = steps * (4 * s * s * l + 2 * s * s * s);
       c.category = "optimizer";
       // f32 GEMMs (optimizer math), bf16 ones where the plan rounds the
-      // iteration's matrices (flag: train.newton_schulz's bf16), with a
-      // rounding launch after each matrix and two operand copies a GEMM.
-      c.launches = static_cast<int64_t>((n.flag ? 12 : 3) * steps + 2);
+      // iteration's matrices (flag: train.newton_schulz's bf16); two
+      // element-wise launches a step either way.
+      c.launches = static_cast<int64_t>(5 * steps + 2 + (n.flag ? 1 : 0));
       c.seconds = std::max(c.flops / ((n.flag ? d.bf16Flops : d.f32Flops) * d.gemmEfficiency),
-                           memoryTime(c.bytes * steps * (n.flag ? 2 : 1)));
+                           memoryTime(c.bytes * steps));
       c.what = "newton_schulz " + shapeText(in(0));
       return c;
     }

@@ -574,6 +574,8 @@ std::map<std::string, EmuKernel> runtimeOps(bool blockReductions) {
   add("st_ns_start", adapt(st_ns_start));
   add("st_axpy", adapt(st_axpy));
   add("st_scale_add", adapt(st_scale_add));
+  add("st_ns_x16", adapt(st_ns_x16));
+  add("st_ns_b16", adapt(st_ns_b16));
   add("st_to_bf16", adapt(st_to_bf16));
   return m;
 }
