@@ -77,6 +77,8 @@ plan gpt-small examples/gpt-small.toml train.eval_batches=1
 # bf16 storage (train-mixed-precision): the speed bench's bf16 column, and
 # device-check.sh's --check of bf16 storage on the GPU.
 plan gpt-tiny-bf16 examples/gpt-tiny.toml train.precision=bf16
+# Muon in a bf16 plan: its Newton-Schulz on bf16 GEMMs (train.newton_schulz's bf16).
+plan gpt-tiny-muon-bf16 examples/gpt-tiny.toml train.optimizer=muon train.precision=bf16
 plan gpt-mini-bf16 examples/gpt-mini.toml train.precision=bf16
 plan gpt-small-bf16 examples/gpt-small.toml train.eval_batches=1 train.precision=bf16
 cp bench/gpu/device-check.sh bench/gpu/compare_runs.py "$B/"
