@@ -1148,28 +1148,29 @@ void CudaPlanDevice::opNewtonSchulz(NodeCall &nc) {
         c = static_cast<float>(nc.n.floats[2]);
   bool tr = m > nn;
   int64_t r = tr ? nn : m, s = tr ? m : nn;
-  const int64_t off = kAlign;
-  float *base = nullptr, *norm = nullptr, *X = nullptr;
-  if (nc.n.flag) { // bf16 matrices (train.newton_schulz's bf16)
-    // Scratch: norm, X [r, s] f32 and Xh in bf16, Ah and Bh [r, r] in
-    // bf16, P [r, r] and BX [r, s] in f32. cuBLASLt reads the bf16
-    // matrices where they are and writes A in bf16; each matrix is rounded
-    // where the reference rounds it.
-    const int64_t hs = alignUp((r * s + 1) / 2), hr = alignUp((r * r + 1) / 2);
-    base = scratchFloats(off + 2 * alignUp(r * s) + hs + 2 * hr + alignUp(r * r));
-    norm = base, X = base + off;
-    float *Xh = X + alignUp(r * s), *Ah = Xh + hs, *Bh = Ah + hr, *P = Bh + hr,
-          *BX = P + alignUp(r * r);
-    auto bits = [](float *p) { return reinterpret_cast<unsigned short *>(p); };
-    launchShaped("st_norm_plus_eps", 1, 256, nc.count, nc.in(0), norm);
-    launch("st_ns_start", nc.count, m, nn, tr ? 1 : 0, nc.in(0), static_cast<const float *>(norm),
-           X);
+  // Scratch: norm, X [r, s] in f32, then A, B [r, r] and BX [r, s] in f32
+  // (an f32 plan: optimizer math is not a model GEMM) or, with bf16
+  // matrices (train.newton_schulz's bf16), Xh, Ah, Bh in bf16, P [r, r]
+  // and BX in f32: cuBLASLt reads the bf16 matrices where they are and
+  // writes A in bf16, each matrix rounded where the reference rounds it.
+  const bool bf16 = nc.n.flag;
+  const int64_t xs = alignUp(r * s), rr = alignUp(r * r), hs = alignUp((r * s + 1) / 2),
+                hr = alignUp((r * r + 1) / 2);
+  float *norm = scratchFloats(kAlign + 2 * xs + (bf16 ? hs + 2 * hr + rr : 2 * rr));
+  float *X = norm + kAlign, *BX = X + xs, *A = BX + xs, *B = A + rr; // f32 plan
+  float *Xh = BX + xs, *Ah = Xh + hs, *Bh = Ah + hr, *P = Bh + hr;  // bf16 matrices
+  auto bits = [](float *p) { return reinterpret_cast<unsigned short *>(p); };
+  launchShaped("st_norm_plus_eps", 1, 256, nc.count, nc.in(0), norm);
+  launch("st_ns_start", nc.count, m, nn, tr ? 1 : 0, nc.in(0), static_cast<const float *>(norm), X);
+  GemmCall xxt, bb, bx;
+  xxt.m = r, xxt.n = r, xxt.k = s, xxt.tb = true;
+  bb.m = r, bb.n = r, bb.k = r, bb.alpha = c;
+  bx.m = r, bx.n = s, bx.k = r;
+  xxt.bf16 = bb.bf16 = bx.bf16 = xxt.bf16Out = bf16;
+  if (bf16)
     launch("st_ns_x16", r * s, r * s, 1.0f, X, static_cast<const float *>(nullptr), bits(Xh));
-    GemmCall xxt, bb, bx;
-    xxt.m = r, xxt.n = r, xxt.k = s, xxt.tb = true, xxt.bf16 = true, xxt.bf16Out = true;
-    bb.m = r, bb.n = r, bb.k = r, bb.alpha = c, bb.bf16 = true;
-    bx.m = r, bx.n = s, bx.k = r, bx.bf16 = true;
-    for (int64_t st = 0; st < steps; ++st) {
+  for (int64_t st = 0; st < steps; ++st) {
+    if (bf16) {
       gpu->gemm(xxt, Xh, Xh, Ah); // A = round(X X^T)
       gpu->gemm(bb, Ah, Ah, P);   // P = c A A
       launch("st_ns_b16", r * r, r * r, b, static_cast<const unsigned short *>(bits(Ah)),
@@ -1177,20 +1178,7 @@ void CudaPlanDevice::opNewtonSchulz(NodeCall &nc) {
       gpu->gemm(bx, Bh, Xh, BX);                       // BX = B X
       launch("st_ns_x16", r * s, r * s, a, X, static_cast<const float *>(BX),
              bits(Xh)); // X = round(a X + BX)
-    }
-  } else { // f32 (optimizer math is not a model GEMM)
-    // Scratch: norm, X [r, s], A [r, r], B [r, r], BX [r, s].
-    base = scratchFloats(off + alignUp(r * s) * 2 + alignUp(r * r) * 2);
-    norm = base, X = base + off;
-    float *A = X + alignUp(r * s), *B = A + alignUp(r * r), *BX = B + alignUp(r * r);
-    launchShaped("st_norm_plus_eps", 1, 256, nc.count, nc.in(0), norm);
-    launch("st_ns_start", nc.count, m, nn, tr ? 1 : 0, nc.in(0), static_cast<const float *>(norm),
-           X);
-    GemmCall xxt, bb, bx;
-    xxt.m = r, xxt.n = r, xxt.k = s, xxt.tb = true;
-    bb.m = r, bb.n = r, bb.k = r, bb.alpha = c;
-    bx.m = r, bx.n = s, bx.k = r;
-    for (int64_t st = 0; st < steps; ++st) {
+    } else {
       gpu->gemm(xxt, X, X, A);                                              // A = X X^T
       gpu->gemm(bb, A, A, B);                                               // B = c A A
       launch("st_axpy", r * r, r * r, b, static_cast<const float *>(A), B); // B += b A
