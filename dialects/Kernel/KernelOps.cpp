@@ -249,3 +249,42 @@ LogicalResult GemmOp::verify() {
   }
   return success();
 }
+
+// kernel.attention's and kernel.attention_grad's packed qkv [B, T, 3, H, D].
+static LogicalResult verifyPackedQkv(Operation *op, Value qkv, bool storeBf16) {
+  auto t = cast<RankedTensorType>(qkv.getType());
+  if (t.getRank() != 5 || t.getDimSize(2) != 3)
+    return op->emitOpError() << "qkv must be [B, T, 3, H, D], got " << t;
+  if (storeBf16 && !t.getElementType().isF32())
+    return op->emitOpError() << "stores bf16 only from an f32 result, not " << t.getElementType();
+  return success();
+}
+
+// [B, T, H, D] of a packed qkv [B, T, 3, H, D] in its element type.
+static RankedTensorType rowsOfHeads(Value qkv) {
+  auto t = cast<RankedTensorType>(qkv.getType());
+  return RankedTensorType::get({t.getDimSize(0), t.getDimSize(1), t.getDimSize(3), t.getDimSize(4)},
+                               t.getElementType());
+}
+
+LogicalResult AttentionOp::verify() {
+  if (failed(verifyPackedQkv(*this, getQkv(), getStoreBf16())))
+    return failure();
+  if (getType() != rowsOfHeads(getQkv()))
+    return emitOpError() << "result " << getType() << " should be " << rowsOfHeads(getQkv())
+                         << " ([B, T, H, D] of qkv " << getQkv().getType() << ")";
+  return success();
+}
+
+LogicalResult AttentionGradOp::verify() {
+  if (failed(verifyPackedQkv(*this, getQkv(), getStoreBf16())))
+    return failure();
+  if (getGrad().getType() != rowsOfHeads(getQkv()))
+    return emitOpError() << "grad " << getGrad().getType() << " should be "
+                         << rowsOfHeads(getQkv()) << " ([B, T, H, D] of qkv "
+                         << getQkv().getType() << ")";
+  if (getType() != getQkv().getType())
+    return emitOpError() << "result " << getType() << " should stack dq, dk and dv as qkv "
+                         << getQkv().getType();
+  return success();
+}

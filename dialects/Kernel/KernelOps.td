@@ -182,6 +182,54 @@ def Kernel_GemmOp : Kernel_Op<"gemm", [Pure]> {
   let hasVerifier = 1;
 }
 
+def Kernel_AttentionOp : Kernel_Op<"attention", [Pure]> {
+  let summary = "train.attention reading its heads where a fused QKV GEMM wrote them";
+  let description = [{
+    `train.attention` (same `scale`, `causal`) whose q, k and v are parts
+    0, 1 and 2 of `qkv` `[B, T, 3, H, D]` (a fused QKV projection's result,
+    reshaped) and whose result is written `[B, T, H, D]`, the layout the
+    output projection reads: `q = qkv[:, :, 0]` transposed to
+    `[B, H, T, D]`, and so on; the result is train.attention's transposed
+    back. Set by `kernel-attention-layout`, so that no head transposes are
+    made: the runtimes read each head's rows in place.
+
+    `store_bf16` (carried from `kernel.store_bf16`): the result is rounded
+    to bf16 and, on devices that can, stored in two bytes.
+
+    ```mlir
+    %o = kernel.attention %qkv causal {scale = 0.125 : f64} : tensor<8x64x3x4x16xf32> -> tensor<8x64x4x16xf32>
+    ```
+  }];
+  let arguments = (ins Kernel_FloatTensor:$qkv, F64Attr:$scale, UnitAttr:$causal,
+                       UnitAttr:$store_bf16);
+  let results = (outs Kernel_FloatTensor:$result);
+  let assemblyFormat = "$qkv (`causal` $causal^)? attr-dict `:` type($qkv) `->` type($result)";
+  let hasVerifier = 1;
+}
+
+def Kernel_AttentionGradOp : Kernel_Op<"attention_grad", [Pure]> {
+  let summary = "train.attention_grad in kernel.attention's layout";
+  let description = [{
+    `train.attention_grad` (same `scale`, `causal`) of a `kernel.attention`:
+    q, k and v are read from `qkv` `[B, T, 3, H, D]`, the result gradient
+    `grad` is `[B, T, H, D]`, and dq, dk and dv are written as parts 0, 1
+    and 2 of a `[B, T, 3, H, D]` result: the gradient of the fused QKV
+    projection's result, reshaped, with no head transposes. Set by
+    `kernel-attention-layout`; `store_bf16` as `kernel.attention`'s.
+
+    ```mlir
+    %d = kernel.attention_grad %qkv, %g causal {scale = 0.125 : f64} : tensor<8x64x3x4x16xf32>, tensor<8x64x4x16xf32> -> tensor<8x64x3x4x16xf32>
+    ```
+  }];
+  let arguments = (ins Kernel_FloatTensor:$qkv, Kernel_FloatTensor:$grad, F64Attr:$scale,
+                       UnitAttr:$causal, UnitAttr:$store_bf16);
+  let results = (outs Kernel_FloatTensor:$result);
+  let assemblyFormat = [{
+    $qkv `,` $grad (`causal` $causal^)? attr-dict `:` type($qkv) `,` type($grad) `->` type($result)
+  }];
+  let hasVerifier = 1;
+}
+
 // Scalar ops of kernel bodies (semantics of the `train` op of the same name)
 
 class Kernel_ScalarBinaryOp<string mnemonic, string what, list<Trait> traits = []>

@@ -245,4 +245,49 @@ def KernelGemmEpilogue : Pass<"kernel-gemm-epilogue", "::stretto::train::ModelOp
   let dependentDialects = ["::stretto::kernel::KernelDialect"];
 }
 
+def KernelAttentionLayout : Pass<"kernel-attention-layout", "::stretto::train::ModelOp"> {
+  let summary = "Reads attention's heads where the fused QKV GEMM wrote them (no head transposes)";
+  let description = [{
+    A model with a fused QKV projection splits its result `[B, T, 3·C]`
+    into heads as `[B, T, 3, H, D]`, transposed to `[3, B, H, T, D]` and
+    sliced into q, k and v `[B, H, T, D]`; the attention's result is
+    transposed back to `[B, T, H, D]` for the output projection, and the
+    backward transposes the output's gradient in and dq, dk and dv out the
+    same way. Each transpose is a copy of its tensor.
+
+    A `train.attention` whose q, k and v are parts 0, 1 and 2 of one such
+    split (leading slices of a transpose by `[2, 0, 3, 1, 4]` of a
+    `[B, T, 3, H, D]` value, reshaped) and whose every reader is a
+    transpose by `[0, 2, 1, 3]` becomes a `kernel.attention` of the packed
+    value: its result is the transposes' result. A `train.attention_grad`
+    of such q, k and v whose result gradient is a transpose by
+    `[0, 2, 1, 3]` of a `[B, T, H, D]` value and whose every reader is a
+    transpose by `[1, 3, 0, 2, 4]` becomes a `kernel.attention_grad` of the
+    packed value and that gradient. `scale`, `causal`, the pipeline `stage`
+    and `kernel.store_bf16` (as `store_bf16`) carry over; the transposes,
+    slices and reshapes left unread go. All ops of a match share one stage.
+    No value changes: the runtimes compute the same sums in the same order,
+    reading each head's rows where they lie. Attentions of another shape
+    (q and k rotated after the split, as RoPE does; repeated key heads) are
+    left as they are.
+
+    Before:
+    ```mlir
+    %x = train.reshape %y : tensor<8x64x192xf32> -> tensor<8x64x3x4x16xf32>
+    %t = train.transpose %x [2, 0, 3, 1, 4] : tensor<8x64x3x4x16xf32> -> tensor<3x8x4x64x16xf32>
+    %s0 = train.slice %t axis = 0 offset = 0 : tensor<3x8x4x64x16xf32> -> tensor<1x8x4x64x16xf32>
+    %q = train.reshape %s0 : tensor<1x8x4x64x16xf32> -> tensor<8x4x64x16xf32>
+    ... %k and %v from offsets 1 and 2 ...
+    %a = train.attention %q, %k, %v causal {scale = 0.25 : f64} : tensor<8x4x64x16xf32>
+    %o = train.transpose %a [0, 2, 1, 3] : tensor<8x4x64x16xf32> -> tensor<8x64x4x16xf32>
+    ```
+    After:
+    ```mlir
+    %x = train.reshape %y : tensor<8x64x192xf32> -> tensor<8x64x3x4x16xf32>
+    %o = kernel.attention %x causal {scale = 0.25 : f64} : tensor<8x64x3x4x16xf32> -> tensor<8x64x4x16xf32>
+    ```
+  }];
+  let dependentDialects = ["::stretto::kernel::KernelDialect"];
+}
+
 #endif // STRETTO_KERNEL_PASSES

@@ -72,6 +72,9 @@ static std::optional<OpKind> kindOf(Operation *op) {
         return OpKind::Kernel;
       })
       .Case([](kernel::GemmOp) { return OpKind::Gemm; })
+      // (kernel-attention-layout: the packed forms, one operand fewer)
+      .Case([](kernel::AttentionOp) { return OpKind::Attention; })
+      .Case([](kernel::AttentionGradOp) { return OpKind::AttentionGrad; })
       .Default([](Operation *) { return std::nullopt; });
 }
 
@@ -140,6 +143,12 @@ static LogicalResult lowerPhase(Block &block, Phase phase, Graph &g) {
           n.ints = {o.getTransposeA() ? 1 : 0, o.getTransposeB() ? 1 : 0};
           n.floats = {o.getAlpha().convertToDouble()};
           if (o.getStoreBf16()) // rounded to bf16 (kernel-bf16-storage)
+            n.dtype = DType::BF16;
+        })
+        .Case<kernel::AttentionOp, kernel::AttentionGradOp>([&](Operation *o) {
+          n.floats = {o->getAttrOfType<FloatAttr>("scale").getValueAsDouble()};
+          n.flag = o->hasAttr("causal");
+          if (o->hasAttr("store_bf16")) // rounded to bf16 (kernel-bf16-storage)
             n.dtype = DType::BF16;
         })
         .Case([&](WriteOp o) { n.name = o.getVar().str(); })

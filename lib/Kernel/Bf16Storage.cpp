@@ -50,7 +50,8 @@ bool readAsBf16(Value v) {
       continue;
     if (isa<train::NormGradOp>(user) && use.getOperandNumber() != 1)
       continue; // (x and dy; the row functions widen them)
-    if (isa<train::AttentionOp, train::AttentionGradOp>(user))
+    if (isa<train::AttentionOp, train::AttentionGradOp, kernel::AttentionOp,
+            kernel::AttentionGradOp>(user))
       continue; // (every operand is q, k, v or the output's gradient)
     if (isa<train::ReshapeOp, train::TransposeOp>(user) && readAsBf16(user->getResult(0)))
       continue;

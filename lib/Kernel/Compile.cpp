@@ -14,7 +14,7 @@
 using namespace mlir;
 using namespace stretto;
 
-void stretto::buildKernelPipeline(OpPassManager &pm) {
+void stretto::buildKernelPipeline(OpPassManager &pm, const KernelPipelineOptions &options) {
   OpPassManager &model = pm.nest<train::ModelOp>();
   model.addPass(kernel::createKernelLowerMatmul());
   model.addPass(kernel::createKernelLowerRows());
@@ -22,6 +22,8 @@ void stretto::buildKernelPipeline(OpPassManager &pm) {
   model.addPass(kernel::createKernelFuseReductions());
   model.addPass(kernel::createKernelBf16Storage());
   model.addPass(kernel::createKernelGemmEpilogue());
+  if (options.attentionLayout)
+    model.addPass(kernel::createKernelAttentionLayout());
 }
 
 FailureOr<CompiledKernels> stretto::compileKernels(train::ModelOp model, HostKernelCache &cache,

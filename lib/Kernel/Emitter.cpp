@@ -316,6 +316,8 @@ bool stretto::kernel::storedInBf16(Value v) {
     }
     if (isa<train::AttentionOp, train::AttentionGradOp>(def))
       return def->hasAttr(kStoreBf16Attr);
+    if (isa<AttentionOp, AttentionGradOp>(def)) // (kernel-attention-layout's)
+      return def->hasAttr("store_bf16");
     if (auto r = dyn_cast<RowsOp>(def))
       return r.getStoreBf16();
     if (auto g = dyn_cast<GemmOp>(def))

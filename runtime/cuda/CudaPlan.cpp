@@ -25,6 +25,7 @@
 #include "RuntimeOpsText.h"
 #include "stretto/Support/KernelMathText.h"
 
+#include <array>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -94,6 +95,8 @@ std::string runtimeOpDispatch() {
 }
 namespace {
 
+struct AttentionIo; // where an attention's operands lie (opAttention)
+
 class CudaPlanDevice final : public PlanDevice {
 public:
   explicit CudaPlanDevice(std::unique_ptr<GpuBackend> g)
@@ -118,6 +121,11 @@ public:
   DeviceBuffer wide;
   std::vector<const float *> attentionInputs(NodeCall &nc, int count, float **result);
   void storeAttentionResult(NodeCall &nc, const float *f32);
+  float *packedAttentionInputs(NodeCall &nc, const AttentionIo &io, int count);
+  void attentionFloats(NodeCall &nc, const AttentionDims &a, std::array<const float *, 3> in,
+                       float *out);
+  void attentionGradFloats(NodeCall &nc, const AttentionDims &a, std::array<const float *, 4> in,
+                           float *out);
   // Yielded values, copied here during a run and downloaded at its end
   // (collect), or after a graph's launch; `yielded` of them so far.
   DeviceBuffer yields;
@@ -930,20 +938,6 @@ std::vector<const float *> CudaPlanDevice::attentionInputs(NodeCall &nc, int cou
   return in;
 }
 
-// Which of q, k, v, g (bits 0 to 3) are stored in bf16, and whether the
-// result is rounded to bf16 (bit 4, kernel.store_bf16) and stored in two
-// bytes (bit 5): RuntimeOps.cu's st_flash_mma_* `halves`.
-int halvesOf(const NodeCall &nc, int count) {
-  int bits = 0;
-  for (int k = 0; k < count; ++k)
-    bits |= nc.half(k) ? 1 << k : 0;
-  if (nc.p.slots[nc.i].half)
-    bits |= 32;
-  else if (nc.n.dtype == DType::BF16)
-    bits |= 16;
-  return bits;
-}
-
 // The result of an attention computed in floats at `f32` by kernels that
 // write floats: where it is stored in bf16, rounded in place, or (two
 // bytes) converted from there into its slot.
@@ -961,92 +955,201 @@ void *resultAt(NodeCall &nc, int64_t e) {
   return nc.out + e;
 }
 
+// RuntimeOps.cu's StRows: where block bh's rows of an attention operand lie.
+struct StRows {
+  int64_t sb, sh, st;
+};
+StRows stRows(const ops::HeadRows &r) { return StRows{r.sb, r.sh, r.st}; }
+
+// Where an attention's (or its gradient's) operands and results lie, as
+// the kernels read and write them: q, k, v and g [B.., T, D] each, the
+// result (o; dq, dk, dv stacked), or kernel-attention-layout's packed qkv
+// [B, T, 3, H, D], g and o [B, T, H, D], dq, dk, dv the parts of
+// [B, T, 3, H, D]. Element offsets of each operand's start (a part's
+// offset in a packed one), and each one's rows.
+struct AttentionIo {
+  AttentionDims dims;
+  bool packed = false;
+  ops::HeadRows rq, rk, ro; // q and dq; k, v, dk and dv; o and g
+  int64_t heads = 1;
+  int operand[4] = {0, 1, 2, 3}; // q, k, v, g: which node operand
+  int64_t start[4] = {0, 0, 0, 0}, outStart[3] = {0, 0, 0};
+};
+AttentionIo attentionIo(const NodeCall &nc) {
+  AttentionIo io;
+  io.packed = packedAttention(nc.n);
+  if (!io.packed) {
+    io.dims = attentionDims(nc.inShape(0), nc.inShape(1), nc.inShape(2));
+    const AttentionDims &a = io.dims;
+    io.rq = ops::denseHeadRows(a.tq, a.d), io.rk = ops::denseHeadRows(a.tk, a.d);
+    io.ro = ops::denseHeadRows(a.tq, a.dv);
+    io.outStart[1] = a.batch * a.tq * a.d;
+    io.outStart[2] = io.outStart[1] + a.batch * a.tk * a.d;
+    return io;
+  }
+  const Shape &x = nc.inShape(0); // [B, T, 3, H, D]
+  io.dims = packedAttentionDims(x);
+  io.heads = x[3];
+  io.rq = io.rk = ops::packedHeadRows(x[0], x[1], x[3], x[4], 3, 0);
+  io.ro = ops::packedHeadRows(x[0], x[1], x[3], x[4], 1, 0);
+  const int64_t hd = x[3] * x[4];
+  io.operand[1] = io.operand[2] = 0, io.operand[3] = 1;
+  io.start[1] = io.outStart[1] = hd, io.start[2] = io.outStart[2] = 2 * hd;
+  return io;
+}
+
+// Operand k of q, k, v, g where it starts (two bytes or four an element).
+const void *attentionOperand(const NodeCall &nc, const AttentionIo &io, int k) {
+  const int o = io.operand[k];
+  return nc.half(o) ? static_cast<const void *>(reinterpret_cast<const uint16_t *>(nc.in(o)) +
+                                                io.start[k])
+                    : static_cast<const void *>(nc.in(o) + io.start[k]);
+}
+
+// RuntimeOps.cu's st_flash_mma_* `halves`: which of q, k, v, g (bits 0 to
+// 3) are stored in bf16, and whether the result is rounded to bf16 (bit 4,
+// store_bf16) and stored in two bytes (bit 5).
+int halvesOf(const NodeCall &nc, const AttentionIo &io, int count) {
+  int bits = 0;
+  for (int k = 0; k < count; ++k)
+    bits |= nc.half(io.operand[k]) ? 1 << k : 0;
+  if (nc.p.slots[nc.i].half)
+    bits |= 32;
+  else if (nc.n.dtype == DType::BF16)
+    bits |= 16;
+  return bits;
+}
+
 void CudaPlanDevice::opAttention(NodeCall &nc) {
-  AttentionDims a = attentionDims(nc.inShape(0), nc.inShape(1), nc.inShape(2));
+  const AttentionIo io = attentionIo(nc);
+  const AttentionDims &a = io.dims;
   const float scale = static_cast<float>(nc.n.floats[0]);
   const int causal = nc.n.flag ? 1 : 0;
-  AttentionKernels fk = attentionKernels(a, nc.bf16Inside, tensorCoreAttention,
-                                         {nc.in(0), nc.in(1), nc.in(2)});
+  AttentionKernels fk = attentionKernels(a, nc.bf16Inside, tensorCoreAttention, {});
   if (fk.tensorCores) { // q, k and v read where they are, in two bytes or four
     launchWarpTiles(fk.name("fwd").c_str(), a.batch * ((a.tq + 15) / 16), a.batch, a.tq, a.tk,
-                    causal, scale, static_cast<const void *>(nc.in(0)),
-                    static_cast<const void *>(nc.in(1)), static_cast<const void *>(nc.in(2)),
-                    halvesOf(nc, 3), static_cast<void *>(nc.out));
+                    causal, scale, io.heads, stRows(io.rq), stRows(io.rk), stRows(io.ro),
+                    attentionOperand(nc, io, 0), attentionOperand(nc, io, 1),
+                    attentionOperand(nc, io, 2), halvesOf(nc, io, 3), resultAt(nc, 0));
+    return;
+  }
+  if (io.packed) { // the other kernels read [B H, T, D] floats
+    float *in = packedAttentionInputs(nc, io, 3);
+    const int64_t n = a.batch * a.tq * a.d;
+    attentionFloats(nc, a, {in, in + n, in + 2 * n}, in + 3 * n);
+    launch("st_heads_scatter", n, a.batch, a.tq, a.d, io.heads, stRows(io.ro),
+           static_cast<const float *>(in + 3 * n), resultAt(nc, 0), halvesOf(nc, io, 0));
     return;
   }
   float *out = nullptr;
   const std::vector<const float *> in = attentionInputs(nc, 3, &out);
-  fk = attentionKernels(a, nc.bf16Inside, false, {in[0], in[1], in[2]}); // (alignment)
-  if (fk.fused()) { // no T x T matrix
-    const int64_t rows = a.batch * a.tq;
-    launch(fk.name("fwd").c_str(), rows, rows, a.tq, a.tk, causal, scale, in[0], in[1], in[2],
-           out);
-    storeAttentionResult(nc, out);
-    return;
-  }
-  // S = scale Q K^T, masked softmax rows, O = P V: two batched GEMMs.
-  int64_t sCount = a.batch * a.tq * a.tk;
-  // S, then room for either product's bf16 operands (see gemm).
-  int64_t operands = numElements(nc.inShape(0)) + numElements(nc.inShape(1)) +
-                     numElements(nc.inShape(2)) + sCount + 4 * kAlign;
-  float *S = scratchFloats(alignUp(sCount) + (nc.bf16Inside ? operands : 0));
-  GemmCall qk;
-  qk.batch = a.batch, qk.m = a.tq, qk.n = a.tk, qk.k = a.d, qk.tb = true;
-  qk.alpha = static_cast<float>(nc.n.floats[0]);
-  qk.strideA = a.tq * a.d, qk.strideB = a.tk * a.d, qk.strideC = a.tq * a.tk;
-  gemm(qk, in[0], numElements(nc.inShape(0)), in[1], numElements(nc.inShape(1)), S,
-       nc.bf16Inside, alignUp(sCount));
-  launchHalfRows("st_softmax_rows16", a.batch * a.tq, a.batch * a.tq, a.tk,
-                 nc.n.flag ? 1 : 0, a.tq, static_cast<const float *>(S), S);
-  GemmCall pv;
-  pv.batch = a.batch, pv.m = a.tq, pv.n = a.dv, pv.k = a.tk;
-  pv.strideA = a.tq * a.tk, pv.strideB = a.tk * a.dv, pv.strideC = a.tq * a.dv;
-  gemm(pv, S, sCount, in[2], numElements(nc.inShape(2)), out, nc.bf16Inside,
-       alignUp(sCount));
+  attentionFloats(nc, a, {in[0], in[1], in[2]}, out);
   storeAttentionResult(nc, out);
 }
 
+// A packed attention's q, k, v (and g) gathered into [B H, T, D] floats,
+// one after another in `wide`, room for the result after them.
+float *CudaPlanDevice::packedAttentionInputs(NodeCall &nc, const AttentionIo &io, int count) {
+  const AttentionDims &a = io.dims;
+  const int64_t n = a.batch * a.tq * a.d;
+  float *at = grown(wide, (count + (count == 4 ? 3 : 1)) * n, "more device memory for attention");
+  for (int k = 0; k < count; ++k)
+    launch("st_heads_gather", n, a.batch, a.tq, a.d, io.heads, stRows(k == 3 ? io.ro : io.rq),
+           attentionOperand(nc, io, k), nc.half(io.operand[k]) ? 1 : 0, at + k * n);
+  return at;
+}
+
+// Attention of [B.., T, D] floats into floats: the fused kernels on CUDA
+// cores where they fit (no T x T matrix), else S = scale Q Kᵀ, masked
+// softmax rows, O = P V as two batched GEMMs.
+void CudaPlanDevice::attentionFloats(NodeCall &nc, const AttentionDims &a,
+                                     std::array<const float *, 3> in, float *out) {
+  const float scale = static_cast<float>(nc.n.floats[0]);
+  const int causal = nc.n.flag ? 1 : 0;
+  const AttentionKernels fk = attentionKernels(a, nc.bf16Inside, false, {in[0], in[1], in[2]});
+  if (fk.fused()) {
+    const int64_t rows = a.batch * a.tq;
+    launch(fk.name("fwd").c_str(), rows, rows, a.tq, a.tk, causal, scale, in[0], in[1], in[2],
+           out);
+    return;
+  }
+  const int64_t qCount = a.batch * a.tq * a.d, kCount = a.batch * a.tk * a.d,
+                vCount = a.batch * a.tk * a.dv;
+  int64_t sCount = a.batch * a.tq * a.tk;
+  // S, then room for either product's bf16 operands (see gemm).
+  int64_t operands = qCount + kCount + vCount + sCount + 4 * kAlign;
+  float *S = scratchFloats(alignUp(sCount) + (nc.bf16Inside ? operands : 0));
+  GemmCall qk;
+  qk.batch = a.batch, qk.m = a.tq, qk.n = a.tk, qk.k = a.d, qk.tb = true;
+  qk.alpha = scale;
+  qk.strideA = a.tq * a.d, qk.strideB = a.tk * a.d, qk.strideC = a.tq * a.tk;
+  gemm(qk, in[0], qCount, in[1], kCount, S, nc.bf16Inside, alignUp(sCount));
+  launchHalfRows("st_softmax_rows16", a.batch * a.tq, a.batch * a.tq, a.tk, causal, a.tq,
+                 static_cast<const float *>(S), S);
+  GemmCall pv;
+  pv.batch = a.batch, pv.m = a.tq, pv.n = a.dv, pv.k = a.tk;
+  pv.strideA = a.tq * a.tk, pv.strideB = a.tk * a.dv, pv.strideC = a.tq * a.dv;
+  gemm(pv, S, sCount, in[2], vCount, out, nc.bf16Inside, alignUp(sCount));
+}
+
 void CudaPlanDevice::opAttentionGrad(NodeCall &nc) {
-  // As the CPU device (PlanExecutor.cpp): P recomputed, dP = G Vᵀ, dS in
-  // dP's place (st_softmax_grad_rows), then dV = Pᵀ G, dQ = dS K,
-  // dK = dSᵀ Q; five batched GEMMs over [B, H] with [B, H, T, T] scratch.
-  const Shape &qs = nc.inShape(0);
-  const int64_t t = qs[qs.size() - 2], d = qs.back(), elems = numElements(qs);
-  const int64_t batch = numElements(Shape(qs.begin(), qs.end() - 2)), sCount = batch * t * t;
-  if (elems == 0)
+  const AttentionIo io = attentionIo(nc);
+  const AttentionDims &a = io.dims;
+  if (a.batch * a.tq * a.d == 0)
     return; // an empty batch (no queries or features: refused by validation)
-  const AttentionDims dims = attentionDims(qs, nc.inShape(1), nc.inShape(2));
-  AttentionKernels fk = attentionKernels(dims, nc.bf16Inside, tensorCoreAttention,
-                                         {nc.in(0), nc.in(1), nc.in(2), nc.in(3)});
-  float *out = nc.out; // (the floats the kernels below write; see storeAttentionResult)
-  const std::vector<const float *> in =
-      fk.tensorCores ? std::vector<const float *>{nc.in(0), nc.in(1), nc.in(2), nc.in(3)}
-                     : attentionInputs(nc, 4, &out);
-  const float *q = in[0], *k = in[1], *v = in[2], *g = in[3];
-  if (!fk.tensorCores)
-    fk = attentionKernels(dims, nc.bf16Inside, false, {q, k, v, g}); // (alignment)
-  if (fk.fused()) { // dQ by query rows, then dK and dV by key rows
-    const Shape &ks = nc.inShape(1);
-    const int64_t tk = ks[ks.size() - 2], rows = batch * t, keys = batch * tk;
-    const int64_t kElems = numElements(ks);
+  AttentionKernels fk = attentionKernels(a, nc.bf16Inside, tensorCoreAttention, {});
+  if (fk.tensorCores) { // dQ by query tiles, then dK and dV by key tiles, read in place
     const float scale = static_cast<float>(nc.n.floats[0]);
     const int causal = nc.n.flag ? 1 : 0;
+    float *stats = scratchFloats(3 * a.batch * a.tq);
+    const float *st = stats;
+    const void *q = attentionOperand(nc, io, 0), *k = attentionOperand(nc, io, 1),
+               *v = attentionOperand(nc, io, 2), *g = attentionOperand(nc, io, 3);
+    const int halves = halvesOf(nc, io, 4);
+    const StRows rq = stRows(io.rq), rk = stRows(io.rk), ro = stRows(io.ro);
+    launchWarpTiles(fk.name("bwd_q").c_str(), a.batch * ((a.tq + 15) / 16), a.batch, a.tq, a.tk,
+                    causal, scale, io.heads, rq, rk, ro, q, k, v, g, halves, resultAt(nc, 0),
+                    stats);
+    launchWarpTiles(fk.name("bwd_kv").c_str(), a.batch * ((a.tk + 15) / 16), a.batch, a.tq,
+                    a.tk, causal, scale, io.heads, rq, rk, ro, q, k, v, g, halves, st,
+                    resultAt(nc, io.outStart[1]), resultAt(nc, io.outStart[2]));
+    return;
+  }
+  if (io.packed) { // the other kernels read and write [B H, T, D] floats
+    float *in = packedAttentionInputs(nc, io, 4);
+    const int64_t n = a.batch * a.tq * a.d;
+    attentionGradFloats(nc, a, {in, in + n, in + 2 * n, in + 3 * n}, in + 4 * n);
+    for (int part = 0; part < 3; ++part)
+      launch("st_heads_scatter", n, a.batch, a.tq, a.d, io.heads, stRows(io.rq),
+             static_cast<const float *>(in + (4 + part) * n), resultAt(nc, io.outStart[part]),
+             halvesOf(nc, io, 0));
+    return;
+  }
+  float *out = nullptr;
+  const std::vector<const float *> in = attentionInputs(nc, 4, &out);
+  attentionGradFloats(nc, a, {in[0], in[1], in[2], in[3]}, out);
+  storeAttentionResult(nc, out);
+}
+
+// attention_grad of [B.., T, D] floats into floats (dq, dk, dv stacked):
+// the fused kernels on CUDA cores where they fit, else as the CPU device
+// (PlanExecutor.cpp) runs it: P recomputed, dP = G Vᵀ, dS in dP's place
+// (st_softmax_grad_rows), then dV = Pᵀ G, dQ = dS K, dK = dSᵀ Q; five
+// batched GEMMs over [B, H] with [B, H, T, T] scratch.
+void CudaPlanDevice::attentionGradFloats(NodeCall &nc, const AttentionDims &a,
+                                         std::array<const float *, 4> in, float *out) {
+  const float *q = in[0], *k = in[1], *v = in[2], *g = in[3];
+  const int64_t batch = a.batch, t = a.tq, d = a.d, elems = batch * t * d, sCount = batch * t * t;
+  const float scale = static_cast<float>(nc.n.floats[0]);
+  const int causal = nc.n.flag ? 1 : 0;
+  const AttentionKernels fk = attentionKernels(a, nc.bf16Inside, false, {q, k, v, g});
+  if (fk.fused()) { // dQ by query rows, then dK and dV by key rows
+    const int64_t rows = batch * t, keys = batch * a.tk, kElems = batch * a.tk * d;
     float *stats = scratchFloats(3 * rows);
     const float *st = stats;
-    if (fk.tensorCores) { // q, k, v and g read where they are, in two bytes or four
-      const void *qv = q, *kv = k, *vv = v, *gv = g;
-      const int halves = halvesOf(nc, 4);
-      launchWarpTiles(fk.name("bwd_q").c_str(), batch * ((t + 15) / 16), batch, t, tk, causal,
-                      scale, qv, kv, vv, gv, halves, resultAt(nc, 0), stats);
-      launchWarpTiles(fk.name("bwd_kv").c_str(), batch * ((tk + 15) / 16), batch, t, tk,
-                      causal, scale, qv, kv, vv, gv, halves, st, resultAt(nc, elems),
-                      resultAt(nc, elems + kElems));
-      return;
-    }
-    launch(fk.name("bwd_q").c_str(), rows, rows, t, tk, causal, scale, q, k, v, g, out, stats);
-    launch(fk.name("bwd_kv").c_str(), keys, keys, t, tk, causal, scale, q, k, v, g, st,
+    launch(fk.name("bwd_q").c_str(), rows, rows, t, a.tk, causal, scale, q, k, v, g, out, stats);
+    launch(fk.name("bwd_kv").c_str(), keys, keys, t, a.tk, causal, scale, q, k, v, g, st,
            out + elems, out + elems + kElems);
-    storeAttentionResult(nc, out);
     return;
   }
   // P and dS, then room for any product's bf16 operands (see gemm).
@@ -1057,13 +1160,12 @@ void CudaPlanDevice::opAttentionGrad(NodeCall &nc) {
   scores.batch = batch, scores.m = t, scores.n = t, scores.k = d, scores.tb = true;
   scores.strideA = t * d, scores.strideB = t * d, scores.strideC = t * t;
   GemmCall qk = scores;
-  qk.alpha = static_cast<float>(nc.n.floats[0]);
+  qk.alpha = scale;
   gemm(qk, q, elems, k, elems, P, nc.bf16Inside, used);
-  launchHalfRows("st_softmax_rows16", batch * t, batch * t, t,
-                 nc.n.flag ? 1 : 0, t, static_cast<const float *>(P), P);
+  launchHalfRows("st_softmax_rows16", batch * t, batch * t, t, causal, t,
+                 static_cast<const float *>(P), P);
   gemm(scores, g, elems, v, elems, dS, nc.bf16Inside, used);
-  launchHalfRows("st_softmax_grad_rows16", batch * t, batch * t, t,
-                 nc.n.flag ? 1 : 0, t, static_cast<float>(nc.n.floats[0]),
+  launchHalfRows("st_softmax_grad_rows16", batch * t, batch * t, t, causal, t, scale,
                  static_cast<const float *>(P), dS);
   GemmCall back; // [T, T] (transposed or not) x [T, D] per block
   back.batch = batch, back.m = t, back.n = d, back.k = t;
@@ -1073,7 +1175,6 @@ void CudaPlanDevice::opAttentionGrad(NodeCall &nc) {
   gemm(backT, P, sCount, g, elems, out + 2 * elems, nc.bf16Inside, used);
   gemm(back, dS, sCount, k, elems, out, nc.bf16Inside, used);
   gemm(backT, dS, sCount, q, elems, out + elems, nc.bf16Inside, used);
-  storeAttentionResult(nc, out);
 }
 
 void CudaPlanDevice::opEmbedding(NodeCall &nc) {

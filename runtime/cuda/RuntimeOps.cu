@@ -620,6 +620,16 @@ ST_FN void st_mma_split(float *c, const StSplit<4> &a, const StSplit<2> &b) {
     st_mma_bf16(c, a.p[0], b.p[1]);
   st_mma_bf16(c, a.p[0], b.p[0]);
 }
+/* Where block bh's rows of an attention operand lie (OpSemantics.h's
+ * HeadRows): row t of block bh at (bh / heads) sb + (bh % heads) sh + t st
+ * from the operand's start. [BH, T, D] heads: heads 1, sb T D, st D; part
+ * p of a packed [B, T, P, H, D] (kernel-attention-layout): heads H,
+ * sb T P H D, sh D, st P H D, the start moved to the part. */
+struct StRows {
+  i64 sb, sh, st;
+};
+ST_FN i64 st_row0(StRows r, i64 heads, i64 bh) { return (bh / heads) * r.sb + (bh % heads) * r.sh; }
+
 /* An operand of the attention kernels: floats, or bf16 in two bytes
  * (kernel-bf16-storage's values: half != 0), widened exactly on load. */
 struct StIn {
@@ -753,26 +763,29 @@ ST_FN i64 st_min64(i64 a, i64 b) { return a < b ? a : b; }
        w += (i64)gridDim.x * (blockDim.x >> 5))
 
 /* S = scale A B (16 rows x 32 columns) for a 16-row A tile at a and the 32
- * rows of b from j0 (the columns of S): s[nb][i] as C tiles. */
+ * rows of b from j0 (the columns of S): s[nb][i] as C tiles. Rows of a lie
+ * lda elements apart, of b ldb (D for [.., T, D] heads; more where the
+ * heads of a packed [B, T, P, H, D] interleave: StRows). */
 template <int D>
-ST_FN void st_scores32(float (*s)[4], StIn a, i64 aRows, StIn b, i64 bRows) {
+ST_FN void st_scores32(float (*s)[4], StIn a, i64 aRows, i64 lda, StIn b, i64 bRows, i64 ldb) {
   for (int nb = 0; nb < 4; ++nb)
     for (int i = 0; i < 4; ++i)
       s[nb][i] = 0.0f;
   for (int kc = 0; kc < D; kc += 16) {
-    const StSplit<4> fa = st_frag_a(a, D, aRows, kc);
+    const StSplit<4> fa = st_frag_a(a, lda, aRows, kc);
     for (int nb = 0; nb < 4; ++nb)
-      st_mma_split(s[nb], fa, st_frag_b_rows(st_in_plus(b, nb * 8 * D), D, bRows - nb * 8, kc));
+      st_mma_split(s[nb], fa, st_frag_b_rows(st_in_plus(b, nb * 8 * ldb), ldb, bRows - nb * 8, kc));
   }
 }
-/* acc (16 x D, C tiles) += P m, P the 16 x 32 C tiles p, m's 32 rows. */
+/* acc (16 x D, C tiles) += P m, P the 16 x 32 C tiles p, m's 32 rows (ldm
+ * elements apart). */
 template <int D>
-ST_FN void st_times_rows(float (*acc)[4], float (*p)[4], StIn m, i64 mRows) {
+ST_FN void st_times_rows(float (*acc)[4], float (*p)[4], StIn m, i64 mRows, i64 ldm) {
   for (int kc = 0; kc < 2; ++kc) {
     const StSplit<4> fa = st_frag_a_acc(p[2 * kc], p[2 * kc + 1]);
     for (int nd = 0; nd < D / 8; ++nd)
       st_mma_split(acc[nd], fa,
-                   st_frag_b_cols(st_in_plus(m, kc * 16 * D + nd * 8), D, mRows - kc * 16));
+                   st_frag_b_cols(st_in_plus(m, kc * 16 * ldm + nd * 8), ldm, mRows - kc * 16));
   }
 }
 /* Row h (0: g, 1: g + 8) of this lane's C values: the max, then the
@@ -789,14 +802,15 @@ ST_FN float st_group_sum(float v) {
 }
 
 template <int D>
-ST_FN void st_flash_mma_fwd(i64 bh, i64 tq, i64 tk, int causal, float scale, StIn q, StIn k,
-                            StIn v, void *o, int halves) {
+ST_FN void st_flash_mma_fwd(i64 bh, i64 tq, i64 tk, int causal, float scale, i64 heads,
+                            StRows rq, StRows rk, StRows ro, StIn q, StIn k, StIn v, void *o,
+                            int halves) {
   const int lane = (int)(threadIdx.x & 31u), g = lane >> 2, t = lane & 3;
   const i64 tiles = (tq + 15) / 16;
   ST_WARP_TILES(w, bh * tiles) {
     const i64 b = w / tiles, r0 = (w % tiles) * 16, rows = st_min64(16, tq - r0);
-    const StIn qt = st_in_plus(q, (b * tq + r0) * D), kb = st_in_plus(k, b * tk * D),
-               vb = st_in_plus(v, b * tk * D);
+    const StIn qt = st_in_plus(q, st_row0(rq, heads, b) + r0 * rq.st),
+               kb = st_in_plus(k, st_row0(rk, heads, b)), vb = st_in_plus(v, st_row0(rk, heads, b));
     const i64 kend = causal ? st_min64(tk, r0 + 16) : tk;
     float acc[D / 8][4], m[2] = {ST_NEG_INF, ST_NEG_INF}, l[2] = {0.0f, 0.0f};
     for (int nd = 0; nd < D / 8; ++nd)
@@ -804,7 +818,7 @@ ST_FN void st_flash_mma_fwd(i64 bh, i64 tq, i64 tk, int causal, float scale, StI
         acc[nd][i] = 0.0f;
     for (i64 j0 = 0; j0 < kend; j0 += 32) {
       float s[4][4];
-      st_scores32<D>(s, qt, rows, st_in_plus(kb, j0 * D), tk - j0);
+      st_scores32<D>(s, qt, rows, rq.st, st_in_plus(kb, j0 * rk.st), tk - j0, rk.st);
       float mx[2] = {m[0], m[1]};
       for (int nb = 0; nb < 4; ++nb)
         for (int i = 0; i < 4; ++i) {
@@ -829,7 +843,7 @@ ST_FN void st_flash_mma_fwd(i64 bh, i64 tq, i64 tk, int causal, float scale, StI
           s[nb][i] = p;
           l[i >> 1] += p;
         }
-      st_times_rows<D>(acc, s, st_in_plus(vb, j0 * D), tk - j0);
+      st_times_rows<D>(acc, s, st_in_plus(vb, j0 * rk.st), tk - j0, rk.st);
     }
     for (int h = 0; h < 2; ++h)
       l[h] = st_group_sum(l[h]);
@@ -837,7 +851,7 @@ ST_FN void st_flash_mma_fwd(i64 bh, i64 tq, i64 tk, int causal, float scale, StI
       for (int i = 0; i < 4; ++i) {
         const int row = g + 8 * (i >> 1);
         if (row < rows)
-          st_store_out(o, (b * tq + r0 + row) * D + nd * 8 + 2 * t + (i & 1),
+          st_store_out(o, st_row0(ro, heads, b) + (r0 + row) * ro.st + nd * 8 + 2 * t + (i & 1),
                        l[i >> 1] > 0.0f ? acc[nd][i] / l[i >> 1] : 0.0f, halves);
       }
   }
@@ -847,21 +861,23 @@ ST_FN void st_flash_mma_fwd(i64 bh, i64 tq, i64 tk, int causal, float scale, StI
  * stats): pass 1 the online max and sums (inner = sum_j P_ij dP_ij, dP =
  * g V^T), pass 2 dS = P (dP - inner) scale and dQ = dS K. */
 template <int D>
-ST_FN void st_flash_mma_bwd_q(i64 bh, i64 tq, i64 tk, int causal, float scale, StIn q, StIn k,
-                              StIn v, StIn g_, void *dq, int halves, float *stats) {
+ST_FN void st_flash_mma_bwd_q(i64 bh, i64 tq, i64 tk, int causal, float scale, i64 heads,
+                              StRows rq, StRows rk, StRows ro, StIn q, StIn k, StIn v, StIn g_,
+                              void *dq, int halves, float *stats) {
   const int lane = (int)(threadIdx.x & 31u), g = lane >> 2, t = lane & 3;
   const i64 tiles = (tq + 15) / 16;
   ST_WARP_TILES(w, bh * tiles) {
     const i64 b = w / tiles, r0 = (w % tiles) * 16, rows = st_min64(16, tq - r0);
-    const StIn qt = st_in_plus(q, (b * tq + r0) * D), gt = st_in_plus(g_, (b * tq + r0) * D);
-    const StIn kb = st_in_plus(k, b * tk * D), vb = st_in_plus(v, b * tk * D);
+    const StIn qt = st_in_plus(q, st_row0(rq, heads, b) + r0 * rq.st),
+               gt = st_in_plus(g_, st_row0(ro, heads, b) + r0 * ro.st);
+    const StIn kb = st_in_plus(k, st_row0(rk, heads, b)), vb = st_in_plus(v, st_row0(rk, heads, b));
     const i64 kend = causal ? st_min64(tk, r0 + 16) : tk;
     float m[2] = {ST_NEG_INF, ST_NEG_INF}, l[2] = {0.0f, 0.0f}, inner[2] = {0.0f, 0.0f};
     float s[4][4], dp[4][4];
     // (the scores masked and scaled, from the chunk at j0)
 #define ST_MMA_SCORES                                                                           \
-  st_scores32<D>(s, qt, rows, st_in_plus(kb, j0 * D), tk - j0);                                 \
-  st_scores32<D>(dp, gt, rows, st_in_plus(vb, j0 * D), tk - j0);                                \
+  st_scores32<D>(s, qt, rows, rq.st, st_in_plus(kb, j0 * rk.st), tk - j0, rk.st);              \
+  st_scores32<D>(dp, gt, rows, ro.st, st_in_plus(vb, j0 * rk.st), tk - j0, rk.st);             \
   for (int nb = 0; nb < 4; ++nb)                                                                \
     for (int i = 0; i < 4; ++i) {                                                               \
       const i64 row = r0 + g + 8 * (i >> 1), key = j0 + nb * 8 + 2 * t + (i & 1);              \
@@ -904,14 +920,15 @@ ST_FN void st_flash_mma_bwd_q(i64 bh, i64 tq, i64 tk, int causal, float scale, S
           const float p = s[nb][i] == ST_NEG_INF ? 0.0f : st_exp(s[nb][i] - m[h]) / l[h];
           s[nb][i] = p * (dp[nb][i] - inner[h]) * scale;
         }
-      st_times_rows<D>(acc, s, st_in_plus(kb, j0 * D), tk - j0);
+      st_times_rows<D>(acc, s, st_in_plus(kb, j0 * rk.st), tk - j0, rk.st);
     }
 #undef ST_MMA_SCORES
     for (int nd = 0; nd < D / 8; ++nd)
       for (int i = 0; i < 4; ++i) {
         const int row = g + 8 * (i >> 1);
         if (row < rows)
-          st_store_out(dq, (b * tq + r0 + row) * D + nd * 8 + 2 * t + (i & 1), acc[nd][i], halves);
+          st_store_out(dq, st_row0(rq, heads, b) + (r0 + row) * rq.st + nd * 8 + 2 * t + (i & 1),
+                       acc[nd][i], halves);
       }
     if (t == 0)
       for (int h = 0; h < 2; ++h)
@@ -927,15 +944,16 @@ ST_FN void st_flash_mma_bwd_q(i64 bh, i64 tq, i64 tk, int causal, float scale, S
 /* dK and dV by key tiles: for the queries that see them, P^T and dS^T
  * from the query rows' stats, dV = P^T g and dK = dS^T Q. */
 template <int D>
-ST_FN void st_flash_mma_bwd_kv(i64 bh, i64 tq, i64 tk, int causal, float scale, StIn q, StIn k,
-                               StIn v, StIn g_, const float *stats, void *dk, void *dv,
-                               int halves) {
+ST_FN void st_flash_mma_bwd_kv(i64 bh, i64 tq, i64 tk, int causal, float scale, i64 heads,
+                               StRows rq, StRows rk, StRows ro, StIn q, StIn k, StIn v, StIn g_,
+                               const float *stats, void *dk, void *dv, int halves) {
   const int lane = (int)(threadIdx.x & 31u), g = lane >> 2, t = lane & 3;
   const i64 tiles = (tk + 15) / 16;
   ST_WARP_TILES(w, bh * tiles) {
     const i64 b = w / tiles, c0 = (w % tiles) * 16, keys = st_min64(16, tk - c0);
-    const StIn kt = st_in_plus(k, (b * tk + c0) * D), vt = st_in_plus(v, (b * tk + c0) * D);
-    const StIn qb = st_in_plus(q, b * tq * D), gb = st_in_plus(g_, b * tq * D);
+    const i64 k0 = st_row0(rk, heads, b) + c0 * rk.st;
+    const StIn kt = st_in_plus(k, k0), vt = st_in_plus(v, k0);
+    const StIn qb = st_in_plus(q, st_row0(rq, heads, b)), gb = st_in_plus(g_, st_row0(ro, heads, b));
     const float *sb = stats + 3 * b * tq;
     float ak[D / 8][4], av[D / 8][4];
     for (int nd = 0; nd < D / 8; ++nd)
@@ -943,8 +961,8 @@ ST_FN void st_flash_mma_bwd_kv(i64 bh, i64 tq, i64 tk, int causal, float scale, 
         ak[nd][i] = av[nd][i] = 0.0f;
     for (i64 i0 = causal ? c0 : 0; i0 < tq; i0 += 32) {
       float s[4][4], dp[4][4];
-      st_scores32<D>(s, kt, keys, st_in_plus(qb, i0 * D), tq - i0);
-      st_scores32<D>(dp, vt, keys, st_in_plus(gb, i0 * D), tq - i0);
+      st_scores32<D>(s, kt, keys, rk.st, st_in_plus(qb, i0 * rq.st), tq - i0, rq.st);
+      st_scores32<D>(dp, vt, keys, rk.st, st_in_plus(gb, i0 * ro.st), tq - i0, ro.st);
       for (int nb = 0; nb < 4; ++nb)
         for (int i = 0; i < 4; ++i) {
           const i64 key = c0 + g + 8 * (i >> 1), query = i0 + nb * 8 + 2 * t + (i & 1);
@@ -954,14 +972,14 @@ ST_FN void st_flash_mma_bwd_kv(i64 bh, i64 tq, i64 tk, int causal, float scale, 
           s[nb][i] = p;
           dp[nb][i] = ok ? p * (dp[nb][i] - st[2]) * scale : 0.0f;
         }
-      st_times_rows<D>(av, s, st_in_plus(gb, i0 * D), tq - i0);
-      st_times_rows<D>(ak, dp, st_in_plus(qb, i0 * D), tq - i0);
+      st_times_rows<D>(av, s, st_in_plus(gb, i0 * ro.st), tq - i0, ro.st);
+      st_times_rows<D>(ak, dp, st_in_plus(qb, i0 * rq.st), tq - i0, rq.st);
     }
     for (int nd = 0; nd < D / 8; ++nd)
       for (int i = 0; i < 4; ++i) {
         const int row = g + 8 * (i >> 1);
         if (row < keys) {
-          const i64 at = (b * tk + c0 + row) * D + nd * 8 + 2 * t + (i & 1);
+          const i64 at = k0 + row * rk.st + nd * 8 + 2 * t + (i & 1);
           st_store_out(dk, at, ak[nd][i], halves);
           st_store_out(dv, at, av[nd][i], halves);
         }
@@ -971,29 +989,53 @@ ST_FN void st_flash_mma_bwd_kv(i64 bh, i64 tq, i64 tk, int causal, float scale, 
 
 /* q, k, v, g: floats or two-byte bf16 (kernel-bf16-storage), as `halves`
  * says: bit 0 q, bit 1 k, bit 2 v, bit 3 g; the results (o, or dq, dk, dv)
- * f32, rounded to bf16 (bit 4) or in two bytes (bit 5): st_store_out. */
+ * f32, rounded to bf16 (bit 4) or in two bytes (bit 5): st_store_out.
+ * Rows as StRows say: rq of q and dq, rk of k, v, dk and dv, ro of o and g. */
 #define ST_FLASH_MMA_FOR(D)                                                                      \
-  extern "C" __global__ void st_flash_mma_fwd_d##D(i64 bh, i64 tq, i64 tk, int causal,           \
-                                                   float scale, const void *q, const void *k,    \
-                                                   const void *v, int halves, void *o) {         \
-    st_flash_mma_fwd<D>(bh, tq, tk, causal, scale, StIn{q, halves & 1}, StIn{k, halves & 2},    \
-                        StIn{v, halves & 4}, o, halves);                                         \
+  extern "C" __global__ void st_flash_mma_fwd_d##D(                                              \
+      i64 bh, i64 tq, i64 tk, int causal, float scale, i64 heads, StRows rq, StRows rk,          \
+      StRows ro, const void *q, const void *k, const void *v, int halves, void *o) {             \
+    st_flash_mma_fwd<D>(bh, tq, tk, causal, scale, heads, rq, rk, ro, StIn{q, halves & 1},      \
+                        StIn{k, halves & 2}, StIn{v, halves & 4}, o, halves);                    \
   }                                                                                              \
   extern "C" __global__ void st_flash_mma_bwd_q_d##D(                                            \
-      i64 bh, i64 tq, i64 tk, int causal, float scale, const void *q, const void *k,             \
-      const void *v, const void *g, int halves, void *dq, float *stats) {                        \
-    st_flash_mma_bwd_q<D>(bh, tq, tk, causal, scale, StIn{q, halves & 1}, StIn{k, halves & 2},  \
-                          StIn{v, halves & 4}, StIn{g, halves & 8}, dq, halves, stats);          \
+      i64 bh, i64 tq, i64 tk, int causal, float scale, i64 heads, StRows rq, StRows rk,          \
+      StRows ro, const void *q, const void *k, const void *v, const void *g, int halves,         \
+      void *dq, float *stats) {                                                                  \
+    st_flash_mma_bwd_q<D>(bh, tq, tk, causal, scale, heads, rq, rk, ro, StIn{q, halves & 1},    \
+                          StIn{k, halves & 2}, StIn{v, halves & 4}, StIn{g, halves & 8}, dq,     \
+                          halves, stats);                                                        \
   }                                                                                              \
   extern "C" __global__ void st_flash_mma_bwd_kv_d##D(                                           \
-      i64 bh, i64 tq, i64 tk, int causal, float scale, const void *q, const void *k,             \
-      const void *v, const void *g, int halves, const float *stats, void *dk, void *dv) {        \
-    st_flash_mma_bwd_kv<D>(bh, tq, tk, causal, scale, StIn{q, halves & 1}, StIn{k, halves & 2}, \
-                           StIn{v, halves & 4}, StIn{g, halves & 8}, stats, dk, dv, halves);     \
+      i64 bh, i64 tq, i64 tk, int causal, float scale, i64 heads, StRows rq, StRows rk,          \
+      StRows ro, const void *q, const void *k, const void *v, const void *g, int halves,         \
+      const float *stats, void *dk, void *dv) {                                                  \
+    st_flash_mma_bwd_kv<D>(bh, tq, tk, causal, scale, heads, rq, rk, ro, StIn{q, halves & 1},   \
+                           StIn{k, halves & 2}, StIn{v, halves & 4}, StIn{g, halves & 8}, stats, \
+                           dk, dv, halves);                                                      \
   }
 ST_FLASH_MMA_FOR(16)
 ST_FLASH_MMA_FOR(32)
 ST_FLASH_MMA_FOR(64)
+
+/* The packed heads (kernel-attention-layout) for the kernels that read
+ * [BH, T, D] floats: dst[bh, t, :] = the row at StRows r of src (floats,
+ * or two-byte bf16 where half), widened; and the result put back, rounded
+ * or in two bytes as `halves` says (st_store_out). */
+extern "C" __global__ void st_heads_gather(i64 bh, i64 t, i64 d, i64 heads, StRows r,
+                                           const void *src, int half, float *dst) {
+  ST_LOOP(e, bh * t * d) {
+    const i64 b = e / (t * d), i = (e / d) % t;
+    dst[e] = st_in(StIn{src, half}, st_row0(r, heads, b) + i * r.st + e % d);
+  }
+}
+extern "C" __global__ void st_heads_scatter(i64 bh, i64 t, i64 d, i64 heads, StRows r,
+                                            const float *src, void *dst, int halves) {
+  ST_LOOP(e, bh * t * d) {
+    const i64 b = e / (t * d), i = (e / d) % t;
+    st_store_out(dst, st_row0(r, heads, b) + i * r.st + e % d, src[e], halves);
+  }
+}
 
 /* y[r, :] = table[ids[r], :] (ids checked on the host). */
 extern "C" __global__ void st_embedding(i64 rows, i64 d, const float *table, const float *ids,

@@ -8,6 +8,9 @@
 #include <set>
 
 using namespace stretto;
+using ops::AttentionDims;
+using ops::attentionDimsOf;
+using ops::packedAttention;
 
 namespace {
 
@@ -60,8 +63,8 @@ struct Costing {
   /// products (--precision bf16 on an f32 plan).
   enum class AttentionPath { TensorCores, CudaCores, Gemms };
   AttentionPath attentionPath(const Node &n, const std::vector<Node> &list) const {
-    const Shape &q = list[n.operands[0]].shape, &v = list[n.operands[2]].shape;
-    const int64_t dq = q.back(), dv = v.back();
+    const AttentionDims a = attentionDimsOf(n, list);
+    const int64_t dq = a.d, dv = a.dv;
     if ((precision == CostPrecision::BF16 && !bf16Plan) || dq != dv)
       return AttentionPath::Gemms;
     if (dq == 16 || dq == 32 || dq == 64)
@@ -144,15 +147,24 @@ struct Costing {
       return gemmCost(list, n, std::move(c));
     case OpKind::Attention:
     case OpKind::AttentionGrad: {
-      const Shape &q = in(0); // [B, H, T, D]
-      double b = static_cast<double>(numelOf(Shape(q.begin(), q.end() - 2)));
-      double t = static_cast<double>(q[q.size() - 2]), dd = static_cast<double>(q.back());
+      const AttentionDims a = attentionDimsOf(n, list); // [B H, T, D] blocks
+      double b = static_cast<double>(a.batch);
+      double t = static_cast<double>(a.tq), dd = static_cast<double>(a.d);
       double fwd = 4.0 * b * t * t * dd * (n.flag ? 0.5 : 1.0);
       // The backward's five T x T products against the forward's two.
       c.flops = n.kind == OpKind::Attention ? fwd : 2.5 * fwd;
       c.category = "attention";
-      c.what = std::string(opKindName(n.kind)) + " " + shapeText(q);
+      c.what = std::string(opKindName(n.kind)) + " " + shapeText(in(0));
       const AttentionPath path = attentionPath(n, list);
+      c.launches = 0;
+      if (packedAttention(n) && path != AttentionPath::TensorCores) {
+        // (kernel-attention-layout's packed heads: the other paths gather
+        // them into blocks first and put the result back, in f32)
+        const double moved = 4.0 * (numelOf(in(0)) + (n.operands.size() > 1 ? numelOf(in(1)) : 0) +
+                                     numelOf(n.shape));
+        c.bytes += 2 * moved;
+        c.launches += static_cast<int64_t>(n.operands.size()) + 1;
+      }
       if (path == AttentionPath::TensorCores) { // st_flash_mma_*
         c.seconds = std::max(mmaWork(c.flops, n.kind == OpKind::Attention) /
                                  (d.bf16Flops * d.mmaAttentionEfficiency),
@@ -164,7 +176,7 @@ struct Costing {
       if (path == AttentionPath::CudaCores) {
         // The CUDA runtime's fused kernels (st_flash_*): f32 on CUDA cores.
         c.seconds = std::max(c.flops / (d.f32Flops * d.attentionEfficiency), memoryTime(c.bytes));
-        c.launches = n.kind == OpKind::Attention ? 1 : 2;
+        c.launches += n.kind == OpKind::Attention ? 1 : 2;
         c.what += " (fused, CUDA cores)";
         return c;
       }
@@ -172,10 +184,10 @@ struct Costing {
       // with --precision bf16 on an f32 plan), the T x T scores through
       // memory in f32: written, read and written by the softmax, read by
       // the second product (4 passes); the backward's 9.
-      const double tk = static_cast<double>(in(1)[in(1).size() - 2]);
+      const double tk = static_cast<double>(a.tk);
       const double scores = 4.0 * b * t * tk * (n.kind == OpKind::Attention ? 4 : 9);
       c.bytes += scores;
-      c.launches = n.kind == OpKind::Attention ? 3 : 6;
+      c.launches += n.kind == OpKind::Attention ? 3 : 6;
       c.seconds = c.flops / (peak() * d.gemmEfficiency) + memoryTime(c.bytes);
       c.what += " (GEMMs, scores in memory)";
       return c;

@@ -329,9 +329,26 @@ void checkNormGrad(const NodeCheck &nc) {
   nc.needShape(Shape{rows + (nc.n.flag ? 2 : 1), d}, "norm_grad");
 }
 
+// kernel-attention-layout's packed qkv [B, T, 3, H, D] (operand 0), and
+// the [B, T, H, D] of its rows.
+Shape checkPackedQkv(const NodeCheck &nc) {
+  const Shape &qkv = nc.opShape(0);
+  if (qkv.size() != 5 || qkv[2] != 3)
+    nc.fail("packed qkv " + shapeToString(qkv) + " must be [B, T, 3, H, D]");
+  if (qkv[1] == 0 || qkv[4] == 0)
+    nc.fail("qkv " + shapeToString(qkv) + ": attention needs at least one query, key and feature");
+  return Shape{qkv[0], qkv[1], qkv[3], qkv[4]};
+}
+
 void checkAttention(const NodeCheck &nc) {
-  const Shape &q = nc.opShape(0), &k = nc.opShape(1), &v = nc.opShape(2);
   nc.needFloats(1);
+  if (nc.have == 1) {
+    nc.needShape(checkPackedQkv(nc), "attention");
+    return;
+  }
+  if (nc.have != 3)
+    nc.fail("expects 3 operands (q, k, v) or 1 (a packed qkv), has " + std::to_string(nc.have));
+  const Shape &q = nc.opShape(0), &k = nc.opShape(1), &v = nc.opShape(2);
   if (q.size() < 2 || k.size() != q.size() || v.size() != q.size() ||
       !std::equal(q.begin(), q.end() - 2, k.begin()) ||
       !std::equal(q.begin(), q.end() - 2, v.begin()) || q.back() != k.back() ||
@@ -349,8 +366,19 @@ void checkAttention(const NodeCheck &nc) {
 }
 
 void checkAttentionGrad(const NodeCheck &nc) {
-  const Shape &q = nc.opShape(0);
   nc.needFloats(1);
+  if (nc.have == 2) {
+    const Shape rows = checkPackedQkv(nc);
+    if (nc.opShape(1) != rows)
+      nc.fail("grad " + shapeToString(nc.opShape(1)) + " must be " + shapeToString(rows) +
+              " ([B, T, H, D] of qkv " + shapeToString(nc.opShape(0)) + ")");
+    nc.needShape(nc.opShape(0), "attention_grad");
+    return;
+  }
+  if (nc.have != 4)
+    nc.fail("expects 4 operands (q, k, v, grad) or 2 (a packed qkv, grad), has " +
+            std::to_string(nc.have));
+  const Shape &q = nc.opShape(0);
   for (int k = 1; k < 4; ++k)
     if (nc.opShape(k) != q)
       nc.fail("q " + shapeToString(q) + ", k " + shapeToString(nc.opShape(1)) + ", v " +

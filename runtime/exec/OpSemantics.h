@@ -226,6 +226,59 @@ inline AttentionDims attentionDims(const Shape &q, const Shape &k, const Shape &
                        k[k.size() - 2], q.back(), v.back()};
 }
 
+// An attention (or its gradient) in kernel-attention-layout's packed form:
+// one operand qkv [B, T, 3, H, D] (the gradient: and g [B, T, H, D])
+// instead of q, k, v [B, H, T, D] (and g); the result [B, T, H, D] (the
+// gradient's: dq, dk, dv as the parts of [B, T, 3, H, D]).
+inline bool packedAttention(const Node &n) {
+  return n.operands.size() == (n.kind == OpKind::Attention ? 1u : 2u);
+}
+// A packed qkv's problem: B H blocks of T queries and keys of D features.
+inline AttentionDims packedAttentionDims(const Shape &qkv) {
+  return AttentionDims{qkv[0] * qkv[3], qkv[1], qkv[1], qkv[4], qkv[4]};
+}
+
+// An Attention or AttentionGrad node's problem, packed or not.
+inline AttentionDims attentionDimsOf(const Node &n, const std::vector<Node> &nodes) {
+  if (packedAttention(n))
+    return packedAttentionDims(nodes[n.operands[0]].shape);
+  return attentionDims(nodes[n.operands[0]].shape, nodes[n.operands[1]].shape,
+                       nodes[n.operands[2]].shape);
+}
+
+// Where block bh's rows of a [.., T, D] operand lie: element (bh, t, d) at
+// (bh / heads) sb + (bh % heads) sh + t st + d (plus the part's offset).
+// Dense [BH, T, D]: heads 1, sb = T D, st = D. Part p of P of a packed
+// [B, T, P, H, D]: heads H, sb = T P H D, sh = D, st = P H D, offset
+// p H D. RuntimeOps.cu's StRows is the same three strides.
+struct HeadRows {
+  int64_t heads = 1, sb = 0, sh = 0, st = 0, offset = 0;
+  int64_t at(int64_t bh, int64_t t) const {
+    return offset + (bh / heads) * sb + (bh % heads) * sh + t * st;
+  }
+};
+inline HeadRows denseHeadRows(int64_t t, int64_t d) { return HeadRows{1, t * d, 0, d, 0}; }
+// Part `part` of `parts` of [B, T, parts, H, D] (`shape`'s B, T, H, D: the
+// packed qkv's, or a [B, T, H, D]'s with parts 1).
+inline HeadRows packedHeadRows(int64_t b, int64_t t, int64_t h, int64_t d, int64_t parts,
+                               int64_t part) {
+  (void)b;
+  return HeadRows{h, t * parts * h * d, d, parts * h * d, part * h * d};
+}
+// dst [BH, T, D] = src's rows `r`; and back.
+template <typename T>
+void gatherHeads(const T *src, const HeadRows &r, int64_t bh, int64_t t, int64_t d, T *dst) {
+  for (int64_t b = 0; b < bh; ++b)
+    for (int64_t i = 0; i < t; ++i)
+      std::copy(src + r.at(b, i), src + r.at(b, i) + d, dst + (b * t + i) * d);
+}
+template <typename T>
+void scatterHeads(const T *src, const HeadRows &r, int64_t bh, int64_t t, int64_t d, T *dst) {
+  for (int64_t b = 0; b < bh; ++b)
+    for (int64_t i = 0; i < t; ++i)
+      std::copy(src + (b * t + i) * d, src + (b * t + i + 1) * d, dst + r.at(b, i));
+}
+
 // A Gemm node's problem: `batch` products op(a) [m, k] x op(b) [k, n]; b is
 // shared by the batch unless `rhsBatched`.
 struct GemmDims {

@@ -352,8 +352,12 @@ public:
 private:
   std::map<std::string, PlanExecutor::KernelFn> kernels;
   std::vector<float> rounded; // bf16 GEMM operands
-  void attentionF32(NodeCall &nc);     // opAttention before any rounding of its result
-  void attentionGradF32(NodeCall &nc); // likewise
+  // opAttention before any rounding of its result, of [B.., T, D] operands
+  void attentionF32(NodeCall &nc, const AttentionDims &a, const float *q, const float *k,
+                    const float *v, float *out);
+  void attentionGradF32(NodeCall &nc, const AttentionDims &a, const float *q, const float *k,
+                        const float *v, const float *g, float *out); // likewise
+  void packedAttentionF32(NodeCall &nc); // either, of a packed qkv
 
   // bf16 GEMMs: each operand is replaced by a copy rounded to bf16 (round
   // to nearest even); BLAS then sums the exact products in f32, which is
@@ -469,15 +473,12 @@ StepResult PlanExecutor::Impl::runRange(const PhasePlan &p, size_t begin, size_t
       } else if (pn.kind == OpKind::Gemm) {
         GemmDims g = gemmDims(pn, nodes[pn.operands[0]].shape, nodes[pn.operands[1]].shape);
         k.flops += 2.0 * g.batch * g.m * g.n * g.k;
-      } else if (pn.kind == OpKind::Attention) {
-        AttentionDims a = attentionDims(nodes[pn.operands[0]].shape, nodes[pn.operands[1]].shape,
-                                        nodes[pn.operands[2]].shape);
-        k.flops += attentionFlops(double(a.batch), double(a.tq), double(a.tk), double(a.d),
-                                  double(a.dv));
       } else {
-        const Shape &qs = nodes[pn.operands[0]].shape;
-        const double t = double(qs[qs.size() - 2]), d = double(qs.back());
-        k.flops += attentionGradFlops(double(numElements(qs)) / std::max(t * d, 1.0), t, d);
+        const AttentionDims a = attentionDimsOf(pn, nodes);
+        k.flops += pn.kind == OpKind::Attention
+                       ? attentionFlops(double(a.batch), double(a.tq), double(a.tk), double(a.d),
+                                        double(a.dv))
+                       : attentionGradFlops(double(a.batch), double(a.tq), double(a.d));
       }
     }
   }
@@ -793,25 +794,60 @@ void roundStoredBf16(NodeCall &nc) {
 }
 
 void HostDevice::opAttention(NodeCall &nc) {
-  attentionF32(nc);
+  if (packedAttention(nc.n))
+    packedAttentionF32(nc);
+  else
+    attentionF32(nc, attentionDims(nc.inShape(0), nc.inShape(1), nc.inShape(2)), nc.in(0),
+                 nc.in(1), nc.in(2), nc.out);
   roundStoredBf16(nc);
 }
 
 void HostDevice::opAttentionGrad(NodeCall &nc) {
-  attentionGradF32(nc);
+  if (packedAttention(nc.n))
+    packedAttentionF32(nc);
+  else
+    attentionGradF32(nc, attentionDims(nc.inShape(0), nc.inShape(1), nc.inShape(2)), nc.in(0),
+                     nc.in(1), nc.in(2), nc.in(3), nc.out);
   roundStoredBf16(nc);
 }
 
-void HostDevice::attentionF32(NodeCall &nc) {
+// A packed attention (kernel-attention-layout) on the host: the heads
+// gathered into [B H, T, D] blocks (the copies the transposes made before),
+// the blocks' attention, the result put back in the packed layout.
+void HostDevice::packedAttentionF32(NodeCall &nc) {
+  const Shape &x = nc.inShape(0);
+  const AttentionDims a = packedAttentionDims(x);
+  const int64_t n = a.batch * a.tq * a.d;
+  const bool grad = nc.n.kind == OpKind::AttentionGrad;
+  thread_local std::vector<float> heads, result;
+  heads.resize((grad ? 4 : 3) * n);
+  result.resize((grad ? 3 : 1) * n);
+  for (int64_t part = 0; part < 3; ++part)
+    gatherHeads(nc.in(0), packedHeadRows(x[0], x[1], x[3], x[4], 3, part), a.batch, a.tq, a.d,
+                heads.data() + part * n);
+  const float *q = heads.data(), *k = q + n, *v = k + n;
+  if (!grad) {
+    attentionF32(nc, a, q, k, v, result.data());
+    scatterHeads(result.data(), packedHeadRows(x[0], x[1], x[3], x[4], 1, 0), a.batch, a.tq, a.d,
+                 nc.out);
+    return;
+  }
+  gatherHeads(nc.in(1), packedHeadRows(x[0], x[1], x[3], x[4], 1, 0), a.batch, a.tq, a.d,
+              heads.data() + 3 * n);
+  attentionGradF32(nc, a, q, k, v, heads.data() + 3 * n, result.data());
+  for (int64_t part = 0; part < 3; ++part)
+    scatterHeads(result.data() + part * n, packedHeadRows(x[0], x[1], x[3], x[4], 3, part),
+                 a.batch, a.tq, a.d, nc.out);
+}
+
+void HostDevice::attentionF32(NodeCall &nc, const AttentionDims &a, const float *q,
+                              const float *k, const float *v, float *out) {
   // Per batch block: S = scale Q K^T (BLAS), masked softmax over rows,
   // O = P V (BLAS); S for all blocks lives in the scratch buffer.
-  AttentionDims a = attentionDims(nc.inShape(0), nc.inShape(1), nc.inShape(2));
   const int64_t batch = a.batch, tq = a.tq, tk = a.tk, d = a.d, dv = a.dv;
   float scale = static_cast<float>(nc.n.floats[0]);
-  const float *q = nc.in(0), *k = nc.in(1), *v = nc.in(2);
   if (nc.bf16Inside)
-    roundOperands({&q, &k, &v}, {numElements(nc.inShape(0)), numElements(nc.inShape(1)),
-                                 numElements(nc.inShape(2))});
+    roundOperands({&q, &k, &v}, {batch * tq * d, batch * tk * d, batch * tk * dv});
   float *S = nc.rt.scratchFloats(batch * tq * tk);
   const std::vector<QueryBlock> blocks = queryBlocks(tq, tk, nc.n.flag);
   // One (batch, head) block per thread; the GEMM library runs
@@ -834,26 +870,23 @@ void HostDevice::attentionF32(NodeCall &nc) {
           for (int64_t j = 0; j < qk.kn; ++j)
             Sr[r * tk + j] = roundToBF16(Sr[r * tk + j]);
       sgemm(false, false, rn, static_cast<int>(dv), kn, 1.0f, Sr, static_cast<int>(tk), vb,
-            static_cast<int>(dv), 0.0f, nc.out + (b * tq + qk.r0) * dv, static_cast<int>(dv));
+            static_cast<int>(dv), 0.0f, out + (b * tq + qk.r0) * dv, static_cast<int>(dv));
     }
   }
 }
 
-void HostDevice::attentionGradF32(NodeCall &nc) {
+void HostDevice::attentionGradF32(NodeCall &nc, const AttentionDims &a, const float *q,
+                                  const float *k, const float *v, const float *g, float *out) {
   // attention's backward, fused per (batch, head) block: P (recomputed)
   // and dP, then dS in dP's place, live only in the block's scratch (two
   // T x T matrices per thread), never as [B, H, T, T] tensors.
   //   S = scale Q Kᵀ -> P = softmax rows;  dP = G Vᵀ
   //   dS = P (dP - rowsum(P dP)) scale (0 past the causal diagonal)
   //   dV = Pᵀ G, dQ = dS K, dK = dSᵀ Q
-  const Shape &qs = nc.inShape(0);
-  const int64_t t = qs[qs.size() - 2], d = qs.back();
-  const int64_t batch = numElements(Shape(qs.begin(), qs.end() - 2));
-  const int64_t elems = numElements(qs);
+  const int64_t t = a.tq, d = a.d, batch = a.batch, elems = batch * t * d;
   if (elems == 0)
     return; // an empty batch (no queries or features: refused by validation)
   const float scale = static_cast<float>(nc.n.floats[0]);
-  const float *q = nc.in(0), *k = nc.in(1), *v = nc.in(2), *g = nc.in(3);
   if (nc.bf16Inside)
     roundOperands({&q, &k, &v, &g}, {elems, elems, elems, elems});
   const int threads = omp_get_max_threads();
@@ -891,9 +924,9 @@ void HostDevice::attentionGradF32(NodeCall &nc) {
       const float beta = i + 1 == blocks.size() ? 0.0f : 1.0f;
       const float *Pr = P + qk.r0 * t, *dSr = dS + qk.r0 * t;
       sgemm(true, false, kn, di, rn, 1.0f, Pr, ti, g + o + qk.r0 * d, di, beta,
-            nc.out + 2 * elems + o, di);
-      sgemm(false, false, rn, di, kn, 1.0f, dSr, ti, k + o, di, 0.0f, nc.out + o + qk.r0 * d, di);
-      sgemm(true, false, kn, di, rn, 1.0f, dSr, ti, q + o + qk.r0 * d, di, beta, nc.out + elems + o,
+            out + 2 * elems + o, di);
+      sgemm(false, false, rn, di, kn, 1.0f, dSr, ti, k + o, di, 0.0f, out + o + qk.r0 * d, di);
+      sgemm(true, false, kn, di, rn, 1.0f, dSr, ti, q + o + qk.r0 * d, di, beta, out + elems + o,
             di);
     }
   }

@@ -28,6 +28,7 @@
 #include "stretto/Transforms/Pipelines.h"
 #include "stretto/Runtime/Device.h"
 #include "GpuEmulator.h"
+#include "exec/OpSemantics.h"
 #include "stretto/Frontend/Import.h"
 #include "stretto/Kernel/Compile.h"
 #include "stretto/Runtime/PlanExecutor.h"
@@ -113,7 +114,8 @@ struct Compiled {
   std::string cudaSource, cppSource;
 };
 
-Compiled compile(const std::string &toml, bool kernels, HostKernelCache &cache) {
+Compiled compile(const std::string &toml, bool kernels, HostKernelCache &cache,
+                 const KernelPipelineOptions &options = {}) {
   mlir::MLIRContext ctx;
   std::string error;
   auto module = importConfigString(ctx, toml, "test.toml", {}, error);
@@ -122,7 +124,7 @@ Compiled compile(const std::string &toml, bool kernels, HostKernelCache &cache) 
   buildTrainingPipeline(pm, TrainingPipelineOptions::fromTrainer(
                                 *module->getOps<train::ModelOp>().begin()));
   if (kernels)
-    buildKernelPipeline(pm);
+    buildKernelPipeline(pm, options);
   EXPECT_TRUE(mlir::succeeded(pm.run(*module)));
   auto model = *module->getOps<train::ModelOp>().begin();
   Compiled c;
@@ -911,6 +913,98 @@ TEST(CompiledPath, TensorCoreAttentionReadsBf16InTwoBytes) {
   EXPECT_GE(emulatedGpuLaunchesOf("st_flash_mma_") - before, 2 * 2 * 3) << "not on tensor cores";
   for (const StateDecl &s : ec.c.graph.states)
     EXPECT_EQ(four->getState(s.name).data, two->getState(s.name).data) << s.name;
+}
+
+// kernel-attention-layout: the attention reads q, k and v where the fused
+// QKV GEMM wrote them and writes its result (and the backward dq, dk, dv)
+// where the next GEMM reads them, so the plan has no head transposes. Each
+// GPT trains bit for bit as with the transposes (the layout pass off), in
+// f32 and with bf16 storage, on the reference executor, the CPU runtime
+// and the emulated GPU: with 8-wide heads through the gather and scatter
+// around the CUDA-core kernels, with 16-wide heads on the tensor-core
+// kernels reading and writing in place (launch counts say which ran).
+TEST_P(CompiledPath, AttentionInPlaceTrainsAsWithHeadTransposes) {
+  const std::string base = GetParam();
+  if (base.find("kind = \"mlp\"") != std::string::npos)
+    GTEST_SKIP() << "an MLP has no attention";
+  HostKernelCache cache((std::filesystem::temp_directory_path() /
+                         ("stretto-kcache-layout-" + std::to_string(::getpid())))
+                            .string());
+  emulateTensorCores(true);
+  struct Off {
+    ~Off() { emulateTensorCores(false); }
+  } off;
+  for (bool wide : {false, true})
+    for (bool bf16 : {false, true}) {
+      std::string toml = bf16 ? withBf16Storage(base) : base;
+      if (wide) // (heads of 16: the tensor-core kernels)
+        toml.replace(toml.find("d_model = 16"), 12, "d_model = 32");
+      SCOPED_TRACE(std::string(wide ? "16-wide heads" : "8-wide heads") +
+                   (bf16 ? ", bf16 storage" : ", f32"));
+      Compiled packed = compile(toml, true, cache), heads = compile(toml, true, cache, {false});
+      auto count = [](const Graph &g, auto pred) {
+        int n = 0;
+        for (const std::vector<Node> *ph : {&g.nodes, &g.update})
+          for (const Node &node : *ph)
+            n += pred(node);
+        return n;
+      };
+      auto headTranspose = [](const Node &n) {
+        return n.kind == OpKind::Transpose && n.shape.size() >= 4;
+      };
+      const int attentions = count(packed.graph, [](const Node &n) {
+        return n.kind == OpKind::Attention || n.kind == OpKind::AttentionGrad;
+      });
+      ASSERT_GT(attentions, 0);
+      EXPECT_EQ(count(packed.graph,
+                      [](const Node &n) {
+                        return (n.kind == OpKind::Attention || n.kind == OpKind::AttentionGrad) &&
+                               ops::packedAttention(n);
+                      }),
+                attentions)
+          << "an attention still reads transposed heads";
+      EXPECT_EQ(count(packed.graph, headTranspose), 0);
+      EXPECT_EQ(count(heads.graph, headTranspose), 2 * attentions);
+      DataConfig dc;
+      dc.format = "text";
+      dc.path = STRETTO_SOURCE_DIR "/data/kjv.txt";
+      auto data = makeDataSource(packed.graph, dc, 128);
+      const int64_t micro = toml.find("micro_batches = 2") != std::string::npos ? 2 : 1;
+      const GemmPrecision gp = bf16 ? GemmPrecision::BF16Operands : GemmPrecision::F32;
+      const char *names[] = {"reference", "CPU runtime", "emulated GPU"};
+      for (int way = 0; way < 3; ++way) {
+        SCOPED_TRACE(names[way]);
+        auto make = [&](Compiled &c) -> std::unique_ptr<Executor> {
+          if (way == 0) {
+            auto r = std::make_unique<RefExecutor>(c.graph, Precision::F32);
+            r->setKernels(c.kernels);
+            return r;
+          }
+          if (way == 1)
+            return std::make_unique<PlanExecutor>(c.graph, c.kernels, gp);
+          return emulatedGpuExecutor(c.graph, c.kernels, gp, c.cudaSource, true);
+        };
+        std::unique_ptr<Executor> a = make(packed), b = make(heads);
+        a->initialize(7);
+        b->initialize(7);
+        const long long mma = emulatedGpuLaunchesOf("st_flash_mma_"),
+                        gathers = emulatedGpuLaunchesOf("st_heads_gather");
+        for (int step = 0; step < 3; ++step) {
+          for (int64_t k = 0; k < micro; ++k) {
+            auto batch = data->batch(Split::Train, uint64_t(step), k);
+            EXPECT_EQ(a->microStep(batch).outputs, b->microStep(batch).outputs) << "step " << step;
+          }
+          a->update();
+          b->update();
+        }
+        for (const StateDecl &st : packed.graph.states)
+          EXPECT_EQ(a->getState(st.name).data, b->getState(st.name).data) << st.name;
+        if (way == 2) {
+          EXPECT_EQ(emulatedGpuLaunchesOf("st_flash_mma_") > mma, wide) << "tensor cores";
+          EXPECT_EQ(emulatedGpuLaunchesOf("st_heads_gather") > gathers, !wide) << "gathers";
+        }
+      }
+    }
 }
 
 // kernel-gemm-epilogue moves the models' bias adds into their GEMMs; the

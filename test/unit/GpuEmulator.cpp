@@ -560,6 +560,8 @@ std::map<std::string, EmuKernel> runtimeOps(bool blockReductions) {
   EMU_FLASH_MMA(32)
   EMU_FLASH_MMA(64)
 #undef EMU_FLASH_MMA
+  add("st_heads_gather", adapt(st_heads_gather));
+  add("st_heads_scatter", adapt(st_heads_scatter));
   add("st_embedding", adapt(st_embedding));
   add("st_scatter_rows", adapt(st_scatter_rows));
   add("st_one_hot", adapt(st_one_hot));

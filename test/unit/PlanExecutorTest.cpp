@@ -1030,16 +1030,23 @@ TEST(PlanExecutor, CudaHalfWarpRowsOnTheEmulatedGpu) {
 // dK and dV, against f64. `tensorCores`: st_flash_mma_* (warp tiles) instead
 // of st_flash_*; `bf16Inputs`: q, k, v and g rounded to bf16 first (the
 // tensor-core kernels then skip the split parts, all zero). Outputs start
-// as NaN, so an element no kernel writes fails.
+// as NaN, so an element no kernel writes fails. `packed` (tensor cores
+// only): q, k, v in kernel-attention-layout's [1, T, 3, H, D] with H the
+// case's batch, g and o [1, T, H, D], dq, dk, dv the parts of
+// [1, T, 3, H, D]: the kernels read and write the heads in place (StRows).
 struct AttentionCase {
   int64_t batch, t, d;
   int causal;
 };
+struct TestStRows { // RuntimeOps.cu's StRows
+  int64_t sb, sh, st;
+};
 void checkFusedAttention(GpuBackend &gpu, AttentionCase c, bool tensorCores, bool bf16Inputs,
-                         uint32_t seed) {
+                         uint32_t seed, bool packed = false) {
   SCOPED_TRACE("batch " + std::to_string(c.batch) + ", T " + std::to_string(c.t) + ", D " +
                std::to_string(c.d) + (c.causal ? ", causal" : "") +
-               (tensorCores ? ", tensor cores" : "") + (bf16Inputs ? ", bf16 inputs" : ""));
+               (tensorCores ? ", tensor cores" : "") + (bf16Inputs ? ", bf16 inputs" : "") +
+               (packed ? ", packed" : ""));
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   const int64_t t = c.t, d = c.d, rows = c.batch * t, n = rows * d;
@@ -1102,17 +1109,43 @@ void checkFusedAttention(GpuBackend &gpu, AttentionCase c, bool tensorCores, boo
     return p;
   };
   const std::vector<float> nan(3 * n, std::numeric_limits<float>::quiet_NaN());
-  GpuBackend::Ptr dQ = uploadIn(q), dK = uploadIn(k), dV = uploadIn(v), dG = uploadIn(g);
+  // Element (b, i, e) of part `part` of a [1, T, parts, H = batch, D] tensor.
+  const int64_t hd = c.batch * d;
+  auto packedAt = [&](int64_t parts, int64_t part, int64_t b, int64_t i, int64_t e) {
+    return (i * parts + part) * hd + b * d + e;
+  };
+  auto pack = [&](std::vector<const std::vector<float> *> parts) {
+    std::vector<float> x(parts.size() * n);
+    for (size_t part = 0; part < parts.size(); ++part)
+      for (int64_t b = 0; b < c.batch; ++b)
+        for (int64_t i = 0; i < t; ++i)
+          for (int64_t e = 0; e < d; ++e)
+            x[packedAt(int64_t(parts.size()), int64_t(part), b, i, e)] =
+                (*parts[part])[(b * t + i) * d + e];
+    return x;
+  };
+  GpuBackend::Ptr dQ = uploadIn(packed ? pack({&q, &k, &v}) : q), dK = uploadIn(k),
+                  dV = uploadIn(v), dG = uploadIn(packed ? pack({&g}) : g);
   GpuBackend::Ptr out = upload(std::vector<float>(nan.begin(), nan.begin() + n)),
                   grads = upload(nan), stats = gpu.alloc(3 * rows * 4);
   int64_t rowsArg = tensorCores ? c.batch : rows, tq = t, tk = t;
   int causal = c.causal;
   float sc = scale;
-  const float *qp = reinterpret_cast<const float *>(dQ), *kp = reinterpret_cast<const float *>(dK),
-              *vp = reinterpret_cast<const float *>(dV), *gp = reinterpret_cast<const float *>(dG);
+  // (a packed part starts hd elements after the one before: two bytes or four)
+  auto part = [&](GpuBackend::Ptr base, int64_t p) {
+    return twoBytes ? reinterpret_cast<const float *>(reinterpret_cast<uint16_t *>(base) + p * hd)
+                    : reinterpret_cast<const float *>(base) + p * hd;
+  };
+  const float *qp = reinterpret_cast<const float *>(dQ),
+              *kp = packed ? part(dQ, 1) : reinterpret_cast<const float *>(dK),
+              *vp = packed ? part(dQ, 2) : reinterpret_cast<const float *>(dV),
+              *gp = reinterpret_cast<const float *>(dG);
   float *op = reinterpret_cast<float *>(out), *gr = reinterpret_cast<float *>(grads),
         *st = reinterpret_cast<float *>(stats);
-  float *gk = gr + n, *gv = gr + 2 * n;
+  float *gk = gr + (packed ? hd : n), *gv = gr + 2 * (packed ? hd : n);
+  int64_t heads = packed ? c.batch : 1;
+  TestStRows rq = packed ? TestStRows{t * 3 * hd, d, 3 * hd} : TestStRows{t * d, 0, d};
+  TestStRows ro = packed ? TestStRows{t * hd, d, hd} : TestStRows{t * d, 0, d};
   const float *stc = st;
   const std::string prefix = tensorCores ? "st_flash_mma_" : "st_flash_",
                     suffix = "_d" + std::to_string(d);
@@ -1129,10 +1162,12 @@ void checkFusedAttention(GpuBackend &gpu, AttentionCase c, bool tensorCores, boo
   };
   int halves = twoBytes ? 15 : 0; // (the tensor-core kernels' q, k, v, g bits)
   if (tensorCores) {
-    run("fwd", {&rowsArg, &tq, &tk, &causal, &sc, &qp, &kp, &vp, &halves, &op});
-    run("bwd_q", {&rowsArg, &tq, &tk, &causal, &sc, &qp, &kp, &vp, &gp, &halves, &gr, &st});
-    run("bwd_kv",
-        {&rowsArg, &tq, &tk, &causal, &sc, &qp, &kp, &vp, &gp, &halves, &stc, &gk, &gv});
+    run("fwd", {&rowsArg, &tq, &tk, &causal, &sc, &heads, &rq, &rq, &ro, &qp, &kp, &vp, &halves,
+                &op});
+    run("bwd_q", {&rowsArg, &tq, &tk, &causal, &sc, &heads, &rq, &rq, &ro, &qp, &kp, &vp, &gp,
+                  &halves, &gr, &st});
+    run("bwd_kv", {&rowsArg, &tq, &tk, &causal, &sc, &heads, &rq, &rq, &ro, &qp, &kp, &vp, &gp,
+                   &halves, &stc, &gk, &gv});
   } else {
     run("fwd", {&rowsArg, &tq, &tk, &causal, &sc, &qp, &kp, &vp, &op});
     run("bwd_q", {&rowsArg, &tq, &tk, &causal, &sc, &qp, &kp, &vp, &gp, &gr, &st});
@@ -1141,6 +1176,16 @@ void checkFusedAttention(GpuBackend &gpu, AttentionCase c, bool tensorCores, boo
   std::vector<float> got(n), gotGrads(3 * n);
   gpu.downloadSync(got.data(), out, n * 4);
   gpu.downloadSync(gotGrads.data(), grads, 3 * n * 4);
+  if (packed) { // (back to [batch, T, D] each)
+    const std::vector<float> o1 = got, g3 = gotGrads;
+    for (int64_t b = 0; b < c.batch; ++b)
+      for (int64_t i = 0; i < t; ++i)
+        for (int64_t e = 0; e < d; ++e) {
+          got[(b * t + i) * d + e] = o1[packedAt(1, 0, b, i, e)];
+          for (int64_t p = 0; p < 3; ++p)
+            gotGrads[p * n + (b * t + i) * d + e] = g3[packedAt(3, p, b, i, e)];
+        }
+  }
   // Each tensor within 1e-5 of its largest magnitude (f32 sums of up to
   // 1024 terms in another order than the f64 reference's; the tensor
   // cores' split products leave out terms below 2^-24 of each product).
@@ -1181,6 +1226,11 @@ TEST(PlanExecutor, CudaTensorCoreAttentionOnTheEmulatedGpu) {
                           AttentionCase{1, 37, 16, 1}, AttentionCase{1, 160, 64, 1}})
     checkFusedAttention(*gpu, c, true, false, seed++);
   checkFusedAttention(*gpu, AttentionCase{1, 96, 64, 1}, true, true, seed++);
+  // Heads read and written in place (kernel-attention-layout), in four
+  // bytes and in two.
+  checkFusedAttention(*gpu, AttentionCase{3, 37, 16, 1}, true, false, seed++, true);
+  checkFusedAttention(*gpu, AttentionCase{2, 40, 32, 0}, true, false, seed++, true);
+  checkFusedAttention(*gpu, AttentionCase{2, 70, 64, 1}, true, true, seed++, true);
 }
 
 // A value stored in bf16 in two bytes (a GPU's store_bf16 GEMM result) may

@@ -13,9 +13,17 @@
 
 namespace stretto {
 
-/// The kernel-level passes of the compiled path: GEMMs to kernel.gemm, then
-/// elementwise fusion. Appended after buildTrainingPipeline's passes.
-void buildKernelPipeline(mlir::OpPassManager &pm);
+/// Which of the kernel pipeline's optional passes run.
+struct KernelPipelineOptions {
+  /// kernel-attention-layout: attention reads its heads in place (off: the
+  /// head transposes stay, as tests compare).
+  bool attentionLayout = true;
+};
+
+/// The kernel-level passes of the compiled path: GEMMs to kernel.gemm,
+/// elementwise fusion, bf16 storage, GEMM epilogues, attention's layout.
+/// Appended after buildTrainingPipeline's passes.
+void buildKernelPipeline(mlir::OpPassManager &pm, const KernelPipelineOptions &options = {});
 
 struct CompiledKernels {
   std::map<std::string, RefExecutor::KernelFn> functions;

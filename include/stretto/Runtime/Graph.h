@@ -62,7 +62,11 @@ const char *dtypeName(DType t);
 //    NormGrad:   operands {x, gamma, dy}; floats {eps}; flag=centered
 //                (LayerNorm, else RmsNorm): [R + 2 (RmsNorm: 1), D] stacking
 //                dx as R = numel(x) / D rows, then dgamma (and dbeta)
-//    Attention:  operands {q, k, v} [B, H, T, D]; floats {scale}; flag=causal
+//    Attention:  operands {q, k, v} [B, H, T, D]; floats {scale}; flag=causal;
+//                or {qkv} [B, T, 3, H, D] (kernel-attention-layout: q, k, v
+//                its parts, read in place) -> [B, T, H, D]
+//    AttentionGrad: operands {q, k, v, g} -> [3, B, H, T, D] (dq, dk, dv);
+//                or {qkv, g [B, T, H, D]} -> [B, T, 3, H, D]
 //    Embedding:  operands {table [V, D], ids [...]} -> [..., D]
 //    ScatterRows:operands {ids [...], g [..., D]} -> `shape` [V, D], rows summed
 //    OneHot:     operands {ids [...]} -> [..., C], C = shape.back()

@@ -466,3 +466,65 @@ train.model @m {
   train.yield %l : tensor<f32>
   }
 }
+
+// -----
+
+train.model @attention_not_packed {
+  train.step {
+    %x = train.input "x" : tensor<2x8x2x8xf32>
+    // expected-error @+1 {{'kernel.attention' op qkv must be [B, T, 3, H, D], got 'tensor<2x8x2x8xf32>'}}
+    %o = kernel.attention %x {scale = 0.35 : f64} : tensor<2x8x2x8xf32> -> tensor<2x8x2x8xf32>
+    %s = train.reduce_sum %o [0, 1, 2, 3] : tensor<2x8x2x8xf32> -> tensor<f32>
+    train.yield %s : tensor<f32>
+  }
+}
+
+// -----
+
+train.model @attention_result {
+  train.step {
+    %x = train.input "x" : tensor<2x8x3x2x8xf32>
+    // expected-error @+1 {{'kernel.attention' op result 'tensor<2x2x8x8xf32>' should be 'tensor<2x8x2x8xf32>' ([B, T, H, D] of qkv 'tensor<2x8x3x2x8xf32>')}}
+    %o = kernel.attention %x {scale = 0.35 : f64} : tensor<2x8x3x2x8xf32> -> tensor<2x2x8x8xf32>
+    %s = train.reduce_sum %o [0, 1, 2, 3] : tensor<2x2x8x8xf32> -> tensor<f32>
+    train.yield %s : tensor<f32>
+  }
+}
+
+// -----
+
+train.model @attention_grad_grad {
+  train.step {
+    %x = train.input "x" : tensor<2x8x3x2x8xf32>
+    %g = train.input "g" : tensor<2x2x8x8xf32>
+    // expected-error @+1 {{'kernel.attention_grad' op grad 'tensor<2x2x8x8xf32>' should be 'tensor<2x8x2x8xf32>' ([B, T, H, D] of qkv 'tensor<2x8x3x2x8xf32>')}}
+    %d = kernel.attention_grad %x, %g {scale = 0.35 : f64} : tensor<2x8x3x2x8xf32>, tensor<2x2x8x8xf32> -> tensor<2x8x3x2x8xf32>
+    %s = train.reduce_sum %d [0, 1, 2, 3, 4] : tensor<2x8x3x2x8xf32> -> tensor<f32>
+    train.yield %s : tensor<f32>
+  }
+}
+
+// -----
+
+train.model @attention_grad_result {
+  train.step {
+    %x = train.input "x" : tensor<2x8x3x2x8xf32>
+    %g = train.input "g" : tensor<2x8x2x8xf32>
+    // expected-error @+1 {{'kernel.attention_grad' op result 'tensor<3x2x2x8x8xf32>' should stack dq, dk and dv as qkv 'tensor<2x8x3x2x8xf32>'}}
+    %d = kernel.attention_grad %x, %g {scale = 0.35 : f64} : tensor<2x8x3x2x8xf32>, tensor<2x8x2x8xf32> -> tensor<3x2x2x8x8xf32>
+    %s = train.reduce_sum %d [0, 1, 2, 3, 4] : tensor<3x2x2x8x8xf32> -> tensor<f32>
+    train.yield %s : tensor<f32>
+  }
+}
+
+// -----
+
+train.model @attention_bf16_store {
+  train.step {
+    %x = train.input "x" : tensor<2x8x3x2x8xbf16>
+    // expected-error @+1 {{'kernel.attention' op stores bf16 only from an f32 result, not 'bf16'}}
+    %o = kernel.attention %x {scale = 0.35 : f64, store_bf16} : tensor<2x8x3x2x8xbf16> -> tensor<2x8x2x8xbf16>
+    %s = train.reduce_sum %o [0, 1, 2, 3] : tensor<2x8x2x8xbf16> -> tensor<f32>
+    train.yield %s : tensor<f32>
+  }
+}
