@@ -125,16 +125,14 @@ std::map<Shape4, int> stepGemms(const Graph &g) {
         ++shapes[{batch, as[as.size() - 2], bs.back(), as.back(), false, false, bs.size() > 2}];
       } else if (n.kind == OpKind::Attention) {
         // Its two products per (batch, head) block: Q K^T and P V.
-        AttentionDims a = attentionDims(nodes[n.operands[0]].shape, nodes[n.operands[1]].shape,
-                                        nodes[n.operands[2]].shape);
+        ops::AttentionDims a = ops::attentionDimsOf(n, nodes); // (q, k, v, or a packed qkv)
         ++shapes[{a.batch, a.tq, a.tk, a.d, false, true, true}];
         ++shapes[{a.batch, a.tq, a.dv, a.tk, false, false, true}];
       } else if (n.kind == OpKind::AttentionGrad) {
         // Its five per block (PlanExecutor.cpp): Q K^T and G V^T, then
         // P^T G, dS K and dS^T Q.
-        const Shape &qs = nodes[n.operands[0]].shape;
-        int64_t t = qs[qs.size() - 2], d = qs.back();
-        int64_t batch = numElements(Shape(qs.begin(), qs.end() - 2));
+        const ops::AttentionDims a = ops::attentionDimsOf(n, nodes);
+        const int64_t t = a.tq, d = a.d, batch = a.batch;
         shapes[{batch, t, t, d, false, true, true}] += 2;
         shapes[{batch, t, d, t, true, false, true}] += 2;
         ++shapes[{batch, t, d, t, false, false, true}];

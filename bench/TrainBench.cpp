@@ -21,6 +21,7 @@
 //
 //===----------------------------------------------------------------------===//
 #include "GemmLibraries.h"
+#include "exec/OpSemantics.h"
 #include "stretto/Compiler/Lowering.h"
 #include "stretto/Transforms/Pipelines.h"
 #include "stretto/Frontend/Load.h"
@@ -103,16 +104,12 @@ double phaseFlops(const Graph &g, Phase ph) {
       bool ta = n.kind == OpKind::Gemm && n.ints[0] != 0;
       double k = static_cast<double>(ta ? as[as.size() - 2] : as.back());
       f += 2.0 * static_cast<double>(numElements(n.shape)) * k;
-    } else if (n.kind == OpKind::Attention) {
-      const Shape &qs = nodes[n.operands[0]].shape, &ks = nodes[n.operands[1]].shape,
-                  &vs = nodes[n.operands[2]].shape;
-      const double tq = double(qs[qs.size() - 2]), d = double(qs.back());
-      f += attentionFlops(double(numElements(qs)) / std::max(tq * d, 1.0), tq,
-                          double(ks[ks.size() - 2]), d, double(vs.back()));
-    } else if (n.kind == OpKind::AttentionGrad) {
-      const Shape &qs = nodes[n.operands[0]].shape;
-      const double t = double(qs[qs.size() - 2]), d = double(qs.back());
-      f += attentionGradFlops(double(numElements(qs)) / std::max(t * d, 1.0), t, d);
+    } else if (n.kind == OpKind::Attention || n.kind == OpKind::AttentionGrad) {
+      const ops::AttentionDims a = ops::attentionDimsOf(n, nodes); // (q, k, v, or packed)
+      f += n.kind == OpKind::Attention
+               ? attentionFlops(double(a.batch), double(a.tq), double(a.tk), double(a.d),
+                                double(a.dv))
+               : attentionGradFlops(double(a.batch), double(a.tq), double(a.d));
     } else if (n.kind == OpKind::NewtonSchulz) {
       double m = static_cast<double>(std::min(n.shape[0], n.shape[1]));
       double s = static_cast<double>(std::max(n.shape[0], n.shape[1]));
