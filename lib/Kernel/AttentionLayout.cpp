@@ -102,6 +102,17 @@ struct AttentionLayoutPass
                          .getInput()
                          .getDefiningOp());
     };
+    // `old` (q, k, v its operands 0 to 2) by `packed`, which its merges'
+    // readers read.
+    auto replace = [&](Operation *old, Operation *packed, ArrayRef<train::TransposeOp> merges) {
+      carryAttributes(old, packed);
+      for (train::TransposeOp t : merges) {
+        t.getResult().replaceAllUsesWith(packed->getResult(0));
+        t.erase();
+      }
+      noteChain(old->getOperands().take_front(3));
+      old->erase();
+    };
     // (collected first: a rewrite erases ops after the one it visits)
     SmallVector<train::AttentionOp> forwards;
     SmallVector<train::AttentionGradOp> backwards;
@@ -115,13 +126,7 @@ struct AttentionLayoutPass
       OpBuilder b(op);
       auto packed = b.create<kernel::AttentionOp>(op.getLoc(), merges[0].getType(), qkv,
                                                   op.getScale(), op.getCausal(), false);
-      carryAttributes(op, packed);
-      for (train::TransposeOp t : merges) {
-        t.getResult().replaceAllUsesWith(packed.getResult());
-        t.erase();
-      }
-      noteChain({op.getQ(), op.getK(), op.getV()});
-      op.erase();
+      replace(op, packed, merges);
     }
     for (train::AttentionGradOp op : backwards) {
       Value qkv = packedQkv(op.getQ(), op.getK(), op.getV(), op);
@@ -135,14 +140,8 @@ struct AttentionLayoutPass
       auto packed = b.create<kernel::AttentionGradOp>(op.getLoc(), qkv.getType(), qkv,
                                                       split.getInput(), op.getScale(),
                                                       op.getCausal(), false);
-      carryAttributes(op, packed);
-      for (train::TransposeOp t : merges) {
-        t.getResult().replaceAllUsesWith(packed.getResult());
-        t.erase();
-      }
-      noteChain({op.getQ(), op.getK(), op.getV()});
-      op.erase();
       dead.push_back(split);
+      replace(op, packed, merges);
     }
     // Chains shared by an attention and its gradient are noted twice: erase
     // each op once, users before producers.
