@@ -153,6 +153,39 @@ TEST(Graph, ValidateMatmulMessageNamesNodeAndLoc) {
   }
 }
 
+// kernel-attention-layout's packed forms: attention of one qkv
+// [B, T, 3, H, D] -> [B, T, H, D], its gradient of qkv and g [B, T, H, D]
+// -> [B, T, 3, H, D]; anything else is refused with the node named.
+TEST(Graph, ValidatePackedAttention) {
+  auto attention = [](Shape qkv, Shape out, Shape grad) {
+    Graph g;
+    int x = constant(g, qkv, {1});
+    std::vector<int> ops{x};
+    if (!grad.empty())
+      ops.push_back(constant(g, grad, {1}));
+    Node n = mk(grad.empty() ? OpKind::Attention : OpKind::AttentionGrad, ops, out);
+    n.floats = {0.5};
+    g.add(n);
+    try {
+      g.validate();
+      return std::string();
+    } catch (const std::runtime_error &e) {
+      return std::string(e.what());
+    }
+  };
+  EXPECT_EQ(attention({2, 8, 3, 2, 4}, {2, 8, 2, 4}, {}), "");
+  EXPECT_EQ(attention({2, 8, 3, 2, 4}, {2, 8, 3, 2, 4}, {2, 8, 2, 4}), "");
+  EXPECT_NE(attention({2, 8, 2, 2, 4}, {2, 8, 2, 4}, {}).find("must be [B, T, 3, H, D]"),
+            std::string::npos);
+  EXPECT_NE(attention({2, 8, 3, 2, 4}, {2, 2, 8, 4}, {}).find("node 1"), std::string::npos);
+  EXPECT_NE(attention({2, 8, 3, 2, 4}, {2, 8, 3, 2, 4}, {2, 2, 8, 4})
+                .find("grad [2, 2, 8, 4] must be [2, 8, 2, 4]"),
+            std::string::npos)
+      << attention({2, 8, 3, 2, 4}, {2, 8, 3, 2, 4}, {2, 2, 8, 4});
+  EXPECT_NE(attention({2, 0, 3, 2, 4}, {2, 0, 2, 4}, {}).find("at least one query"),
+            std::string::npos);
+}
+
 TEST(Graph, ValidateBroadcast) {
   Graph ok;
   int a = constant(ok, {2, 3}, {1});
