@@ -313,7 +313,7 @@ public:
     launchShaped(name, gridFor(16 * rows, 256), 256, args...);
   }
   // Queues a kernel that gives each warp tiles of 16 rows (RuntimeOps.cu's
-  // ST_WARP_TILES: the tensor-core attention), 4 warps a block.
+  // ST_BLOCK_GROUPS: the tensor-core attention), 4 warps a block.
   template <typename... Args>
   void launchWarpTiles(const char *name, int64_t tiles, Args... args) {
     launchShaped(name, gridFor(32 * tiles, 128), 128, args...);

@@ -551,9 +551,10 @@ ST_FLASH_FOR(64)
  * f32 inner product up to rounding, not a bf16 one. A warp skips the part
  * products whose parts are zero in all its lanes (operands already bf16,
  * as bf16-storage plans' Q, K, V are, take one product instead of six).
- * A warp takes 16 query rows (or, for dK and dV, 16 key rows) and steps
- * through the other side 32 rows at a time, reading its fragments from
- * global memory (L1 and L2 serve the other warps). Needs sm_80 or later;
+ * A warp takes 16 query rows (or, for dK and dV, 16 key rows), a block's
+ * warps consecutive ones of one (batch, head), and the block steps through
+ * the other side 32 rows at a time: each chunk is staged in shared memory
+ * once (st_stage32), and every warp reads its fragments from there. Needs sm_80 or later;
  * CudaPlan.cpp picks these kernels where the GPU has them and D is 16, 32
  * or 64. q, o, g: [bh, tq, D]; k, v: [bh, tk, D]; stats as st_flash_bwd_q's.
  * q, k, v and g may be bf16 in two bytes (StIn), widened as they load. */
@@ -756,11 +757,47 @@ ST_FN StSplit<2> st_frag_b_cols(StIn m, i64 ld, i64 rows) {
   return f;
 }
 ST_FN i64 st_min64(i64 a, i64 b) { return a < b ? a : b; }
-/* The warps of the grid over `tiles` tiles of 16 rows, each warp its tiles
- * in turn (the loop is warp-uniform). */
-#define ST_WARP_TILES(w, tiles)                                                                 \
-  for (i64 w = blockIdx.x * (i64)(blockDim.x >> 5) + (threadIdx.x >> 5); w < (tiles);           \
-       w += (i64)gridDim.x * (blockDim.x >> 5))
+/* A block's group of tiles: its warps take consecutive 16-row tiles of
+ * one (batch, head) block `b`, the group's rows `first` to `first + span`
+ * (span = 16 rows a warp), this warp's from r0 (`rows` of them: 0 past the
+ * end). The blocks of the grid take the groups in turn (ST_BLOCK_GROUPS:
+ * the loop is block-uniform, so the block can share staged rows). */
+struct StGroup {
+  i64 b, first, span, r0, rows;
+};
+ST_FN StGroup st_group(i64 grp, i64 n) {
+  StGroup s;
+  s.span = (i64)(blockDim.x >> 1);
+  const i64 groups = (n + s.span - 1) / s.span;
+  s.b = grp / groups;
+  s.first = (grp % groups) * s.span;
+  s.r0 = s.first + (i64)(threadIdx.x >> 5) * 16;
+  s.rows = s.r0 < n ? st_min64(16, n - s.r0) : 0;
+  return s;
+}
+#define ST_BLOCK_GROUPS(grp, bh, n)                                                             \
+  for (i64 grp = blockIdx.x; grp < (bh) * (((n) + (blockDim.x >> 1) - 1) / (blockDim.x >> 1)); \
+       grp += gridDim.x)
+/* Rows 0 .. n-1 (n <= 32) of x, ld elements apart, copied by the whole
+ * block into sm, four bytes a thread at a time (consecutive threads,
+ * consecutive words: coalesced), ST_SM_LD(D) elements a row: the pad puts
+ * the eight rows a fragment load reads in different banks. Returns the
+ * copy, read by the fragment loads as x would be (rows ST_SM_LD(D) apart).
+ * A staged chunk is read by every warp of the block instead of each warp
+ * reading its fragments from global memory (FlashAttention-2's tiles in
+ * shared memory). */
+#define ST_SM_LD(D) ((D) + 8)
+template <int D> ST_FN StIn st_stage32(unsigned *sm, StIn x, i64 ld, i64 n) {
+  const int words = x.half ? D / 2 : D, ldw = x.half ? ST_SM_LD(D) / 2 : ST_SM_LD(D);
+  const i64 ldx = x.half ? ld / 2 : ld; /* (ld even: CudaPlan.cpp's layouts) */
+  const unsigned *src = (const unsigned *)x.p;
+  for (int e = (int)threadIdx.x; e < 32 * words; e += (int)blockDim.x) {
+    const int row = e / words, w = e % words;
+    if (row < n)
+      sm[row * ldw + w] = src[row * ldx + w];
+  }
+  return StIn{sm, x.half};
+}
 
 /* S = scale A B (16 rows x 32 columns) for a 16-row A tile at a and the 32
  * rows of b from j0 (the columns of S): s[nb][i] as C tiles. Rows of a lie
@@ -805,20 +842,29 @@ template <int D>
 ST_FN void st_flash_mma_fwd(i64 bh, i64 tq, i64 tk, int causal, float scale, i64 heads,
                             StRows rq, StRows rk, StRows ro, StIn q, StIn k, StIn v, void *o,
                             int halves) {
+  __shared__ unsigned smK[32 * ST_SM_LD(D)], smV[32 * ST_SM_LD(D)];
   const int lane = (int)(threadIdx.x & 31u), g = lane >> 2, t = lane & 3;
-  const i64 tiles = (tq + 15) / 16;
-  ST_WARP_TILES(w, bh * tiles) {
-    const i64 b = w / tiles, r0 = (w % tiles) * 16, rows = st_min64(16, tq - r0);
+  ST_BLOCK_GROUPS(grp, bh, tq) {
+    const StGroup gr = st_group(grp, tq);
+    const i64 b = gr.b, r0 = gr.r0, rows = gr.rows;
     const StIn qt = st_in_plus(q, st_row0(rq, heads, b) + r0 * rq.st),
                kb = st_in_plus(k, st_row0(rk, heads, b)), vb = st_in_plus(v, st_row0(rk, heads, b));
-    const i64 kend = causal ? st_min64(tk, r0 + 16) : tk;
+    // (the keys this warp's rows see, and those the block's see)
+    const i64 kend = causal ? st_min64(tk, r0 + 16) : tk,
+              bend = causal ? st_min64(tk, gr.first + gr.span) : tk;
     float acc[D / 8][4], m[2] = {ST_NEG_INF, ST_NEG_INF}, l[2] = {0.0f, 0.0f};
     for (int nd = 0; nd < D / 8; ++nd)
       for (int i = 0; i < 4; ++i)
         acc[nd][i] = 0.0f;
-    for (i64 j0 = 0; j0 < kend; j0 += 32) {
+    for (i64 j0 = 0; j0 < bend; j0 += 32) {
+      __syncthreads(); /* (every warp is done with the chunk before) */
+      const StIn ks = st_stage32<D>(smK, st_in_plus(kb, j0 * rk.st), rk.st, st_min64(32, tk - j0));
+      const StIn vs = st_stage32<D>(smV, st_in_plus(vb, j0 * rk.st), rk.st, st_min64(32, tk - j0));
+      __syncthreads();
+      if (rows == 0 || j0 >= kend)
+        continue; /* (warp-uniform) */
       float s[4][4];
-      st_scores32<D>(s, qt, rows, rq.st, st_in_plus(kb, j0 * rk.st), tk - j0, rk.st);
+      st_scores32<D>(s, qt, rows, rq.st, ks, tk - j0, ST_SM_LD(D));
       float mx[2] = {m[0], m[1]};
       for (int nb = 0; nb < 4; ++nb)
         for (int i = 0; i < 4; ++i) {
@@ -843,8 +889,10 @@ ST_FN void st_flash_mma_fwd(i64 bh, i64 tq, i64 tk, int causal, float scale, i64
           s[nb][i] = p;
           l[i >> 1] += p;
         }
-      st_times_rows<D>(acc, s, st_in_plus(vb, j0 * rk.st), tk - j0, rk.st);
+      st_times_rows<D>(acc, s, vs, tk - j0, ST_SM_LD(D));
     }
+    if (rows == 0)
+      continue;
     for (int h = 0; h < 2; ++h)
       l[h] = st_group_sum(l[h]);
     for (int nd = 0; nd < D / 8; ++nd)
@@ -864,27 +912,38 @@ template <int D>
 ST_FN void st_flash_mma_bwd_q(i64 bh, i64 tq, i64 tk, int causal, float scale, i64 heads,
                               StRows rq, StRows rk, StRows ro, StIn q, StIn k, StIn v, StIn g_,
                               void *dq, int halves, float *stats) {
+  __shared__ unsigned smK[32 * ST_SM_LD(D)], smV[32 * ST_SM_LD(D)];
   const int lane = (int)(threadIdx.x & 31u), g = lane >> 2, t = lane & 3;
-  const i64 tiles = (tq + 15) / 16;
-  ST_WARP_TILES(w, bh * tiles) {
-    const i64 b = w / tiles, r0 = (w % tiles) * 16, rows = st_min64(16, tq - r0);
+  ST_BLOCK_GROUPS(grp, bh, tq) {
+    const StGroup gr = st_group(grp, tq);
+    const i64 b = gr.b, r0 = gr.r0, rows = gr.rows;
     const StIn qt = st_in_plus(q, st_row0(rq, heads, b) + r0 * rq.st),
                gt = st_in_plus(g_, st_row0(ro, heads, b) + r0 * ro.st);
     const StIn kb = st_in_plus(k, st_row0(rk, heads, b)), vb = st_in_plus(v, st_row0(rk, heads, b));
-    const i64 kend = causal ? st_min64(tk, r0 + 16) : tk;
+    const i64 kend = causal ? st_min64(tk, r0 + 16) : tk,
+              bend = causal ? st_min64(tk, gr.first + gr.span) : tk;
     float m[2] = {ST_NEG_INF, ST_NEG_INF}, l[2] = {0.0f, 0.0f}, inner[2] = {0.0f, 0.0f};
     float s[4][4], dp[4][4];
-    // (the scores masked and scaled, from the chunk at j0)
+    // (the chunk of K and V at j0 staged by the block; this warp's scores
+    // from it, masked and scaled)
+#define ST_MMA_STAGE                                                                            \
+  __syncthreads();                                                                              \
+  const StIn ks = st_stage32<D>(smK, st_in_plus(kb, j0 * rk.st), rk.st, st_min64(32, tk - j0)); \
+  const StIn vs = st_stage32<D>(smV, st_in_plus(vb, j0 * rk.st), rk.st, st_min64(32, tk - j0)); \
+  __syncthreads();                                                                              \
+  if (rows == 0 || j0 >= kend)                                                                  \
+    continue;
 #define ST_MMA_SCORES                                                                           \
-  st_scores32<D>(s, qt, rows, rq.st, st_in_plus(kb, j0 * rk.st), tk - j0, rk.st);              \
-  st_scores32<D>(dp, gt, rows, ro.st, st_in_plus(vb, j0 * rk.st), tk - j0, rk.st);             \
+  st_scores32<D>(s, qt, rows, rq.st, ks, tk - j0, ST_SM_LD(D));                                 \
+  st_scores32<D>(dp, gt, rows, ro.st, vs, tk - j0, ST_SM_LD(D));                                \
   for (int nb = 0; nb < 4; ++nb)                                                                \
     for (int i = 0; i < 4; ++i) {                                                               \
       const i64 row = r0 + g + 8 * (i >> 1), key = j0 + nb * 8 + 2 * t + (i & 1);              \
       const bool ok = key < tk && (!causal || key <= row);                                      \
       s[nb][i] = ok ? s[nb][i] * scale : ST_NEG_INF;                                            \
     }
-    for (i64 j0 = 0; j0 < kend; j0 += 32) {
+    for (i64 j0 = 0; j0 < bend; j0 += 32) {
+      ST_MMA_STAGE
       ST_MMA_SCORES
       float mx[2] = {m[0], m[1]};
       for (int nb = 0; nb < 4; ++nb)
@@ -912,7 +971,8 @@ ST_FN void st_flash_mma_bwd_q(i64 bh, i64 tq, i64 tk, int causal, float scale, i
     for (int nd = 0; nd < D / 8; ++nd)
       for (int i = 0; i < 4; ++i)
         acc[nd][i] = 0.0f;
-    for (i64 j0 = 0; j0 < kend; j0 += 32) {
+    for (i64 j0 = 0; j0 < bend; j0 += 32) {
+      ST_MMA_STAGE
       ST_MMA_SCORES
       for (int nb = 0; nb < 4; ++nb)
         for (int i = 0; i < 4; ++i) {
@@ -920,8 +980,9 @@ ST_FN void st_flash_mma_bwd_q(i64 bh, i64 tq, i64 tk, int causal, float scale, i
           const float p = s[nb][i] == ST_NEG_INF ? 0.0f : st_exp(s[nb][i] - m[h]) / l[h];
           s[nb][i] = p * (dp[nb][i] - inner[h]) * scale;
         }
-      st_times_rows<D>(acc, s, st_in_plus(kb, j0 * rk.st), tk - j0, rk.st);
+      st_times_rows<D>(acc, s, ks, tk - j0, ST_SM_LD(D));
     }
+#undef ST_MMA_STAGE
 #undef ST_MMA_SCORES
     for (int nd = 0; nd < D / 8; ++nd)
       for (int i = 0; i < 4; ++i) {
@@ -947,10 +1008,11 @@ template <int D>
 ST_FN void st_flash_mma_bwd_kv(i64 bh, i64 tq, i64 tk, int causal, float scale, i64 heads,
                                StRows rq, StRows rk, StRows ro, StIn q, StIn k, StIn v, StIn g_,
                                const float *stats, void *dk, void *dv, int halves) {
+  __shared__ unsigned smQ[32 * ST_SM_LD(D)], smG[32 * ST_SM_LD(D)];
   const int lane = (int)(threadIdx.x & 31u), g = lane >> 2, t = lane & 3;
-  const i64 tiles = (tk + 15) / 16;
-  ST_WARP_TILES(w, bh * tiles) {
-    const i64 b = w / tiles, c0 = (w % tiles) * 16, keys = st_min64(16, tk - c0);
+  ST_BLOCK_GROUPS(grp, bh, tk) {
+    const StGroup gr = st_group(grp, tk);
+    const i64 b = gr.b, c0 = gr.r0, keys = gr.rows;
     const i64 k0 = st_row0(rk, heads, b) + c0 * rk.st;
     const StIn kt = st_in_plus(k, k0), vt = st_in_plus(v, k0);
     const StIn qb = st_in_plus(q, st_row0(rq, heads, b)), gb = st_in_plus(g_, st_row0(ro, heads, b));
@@ -959,10 +1021,18 @@ ST_FN void st_flash_mma_bwd_kv(i64 bh, i64 tq, i64 tk, int causal, float scale, 
     for (int nd = 0; nd < D / 8; ++nd)
       for (int i = 0; i < 4; ++i)
         ak[nd][i] = av[nd][i] = 0.0f;
-    for (i64 i0 = causal ? c0 : 0; i0 < tq; i0 += 32) {
+    // The queries that see the block's keys, 32 at a time, staged by the
+    // block; a warp skips the chunks whose queries all precede its keys.
+    for (i64 i0 = causal ? gr.first : 0; i0 < tq; i0 += 32) {
+      __syncthreads(); /* (every warp is done with the chunk before) */
+      const StIn qs = st_stage32<D>(smQ, st_in_plus(qb, i0 * rq.st), rq.st, st_min64(32, tq - i0));
+      const StIn gs = st_stage32<D>(smG, st_in_plus(gb, i0 * ro.st), ro.st, st_min64(32, tq - i0));
+      __syncthreads();
+      if (keys == 0 || (causal && i0 + 31 < c0))
+        continue; /* (warp-uniform) */
       float s[4][4], dp[4][4];
-      st_scores32<D>(s, kt, keys, rk.st, st_in_plus(qb, i0 * rq.st), tq - i0, rq.st);
-      st_scores32<D>(dp, vt, keys, rk.st, st_in_plus(gb, i0 * ro.st), tq - i0, ro.st);
+      st_scores32<D>(s, kt, keys, rk.st, qs, tq - i0, ST_SM_LD(D));
+      st_scores32<D>(dp, vt, keys, rk.st, gs, tq - i0, ST_SM_LD(D));
       for (int nb = 0; nb < 4; ++nb)
         for (int i = 0; i < 4; ++i) {
           const i64 key = c0 + g + 8 * (i >> 1), query = i0 + nb * 8 + 2 * t + (i & 1);
@@ -972,8 +1042,8 @@ ST_FN void st_flash_mma_bwd_kv(i64 bh, i64 tq, i64 tk, int causal, float scale, 
           s[nb][i] = p;
           dp[nb][i] = ok ? p * (dp[nb][i] - st[2]) * scale : 0.0f;
         }
-      st_times_rows<D>(av, s, st_in_plus(gb, i0 * ro.st), tq - i0, ro.st);
-      st_times_rows<D>(ak, dp, st_in_plus(qb, i0 * rq.st), tq - i0, rq.st);
+      st_times_rows<D>(av, s, gs, tq - i0, ST_SM_LD(D));
+      st_times_rows<D>(ak, dp, qs, tq - i0, ST_SM_LD(D));
     }
     for (int nd = 0; nd < D / 8; ++nd)
       for (int i = 0; i < 4; ++i) {
