@@ -293,11 +293,11 @@ std::string rowBases(const KernelSource &ks, const Prepared &p, const std::vecto
 }
 
 // CUDA: the offset arguments of element `i`, from i.
-std::string cudaOffsets(const KernelSource &ks, const Prepared &p) {
+std::string cudaOffsets(const KernelSource &ks, const Prepared &p, const char *index = "i") {
   std::string s;
   for (size_t k = 0; k < p.access.size(); ++k)
     if (p.access[k] == Access::Strided)
-      s += ", " + offsetExpr(ks.inputShapes[k], ks.iterationShape, "i");
+      s += ", " + offsetExpr(ks.inputShapes[k], ks.iterationShape, index);
   return s;
 }
 
@@ -403,11 +403,22 @@ FailureOr<KernelSource> stretto::kernel::emitElementwise(ElementwiseOp op, Strin
   cpp += "      " + name.str() + "_element(" + args + ", i0 + j" + offsetArgs + ");\n  }\n}\n";
   ks.cpp = cpp;
 
-  // CUDA C: a grid-stride loop; broadcast offsets from i.
+  // CUDA C: a grid-stride loop, four elements a grid's width apart a step
+  // (each one coalesced; the restrict pointers let the compiler issue the
+  // four elements' loads before their stores: more bytes in flight a
+  // thread, which a grid of one wave, CudaPlan.cpp's opKernel, needs to
+  // reach the memory's bandwidth), then the rest one at a time; broadcast
+  // offsets from the element's index.
   std::string cuda = preludes(kCudaPrelude) + body;
   cuda += "extern \"C\" __global__ void " + name.str() + "(" + params + ") {\n";
-  cuda += "  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < " + n +
-          "; i += (long long)gridDim.x * blockDim.x)\n";
+  cuda += "  const long long s = (long long)gridDim.x * blockDim.x;\n";
+  cuda += "  long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;\n";
+  cuda += "  for (; i + 3 * s < " + n + "; i += 4 * s) {\n";
+  for (const char *e : {"i", "i + s", "i + 2 * s", "i + 3 * s"})
+    cuda += "    { const long long e = " + std::string(e) + "; " + name.str() + "_element(" + args +
+            ", e" + cudaOffsets(ks, p, "e") + "); }\n";
+  cuda += "  }\n";
+  cuda += "  for (; i < " + n + "; i += s)\n";
   cuda += "    " + name.str() + "_element(" + args + ", i" + cudaOffsets(ks, p) + ");\n}\n";
   ks.cuda = cuda;
   return ks;

@@ -522,7 +522,13 @@ void CudaPlanDevice::opKernel(NodeCall &nc) {
   else if (kind == 2) // a half-warp per row
     block = 256,
     grid = gridFor(16 * (nc.count / std::max<int64_t>(rowLen, 1)), block);
-  else // a thread per element or column
+  else if (kind == 0) // element-wise: one wave of blocks (16 of 128 threads a
+    // multiprocessor), each thread four elements a step (the emitter's loop)
+    grid = std::min<unsigned>(gridFor(nc.count, block),
+                              16u * static_cast<unsigned>(gpu->multiprocessors() > 0
+                                                              ? gpu->multiprocessors()
+                                                              : 132));
+  else // a thread per column
     grid = gridFor(nc.count, block);
   gpu->launch(kernelFns.at(nc.n.name), grid, block, params.data(), static_cast<int>(params.size()),
               nc.n.name.c_str());

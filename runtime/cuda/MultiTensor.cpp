@@ -32,7 +32,7 @@ std::vector<ElementKernel> elementKernels(const std::string &src) {
     k.params = src.substr(nameEnd + 9, paramsEnd - nameEnd - 9);
     k.body = src.substr(paramsEnd + 4, bodyEnd - paramsEnd - 4);
     // The wrapper right after: a grid-stride loop over a fixed count that
-    // calls the element function with (in0, ..., out0, i).
+    // calls the element function with (in0, ..., out0, index).
     static const std::regex inParam("const float \\*__restrict__ in[0-9]+");
     k.inputs = static_cast<int>(std::distance(
         std::sregex_iterator(k.params.begin(), k.params.end(), inParam), std::sregex_iterator()));
@@ -45,11 +45,13 @@ std::vector<ElementKernel> elementKernels(const std::string &src) {
       continue;
     size_t wrapperEnd = src.find("\n}\n", wrapper);
     const std::string w = src.substr(wrapper, wrapperEnd - wrapper);
-    const std::regex loop(
-        "\\{\n  for \\(long long i = blockIdx\\.x \\* \\(long long\\)blockDim\\.x \\+ threadIdx\\.x; "
-        "i < [0-9]+LL; i \\+= \\(long long\\)gridDim\\.x \\* blockDim\\.x\\)\n    " +
-        k.name + "_element\\(" + args + "out0, i\\);$");
-    if (!std::regex_search(w, loop) ||
+    // (Emitter.cpp's loop: four elements a step, then one at a time; the
+    // element function called with its operands, out0 and the index only)
+    const std::regex step("\\{ const long long e = i; " + k.name + "_element\\(" + args +
+                          "out0, e\\); \\}\n");
+    const std::regex loop("\n  for \\(; i < [0-9]+LL; i \\+= s\\)\n    " + k.name +
+                          "_element\\(" + args + "out0, i\\);$");
+    if (!std::regex_search(w, step) || !std::regex_search(w, loop) ||
         k.params.find("float *__restrict__ out0, long long i") == std::string::npos ||
         k.params.find("out1") != std::string::npos)
       continue;

@@ -170,6 +170,16 @@ void compareWithTwins(const Built &b, Launcher &dev, bool exactRows) {
       dev.launch(ks.name, args, 1, 64);
       check("on one block of 64 threads");
     }
+    // Element-wise kernels on a grid of one wave (CudaPlan.cpp's opKernel)
+    // take four elements a step, then the rest: on one block of 32 threads
+    // every thread runs both loops (the element counts here are not
+    // multiples of 4 x 32).
+    if (ks.kind == "elementwise" && ks.numElements > 4 * 32) {
+      std::vector<float> zeros(got.size(), 0.0f);
+      dev.upload(out, zeros.data(), zeros.size() * sizeof(float));
+      dev.launch(ks.name, args, 1, 32);
+      check("on one block of 32 threads");
+    }
     for (int64_t parts : {3, 7}) { // 7 does not divide the rows' lengths here
       if (ks.kind != "row-sum")
         break;
