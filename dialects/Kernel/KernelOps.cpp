@@ -280,9 +280,8 @@ LogicalResult AttentionGradOp::verify() {
   if (failed(verifyPackedQkv(*this, getQkv(), getStoreBf16())))
     return failure();
   if (getGrad().getType() != rowsOfHeads(getQkv()))
-    return emitOpError() << "grad " << getGrad().getType() << " should be "
-                         << rowsOfHeads(getQkv()) << " ([B, T, H, D] of qkv "
-                         << getQkv().getType() << ")";
+    return emitOpError() << "grad " << getGrad().getType() << " should be " << rowsOfHeads(getQkv())
+                         << " ([B, T, H, D] of qkv " << getQkv().getType() << ")";
   if (getType() != getQkv().getType())
     return emitOpError() << "result " << getType() << " should stack dq, dk and dv as qkv "
                          << getQkv().getType();

@@ -24,9 +24,7 @@ namespace {
 
 bool sameStage(Operation *a, Operation *b) { return a->getAttr("stage") == b->getAttr("stage"); }
 
-bool isPerm(train::TransposeOp t, ArrayRef<int64_t> perm) {
-  return t && t.getPerm() == perm;
-}
+bool isPerm(train::TransposeOp t, ArrayRef<int64_t> perm) { return t && t.getPerm() == perm; }
 
 /// The transpose of x [B, T, 3, H, D] to [3, B, H, T, D] whose part `part`
 /// (a leading slice, reshaped to [B, H, T, D]) `head` is, on `at`'s stage.
@@ -84,8 +82,7 @@ void eraseUnused(SmallVectorImpl<Operation *> &ops) {
       op->erase();
 }
 
-struct AttentionLayoutPass
-    : stretto::kernel::impl::KernelAttentionLayoutBase<AttentionLayoutPass> {
+struct AttentionLayoutPass : stretto::kernel::impl::KernelAttentionLayoutBase<AttentionLayoutPass> {
   void runOnOperation() override {
     SmallVector<Operation *> dead;
     // (the q, k, v chain ops, users first: reshape, slice, then transpose)
@@ -137,9 +134,8 @@ struct AttentionLayoutPass
           merges[0].getType() != qkv.getType())
         continue;
       OpBuilder b(op);
-      auto packed = b.create<kernel::AttentionGradOp>(op.getLoc(), qkv.getType(), qkv,
-                                                      split.getInput(), op.getScale(),
-                                                      op.getCausal(), false);
+      auto packed = b.create<kernel::AttentionGradOp>(
+          op.getLoc(), qkv.getType(), qkv, split.getInput(), op.getScale(), op.getCausal(), false);
       dead.push_back(split);
       replace(op, packed, merges);
     }

@@ -524,10 +524,9 @@ void CudaPlanDevice::opKernel(NodeCall &nc) {
     grid = gridFor(16 * (nc.count / std::max<int64_t>(rowLen, 1)), block);
   else if (kind == 0) // element-wise: one wave of blocks (16 of 128 threads a
     // multiprocessor), each thread four elements a step (the emitter's loop)
-    grid = std::min<unsigned>(gridFor(nc.count, block),
-                              16u * static_cast<unsigned>(gpu->multiprocessors() > 0
-                                                              ? gpu->multiprocessors()
-                                                              : 132));
+    grid = std::min<unsigned>(
+        gridFor(nc.count, block),
+        16u * static_cast<unsigned>(gpu->multiprocessors() > 0 ? gpu->multiprocessors() : 132));
   else // a thread per column
     grid = gridFor(nc.count, block);
   gpu->launch(kernelFns.at(nc.n.name), grid, block, params.data(), static_cast<int>(params.size()),
@@ -1007,9 +1006,9 @@ AttentionIo attentionIo(const NodeCall &nc) {
 // Operand k of q, k, v, g where it starts (two bytes or four an element).
 const void *attentionOperand(const NodeCall &nc, const AttentionIo &io, int k) {
   const int o = io.operand[k];
-  return nc.half(o) ? static_cast<const void *>(reinterpret_cast<const uint16_t *>(nc.in(o)) +
-                                                io.start[k])
-                    : static_cast<const void *>(nc.in(o) + io.start[k]);
+  return nc.half(o)
+             ? static_cast<const void *>(reinterpret_cast<const uint16_t *>(nc.in(o)) + io.start[k])
+             : static_cast<const void *>(nc.in(o) + io.start[k]);
 }
 
 // RuntimeOps.cu's st_flash_mma_* `halves`: which of q, k, v, g (bits 0 to
@@ -1075,8 +1074,7 @@ void CudaPlanDevice::attentionFloats(NodeCall &nc, const AttentionDims &a,
   const AttentionKernels fk = attentionKernels(a, nc.bf16Inside, false, {in[0], in[1], in[2]});
   if (fk.fused()) {
     const int64_t rows = a.batch * a.tq;
-    launch(fk.name("fwd").c_str(), rows, rows, a.tq, a.tk, causal, scale, in[0], in[1], in[2],
-           out);
+    launch(fk.name("fwd").c_str(), rows, rows, a.tq, a.tk, causal, scale, in[0], in[1], in[2], out);
     return;
   }
   const int64_t qCount = a.batch * a.tq * a.d, kCount = a.batch * a.tk * a.d,
@@ -1116,8 +1114,8 @@ void CudaPlanDevice::opAttentionGrad(NodeCall &nc) {
     launchWarpTiles(fk.name("bwd_q").c_str(), a.batch * ((a.tq + 15) / 16), a.batch, a.tq, a.tk,
                     causal, scale, io.heads, rq, rk, ro, q, k, v, g, halves, resultAt(nc, 0),
                     stats);
-    launchWarpTiles(fk.name("bwd_kv").c_str(), a.batch * ((a.tk + 15) / 16), a.batch, a.tq,
-                    a.tk, causal, scale, io.heads, rq, rk, ro, q, k, v, g, halves, st,
+    launchWarpTiles(fk.name("bwd_kv").c_str(), a.batch * ((a.tk + 15) / 16), a.batch, a.tq, a.tk,
+                    causal, scale, io.heads, rq, rk, ro, q, k, v, g, halves, st,
                     resultAt(nc, io.outStart[1]), resultAt(nc, io.outStart[2]));
     return;
   }

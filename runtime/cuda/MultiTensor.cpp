@@ -49,8 +49,8 @@ std::vector<ElementKernel> elementKernels(const std::string &src) {
     // element function called with its operands, out0 and the index only)
     const std::regex step("\\{ const long long e = i; " + k.name + "_element\\(" + args +
                           "out0, e\\); \\}\n");
-    const std::regex loop("\n  for \\(; i < [0-9]+LL; i \\+= s\\)\n    " + k.name +
-                          "_element\\(" + args + "out0, i\\);$");
+    const std::regex loop("\n  for \\(; i < [0-9]+LL; i \\+= s\\)\n    " + k.name + "_element\\(" +
+                          args + "out0, i\\);$");
     if (!std::regex_search(w, step) || !std::regex_search(w, loop) ||
         k.params.find("float *__restrict__ out0, long long i") == std::string::npos ||
         k.params.find("out1") != std::string::npos)

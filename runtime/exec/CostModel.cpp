@@ -161,7 +161,7 @@ struct Costing {
         // (kernel-attention-layout's packed heads: the other paths gather
         // them into blocks first and put the result back, in f32)
         const double moved = 4.0 * (numelOf(in(0)) + (n.operands.size() > 1 ? numelOf(in(1)) : 0) +
-                                     numelOf(n.shape));
+                                    numelOf(n.shape));
         c.bytes += 2 * moved;
         c.launches += static_cast<int64_t>(n.operands.size()) + 1;
       }

@@ -357,7 +357,7 @@ private:
                     const float *v, float *out);
   void attentionGradF32(NodeCall &nc, const AttentionDims &a, const float *q, const float *k,
                         const float *v, const float *g, float *out); // likewise
-  void packedAttentionF32(NodeCall &nc); // either, of a packed qkv
+  void packedAttentionF32(NodeCall &nc);                             // either, of a packed qkv
 
   // bf16 GEMMs: each operand is replaced by a copy rounded to bf16 (round
   // to nearest even); BLAS then sums the exact products in f32, which is
@@ -797,8 +797,8 @@ void HostDevice::opAttention(NodeCall &nc) {
   if (packedAttention(nc.n))
     packedAttentionF32(nc);
   else
-    attentionF32(nc, attentionDims(nc.inShape(0), nc.inShape(1), nc.inShape(2)), nc.in(0),
-                 nc.in(1), nc.in(2), nc.out);
+    attentionF32(nc, attentionDims(nc.inShape(0), nc.inShape(1), nc.inShape(2)), nc.in(0), nc.in(1),
+                 nc.in(2), nc.out);
   roundStoredBf16(nc);
 }
 
@@ -836,12 +836,12 @@ void HostDevice::packedAttentionF32(NodeCall &nc) {
               heads.data() + 3 * n);
   attentionGradF32(nc, a, q, k, v, heads.data() + 3 * n, result.data());
   for (int64_t part = 0; part < 3; ++part)
-    scatterHeads(result.data() + part * n, packedHeadRows(x[0], x[1], x[3], x[4], 3, part),
-                 a.batch, a.tq, a.d, nc.out);
+    scatterHeads(result.data() + part * n, packedHeadRows(x[0], x[1], x[3], x[4], 3, part), a.batch,
+                 a.tq, a.d, nc.out);
 }
 
-void HostDevice::attentionF32(NodeCall &nc, const AttentionDims &a, const float *q,
-                              const float *k, const float *v, float *out) {
+void HostDevice::attentionF32(NodeCall &nc, const AttentionDims &a, const float *q, const float *k,
+                              const float *v, float *out) {
   // Per batch block: S = scale Q K^T (BLAS), masked softmax over rows,
   // O = P V (BLAS); S for all blocks lives in the scratch buffer.
   const int64_t batch = a.batch, tq = a.tq, tk = a.tk, d = a.d, dv = a.dv;
@@ -923,8 +923,8 @@ void HostDevice::attentionGradF32(NodeCall &nc, const AttentionDims &a, const fl
       const int rn = static_cast<int>(qk.rn), kn = static_cast<int>(qk.kn);
       const float beta = i + 1 == blocks.size() ? 0.0f : 1.0f;
       const float *Pr = P + qk.r0 * t, *dSr = dS + qk.r0 * t;
-      sgemm(true, false, kn, di, rn, 1.0f, Pr, ti, g + o + qk.r0 * d, di, beta,
-            out + 2 * elems + o, di);
+      sgemm(true, false, kn, di, rn, 1.0f, Pr, ti, g + o + qk.r0 * d, di, beta, out + 2 * elems + o,
+            di);
       sgemm(false, false, rn, di, kn, 1.0f, dSr, ti, k + o, di, 0.0f, out + o + qk.r0 * d, di);
       sgemm(true, false, kn, di, rn, 1.0f, dSr, ti, q + o + qk.r0 * d, di, beta, out + elems + o,
             di);

@@ -776,8 +776,8 @@ template <typename T> void runPackedAttention(RefCall<T> &nc) {
   const int64_t n = a.batch * a.tq * a.d;
   auto heads = [&](const Buf<T> &src, int64_t parts, int64_t part) {
     Buf<T> h(n);
-    gatherHeads(src.data(), packedHeadRows(x[0], x[1], x[3], x[4], parts, part), a.batch, a.tq,
-                a.d, h.data());
+    gatherHeads(src.data(), packedHeadRows(x[0], x[1], x[3], x[4], parts, part), a.batch, a.tq, a.d,
+                h.data());
     return h;
   };
   const Buf<T> q = heads(nc.in(0), 3, 0), k = heads(nc.in(0), 3, 1), v = heads(nc.in(0), 3, 2);

@@ -24,15 +24,15 @@
 //   where it tips a bf16 rounding).
 //
 //===----------------------------------------------------------------------===//
-#include "stretto/Compiler/Lowering.h"
-#include "stretto/Transforms/Pipelines.h"
-#include "stretto/Runtime/Device.h"
 #include "GpuEmulator.h"
 #include "exec/OpSemantics.h"
+#include "stretto/Compiler/Lowering.h"
 #include "stretto/Frontend/Import.h"
 #include "stretto/Kernel/Compile.h"
+#include "stretto/Runtime/Device.h"
 #include "stretto/Runtime/PlanExecutor.h"
 #include "stretto/Runtime/Trainer.h"
+#include "stretto/Transforms/Pipelines.h"
 
 #include "stretto/Dialect/Kernel/KernelOps.h"
 

@@ -1162,8 +1162,8 @@ void checkFusedAttention(GpuBackend &gpu, AttentionCase c, bool tensorCores, boo
   };
   int halves = twoBytes ? 15 : 0; // (the tensor-core kernels' q, k, v, g bits)
   if (tensorCores) {
-    run("fwd", {&rowsArg, &tq, &tk, &causal, &sc, &heads, &rq, &rq, &ro, &qp, &kp, &vp, &halves,
-                &op});
+    run("fwd",
+        {&rowsArg, &tq, &tk, &causal, &sc, &heads, &rq, &rq, &ro, &qp, &kp, &vp, &halves, &op});
     run("bwd_q", {&rowsArg, &tq, &tk, &causal, &sc, &heads, &rq, &rq, &ro, &qp, &kp, &vp, &gp,
                   &halves, &gr, &st});
     run("bwd_kv", {&rowsArg, &tq, &tk, &causal, &sc, &heads, &rq, &rq, &ro, &qp, &kp, &vp, &gp,
