@@ -7,7 +7,8 @@
 // broadcast [8] row at an offset o1 that each target's loop computes, the
 // scalar at 0; the scalar ops; the store) and differ only in their preludes
 // and launch wrappers: C++ loops over rows x an inner extent with unit-stride
-// or invariant loads (b1 + j: vectorisable), CUDA computes o1 from i.
+// or invariant loads (b1 + j: vectorisable), CUDA computes o1 from the
+// element's index, four elements a grid's width apart a step, then the rest.
 // CHECK-LABEL: //=== m_step_k0 (C++) ===
 // CHECK-NEXT:  #include <math.h>
 // CHECK-NEXT:  #define ST_FN static inline
@@ -53,7 +54,15 @@
 // CHECK-NEXT:  [[ST]]
 // CHECK-NEXT:  }
 // CHECK-NEXT:  extern "C" __global__ void m_step_k0(const float *__restrict__ in0, const float *__restrict__ in1, const float *__restrict__ in2, float *__restrict__ out0) {
-// CHECK-NEXT:    for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < 32LL; i += (long long)gridDim.x * blockDim.x)
+// CHECK-NEXT:    const long long s = (long long)gridDim.x * blockDim.x;
+// CHECK-NEXT:    long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+// CHECK-NEXT:    for (; i + 3 * s < 32LL; i += 4 * s) {
+// CHECK-NEXT:      { const long long e = i; m_step_k0_element(in0, in1, in2, out0, e, (e % 8LL)); }
+// CHECK-NEXT:      { const long long e = i + s; m_step_k0_element(in0, in1, in2, out0, e, (e % 8LL)); }
+// CHECK-NEXT:      { const long long e = i + 2 * s; m_step_k0_element(in0, in1, in2, out0, e, (e % 8LL)); }
+// CHECK-NEXT:      { const long long e = i + 3 * s; m_step_k0_element(in0, in1, in2, out0, e, (e % 8LL)); }
+// CHECK-NEXT:    }
+// CHECK-NEXT:    for (; i < 32LL; i += s)
 // CHECK-NEXT:      m_step_k0_element(in0, in1, in2, out0, i, (i % 8LL));
 // CHECK-NEXT:  }
 
