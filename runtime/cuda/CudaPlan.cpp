@@ -318,6 +318,10 @@ public:
   void launchWarpTiles(const char *name, int64_t tiles, Args... args) {
     launchShaped(name, gridFor(32 * tiles, 128), 128, args...);
   }
+  // The device's multiprocessors (132, an H100's, where it does not say).
+  unsigned multiprocessors() const {
+    return gpu->multiprocessors() > 0 ? static_cast<unsigned>(gpu->multiprocessors()) : 132u;
+  }
   static unsigned gridFor(int64_t items, unsigned block) {
     int64_t g = (std::max<int64_t>(items, 1) + block - 1) / block;
     return static_cast<unsigned>(std::min<int64_t>(g, 65535));
@@ -524,9 +528,7 @@ void CudaPlanDevice::opKernel(NodeCall &nc) {
     grid = gridFor(16 * (nc.count / std::max<int64_t>(rowLen, 1)), block);
   else if (kind == 0) // element-wise: one wave of blocks (16 of 128 threads a
     // multiprocessor), each thread four elements a step (the emitter's loop)
-    grid = std::min<unsigned>(
-        gridFor(nc.count, block),
-        16u * static_cast<unsigned>(gpu->multiprocessors() > 0 ? gpu->multiprocessors() : 132));
+    grid = std::min<unsigned>(gridFor(nc.count, block), 16u * multiprocessors());
   else // a thread per column
     grid = gridFor(nc.count, block);
   gpu->launch(kernelFns.at(nc.n.name), grid, block, params.data(), static_cast<int>(params.size()),
@@ -648,7 +650,7 @@ bool CudaPlanDevice::splitRowSums(NodeCall &nc, std::vector<void *> &params) {
   int64_t len = 0;
   for (size_t k = 0; k < nc.n.operands.size(); ++k)
     len = std::max(len, numElements(nc.inShape(static_cast<int>(k))) / rows);
-  const int sms = gpu->multiprocessors() > 0 ? gpu->multiprocessors() : 132;
+  const int sms = static_cast<int>(multiprocessors());
   const int64_t parts = std::min<int64_t>((len + 4095) / 4096, 8 * sms / rows);
   const std::string twin = nc.n.name + "_parts";
   if (rows >= sms || parts < 2 || !hasKernel(twin))
@@ -975,8 +977,7 @@ StRows stRows(const ops::HeadRows &r) { return StRows{r.sb, r.sh, r.st}; }
 struct AttentionIo {
   AttentionDims dims;
   bool packed = false;
-  ops::HeadRows rq, rk, ro; // q and dq; k, v, dk and dv; o and g
-  int64_t heads = 1;
+  ops::HeadRows rq, rk, ro; // q and dq; k, v, dk and dv; o and g (`heads`: H)
   int operand[4] = {0, 1, 2, 3}; // q, k, v, g: which node operand
   int64_t start[4] = {0, 0, 0, 0}, outStart[3] = {0, 0, 0};
 };
@@ -994,9 +995,8 @@ AttentionIo attentionIo(const NodeCall &nc) {
   }
   const Shape &x = nc.inShape(0); // [B, T, 3, H, D]
   io.dims = packedAttentionDims(x);
-  io.heads = x[3];
-  io.rq = io.rk = ops::packedHeadRows(x[0], x[1], x[3], x[4], 3, 0);
-  io.ro = ops::packedHeadRows(x[0], x[1], x[3], x[4], 1, 0);
+  io.rq = io.rk = ops::packedHeadRows(x, 3, 0);
+  io.ro = ops::packedHeadRows(x, 1, 0);
   const int64_t hd = x[3] * x[4];
   io.operand[1] = io.operand[2] = 0, io.operand[3] = 1;
   io.start[1] = io.outStart[1] = hd, io.start[2] = io.outStart[2] = 2 * hd;
@@ -1033,7 +1033,7 @@ void CudaPlanDevice::opAttention(NodeCall &nc) {
   AttentionKernels fk = attentionKernels(a, nc.bf16Inside, tensorCoreAttention, {});
   if (fk.tensorCores) { // q, k and v read where they are, in two bytes or four
     launchWarpTiles(fk.name("fwd").c_str(), a.batch * ((a.tq + 15) / 16), a.batch, a.tq, a.tk,
-                    causal, scale, io.heads, stRows(io.rq), stRows(io.rk), stRows(io.ro),
+                    causal, scale, io.rq.heads, stRows(io.rq), stRows(io.rk), stRows(io.ro),
                     attentionOperand(nc, io, 0), attentionOperand(nc, io, 1),
                     attentionOperand(nc, io, 2), halvesOf(nc, io, 3), resultAt(nc, 0));
     return;
@@ -1042,7 +1042,7 @@ void CudaPlanDevice::opAttention(NodeCall &nc) {
     float *in = packedAttentionInputs(nc, io, 3);
     const int64_t n = a.batch * a.tq * a.d;
     attentionFloats(nc, a, {in, in + n, in + 2 * n}, in + 3 * n);
-    launch("st_heads_scatter", n, a.batch, a.tq, a.d, io.heads, stRows(io.ro),
+    launch("st_heads_scatter", n, a.batch, a.tq, a.d, io.rq.heads, stRows(io.ro),
            static_cast<const float *>(in + 3 * n), resultAt(nc, 0), halvesOf(nc, io, 0));
     return;
   }
@@ -1059,7 +1059,7 @@ float *CudaPlanDevice::packedAttentionInputs(NodeCall &nc, const AttentionIo &io
   const int64_t n = a.batch * a.tq * a.d;
   float *at = grown(wide, (count + (count == 4 ? 3 : 1)) * n, "more device memory for attention");
   for (int k = 0; k < count; ++k)
-    launch("st_heads_gather", n, a.batch, a.tq, a.d, io.heads, stRows(k == 3 ? io.ro : io.rq),
+    launch("st_heads_gather", n, a.batch, a.tq, a.d, io.rq.heads, stRows(k == 3 ? io.ro : io.rq),
            attentionOperand(nc, io, k), nc.half(io.operand[k]) ? 1 : 0, at + k * n);
   return at;
 }
@@ -1112,10 +1112,10 @@ void CudaPlanDevice::opAttentionGrad(NodeCall &nc) {
     const int halves = halvesOf(nc, io, 4);
     const StRows rq = stRows(io.rq), rk = stRows(io.rk), ro = stRows(io.ro);
     launchWarpTiles(fk.name("bwd_q").c_str(), a.batch * ((a.tq + 15) / 16), a.batch, a.tq, a.tk,
-                    causal, scale, io.heads, rq, rk, ro, q, k, v, g, halves, resultAt(nc, 0),
+                    causal, scale, io.rq.heads, rq, rk, ro, q, k, v, g, halves, resultAt(nc, 0),
                     stats);
     launchWarpTiles(fk.name("bwd_kv").c_str(), a.batch * ((a.tk + 15) / 16), a.batch, a.tq, a.tk,
-                    causal, scale, io.heads, rq, rk, ro, q, k, v, g, halves, st,
+                    causal, scale, io.rq.heads, rq, rk, ro, q, k, v, g, halves, st,
                     resultAt(nc, io.outStart[1]), resultAt(nc, io.outStart[2]));
     return;
   }
@@ -1124,7 +1124,7 @@ void CudaPlanDevice::opAttentionGrad(NodeCall &nc) {
     const int64_t n = a.batch * a.tq * a.d;
     attentionGradFloats(nc, a, {in, in + n, in + 2 * n, in + 3 * n}, in + 4 * n);
     for (int part = 0; part < 3; ++part)
-      launch("st_heads_scatter", n, a.batch, a.tq, a.d, io.heads, stRows(io.rq),
+      launch("st_heads_scatter", n, a.batch, a.tq, a.d, io.rq.heads, stRows(io.rq),
              static_cast<const float *>(in + (4 + part) * n), resultAt(nc, io.outStart[part]),
              halvesOf(nc, io, 0));
     return;

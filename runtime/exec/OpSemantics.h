@@ -258,11 +258,10 @@ struct HeadRows {
   }
 };
 inline HeadRows denseHeadRows(int64_t t, int64_t d) { return HeadRows{1, t * d, 0, d, 0}; }
-// Part `part` of `parts` of [B, T, parts, H, D] (`shape`'s B, T, H, D: the
-// packed qkv's, or a [B, T, H, D]'s with parts 1).
-inline HeadRows packedHeadRows(int64_t b, int64_t t, int64_t h, int64_t d, int64_t parts,
-                               int64_t part) {
-  (void)b;
+// Part `part` of `parts` of [B, T, parts, H, D], with T, H and D those of
+// the packed qkv [B, T, 3, H, D] (parts 1: its [B, T, H, D] rows).
+inline HeadRows packedHeadRows(const Shape &qkv, int64_t parts, int64_t part) {
+  const int64_t t = qkv[1], h = qkv[3], d = qkv[4];
   return HeadRows{h, t * parts * h * d, d, parts * h * d, part * h * d};
 }
 // dst [BH, T, D] = src's rows `r`; and back.
@@ -277,6 +276,27 @@ void scatterHeads(const T *src, const HeadRows &r, int64_t bh, int64_t t, int64_
   for (int64_t b = 0; b < bh; ++b)
     for (int64_t i = 0; i < t; ++i)
       std::copy(src + (b * t + i) * d, src + (b * t + i + 1) * d, dst + r.at(b, i));
+}
+// A packed attention (or its gradient) run on [B H, T, D] blocks, as the
+// packed form is defined: q, k, v (and g) gathered from qkv `x` (and `g`)
+// into `blocks`, `run(dims, q, k, v, g, result)` computing the blocks'
+// result (the gradient's: dq, dk, dv stacked), put back at `out` in the
+// packed layout. g null: the forward.
+template <typename T, typename Run>
+void onHeadBlocks(const Shape &qkv, const T *x, const T *g, std::vector<T> &blocks,
+                  std::vector<T> &result, T *out, Run run) {
+  const AttentionDims a = packedAttentionDims(qkv);
+  const int64_t n = a.batch * a.tq * a.d, parts = g ? 3 : 1;
+  blocks.resize((g ? 4 : 3) * n);
+  result.resize(parts * n);
+  T *q = blocks.data();
+  for (int64_t p = 0; p < 3; ++p)
+    gatherHeads(x, packedHeadRows(qkv, 3, p), a.batch, a.tq, a.d, q + p * n);
+  if (g)
+    gatherHeads(g, packedHeadRows(qkv, 1, 0), a.batch, a.tq, a.d, q + 3 * n);
+  run(a, q, q + n, q + 2 * n, g ? q + 3 * n : nullptr, result.data());
+  for (int64_t p = 0; p < parts; ++p)
+    scatterHeads(result.data() + p * n, packedHeadRows(qkv, parts, p), a.batch, a.tq, a.d, out);
 }
 
 // A Gemm node's problem: `batch` products op(a) [m, k] x op(b) [k, n]; b is

@@ -815,29 +815,16 @@ void HostDevice::opAttentionGrad(NodeCall &nc) {
 // gathered into [B H, T, D] blocks (the copies the transposes made before),
 // the blocks' attention, the result put back in the packed layout.
 void HostDevice::packedAttentionF32(NodeCall &nc) {
-  const Shape &x = nc.inShape(0);
-  const AttentionDims a = packedAttentionDims(x);
-  const int64_t n = a.batch * a.tq * a.d;
+  thread_local std::vector<float> blocks, result;
   const bool grad = nc.n.kind == OpKind::AttentionGrad;
-  thread_local std::vector<float> heads, result;
-  heads.resize((grad ? 4 : 3) * n);
-  result.resize((grad ? 3 : 1) * n);
-  for (int64_t part = 0; part < 3; ++part)
-    gatherHeads(nc.in(0), packedHeadRows(x[0], x[1], x[3], x[4], 3, part), a.batch, a.tq, a.d,
-                heads.data() + part * n);
-  const float *q = heads.data(), *k = q + n, *v = k + n;
-  if (!grad) {
-    attentionF32(nc, a, q, k, v, result.data());
-    scatterHeads(result.data(), packedHeadRows(x[0], x[1], x[3], x[4], 1, 0), a.batch, a.tq, a.d,
-                 nc.out);
-    return;
-  }
-  gatherHeads(nc.in(1), packedHeadRows(x[0], x[1], x[3], x[4], 1, 0), a.batch, a.tq, a.d,
-              heads.data() + 3 * n);
-  attentionGradF32(nc, a, q, k, v, heads.data() + 3 * n, result.data());
-  for (int64_t part = 0; part < 3; ++part)
-    scatterHeads(result.data() + part * n, packedHeadRows(x[0], x[1], x[3], x[4], 3, part), a.batch,
-                 a.tq, a.d, nc.out);
+  onHeadBlocks<float>(nc.inShape(0), nc.in(0), grad ? nc.in(1) : nullptr, blocks, result, nc.out,
+                      [&](const AttentionDims &a, const float *q, const float *k, const float *v,
+                          const float *g, float *out) {
+                        if (grad)
+                          attentionGradF32(nc, a, q, k, v, g, out);
+                        else
+                          attentionF32(nc, a, q, k, v, out);
+                      });
 }
 
 void HostDevice::attentionF32(NodeCall &nc, const AttentionDims &a, const float *q, const float *k,

@@ -767,34 +767,26 @@ template <typename T> void RefExecutor::Impl::opNormGrad(RefCall<T> &nc) {
                     static_cast<T>(nc.n.floats[0]), nc.n.flag);
 }
 
-// A packed attention (kernel-attention-layout) as its definition says:
-// q, k, v (and g) gathered into [B H, T, D] heads, the attention of those,
-// its result (dq, dk, dv) put back in the packed layout.
+// A packed attention (kernel-attention-layout) as its definition says
+// (onHeadBlocks): the attention of the heads gathered into blocks.
 template <typename T> void runPackedAttention(RefCall<T> &nc) {
-  const Shape &x = nc.inShape(0);
-  const AttentionDims a = packedAttentionDims(x);
-  const int64_t n = a.batch * a.tq * a.d;
-  auto heads = [&](const Buf<T> &src, int64_t parts, int64_t part) {
-    Buf<T> h(n);
-    gatherHeads(src.data(), packedHeadRows(x[0], x[1], x[3], x[4], parts, part), a.batch, a.tq, a.d,
-                h.data());
-    return h;
-  };
-  const Buf<T> q = heads(nc.in(0), 3, 0), k = heads(nc.in(0), 3, 1), v = heads(nc.in(0), 3, 2);
+  const bool grad = nc.n.kind == OpKind::AttentionGrad;
   const T scale = static_cast<T>(nc.n.floats[0]);
-  Buf<T> out;
-  if (nc.n.kind == OpKind::Attention) {
-    out = attention(q, k, v, a.batch, a.tq, a.tk, a.d, a.dv, scale, nc.n.flag);
-    nc.out.assign(n, T(0));
-    scatterHeads(out.data(), packedHeadRows(x[0], x[1], x[3], x[4], 1, 0), a.batch, a.tq, a.d,
-                 nc.out.data());
-    return;
-  }
-  out = attentionGrad(q, k, v, heads(nc.in(1), 1, 0), a.batch, a.tq, a.d, scale, nc.n.flag);
-  nc.out.assign(3 * n, T(0));
-  for (int64_t part = 0; part < 3; ++part)
-    scatterHeads(out.data() + part * n, packedHeadRows(x[0], x[1], x[3], x[4], 3, part), a.batch,
-                 a.tq, a.d, nc.out.data());
+  Buf<T> blocks, result;
+  nc.out.assign(static_cast<size_t>(numElements(nc.n.shape)), T(0));
+  onHeadBlocks<T>(nc.inShape(0), nc.in(0).data(), grad ? nc.in(1).data() : nullptr, blocks,
+                  result, nc.out.data(),
+                  [&](const AttentionDims &a, const T *q, const T *k, const T *v, const T *g,
+                      T *out) {
+                    const int64_t n = a.batch * a.tq * a.d;
+                    auto buf = [n](const T *p) { return Buf<T>(p, p + n); };
+                    const Buf<T> r =
+                        grad ? attentionGrad(buf(q), buf(k), buf(v), buf(g), a.batch, a.tq, a.d,
+                                             scale, nc.n.flag)
+                             : attention(buf(q), buf(k), buf(v), a.batch, a.tq, a.tk, a.d, a.dv,
+                                         scale, nc.n.flag);
+                    std::copy(r.begin(), r.end(), out);
+                  });
 }
 
 template <typename T> void RefExecutor::Impl::opAttention(RefCall<T> &nc) {
