@@ -99,11 +99,13 @@ double phaseFlops(const Graph &g, Phase ph) {
   const std::vector<Node> &nodes = g.phase(ph);
   double f = 0;
   for (const Node &n : nodes) {
-    if (n.kind == OpKind::Gemm || n.kind == OpKind::Matmul) {
+    if (n.kind == OpKind::Gemm) { // (a bias gradient's row is not a product's)
+      const ops::GemmDims d =
+          ops::gemmDims(n, nodes[n.operands[0]].shape, nodes[n.operands[1]].shape);
+      f += 2.0 * double(d.batch) * double(d.m) * double(d.n) * double(d.k);
+    } else if (n.kind == OpKind::Matmul) {
       const Shape &as = nodes[n.operands[0]].shape;
-      bool ta = n.kind == OpKind::Gemm && n.ints[0] != 0;
-      double k = static_cast<double>(ta ? as[as.size() - 2] : as.back());
-      f += 2.0 * static_cast<double>(numElements(n.shape)) * k;
+      f += 2.0 * static_cast<double>(numElements(n.shape)) * static_cast<double>(as.back());
     } else if (n.kind == OpKind::Attention || n.kind == OpKind::AttentionGrad) {
       const ops::AttentionDims a = ops::attentionDimsOf(n, nodes); // (q, k, v, or packed)
       f += n.kind == OpKind::Attention

@@ -235,17 +235,31 @@ LogicalResult GemmOp::verify() {
   if (!batchB.empty() && batchA != batchB)
     return emitOpError() << "batch dims of a " << a << " and b " << b
                          << " differ; b must be 2-D or have a's batch dims";
+  if (getBiasGrad()) {
+    if (a.getRank() != 2 || b.getRank() != 2 || getTransposeB() || getBias() || getDgelu() ||
+        getAlpha().convertToDouble() != 1.0 || getStoreBf16())
+      return emitOpError() << "bias_grad needs 2-D operands, b not transposed, alpha 1, no "
+                              "bias or dgelu and an f32 result";
+  }
   SmallVector<int64_t> want(batchA.begin(), batchA.end());
-  want.push_back(m);
+  want.push_back(getBiasGrad() ? m + 1 : m);
   want.push_back(n);
   if (r.getShape() != ArrayRef<int64_t>(want))
-    return emitOpError() << "result type " << r << " does not match op(a) x op(b) = "
+    return emitOpError() << "result type " << r << " does not match op(a) x op(b)"
+                         << (getBiasGrad() ? " with its row of column sums" : "") << " = "
                          << RankedTensorType::get(want, r.getElementType());
   if (Value bias = getBias()) {
     auto bt = cast<RankedTensorType>(bias.getType());
     if (bt.getRank() != 1 || bt.getDimSize(0) != n || bt.getElementType() != r.getElementType())
       return emitOpError() << "bias must be a vector of the result's " << n << " columns in "
                            << r.getElementType() << ", got " << bt;
+  }
+  if (Value x = getDgelu()) {
+    if (getBias())
+      return emitOpError() << "has a bias and a dgelu; cuBLASLt's epilogues take one of them";
+    if (x.getType() != r)
+      return emitOpError() << "dgelu (the GELU's input) must have the result's type " << r
+                           << ", got " << x.getType();
   }
   return success();
 }

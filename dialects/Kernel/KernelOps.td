@@ -145,7 +145,7 @@ def Kernel_YieldOp : Kernel_Op<"yield", [Pure, Terminator,
 }
 
 
-def Kernel_GemmOp : Kernel_Op<"gemm", [Pure]> {
+def Kernel_GemmOp : Kernel_Op<"gemm", [Pure, AttrSizedOperandSegments]> {
   let summary = "a library GEMM: alpha * op(a) * op(b), op = optional transpose";
   let description = [{
     Matrix product through the BLAS library of the target (OpenBLAS on
@@ -165,18 +165,41 @@ def Kernel_GemmOp : Kernel_Op<"gemm", [Pure]> {
     stored: cuBLASLt's BIAS epilogue on the GPU, the same sum after the
     library GEMM on the CPU.
 
+    `dgelu` (set by `kernel-gemm-epilogue`): a tensor of the result's shape,
+    the input `x` of a tanh-form GELU; each element of the product is
+    multiplied by `gelu'(x)` in f32 before the result is rounded or stored
+    (a GELU's backward: the gradient of its input from the gradient of its
+    output). cuBLASLt's DGELU epilogue on the GPU, `x` its auxiliary input;
+    the same product after the library GEMM on the CPU. A GEMM has a `bias`
+    or a `dgelu`, not both.
+
+    `bias_grad` (set by `kernel-gemm-epilogue`): the result has one row more
+    than the product, `[M + 1, N]`: rows `0..M-1` hold the product, row `M`
+    the sum of `op(b)`'s K rows (each column summed over the contraction:
+    the bias gradient of the linear layer whose weight gradient the product
+    is, `op(a) = x^T`, `b = dy`). cuBLASLt's BGRADA epilogue on the GPU (in
+    its column-major view our b is its A); the same sums after the library
+    GEMM on the CPU, in increasing row order as `train.reduce_sum` makes
+    them. 2-D operands, `b` not transposed, `alpha` 1, no other epilogue,
+    f32 storage.
+
     ```mlir
     %dw = kernel.gemm %x, %dy transpose_a : tensor<64x128xf32>, tensor<64x384xf32> -> tensor<128x384xf32>
     %y = kernel.gemm %x, %w bias %b : tensor<64x128xf32>, tensor<128x384xf32>, tensor<384xf32> -> tensor<64x384xf32>
+    %dh = kernel.gemm %dy, %w2 transpose_b dgelu(%h : tensor<64x384xf32>) : tensor<64x128xf32>, tensor<384x128xf32> -> tensor<64x384xf32>
+    %dwb = kernel.gemm %x, %dy transpose_a {bias_grad} : tensor<64x128xf32>, tensor<64x384xf32> -> tensor<129x384xf32>
     ```
   }];
   let arguments = (ins Kernel_FloatTensor:$a, Kernel_FloatTensor:$b,
                        Optional<Kernel_FloatTensor>:$bias,
+                       Optional<Kernel_FloatTensor>:$dgelu,
                        UnitAttr:$transpose_a, UnitAttr:$transpose_b,
-                       DefaultValuedAttr<F64Attr, "1.0">:$alpha, UnitAttr:$store_bf16);
+                       DefaultValuedAttr<F64Attr, "1.0">:$alpha, UnitAttr:$store_bf16,
+                       UnitAttr:$bias_grad);
   let results = (outs Kernel_FloatTensor:$result);
   let assemblyFormat = [{
-    $a `,` $b (`transpose_a` $transpose_a^)? (`transpose_b` $transpose_b^)? (`bias` $bias^)? attr-dict
+    $a `,` $b (`transpose_a` $transpose_a^)? (`transpose_b` $transpose_b^)? (`bias` $bias^)?
+    (`dgelu` `(` $dgelu^ `:` type($dgelu) `)`)? attr-dict
     `:` type($a) `,` type($b) (`,` type($bias)^)? `->` type($result)
   }];
   let hasVerifier = 1;

@@ -200,7 +200,7 @@ def KernelBf16Storage : Pass<"kernel-bf16-storage", "::stretto::train::ModelOp">
 
 
 def KernelGemmEpilogue : Pass<"kernel-gemm-epilogue", "::stretto::train::ModelOp"> {
-  let summary = "Moves the bias add after a GEMM into the GEMM (cuBLASLt's BIAS epilogue)";
+  let summary = "Moves a GEMM's bias add, GELU's backward after it and the bias gradient beside it into the GEMM (cuBLASLt's BIAS, DGELU and BGRADA epilogues)";
   let description = [{
     Runs after `kernel-bf16-storage`. A `kernel.gemm` without a bias whose
     every reader is a `kernel.elementwise` (same block and pipeline `stage`)
@@ -222,6 +222,29 @@ def KernelGemmEpilogue : Pass<"kernel-gemm-epilogue", "::stretto::train::ModelOp
     bias add. A product rounded before its add, and a vector stored in bf16
     (the epilogue reads f32), are left as they are.
 
+    The same for a GELU's backward: a `kernel.gemm` whose every reader
+    multiplies the product, first thing, by `kernel.gelu_grad` of one and
+    the same input of the result's type takes that input as its `dgelu`
+    (the product times GELU's derivative made in f32 inside the GEMM; on
+    the GPU, cuBLASLt's DGELU epilogue with the input as its auxiliary
+    operand); the mul goes, and the gelu_grad when nothing else reads it.
+    In a bf16 plan (`train-mixed-precision` rounds neither factor, only
+    their product) the GEMM then stores the rounded product and the
+    rounding kernel goes: a GPT's MLP backward makes the input gradient of
+    its GELU in the GEMM that makes the output gradient.
+
+    And for a linear layer's bias gradient: a `kernel.gemm` making a weight
+    gradient `op(a) b` (2-D, `b` not transposed, f32, `alpha` 1, no other
+    epilogue) whose `b` (or another reshape of the same values with b's
+    columns last) is also summed over every dim but the last by a
+    `train.reduce_sum` in the same block and stage becomes one GEMM with
+    `bias_grad`: its result `[M + 1, N]` holds the product and, in its
+    last row, the column sums (cuBLASLt's BGRADA epilogue); the weight
+    gradient is its leading-row slice, the bias gradient its last row
+    reshaped (views). It is made where the later of the two was, when the
+    earlier one's readers all come after that. One launch and a read of
+    dy fewer for each linear layer's backward.
+
     Before:
     ```mlir
     %y = kernel.gemm %x, %w : tensor<64x128xf32>, tensor<128x384xf32> -> tensor<64x384xf32>
@@ -240,6 +263,20 @@ def KernelGemmEpilogue : Pass<"kernel-gemm-epilogue", "::stretto::train::ModelOp
       %1 = kernel.gelu %a : f32
       kernel.yield %1 : f32
     }
+    ```
+    and, for a GELU's backward,
+    ```mlir
+    %p = kernel.gemm %dy, %w transpose_b : tensor<64x384xf32>, tensor<128x384xf32> -> tensor<64x128xf32>
+    %dx = kernel.elementwise(%p, %x) : tensor<64x128xf32>, tensor<64x128xf32> -> tensor<64x128xf32> {
+    ^bb0(%a: f32, %b: f32):
+      %0 = kernel.gelu_grad %b : f32
+      %1 = kernel.mul %a, %0 : f32
+      kernel.yield %1 : f32
+    }
+    ```
+    becomes
+    ```mlir
+    %dx = kernel.gemm %dy, %w transpose_b dgelu(%x : tensor<64x128xf32>) : tensor<64x384xf32>, tensor<128x384xf32> -> tensor<64x128xf32>
     ```
   }];
   let dependentDialects = ["::stretto::kernel::KernelDialect"];

@@ -240,7 +240,10 @@ def TrainMixedPrecision : Pass<"train-mixed-precision", "::stretto::train::Model
     f32; the fused ops keep their statistics in f32. A matmul whose every
     reader adds a vector of its columns (a linear layer's bias) is not
     rounded itself: the sum is, once, as a GEMM with a bias epilogue makes
-    it (`kernel-gemm-epilogue`). Arithmetic stays f32.
+    it (`kernel-gemm-epilogue`). Likewise a matmul whose every reader
+    multiplies it by a `train.gelu_grad` (a GELU's backward), and that
+    gelu_grad: their product is rounded once, as a GEMM with a DGELU
+    epilogue makes it. Arithmetic stays f32.
     Marks every `train.newton_schulz` (Muon's orthogonalisation, in the
     update) `bf16`: its matrices are rounded to bf16 and its GEMMs run on
     bf16 operands, as Muon's reference implementation does.

@@ -141,6 +141,10 @@ static LogicalResult lowerPhase(Block &block, Phase phase, Graph &g) {
         })
         .Case([&](kernel::GemmOp o) {
           n.ints = {o.getTransposeA() ? 1 : 0, o.getTransposeB() ? 1 : 0};
+          if (o.getDgelu()) // the third operand is DGELU's input, not a bias
+            n.ints.push_back(1);
+          if (o.getBiasGrad()) // a last row of op(b)'s column sums
+            n.ints.push_back(2);
           n.floats = {o.getAlpha().convertToDouble()};
           if (o.getStoreBf16()) // rounded to bf16 (kernel-bf16-storage)
             n.dtype = DType::BF16;

@@ -1,8 +1,9 @@
 //===- GemmEpilogue.cpp - kernel-gemm-epilogue ----------------------------===//
 //
-// Moves a bias add that every reader of a GEMM makes first into the GEMM
-// (`bias`: cuBLASLt's BIAS epilogue on the GPU), and drops the readers left
-// doing nothing (see KernelPasses.td).
+// Moves a bias add, or a multiplication by GELU's derivative, that every
+// reader of a GEMM makes first into the GEMM (`bias`, `dgelu`: cuBLASLt's
+// BIAS and DGELU epilogues on the GPU), and drops the readers left doing
+// nothing (see KernelPasses.td).
 //
 //===----------------------------------------------------------------------===//
 #include "stretto/Kernel/Emitter.h"
@@ -20,20 +21,35 @@ using namespace stretto;
 
 namespace {
 
-/// One reader's bias add: `add` adds block argument `biasArg` (operand
-/// `bias` of the kernel) to block argument `gemmArg`, the GEMM's result.
-struct BiasAdd {
+/// What one reader of a GEMM makes of the product first, that the GEMM can
+/// make itself: `op` (a kernel.add of a vector: the bias; a kernel.mul by
+/// gelu_grad(x): DGELU) in the body of `kernel`, whose block argument
+/// `gemmArg` is the product; `operand` (the vector, or x) is the kernel's
+/// input `operandArg`. `scale`: the gelu_grad, erased with the mul when
+/// nothing else reads it.
+struct Fold {
+  enum Kind { Bias, DGelu } kind = Bias;
   kernel::ElementwiseOp kernel;
-  unsigned gemmArg = 0, biasArg = 0;
-  kernel::AddOp add;
-  Value bias;
+  unsigned gemmArg = 0, operandArg = 0;
+  Operation *op = nullptr, *scale = nullptr;
+  Value operand;
 };
 
 bool sameStage(Operation *a, Operation *b) { return a->getAttr("stage") == b->getAttr("stage"); }
 
-/// The bias add `user` makes first to operand `operand` (the GEMM's result
-/// of `type`), if it makes one.
-std::optional<BiasAdd> biasAddOf(OpOperand &use, RankedTensorType type) {
+/// The block argument of `body` that `v` is (not `not`), or null.
+BlockArgument argOf(Value v, Block &body, unsigned other) {
+  auto arg = dyn_cast<BlockArgument>(v);
+  if (!arg || arg.getOwner() != &body || arg.getArgNumber() == other)
+    return nullptr;
+  return arg;
+}
+
+/// The fold `use`'s reader allows on the GEMM's result of `type`, if any:
+/// the product's one use in its body adds a vector of its N columns (f32,
+/// not stored in bf16: the epilogue reads f32), or multiplies it by
+/// gelu_grad of another input of the result's type.
+std::optional<Fold> foldOf(OpOperand &use, RankedTensorType type) {
   auto e = dyn_cast<kernel::ElementwiseOp>(use.getOwner());
   if (!e || e->getNumResults() != 1 || e.getResultType().getShape() != type.getShape() ||
       !sameStage(e, use.get().getDefiningOp()) ||
@@ -42,26 +58,40 @@ std::optional<BiasAdd> biasAddOf(OpOperand &use, RankedTensorType type) {
   if (llvm::count(e.getInputs(), use.get()) != 1)
     return std::nullopt;
   Block &body = e.getBodyBlock();
-  BiasAdd b{e, use.getOperandNumber(), 0, nullptr, {}};
-  // (a product rounded before its bias add keeps its rounding point: not
-  // folded; train-mixed-precision does not round a bias-added product)
-  Value product = body.getArgument(b.gemmArg);
+  Fold f;
+  f.kernel = e, f.gemmArg = use.getOperandNumber();
+  // (a product rounded before its add or scaling keeps its rounding point:
+  // not folded; train-mixed-precision rounds neither a bias-added product
+  // nor one scaled by gelu_grad)
+  Value product = body.getArgument(f.gemmArg);
   if (!product.hasOneUse())
     return std::nullopt;
-  Operation *next = *product.getUsers().begin();
-  b.add = dyn_cast<kernel::AddOp>(next);
-  if (!b.add)
+  f.op = *product.getUsers().begin();
+  if (!isa<kernel::AddOp, kernel::MulOp>(f.op) || f.op->getOperand(0) == f.op->getOperand(1))
     return std::nullopt;
-  auto arg = dyn_cast<BlockArgument>(b.add.getLhs() == product ? b.add.getRhs() : b.add.getLhs());
-  if (!arg || arg.getOwner() != &body || arg.getArgNumber() == b.gemmArg)
-    return std::nullopt;
-  b.biasArg = arg.getArgNumber();
-  b.bias = e.getInputs()[b.biasArg];
-  auto bt = cast<RankedTensorType>(b.bias.getType());
-  if (bt.getRank() != 1 || bt.getDimSize(0) != type.getShape().back() ||
-      bt.getElementType() != type.getElementType() || kernel::storedInBf16(b.bias))
-    return std::nullopt;
-  return b;
+  Value other = f.op->getOperand(0) == product ? f.op->getOperand(1) : f.op->getOperand(0);
+  BlockArgument arg;
+  if (isa<kernel::AddOp>(f.op)) {
+    arg = argOf(other, body, f.gemmArg);
+    if (!arg)
+      return std::nullopt;
+    auto bt = cast<RankedTensorType>(e.getInputs()[arg.getArgNumber()].getType());
+    if (bt.getRank() != 1 || bt.getDimSize(0) != type.getShape().back() ||
+        bt.getElementType() != type.getElementType() ||
+        kernel::storedInBf16(e.getInputs()[arg.getArgNumber()]))
+      return std::nullopt;
+  } else {
+    f.kind = Fold::DGelu;
+    f.scale = other.getDefiningOp<kernel::GeluGradOp>();
+    if (!f.scale)
+      return std::nullopt;
+    arg = argOf(f.scale->getOperand(0), body, f.gemmArg);
+    if (!arg || e.getInputs()[arg.getArgNumber()].getType() != type)
+      return std::nullopt;
+  }
+  f.operandArg = arg.getArgNumber();
+  f.operand = e.getInputs()[f.operandArg];
+  return f;
 }
 
 /// Makes `bias` available at `gemm`: it is already, or it is read from
@@ -95,48 +125,149 @@ bool handsOn(kernel::ElementwiseOp e, kernel::GemmOp gemm) {
          e.getStoreBf16() && gemm.getStoreBf16();
 }
 
+/// The train.reduce_sum (same block and stage as `g`) that sums b, or
+/// another reshape of the same values with b's N columns last, over every
+/// dim but the last (the [rows, N] view's column sums): the bias gradient
+/// beside the weight gradient `g` makes from the same dy.
+train::ReduceSumOp columnSumsOfB(kernel::GemmOp g) {
+  Value root = g.getB();
+  const int64_t n = cast<RankedTensorType>(root.getType()).getShape().back();
+  while (auto r = root.getDefiningOp<train::ReshapeOp>())
+    root = r.getInput();
+  SmallVector<Value> views{root};
+  for (size_t i = 0; i < views.size(); ++i)
+    for (Operation *u : views[i].getUsers()) {
+      if (auto r = dyn_cast<train::ReshapeOp>(u)) {
+        views.push_back(r.getResult());
+        continue;
+      }
+      auto sum = dyn_cast<train::ReduceSumOp>(u);
+      if (!sum || sum->getBlock() != g->getBlock() || !sameStage(sum, g))
+        continue;
+      auto in = cast<RankedTensorType>(sum.getInput().getType());
+      if (in.getShape().back() != n)
+        continue;
+      ArrayRef<int64_t> dims = sum.getDims();
+      bool allButLast = static_cast<int64_t>(dims.size()) == in.getRank() - 1;
+      for (size_t d = 0; d < dims.size() && allButLast; ++d)
+        allButLast = dims[d] == static_cast<int64_t>(d);
+      if (allButLast)
+        return sum;
+    }
+  return nullptr;
+}
+
+/// Whether every user of `op` comes after `at` in their block.
+bool usedAfter(Operation *op, Operation *at) {
+  return llvm::all_of(op->getUsers(), [&](Operation *u) {
+    return u->getBlock() == at->getBlock() && at->isBeforeInBlock(u);
+  });
+}
+
 struct GemmEpiloguePass : stretto::kernel::impl::KernelGemmEpilogueBase<GemmEpiloguePass> {
   void runOnOperation() override {
     DominanceInfo dom(getOperation());
     SmallVector<kernel::GemmOp> gemms;
     getOperation().walk([&](kernel::GemmOp g) { gemms.push_back(g); });
-    for (kernel::GemmOp g : gemms)
+    for (kernel::GemmOp g : gemms) {
       fold(g, dom);
+      foldBiasGrad(g); // (erases g when it folds)
+    }
+  }
+
+  /// A weight gradient op(a) b (2-D, b = dy not transposed, f32, no other
+  /// epilogue) whose b is also summed over its rows by a train.reduce_sum
+  /// (the layer's bias gradient) makes those sums as its result's extra
+  /// row (`bias_grad`); the product and the sums are views of it.
+  void foldBiasGrad(kernel::GemmOp g) {
+    auto a = cast<RankedTensorType>(g.getA().getType());
+    auto type = cast<RankedTensorType>(g.getType());
+    if (g.getBias() || g.getDgelu() || g.getBiasGrad() || g.getStoreBf16() || g.getTransposeB() ||
+        g.getAlpha().convertToDouble() != 1.0 || a.getRank() != 2 || type.getRank() != 2 ||
+        !type.getElementType().isF32())
+      return;
+    train::ReduceSumOp sum = columnSumsOfB(g);
+    if (!sum)
+      return;
+    // Made where the later of the two was, if the earlier one's readers
+    // all come after that.
+    Operation *at = g->isBeforeInBlock(sum) ? sum.getOperation() : g.getOperation();
+    Operation *earlier = at == g.getOperation() ? sum.getOperation() : g.getOperation();
+    if (!usedAfter(earlier, at))
+      return;
+    OpBuilder b(at);
+    const int64_t m = type.getDimSize(0), n = type.getDimSize(1);
+    auto packed = b.create<kernel::GemmOp>(
+        g.getLoc(), RankedTensorType::get({m + 1, n}, type.getElementType()), g.getA(), g.getB(),
+        Value(), Value(), g.getTransposeAAttr(), UnitAttr(), g.getAlphaAttr(), UnitAttr(),
+        b.getUnitAttr());
+    if (Attribute stage = g->getAttr("stage"))
+      packed->setAttr("stage", stage);
+    auto view = [&](Operation *op) {
+      if (Attribute stage = g->getAttr("stage"))
+        op->setAttr("stage", stage);
+      return op->getResult(0);
+    };
+    Value product = view(b.create<train::SliceOp>(g.getLoc(), type, packed.getResult(), 0, 0));
+    Value row = view(b.create<train::SliceOp>(sum.getLoc(),
+                                              RankedTensorType::get({1, n}, type.getElementType()),
+                                              packed.getResult(), 0, m));
+    Value sums = view(b.create<train::ReshapeOp>(sum.getLoc(), sum.getType(), row));
+    g.getResult().replaceAllUsesWith(product);
+    sum.getResult().replaceAllUsesWith(sums);
+    Value input = sum.getInput();
+    sum.erase();
+    g.erase();
+    // (the reshapes that only fed the sum go too)
+    while (auto r = input.getDefiningOp<train::ReshapeOp>()) {
+      if (!r->use_empty())
+        break;
+      input = r.getInput();
+      r.erase();
+    }
   }
 
   void fold(kernel::GemmOp g, DominanceInfo &dom) {
-    if (g.getBias() || g.getResult().use_empty())
+    if (g.getBias() || g.getDgelu() || g.getResult().use_empty())
       return;
     auto type = cast<RankedTensorType>(g.getType());
-    SmallVector<BiasAdd> adds;
+    SmallVector<Fold> folds;
     for (OpOperand &use : g.getResult().getUses()) {
-      std::optional<BiasAdd> b = biasAddOf(use, type);
-      if (!b || (!adds.empty() && b->bias != adds.front().bias))
+      std::optional<Fold> f = foldOf(use, type);
+      if (!f || (!folds.empty() &&
+                 (f->kind != folds.front().kind || f->operand != folds.front().operand)))
         return;
-      adds.push_back(*b);
+      folds.push_back(*f);
     }
-    if (!availableAt(adds.front().bias, g, dom))
+    if (!availableAt(folds.front().operand, g, dom))
       return;
-    g.getBiasMutable().assign(adds.front().bias);
-    // Each reader reads the sum where it read the product.
-    for (BiasAdd &b : adds) {
-      Block &body = b.kernel.getBodyBlock();
-      b.add.getResult().replaceAllUsesWith(body.getArgument(b.gemmArg));
-      b.add.erase();
-      if (body.getArgument(b.biasArg).use_empty()) {
-        b.kernel.getInputsMutable().erase(b.biasArg);
-        body.eraseArgument(b.biasArg);
+    if (folds.front().kind == Fold::Bias)
+      g.getBiasMutable().assign(folds.front().operand);
+    else
+      g.getDgeluMutable().assign(folds.front().operand);
+    // Each reader reads the sum (or the scaled product) where it read the
+    // product.
+    for (Fold &f : folds) {
+      Block &body = f.kernel.getBodyBlock();
+      f.op->getResult(0).replaceAllUsesWith(body.getArgument(f.gemmArg));
+      f.op->erase();
+      if (f.scale && f.scale->use_empty())
+        f.scale->erase();
+      if (body.getArgument(f.operandArg).use_empty()) {
+        f.kernel.getInputsMutable().erase(f.operandArg);
+        body.eraseArgument(f.operandArg);
       }
     }
-    // A sum each reader rounds first is stored rounded (kernel-bf16-storage's
-    // rule; in a bf16 plan a linear layer's output is its rounded sum).
+    // A result each reader rounds first is stored rounded (kernel-bf16-storage's
+    // rule; in a bf16 plan a linear layer's output is its rounded sum, a
+    // GELU's input gradient its rounded scaled product).
     if (!g.getStoreBf16() && type.getElementType().isF32() &&
         kernel::roundedFirstByEveryReader(g.getResult()))
       g.setStoreBf16(true);
-    for (BiasAdd &b : adds) {
-      if (handsOn(b.kernel, g)) {
-        b.kernel.getResult(0).replaceAllUsesWith(g.getResult());
-        b.kernel.erase();
+    for (Fold &f : folds) {
+      if (handsOn(f.kernel, g)) {
+        f.kernel.getResult(0).replaceAllUsesWith(g.getResult());
+        f.kernel.erase();
       }
     }
   }

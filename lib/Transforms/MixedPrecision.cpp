@@ -25,7 +25,10 @@
 //     the weight gradients that matmuls produce stay f32;
 //   - a matmul's product that is only read by bias adds (a vector of its
 //     columns added): the linear layer's output is the sum, rounded once,
-//     as a GEMM's bias epilogue makes it (kernel-gemm-epilogue).
+//     as a GEMM's bias epilogue makes it (kernel-gemm-epilogue);
+//   - a matmul's product that is only multiplied by a gelu_grad, and that
+//     gelu_grad (a GELU's backward): the product of the two is rounded
+//     once, as a GEMM's DGELU epilogue makes it (kernel-gemm-epilogue).
 // The fused ops (softmax, norms, attention) compute their statistics in f32
 // inside the op; only their outputs are rounded. View ops (reshape,
 // transpose, slice, broadcast, pad, transfer) move values unchanged and
@@ -144,6 +147,42 @@ static bool onlyBiasAdded(Operation *op) {
   });
 }
 
+/// The other operand of `mul` (a train.mul of two same-typed operands, one
+/// of them v), or null.
+static Value otherFactor(Operation *mul, Value v) {
+  if (!isa<MulOp>(mul) || mul->getOperand(0) == mul->getOperand(1) ||
+      mul->getOperand(0).getType() != mul->getOperand(1).getType())
+    return nullptr;
+  return mul->getOperand(0) == v ? mul->getOperand(1) : mul->getOperand(0);
+}
+
+/// Whether `op`, an Op with readers, is only multiplied by values whose
+/// producers satisfy `factor`.
+template <typename Op>
+static bool onlyMultipliedBy(Operation *op, llvm::function_ref<bool(Operation *)> factor) {
+  if (!isa<Op>(op) || op->getResult(0).use_empty())
+    return false;
+  Value r = op->getResult(0);
+  return llvm::all_of(r.getUsers(), [&](Operation *u) {
+    Value other = otherFactor(u, r);
+    return other && other.getDefiningOp() && factor(other.getDefiningOp());
+  });
+}
+
+/// A matmul whose every reader multiplies it by a gelu_grad (a GELU's
+/// backward: the gradient of its output times GELU's derivative): the
+/// product is not rounded before that product.
+static bool onlyGeluGradScaled(Operation *op) {
+  return onlyMultipliedBy<MatmulOp>(op, [](Operation *f) { return isa<GeluGradOp>(f); });
+}
+
+/// A gelu_grad whose every reader multiplies it by such a matmul's product:
+/// not rounded either, so that the product is rounded once, as a GEMM's
+/// DGELU epilogue makes it (kernel-gemm-epilogue).
+static bool onlyScalesGemms(Operation *op) {
+  return onlyMultipliedBy<GeluGradOp>(op, onlyGeluGradScaled);
+}
+
 /// Whether every use of v reaches a matmul operand through views only.
 static bool onlyFeedsMatmuls(Value v) {
   for (Operation *u : v.getUsers()) {
@@ -197,7 +236,7 @@ void MixedPrecisionPass::roundActivations(Block &body, OpBuilder &b) {
     bool packedRows =
         isa<SliceOp>(op) && isa_and_nonnull<NormGradOp>(op->getOperand(0).getDefiningOp());
     if ((isView(op) && !packedRows) || keepsF32(op) || isa<GradOp, WriteOp, YieldOp>(op) ||
-        onlyBiasAdded(op))
+        onlyBiasAdded(op) || onlyGeluGradScaled(op) || onlyScalesGemms(op))
       continue;
     for (Value r : op->getResults()) {
       if (!isFloatTensor(r) || isScalar(r) || !fromBatch || handedOn.contains(r) || r.use_empty())

@@ -81,9 +81,10 @@ std::string shapeText(const GemmCall &g) {
          (g.bf16   ? "bf16"
           : g.tf32 ? "tf32"
                    : "f32") +
-         (g.bf16Out ? " -> bf16" : "") + (g.bias ? " +bias" : "") + " strides " +
-         std::to_string(g.strideA) + "/" + std::to_string(g.strideB) + "/" +
-         std::to_string(g.strideC) + " align " + std::to_string(g.align);
+         (g.bf16Out ? " -> bf16" : "") + (g.bias ? " +bias" : "") + (g.aux ? " *dgelu" : "") +
+         (g.biasGrad ? " +bgrad" : "") + " strides " + std::to_string(g.strideA) + "/" +
+         std::to_string(g.strideB) + "/" + std::to_string(g.strideC) + " align " +
+         std::to_string(g.align);
 }
 } // namespace
 
@@ -191,6 +192,23 @@ CublasLt::Plan &CublasLt::planFor(const GemmCall &g, const void *a_, const void 
     // (the heuristic reads the pointer's alignment: set before it)
     ok(a.descSet(p->desc, kDescBiasPointer, &g.bias, sizeof g.bias), "bias pointer");
   }
+  if (g.aux) { // DGELU: x laid out as C (its type, ld and batch stride)
+    const int32_t auxType = g.bf16Out ? kR16BF : kR32F;
+    const int64_t ld = lp.c.ld, stride = lp.c.stride;
+    ok(a.descSet(p->desc, kDescEpilogue, &kEpilogueDGelu, sizeof kEpilogueDGelu), "epilogue");
+    ok(a.descSet(p->desc, kDescAuxDataType, &auxType, sizeof auxType), "aux type");
+    ok(a.descSet(p->desc, kDescAuxLd, &ld, sizeof ld), "aux leading dimension");
+    if (lp.batch > 1)
+      ok(a.descSet(p->desc, kDescAuxBatchStride, &stride, sizeof stride), "aux batch stride");
+    ok(a.descSet(p->desc, kDescAuxPointer, &g.aux, sizeof g.aux), "aux pointer");
+  }
+  if (g.biasGrad) { // BGRADA: the column sums of our B (cuBLASLt's A), in C's type
+    const int32_t sumType = kR32F;
+    ok(a.descSet(p->desc, kDescEpilogue, &kEpilogueBGradA, sizeof kEpilogueBGradA), "epilogue");
+    ok(a.descSet(p->desc, kDescBiasDataType, &sumType, sizeof sumType), "bias gradient type");
+    ok(a.descSet(p->desc, kDescBiasPointer, &g.biasGrad, sizeof g.biasGrad),
+       "bias gradient pointer");
+  }
   int inType = g.bf16 ? kR16BF : kR32F;
   auto layout = [&](void **l, int type, const LtMatrix &m) {
     ok(a.layoutCreate(l, type, m.rows, m.cols, m.ld), "matrix layout");
@@ -224,7 +242,7 @@ CublasLt::Plan &CublasLt::planFor(const GemmCall &g, const void *a_, const void 
   int rc = a.heuristic(handle_, p->desc, p->a, p->b, p->c, p->c, pref, tune ? kCandidates : 1,
                        results, &found);
   a.prefDestroy(pref);
-  if (g.bias && (rc != 0 || found == 0))
+  if ((g.bias || g.aux || g.biasGrad) && (rc != 0 || found == 0))
     throw GemmRefused("cuBLASLt has no algorithm for GEMM " + shapeText(g) + " (status " +
                       std::to_string(rc) + ")");
   ok(rc, "algorithm heuristic");
@@ -256,10 +274,20 @@ void CublasLt::gemm(const GemmCall &g, const void *a, const void *b, void *c) {
     if (rc != 0)
       throw std::runtime_error("cuBLASLt bias pointer failed for GEMM " + shapeText(g));
   }
+  if (g.biasGrad) { // and where the bias gradient goes
+    int rc = api_->descSet(p.desc, kDescBiasPointer, &g.biasGrad, sizeof g.biasGrad);
+    if (rc != 0)
+      throw std::runtime_error("cuBLASLt bias gradient pointer failed for GEMM " + shapeText(g));
+  }
+  if (g.aux) { // and DGELU's input too
+    int rc = api_->descSet(p.desc, kDescAuxPointer, &g.aux, sizeof g.aux);
+    if (rc != 0)
+      throw std::runtime_error("cuBLASLt aux pointer failed for GEMM " + shapeText(g));
+  }
   const float beta = 0.0f;
   int rc = api_->matmul(handle_, p.desc, &g.alpha, b, p.a, a, p.b, &beta, c, p.c, c, p.c, &p.algo,
                         reinterpret_cast<void *>(workspace_), workspaceBytes_, device_->stream());
-  if (rc != 0 && g.bias) // (refused at launch: nothing queued)
+  if (rc != 0 && (g.bias || g.aux || g.biasGrad)) // (refused at launch: nothing queued)
     throw GemmRefused(std::string("cublasLtMatmul refused (") +
                       (api_->statusName ? api_->statusName(rc) : "?") + ") GEMM " + shapeText(g));
   if (rc != 0)

@@ -39,7 +39,13 @@ constexpr int kLayoutBatchStride = 6;  // CUBLASLT_MATRIX_LAYOUT_STRIDED_BATCH_O
 constexpr int kDescEpilogue = 7;       // CUBLASLT_MATMUL_DESC_EPILOGUE
 constexpr int kDescBiasPointer = 8;    // CUBLASLT_MATMUL_DESC_BIAS_POINTER
 constexpr int kDescBiasDataType = 26;  // CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE
+constexpr int kDescAuxPointer = 11;    // CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_POINTER
+constexpr int kDescAuxLd = 12;         // CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_LD (int64)
+constexpr int kDescAuxBatchStride = 13; // CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_BATCH_STRIDE (int64)
+constexpr int kDescAuxDataType = 22;    // CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DATA_TYPE (int32)
 constexpr uint32_t kEpilogueBias = 4;  // CUBLASLT_EPILOGUE_BIAS
+constexpr uint32_t kEpilogueDGelu = 192;  // CUBLASLT_EPILOGUE_DGELU (64 | 128)
+constexpr uint32_t kEpilogueBGradA = 256; // CUBLASLT_EPILOGUE_BGRADA
 constexpr int kPrefMaxWorkspace = 1;   // CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES
 constexpr int kPrefMinAlignA = 5;      // CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES (B, C, D: +1..3)
 struct Algo {
@@ -66,6 +72,14 @@ struct GemmCall {
   // n f32 values added to every row of the product before it is rounded or
   // stored (cuBLASLt's BIAS epilogue); null: none.
   const float *bias = nullptr;
+  // GELU's input x, in C's type and layout: each value of the product is
+  // multiplied by gelu'(x) before it is rounded or stored (cuBLASLt's DGELU
+  // epilogue, x its auxiliary input); null: none. Not with a bias.
+  const void *aux = nullptr;
+  // The column sums of B over the contraction (row-major B [k, n], not
+  // transposed: cuBLASLt's A, whose BGRADA epilogue sums it) written here,
+  // n f32 values (C's type; C f32); null: none. Not with another epilogue.
+  float *biasGrad = nullptr;
 };
 
 /// cuBLASLt offers no algorithm for a GEMM with an epilogue (thrown before

@@ -108,11 +108,13 @@ public:
   bool tf32 = false;          // f32 GEMMs on TF32 tensor cores (--precision=tf32)
   bool bf16Halves = false;    // store_bf16 kernels write two bytes (makeGpuPlanExecutor)
   bool tensorCoreAttention = false; // the GPU runs st_flash_mma_* (bf16 mma.sync: sm_80+)
-  // A GEMM's bias added by cuBLASLt's BIAS epilogue (STRETTO_GEMM_EPILOGUE,
-  // on unless 0); off, or once cuBLASLt refuses one: st_add_bias after an
-  // f32 product in scratch (the same sum, rounded once).
-  bool biasEpilogue = true;
-  void gemmWithBias(NodeCall &nc, GemmCall c);
+  // A GEMM's bias added, or its product multiplied by gelu'(x), by
+  // cuBLASLt's BIAS or DGELU epilogue (STRETTO_GEMM_EPILOGUE, on unless 0);
+  // off, or once cuBLASLt refuses one of a kind: st_add_bias or st_dgelu
+  // after an f32 product in scratch (the same value, rounded once).
+  bool biasEpilogue = true, dgeluEpilogue = true, biasGradEpilogue = true;
+  void gemmWithBiasGrad(NodeCall &nc, GemmCall c);
+  void gemmWithEpilogue(NodeCall &nc, GemmCall c);
   bool storesBf16Halves() const override { return bf16Halves; }
   std::vector<float> staging; // host values on their way up
   // Device scratch: bf16 GEMM operands, attention scores, Newton-Schulz.
@@ -680,7 +682,9 @@ void CudaPlanDevice::opGemm(NodeCall &nc) {
   // where it has two bytes, else the f32 result is rounded in place.
   c.bf16Out = nc.p.slots[nc.i].half;
   if (nc.n.operands.size() == 3)
-    gemmWithBias(nc, c);
+    gemmWithEpilogue(nc, c);
+  else if (gemmEpilogue(nc.n) == GemmEpilogue::BiasGrad)
+    gemmWithBiasGrad(nc, c);
   else
     gemm(c, nc.in(0), numElements(nc.inShape(0)), nc.in(1), numElements(nc.inShape(1)), nc.out,
          nc.bf16, 0, nc.half(0), nc.half(1));
@@ -688,23 +692,31 @@ void CudaPlanDevice::opGemm(NodeCall &nc) {
     launch("st_round_f32", nc.count, nc.count, nc.out);
 }
 
-// A GEMM with a bias (kernel-gemm-epilogue): cuBLASLt's BIAS epilogue adds
-// it to the f32 product before rounding or storing; where cuBLASLt has no
-// algorithm for that (or STRETTO_GEMM_EPILOGUE=0), the product goes to
-// scratch in f32 and st_add_bias makes the same sum, rounded once.
-void CudaPlanDevice::gemmWithBias(NodeCall &nc, GemmCall c) {
-  if (nc.half(2))
+// A GEMM with a bias or DGELU's x (kernel-gemm-epilogue): cuBLASLt's BIAS
+// or DGELU epilogue makes the sum (the scaled product) from the f32
+// product before rounding or storing it; where cuBLASLt has no algorithm
+// for that (or STRETTO_GEMM_EPILOGUE=0), the product goes to scratch in
+// f32 and st_add_bias (st_dgelu) makes the same value, rounded once.
+void CudaPlanDevice::gemmWithEpilogue(NodeCall &nc, GemmCall c) {
+  const bool dgelu = gemmEpilogue(nc.n) == GemmEpilogue::DGelu;
+  if (!dgelu && nc.half(2))
     throw std::runtime_error("a GEMM's bias is stored in bf16; the epilogue reads f32");
   const int64_t aCount = numElements(nc.inShape(0)), bCount = numElements(nc.inShape(1));
-  if (biasEpilogue) {
-    c.bias = nc.in(2);
+  bool &library = dgelu ? dgeluEpilogue : biasEpilogue;
+  // (cuBLASLt reads DGELU's x in C's type, two bytes where C has two, with
+  // a leading dimension that is a multiple of 8: ours is the row length)
+  if (library && (!dgelu || (nc.half(2) == c.bf16Out && c.n % 8 == 0))) {
+    if (dgelu)
+      c.aux = nc.in(2);
+    else
+      c.bias = nc.in(2);
     try {
       gemm(c, nc.in(0), aCount, nc.in(1), bCount, nc.out, nc.bf16, 0, nc.half(0), nc.half(1));
       return;
     } catch (const GemmRefused &e) {
-      std::fprintf(stderr, "stretto: %s: bias added by a kernel after the GEMM from now on\n",
-                   e.what());
-      biasEpilogue = false;
+      std::fprintf(stderr, "stretto: %s: %s by a kernel after the GEMM from now on\n", e.what(),
+                   dgelu ? "GELU's derivative applied" : "bias added");
+      library = false;
     }
   }
   // Scratch: the f32 product, then the operands' bf16 copies (gemm's).
@@ -712,10 +724,42 @@ void CudaPlanDevice::gemmWithBias(NodeCall &nc, GemmCall c) {
   scratchFloats(product + alignUp((aCount + 1) / 2) + alignUp((bCount + 1) / 2));
   float *f32 = scratchFloats(product);
   GemmCall plain = c;
-  plain.bias = nullptr, plain.bf16Out = false;
+  plain.bias = nullptr, plain.aux = nullptr, plain.bf16Out = false;
   gemm(plain, nc.in(0), aCount, nc.in(1), bCount, f32, nc.bf16, product, nc.half(0), nc.half(1));
-  launch("st_add_bias", nc.count, nc.count, static_cast<int64_t>(nc.n.shape.back()),
-         static_cast<const float *>(f32), nc.in(2), static_cast<void *>(nc.out), c.bf16Out ? 1 : 0);
+  if (dgelu)
+    launch("st_dgelu", nc.count, nc.count, static_cast<const float *>(f32),
+           static_cast<const void *>(nc.in(2)), nc.half(2) ? 1 : 0, static_cast<void *>(nc.out),
+           c.bf16Out ? 1 : 0);
+  else
+    launch("st_add_bias", nc.count, nc.count, static_cast<int64_t>(nc.n.shape.back()),
+           static_cast<const float *>(f32), nc.in(2), static_cast<void *>(nc.out),
+           c.bf16Out ? 1 : 0);
+}
+
+// A weight gradient with its bias gradient (kernel-gemm-epilogue's
+// bias_grad): the product's M rows, then b's column sums in the last row,
+// by cuBLASLt's BGRADA epilogue (our b is its A) or, where cuBLASLt has no
+// algorithm for it (or STRETTO_GEMM_EPILOGUE=0), by st_column_sums after
+// the plain GEMM (a thread a column, rows in increasing order: the sums
+// the reference makes).
+void CudaPlanDevice::gemmWithBiasGrad(NodeCall &nc, GemmCall c) {
+  const int64_t aCount = numElements(nc.inShape(0)), bCount = numElements(nc.inShape(1));
+  float *sums = nc.out + c.m * c.n;
+  if (biasGradEpilogue) {
+    c.biasGrad = sums;
+    try {
+      gemm(c, nc.in(0), aCount, nc.in(1), bCount, nc.out, nc.bf16, 0, nc.half(0), nc.half(1));
+      return;
+    } catch (const GemmRefused &e) {
+      std::fprintf(stderr, "stretto: %s: bias gradients summed by a kernel from now on\n",
+                   e.what());
+      biasGradEpilogue = false;
+    }
+  }
+  c.biasGrad = nullptr;
+  gemm(c, nc.in(0), aCount, nc.in(1), bCount, nc.out, nc.bf16, 0, nc.half(0), nc.half(1));
+  launch(nc.half(1) ? "st_column_sums16" : "st_column_sums", c.n, int64_t(1), c.k, c.n, nc.in(1),
+         sums);
 }
 
 void CudaPlanDevice::opMatmul(NodeCall &nc) {
@@ -1406,7 +1450,8 @@ std::unique_ptr<PlanExecutor> makeGpuPlanExecutor(const Graph &graph,
   dev->multi = std::move(multi);
   dev->bf16Halves = bf16Halves;
   dev->tensorCoreAttention = dev->gpu->bf16TensorCores();
-  dev->biasEpilogue = envSwitchOn("STRETTO_GEMM_EPILOGUE");
+  dev->biasEpilogue = dev->dgeluEpilogue = dev->biasGradEpilogue =
+      envSwitchOn("STRETTO_GEMM_EPILOGUE");
   return std::make_unique<PlanExecutor>(
       std::make_unique<PlanExecutor::Impl>(graph, std::move(dev), gemm));
 }

@@ -1295,6 +1295,22 @@ extern "C" __global__ void st_add_bias(i64 count, i64 n, const float *x, const f
   }
 }
 
+/* y = x * gelu'(a) (a GEMM's DGELU epilogue where cuBLASLt has none for
+ * it: the product x comes in f32; a, GELU's input, in f32 or, ahalf != 0,
+ * as bf16 bits), in f32 or, half != 0, as the bf16 bits of the product
+ * rounded to nearest even. */
+extern "C" __global__ void st_dgelu(i64 count, const float *x, const void *a, int ahalf, void *y,
+                                    int half) {
+  ST_LOOP(e, count) {
+    const float in = ahalf ? st_widen(((const unsigned short *)a)[e]) : ((const float *)a)[e];
+    const float v = x[e] * st_gelu_grad(in);
+    if (half)
+      ((unsigned short *)y)[e] = (unsigned short)((unsigned int)st_bits_of(st_round_bf16(v)) >> 16);
+    else
+      ((float *)y)[e] = v;
+  }
+}
+
 /* bf16 bits of x rounded to nearest even (KernelMath.inc's st_round_bf16). */
 extern "C" __global__ void st_to_bf16(i64 n, const float *x, unsigned short *y) {
   ST_LOOP(e, n) y[e] = (unsigned short)((unsigned int)st_bits_of(st_round_bf16(x[e])) >> 16);

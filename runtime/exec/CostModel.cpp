@@ -117,7 +117,7 @@ struct Costing {
             ? 8.0 * static_cast<double>(numelOf(n.shape))
             : 0.0;
     c.launches += roundedAfter > 0;
-    if (n.operands.size() == 3 && precision == CostPrecision::BF16) // the f32 bias
+    if (n.operands.size() == 3 && precision == CostPrecision::BF16) // the bias, DGELU's x
       c.bytes += valueBytes(list, n.operands[2]);
     c.seconds = std::max(c.flops / (peak() * d.gemmEfficiency), memoryTime(c.bytes)) +
                 memoryTime(6 * converted + roundedAfter);

@@ -227,12 +227,27 @@ void checkMatmul(const NodeCheck &nc) {
 
 void checkGemm(const NodeCheck &nc) {
   if (nc.have != 2 && nc.have != 3)
-    nc.fail("expects 2 operands (a, b) or 3 (a, b, bias), has " + std::to_string(nc.have));
-  nc.needInts(2);
+    nc.fail("expects 2 operands (a, b) or 3 (a, b, bias or DGELU's x), has " +
+            std::to_string(nc.have));
+  if (nc.n.ints.size() < 2 || nc.n.ints.size() > 3 ||
+      (nc.n.ints.size() == 3 && !(nc.n.ints[2] == 1 && nc.have == 3) &&
+       !(nc.n.ints[2] == 2 && nc.have == 2)))
+    nc.fail("ints are {transpose_a, transpose_b}, {transpose_a, transpose_b, 1} for a DGELU "
+            "epilogue (with a third operand) or {transpose_a, transpose_b, 2} for the bias "
+            "gradient (with two)");
   if (nc.opShape(0).size() < 2 || nc.opShape(1).size() < 2)
     nc.fail("operands must have rank >= 2");
-  if (nc.have == 3 && (nc.n.shape.empty() || nc.opShape(2) != Shape{nc.n.shape.back()}))
+  GemmEpilogue e = gemmEpilogue(nc.n);
+  if (e == GemmEpilogue::BiasGrad &&
+      (nc.opShape(0).size() != 2 || nc.opShape(1).size() != 2 || nc.n.ints[1] != 0 ||
+       nc.n.shape.size() != 2 || nc.n.shape.back() != nc.opShape(1).back()))
+    nc.fail("the bias gradient needs 2-D operands, b not transposed, and a result [M + 1, N] "
+            "with b's N columns");
+  if (e == GemmEpilogue::Bias && (nc.n.shape.empty() || nc.opShape(2) != Shape{nc.n.shape.back()}))
     nc.fail("bias of shape " + shapeToString(nc.opShape(2)) + " is not one value per column of " +
+            shapeToString(nc.n.shape));
+  if (e == GemmEpilogue::DGelu && nc.opShape(2) != nc.n.shape)
+    nc.fail("DGELU's x of shape " + shapeToString(nc.opShape(2)) + " is not the result's shape " +
             shapeToString(nc.n.shape));
 }
 

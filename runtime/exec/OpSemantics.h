@@ -308,14 +308,43 @@ struct GemmDims {
 };
 inline GemmDims gemmDims(const Node &node, const Shape &a, const Shape &b) {
   bool ta = node.ints[0] != 0, tb = node.ints[1] != 0;
+  // (the bias gradient's row follows the product's M rows)
+  const int64_t extra = gemmEpilogue(node) == GemmEpilogue::BiasGrad ? 1 : 0;
   return GemmDims{numElements(Shape(a.begin(), a.end() - 2)),
-                  node.shape[node.shape.size() - 2],
+                  node.shape[node.shape.size() - 2] - extra,
                   node.shape.back(),
                   ta ? a[a.size() - 2] : a.back(),
                   ta,
                   tb,
                   b.size() > 2,
                   node.floats.empty() ? 1.0 : node.floats[0]};
+}
+
+// What a Gemm node's epilogue (kernel-gemm-epilogue) makes of its product
+// `out` (count values), in place and before any rounding: `third` (the
+// node's third operand) added to every row as its bias, or each value
+// multiplied by gelu'(third) (DGELU). Nothing without an epilogue.
+template <typename T>
+void applyGemmEpilogue(const Node &node, T *out, int64_t count, const T *third) {
+  GemmEpilogue e = gemmEpilogue(node);
+  if (e == GemmEpilogue::Bias) {
+    const int64_t n = node.shape.back();
+    for (int64_t r = 0; r < count / n; ++r)
+      for (int64_t j = 0; j < n; ++j)
+        out[r * n + j] += third[j];
+  } else if (e == GemmEpilogue::DGelu) {
+    for (int64_t i = 0; i < count; ++i)
+      out[i] *= kernelmath::st_gelu_grad(third[i]);
+  }
+}
+
+// A Gemm node's bias gradient (GemmEpilogue::BiasGrad): `sums` [n] the
+// column sums of b [k, n], each summed in increasing row order (as
+// reduceSumWalk sums), added to what `sums` holds (zeros).
+template <typename T> void columnSumsInto(const T *b, int64_t k, int64_t n, T *sums) {
+  for (int64_t r = 0; r < k; ++r)
+    for (int64_t j = 0; j < n; ++j)
+      sums[j] += b[r * n + j];
 }
 
 // Throws the message both executors give for a missing or mis-shaped input.

@@ -654,11 +654,12 @@ void HostDevice::opGemm(NodeCall &nc) {
     roundOperands({&a, &b}, {numElements(nc.inShape(0)), numElements(nc.inShape(1))});
   batchedGemm(a, b, nc.out, g.batch, g.m, g.n, g.k, g.ta, g.tb, g.rhsBatched,
               static_cast<float>(g.alpha));
-  if (nc.n.operands.size() == 3) { // bias (kernel-gemm-epilogue): added in f32 first
-    const float *bias = nc.in(2);
-    for (int64_t r = 0; r < nc.count / g.n; ++r)
-      for (int64_t j = 0; j < g.n; ++j)
-        nc.out[r * g.n + j] += bias[j];
+  if (nc.n.operands.size() == 3) // (kernel-gemm-epilogue): in f32 first
+    applyGemmEpilogue(nc.n, nc.out, nc.count, static_cast<const float *>(nc.in(2)));
+  if (gemmEpilogue(nc.n) == GemmEpilogue::BiasGrad) { // the last row: b's column sums
+    float *sums = nc.out + g.m * g.n;
+    std::fill(sums, sums + g.n, 0.0f);
+    columnSumsInto(static_cast<const float *>(nc.in(1)), g.k, g.n, sums);
   }
   if (nc.n.dtype == DType::BF16) // stored in bf16 (kernel-bf16-storage): rounded, in f32
     for (int64_t e = 0; e < nc.count; ++e)

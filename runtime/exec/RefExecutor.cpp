@@ -677,11 +677,10 @@ template <typename T> void RefExecutor::Impl::opGemm(RefCall<T> &nc) {
   nc.out.assign(numElements(nc.n.shape), T(0));
   gemm(nc.in(0), nc.in(1), nc.out, g.batch, g.m, g.n, g.k, g.ta, g.tb, g.rhsBatched,
        static_cast<T>(g.alpha));
-  if (nc.n.operands.size() == 3) { // bias (kernel-gemm-epilogue): before any rounding
-    const Buf<T> &bias = nc.in(2);
-    for (size_t e = 0; e < nc.out.size(); ++e)
-      nc.out[e] += bias[e % static_cast<size_t>(g.n)];
-  }
+  if (nc.n.operands.size() == 3) // (kernel-gemm-epilogue): before any rounding
+    applyGemmEpilogue(nc.n, nc.out.data(), static_cast<int64_t>(nc.out.size()), nc.in(2).data());
+  if (gemmEpilogue(nc.n) == GemmEpilogue::BiasGrad) // the last row: b's column sums
+    columnSumsInto(nc.in(1).data(), g.k, g.n, nc.out.data() + g.m * g.n);
 }
 
 template <typename T> void RefExecutor::Impl::opDescend(RefCall<T> &nc) {

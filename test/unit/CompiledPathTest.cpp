@@ -1014,35 +1014,50 @@ TEST_P(CompiledPath, AttentionInPlaceTrainsAsWithHeadTransposes) {
     }
 }
 
-// kernel-gemm-epilogue moves the models' bias adds into their GEMMs; the
-// CUDA runtime has cuBLASLt add them (the BIAS epilogue, emulated as
-// specified: the f32 bias added to the f32 product before D's conversion)
-// or, with STRETTO_GEMM_EPILOGUE=0 or where cuBLASLt has no algorithm for
-// the epilogue (the emulated cuBLASLt refusing it: GemmRefused), makes the
-// product in f32 scratch and adds the bias with st_add_bias. All three
-// train bit for bit alike, in a bf16 plan (the sum rounded once, stored in
+// kernel-gemm-epilogue moves the models' bias adds into their GEMMs, a
+// GELU MLP's backward (the product times gelu'(x)) into the GEMM that
+// makes the GELU's output gradient, and each bias gradient (dy's column
+// sums) into the GEMM that makes the weight gradient from the same dy; the
+// CUDA runtime has cuBLASLt make them (the BIAS, DGELU and BGRADA
+// epilogues, emulated as specified: the f32 bias added to the f32 product,
+// or the product times gelu'(x), before D's conversion; b's columns summed
+// in f32) or, with STRETTO_GEMM_EPILOGUE=0 or where cuBLASLt has no
+// algorithm for the epilogue (the emulated cuBLASLt refusing it:
+// GemmRefused), makes the product in f32 scratch and finishes it with
+// st_add_bias or st_dgelu, or sums with st_column_sums. All three train
+// bit for bit alike, in a bf16 plan (the result rounded once, stored in
 // two bytes) and in f32.
-TEST_P(CompiledPath, GemmBiasEpilogueMatchesItsFallback) {
+TEST_P(CompiledPath, GemmEpiloguesMatchTheirFallbacks) {
+  const bool geluMlp = std::string(GetParam()).find("kind = \"gpt\"") != std::string::npos &&
+                       std::string(GetParam()).find("swiglu") == std::string::npos;
   for (bool bf16 : {true, false}) {
     EmulatedCase ec(bf16 ? withBf16Storage(GetParam()) : std::string(GetParam()),
                     bf16 ? "epilogue16" : "epilogue32");
     ec.gemm = bf16 ? GemmPrecision::BF16Operands : GemmPrecision::F32;
-    int biased = 0;
-    for (const Node &n : ec.c.graph.nodes)
-      biased += n.kind == OpKind::Gemm && n.operands.size() == 3;
+    int biased = 0, dgelus = 0, biasGrads = 0;
+    for (const Node &n : ec.c.graph.nodes) {
+      biased += n.kind == OpKind::Gemm && gemmEpilogue(n) == GemmEpilogue::Bias;
+      dgelus += n.kind == OpKind::Gemm && gemmEpilogue(n) == GemmEpilogue::DGelu;
+      biasGrads += n.kind == OpKind::Gemm && gemmEpilogue(n) == GemmEpilogue::BiasGrad;
+    }
     EXPECT_GT(biased, 0) << "no GEMM adds its bias";
+    EXPECT_GT(biasGrads, 0) << "no weight gradient makes its bias gradient";
+    // (each layer's MLP: its GELU's backward in a GEMM)
+    EXPECT_EQ(dgelus > 0, geluMlp) << dgelus << " GEMMs apply GELU's derivative";
     struct Restore {
-      ~Restore() { refuseBiasEpilogue(false); }
+      ~Restore() { refuseGemmEpilogues(false); }
     } restore;
     std::vector<std::vector<double>> losses(3);
     std::vector<std::map<std::string, HostTensor>> states(3);
-    std::vector<long long> added(3);
+    std::vector<long long> added(3), scaled(3), summed(3);
     for (int way = 0; way < 3; ++way) { // epilogue, switched off, refused
-      refuseBiasEpilogue(way == 2);
+      refuseGemmEpilogues(way == 2);
       std::unique_ptr<PlanExecutor> e =
           ec.make({{"STRETTO_CUDA_GRAPHS", "0"}, {"STRETTO_GEMM_EPILOGUE", way == 1 ? "0" : "1"}},
                   ec.c.cudaSource, true);
-      const long long before = emulatedGpuLaunchesOf("st_add_bias");
+      const long long before = emulatedGpuLaunchesOf("st_add_bias"),
+                      beforeDgelu = emulatedGpuLaunchesOf("st_dgelu"),
+                      beforeSums = emulatedGpuLaunchesOf("st_column_sums");
       for (int step = 0; step < 3; ++step) {
         for (int64_t k = 0; k < ec.micro; ++k)
           losses[way].push_back(
@@ -1050,12 +1065,22 @@ TEST_P(CompiledPath, GemmBiasEpilogueMatchesItsFallback) {
         e->update();
       }
       added[way] = emulatedGpuLaunchesOf("st_add_bias") - before;
+      scaled[way] = emulatedGpuLaunchesOf("st_dgelu") - beforeDgelu;
+      summed[way] = emulatedGpuLaunchesOf("st_column_sums") - beforeSums;
       for (const StateDecl &s : ec.c.graph.states)
         states[way][s.name] = e->getState(s.name);
     }
     EXPECT_EQ(added[0], 0) << "the epilogue's bias was added by a kernel";
+    EXPECT_EQ(scaled[0], 0) << "the DGELU epilogue's product was scaled by a kernel";
     EXPECT_GE(added[1], biased) << "STRETTO_GEMM_EPILOGUE=0 still used the epilogue";
     EXPECT_GE(added[2], biased) << "a refused epilogue was not replaced";
+    EXPECT_GE(scaled[1], dgelus) << "STRETTO_GEMM_EPILOGUE=0 still used the DGELU epilogue";
+    EXPECT_GE(scaled[2], dgelus) << "a refused DGELU epilogue was not replaced";
+    // (the bias gradients summed by a kernel: every one a micro-step)
+    EXPECT_GE(summed[1] - summed[0], 3 * ec.micro * biasGrads)
+        << "STRETTO_GEMM_EPILOGUE=0 still used the BGRADA epilogue";
+    EXPECT_GE(summed[2] - summed[0], 3 * ec.micro * biasGrads)
+        << "a refused BGRADA epilogue was not replaced";
     for (int way : {1, 2}) {
       EXPECT_EQ(losses[way], losses[0]) << (bf16 ? "bf16" : "f32") << ", way " << way;
       for (const StateDecl &s : ec.c.graph.states)

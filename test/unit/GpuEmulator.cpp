@@ -2,6 +2,7 @@
 #include "GpuEmulator.h"
 
 #include "stretto/Runtime/HostJit.h"
+#include "stretto/Support/KernelMath.h"
 
 #include <unistd.h>
 
@@ -396,7 +397,7 @@ namespace stretto {
 namespace {
 
 std::atomic<long long> gLive{0};
-std::atomic<bool> gRefuseBiasEpilogue{false};
+std::atomic<bool> gRefuseEpilogues{false};
 std::atomic<long long> gTf32Gemms{0};
 std::atomic<long long> gGraphLaunches{0};
 std::atomic<long long> gDirectWork{0};
@@ -541,6 +542,7 @@ std::map<std::string, EmuKernel> runtimeOps(bool blockReductions) {
   add("st_gather_wide", adapt(st_gather_wide));
   add("st_round_f32", adapt(st_round_f32));
   add("st_add_bias", adapt(st_add_bias));
+  add("st_dgelu", adapt(st_dgelu));
   add("st_flag_nonfinite", adapt(st_flag_nonfinite));
 #define EMU_FLASH(D)                                                           \
   add("st_flash_fwd_d" #D, adapt(st_flash_fwd_d##D));                          \
@@ -783,8 +785,13 @@ public:
   }
   // cuBLASLt's column-major problem, computed as it is specified.
   void gemm(const GemmCall &g, const void *a, const void *b, void *c) override {
-    if (g.bias && gRefuseBiasEpilogue) // (as cuBLASLt's heuristic would: nothing queued)
-      throw GemmRefused("emulated cuBLASLt: no algorithm for a BIAS epilogue");
+    if ((g.bias || g.aux || g.biasGrad) && gRefuseEpilogues) // (as cuBLASLt's heuristic
+      throw GemmRefused(std::string("emulated cuBLASLt: no algorithm for a ") + // would)
+                        (g.bias ? "BIAS" : g.aux ? "DGELU" : "BGRADA") + " epilogue");
+    // (cuBLASLt's rule for DGELU's x: a leading dimension, C's, that is a
+    // multiple of 8)
+    if (g.aux && columnMajorProblem(g).c.ld % 8 != 0)
+      throw GemmRefused("emulated cuBLASLt: DGELU's leading dimension is not a multiple of 8");
     queue([=] { gemmNow(g, a, b, c); });
   }
   void gemmNow(const GemmCall &g, const void *a, const void *b, void *c) {
@@ -821,6 +828,8 @@ public:
     checkAligned(b, p.a, inBytes, "B");
     checkAligned(a, p.b, inBytes, "A");
     checkAligned(c, p.c, g.bf16Out ? 2 : 4, "C");
+    if (g.aux) // DGELU's x: C's type and layout
+      checkAligned(g.aux, p.c, g.bf16Out ? 2 : 4, "aux");
     int64_t kk = p.opA == cublaslt::kOpN ? p.a.cols : p.a.rows;
     for (int64_t bt = 0; bt < p.batch; ++bt)
       for (int64_t i = 0; i < p.c.rows; ++i)
@@ -833,7 +842,15 @@ public:
           const int64_t at = bt * p.c.stride + i + j * p.c.ld;
           // The BIAS epilogue: one value per row of cuBLASLt's D (a
           // column of ours), added in f32 before D's conversion.
-          const float v = g.alpha * s + (g.bias ? g.bias[i] : 0.0f);
+          float v = g.alpha * s + (g.bias ? g.bias[i] : 0.0f);
+          // The DGELU epilogue: times gelu'(x), x read at D's place in
+          // D's type (the tanh form's derivative, KernelMath.inc's).
+          if (g.aux) {
+            const float x = g.bf16Out ? stretto::kernelmath::st_widen(
+                                            static_cast<const uint16_t *>(g.aux)[at])
+                                      : static_cast<const float *>(g.aux)[at];
+            v *= stretto::kernelmath::st_gelu_grad(x);
+          }
           if (!g.bf16Out) {
             static_cast<float *>(c)[at] = v;
             continue;
@@ -843,6 +860,19 @@ public:
           std::memcpy(&bits, &r, 4);
           static_cast<uint16_t *>(c)[at] = static_cast<uint16_t>(bits >> 16);
         }
+    // The BGRADA epilogue: each row of cuBLASLt's A (our b, a column of
+    // ours) summed over k in f32, in increasing order, as stored (no TF32
+    // rounding of the summands).
+    if (g.biasGrad)
+      for (int64_t i = 0; i < p.c.rows; ++i) {
+        float s = 0.0f;
+        for (int64_t l = 0; l < kk; ++l) {
+          const int64_t index = (p.opA == cublaslt::kOpN ? i + l * p.a.ld : l + i * p.a.ld);
+          s += g.bf16 ? stretto::kernelmath::st_widen(static_cast<const uint16_t *>(b)[index])
+                      : static_cast<const float *>(b)[index];
+        }
+        g.biasGrad[i] = s;
+      }
   }
 
 private:
@@ -915,7 +945,7 @@ long long emulatedGpuGraphLaunches() { return gGraphLaunches; }
 long long emulatedGpuDirectWork() { return gDirectWork; }
 long long emulatedGpuDownloadedBytes() { return gDownloadedBytes; }
 void emulateTensorCores(bool on) { gTensorCores = on; }
-void refuseBiasEpilogue(bool on) { gRefuseBiasEpilogue = on; }
+void refuseGemmEpilogues(bool on) { gRefuseEpilogues = on; }
 long long emulatedGpuLaunchesOf(const std::string &prefix) {
   std::lock_guard<std::mutex> lock(gLaunchCountsLock);
   long long n = 0;

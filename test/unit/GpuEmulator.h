@@ -65,9 +65,10 @@ long long emulatedGpuDownloadedBytes();
 /// (GpuBackend::bf16TensorCores: the attention's st_flash_mma_* kernels,
 /// their mma.sync emulated warp by warp on threads; slow). Default: no.
 void emulateTensorCores(bool on);
-/// Whether the emulated cuBLASLt refuses GEMMs with a BIAS epilogue (throws
-/// GemmRefused, as a cuBLASLt without an algorithm for it would).
-void refuseBiasEpilogue(bool on);
+/// Whether the emulated cuBLASLt refuses GEMMs with a BIAS or DGELU
+/// epilogue (throws GemmRefused, as a cuBLASLt without an algorithm for it
+/// would).
+void refuseGemmEpilogues(bool on);
 /// Launches run so far of the kernels whose names start with `prefix`
 /// (runtime ops and generated kernels: "st_flash_mma_", "st_gather_rows").
 long long emulatedGpuLaunchesOf(const std::string &prefix);

@@ -412,6 +412,73 @@ TEST(PlanExecutor, MatmulGemmNewtonSchulz) {
   }
 }
 
+// A GEMM with a DGELU epilogue (kernel-gemm-epilogue: a GELU's backward,
+// ints {ta, tb, 1}): alpha op(a) op(b) times gelu'(x), element by element,
+// on the reference, the host and the emulated GPU, against the product and
+// the tanh form's derivative worked out here in f64. A row of 16 goes to
+// the emulated cuBLASLt's DGELU epilogue, a row of 6 (not a multiple of 8:
+// cuBLASLt's auxiliary leading dimension) to st_dgelu after an f32 product.
+TEST(PlanExecutor, GemmDGeluEpilogue) {
+  for (int64_t n : {16, 6}) {
+    Builder b;
+    int a = b.input("a", {5, 8}), w = b.input("w", {n, 8}), x = b.input("x", {5, n});
+    int m = b.node(OpKind::Gemm, {a, w, x}, {5, n}, {0, 1, 1}, {0.5});
+    b.yieldSum(m);
+    const TensorMap in{
+        {"a", random({5, 8}, 31)}, {"w", random({n, 8}, 32)}, {"x", random({5, n}, 33, -4, 4)}};
+    const long long fallback = emulatedGpuLaunchesOf("st_dgelu");
+    expectSame(b, m, in, 2e-6, "dgelu gemm n=" + std::to_string(n));
+    EXPECT_EQ(emulatedGpuLaunchesOf("st_dgelu") > fallback, n % 8 != 0) << n;
+    const HostTensor got = RefExecutor(b.g, Precision::F64).evaluate(in, {m}).probes.at(m);
+    const double k = std::sqrt(2.0 / M_PI);
+    for (int64_t i = 0; i < 5; ++i)
+      for (int64_t j = 0; j < n; ++j) {
+        double p = 0;
+        for (int64_t l = 0; l < 8; ++l)
+          p += in.at("a").data[i * 8 + l] * in.at("w").data[j * 8 + l];
+        const double xv = in.at("x").data[i * n + j];
+        const double t = std::tanh(k * (xv + 0.044715 * xv * xv * xv));
+        const double d = 0.5 * (1 + t) + 0.5 * xv * (1 - t * t) * k * (1 + 3 * 0.044715 * xv * xv);
+        EXPECT_NEAR(got.data[i * n + j], 0.5 * p * d, 1e-9) << i << ", " << j;
+      }
+  }
+}
+
+// A weight gradient with its bias gradient (kernel-gemm-epilogue's
+// bias_grad, ints {1, 0, 2}): x^T dy in the first rows and dy's column
+// sums in the last, on the reference, the host and the emulated GPU (the
+// emulated cuBLASLt's BGRADA epilogue; where cuBLASLt refuses it,
+// st_column_sums after the plain GEMM), against sums worked out here.
+TEST(PlanExecutor, GemmBiasGradEpilogue) {
+  Builder b;
+  int x = b.input("x", {6, 4}), dy = b.input("dy", {6, 5});
+  int m = b.node(OpKind::Gemm, {x, dy}, {5, 5}, {1, 0, 2});
+  b.yieldSum(m);
+  const TensorMap in{{"x", random({6, 4}, 41)}, {"dy", random({6, 5}, 42)}};
+  expectSame(b, m, in, 2e-6, "bias_grad gemm");
+  const HostTensor got = RefExecutor(b.g, Precision::F64).evaluate(in, {m}).probes.at(m);
+  for (int64_t j = 0; j < 5; ++j) {
+    double sum = 0;
+    for (int64_t r = 0; r < 6; ++r)
+      sum += in.at("dy").data[r * 5 + j];
+    EXPECT_NEAR(got.data[4 * 5 + j], sum, 1e-12) << "column " << j;
+    for (int64_t i = 0; i < 4; ++i) {
+      double p = 0;
+      for (int64_t r = 0; r < 6; ++r)
+        p += in.at("x").data[r * 4 + i] * in.at("dy").data[r * 5 + j];
+      EXPECT_NEAR(got.data[i * 5 + j], p, 1e-12) << i << ", " << j;
+    }
+  }
+  const long long sums = emulatedGpuLaunchesOf("st_column_sums");
+  refuseGemmEpilogues(true);
+  std::unique_ptr<PlanExecutor> off = emulatedGpuExecutor(b.g, {});
+  const HostTensor fallback = off->evaluate(in, {m}).probes.at(m);
+  refuseGemmEpilogues(false);
+  EXPECT_GT(emulatedGpuLaunchesOf("st_column_sums"), sums) << "no kernel summed the columns";
+  std::unique_ptr<PlanExecutor> on = emulatedGpuExecutor(b.g, {});
+  EXPECT_EQ(on->evaluate(in, {m}).probes.at(m).data, fallback.data) << "epilogue vs kernel";
+}
+
 // Muon's Newton-Schulz in a bf16 plan (the node's flag: train.newton_schulz's
 // bf16): X, A, B and each step's X rounded to bf16 where they are made, the
 // GEMMs on bf16 operands (on the emulated GPU: the matrices kept in two

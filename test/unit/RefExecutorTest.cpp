@@ -156,6 +156,16 @@ TEST(Graph, ValidateMatmulMessageNamesNodeAndLoc) {
 // kernel-attention-layout's packed forms: attention of one qkv
 // [B, T, 3, H, D] -> [B, T, H, D], its gradient of qkv and g [B, T, H, D]
 // -> [B, T, 3, H, D]; anything else is refused with the node named.
+// Graph::validate's message for `g`, or "" where it passes.
+static std::string validationError(const Graph &g) {
+  try {
+    g.validate();
+    return "";
+  } catch (const std::runtime_error &e) {
+    return e.what();
+  }
+}
+
 TEST(Graph, ValidatePackedAttention) {
   auto attention = [](Shape qkv, Shape out, Shape grad) {
     Graph g;
@@ -166,12 +176,7 @@ TEST(Graph, ValidatePackedAttention) {
     Node n = mk(grad.empty() ? OpKind::Attention : OpKind::AttentionGrad, ops, out);
     n.floats = {0.5};
     g.add(n);
-    try {
-      g.validate();
-      return std::string();
-    } catch (const std::runtime_error &e) {
-      return std::string(e.what());
-    }
+    return validationError(g);
   };
   EXPECT_EQ(attention({2, 8, 3, 2, 4}, {2, 8, 2, 4}, {}), "");
   EXPECT_EQ(attention({2, 8, 3, 2, 4}, {2, 8, 3, 2, 4}, {2, 8, 2, 4}), "");
@@ -183,6 +188,31 @@ TEST(Graph, ValidatePackedAttention) {
             std::string::npos)
       << attention({2, 8, 3, 2, 4}, {2, 8, 3, 2, 4}, {2, 2, 8, 4});
   EXPECT_NE(attention({2, 0, 3, 2, 4}, {2, 0, 2, 4}, {}).find("at least one query"),
+            std::string::npos);
+}
+
+// A Gemm node's epilogues (GemmEpilogue): a bias [N], DGELU's x of the
+// result's shape (ints {.., 1}), the bias gradient's extra row (ints
+// {.., 2}, two operands, b not transposed); anything else is refused.
+TEST(Graph, ValidateGemmEpilogues) {
+  auto gemm = [](Shape a, Shape b, std::vector<Shape> third, Shape out, std::vector<int64_t> ints) {
+    Graph g;
+    std::vector<int> ops{constant(g, a, {1}), constant(g, b, {1})};
+    for (const Shape &t : third)
+      ops.push_back(constant(g, t, {1}));
+    Node n = mk(OpKind::Gemm, ops, out);
+    n.ints = std::move(ints);
+    g.add(n);
+    return validationError(g);
+  };
+  EXPECT_EQ(gemm({4, 3}, {3, 5}, {{5}}, {4, 5}, {0, 0}), "");
+  EXPECT_EQ(gemm({4, 3}, {3, 5}, {{4, 5}}, {4, 5}, {0, 0, 1}), "");
+  EXPECT_EQ(gemm({6, 3}, {6, 5}, {}, {4, 5}, {1, 0, 2}), "");
+  EXPECT_NE(gemm({4, 3}, {3, 5}, {{4, 3}}, {4, 5}, {0, 0, 1}).find("DGELU's x of shape [4, 3]"),
+            std::string::npos);
+  EXPECT_NE(gemm({4, 3}, {3, 5}, {{4, 5}}, {4, 5}, {0, 0, 2}).find("ints are"), std::string::npos);
+  EXPECT_NE(gemm({4, 3}, {3, 5}, {}, {4, 5}, {0, 0, 1}).find("ints are"), std::string::npos);
+  EXPECT_NE(gemm({6, 3}, {5, 6}, {}, {4, 5}, {1, 1, 2}).find("b not transposed"),
             std::string::npos);
 }
 

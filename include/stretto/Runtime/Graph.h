@@ -88,9 +88,13 @@ const char *dtypeName(DType t);
 //                {1, trailing} when it sums its values over dims (kernel.reduce;
 //                trailing=1: row sums, 0: column sums), {2} for a row kernel
 //                (kernel.rows), else elementwise
-//    Gemm:       operands {a, b} or {a, b, bias}; ints {transpose_a, transpose_b};
-//                floats {alpha}; bias [N] added to every row of the product
-//                before the result is rounded or stored (kernel-gemm-epilogue)
+//    Gemm:       operands {a, b}, {a, b, bias} or {a, b, x}; ints {transpose_a,
+//                transpose_b} ({.., 1} with x, {.., 2} for the bias gradient);
+//                floats {alpha}; bias [N] added to every row of the product,
+//                or the product multiplied by gelu'(x) (x of the result's
+//                shape), before the result is rounded or stored; with the
+//                bias gradient the result is [M + 1, N], its last row the
+//                column sums of op(b) (kernel-gemm-epilogue; GemmEpilogue)
 enum class OpKind {
 #define STRETTO_OP(Kind, name, arity, cls, fn) Kind,
 #include "stretto/Ops.def"
@@ -149,6 +153,22 @@ struct Node {
   std::string loc;            // source location, for error messages
   int stage = -1;             // pipeline stage; -1: every stage (scalars)
 };
+
+/// What a Gemm node makes of its product before the result is rounded or
+/// stored (kernel-gemm-epilogue): nothing (two operands), a bias (a third
+/// operand, ints {ta, tb}), DGELU (a third operand x of the result's
+/// shape, ints {ta, tb, 1}: the product times gelu'(x)), or the bias
+/// gradient (two operands, ints {ta, tb, 2}: a result [M + 1, N] whose last
+/// row holds the column sums of op(b)).
+enum class GemmEpilogue { None, Bias, DGelu, BiasGrad };
+inline GemmEpilogue gemmEpilogue(const Node &n) {
+  const int64_t e = n.ints.size() > 2 ? n.ints[2] : 0;
+  if (e == 2)
+    return GemmEpilogue::BiasGrad;
+  if (n.operands.size() < 3)
+    return GemmEpilogue::None;
+  return e == 1 ? GemmEpilogue::DGelu : GemmEpilogue::Bias;
+}
 
 enum class InitKind { Zeros, Ones, Normal, Uniform };
 

@@ -469,6 +469,37 @@ train.model @m {
 
 // -----
 
+// kernel.gemm: DGELU's input has the result's type.
+train.model @m {
+  train.step {
+  %a = train.input "a" : tensor<4x3xf32>
+  %b = train.input "b" : tensor<3x5xf32>
+  %x = train.input "x" : tensor<4x3xf32>
+  // expected-error @+1 {{'kernel.gemm' op dgelu (the GELU's input) must have the result's type 'tensor<4x5xf32>', got 'tensor<4x3xf32>'}}
+  %r = kernel.gemm %a, %b dgelu(%x : tensor<4x3xf32>) : tensor<4x3xf32>, tensor<3x5xf32> -> tensor<4x5xf32>
+  %l = train.reduce_sum %r [0, 1] : tensor<4x5xf32> -> tensor<f32>
+  train.yield %l : tensor<f32>
+  }
+}
+
+// -----
+
+// kernel.gemm: one epilogue, a bias or a dgelu.
+train.model @m {
+  train.step {
+  %a = train.input "a" : tensor<4x3xf32>
+  %b = train.input "b" : tensor<3x5xf32>
+  %c = train.input "c" : tensor<5xf32>
+  %x = train.input "x" : tensor<4x5xf32>
+  // expected-error @+1 {{'kernel.gemm' op has a bias and a dgelu; cuBLASLt's epilogues take one of them}}
+  %r = kernel.gemm %a, %b bias %c dgelu(%x : tensor<4x5xf32>) : tensor<4x3xf32>, tensor<3x5xf32>, tensor<5xf32> -> tensor<4x5xf32>
+  %l = train.reduce_sum %r [0, 1] : tensor<4x5xf32> -> tensor<f32>
+  train.yield %l : tensor<f32>
+  }
+}
+
+// -----
+
 train.model @attention_not_packed {
   train.step {
     %x = train.input "x" : tensor<2x8x2x8xf32>
@@ -526,5 +557,34 @@ train.model @attention_bf16_store {
     %o = kernel.attention %x {scale = 0.35 : f64, store_bf16} : tensor<2x8x3x2x8xbf16> -> tensor<2x8x2x8xbf16>
     %s = train.reduce_sum %o [0, 1, 2, 3] : tensor<2x8x2x8xbf16> -> tensor<f32>
     train.yield %s : tensor<f32>
+  }
+}
+
+// -----
+
+// kernel.gemm: bias_grad's result has one row more than the product.
+train.model @m {
+  train.step {
+  %a = train.input "a" : tensor<4x3xf32>
+  %b = train.input "b" : tensor<4x5xf32>
+  // expected-error @+1 {{'kernel.gemm' op result type 'tensor<3x5xf32>' does not match op(a) x op(b) with its row of column sums = 'tensor<4x5xf32>'}}
+  %r = kernel.gemm %a, %b transpose_a {bias_grad} : tensor<4x3xf32>, tensor<4x5xf32> -> tensor<3x5xf32>
+  %l = train.reduce_sum %r [0, 1] : tensor<3x5xf32> -> tensor<f32>
+  train.yield %l : tensor<f32>
+  }
+}
+
+// -----
+
+// kernel.gemm: bias_grad sums b's rows as cuBLASLt's BGRADA does: b not
+// transposed, 2-D, alpha 1, nothing else.
+train.model @m {
+  train.step {
+  %a = train.input "a" : tensor<4x3xf32>
+  %b = train.input "b" : tensor<5x4xf32>
+  // expected-error @+1 {{'kernel.gemm' op bias_grad needs 2-D operands, b not transposed, alpha 1, no bias or dgelu and an f32 result}}
+  %r = kernel.gemm %a, %b transpose_a transpose_b {bias_grad} : tensor<4x3xf32>, tensor<5x4xf32> -> tensor<4x5xf32>
+  %l = train.reduce_sum %r [0, 1] : tensor<4x5xf32> -> tensor<f32>
+  train.yield %l : tensor<f32>
   }
 }

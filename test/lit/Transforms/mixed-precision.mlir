@@ -35,10 +35,18 @@
 // CHECK-NEXT: train.round_bf16
 // The backward reads the weight's bf16 copy through its transpose.
 // CHECK:      train.transpose %[[HB]] [1, 0]
+// The GELU's output gradient (a product only multiplied by gelu_grad):
+// not rounded.
+// CHECK:      %[[DACT:.*]] = train.matmul %{{.*}}, %{{.*}} : tensor<2x4xf32>, tensor<4x16xf32> -> tensor<2x16xf32>
+// CHECK-NOT:  train.round_bf16 %[[DACT]]
 // Weight gradients are handed on: f32, not rounded.
 // CHECK:      %[[DHEAD:.*]] = train.matmul %{{.*}}, %{{.*}} : tensor<16x2xf32>, tensor<2x4xf32> -> tensor<16x4xf32>
 // CHECK-NOT:  train.round_bf16 %[[DHEAD]]
-// CHECK:      train.gelu_grad %[[PREB]]
+// GELU's derivative is not rounded either; the product of the two is,
+// once (a GEMM's DGELU epilogue).
+// CHECK:      %[[GG:.*]] = train.gelu_grad %[[PREB]]
+// CHECK-NEXT: %[[DPRE:.*]] = train.mul %[[DACT]], %[[GG]]
+// CHECK-NEXT: train.round_bf16 %[[DPRE]]
 // Bias gradient: a reduction, f32.
 // CHECK:      %[[DB:.*]] = train.reduce_sum
 // CHECK-NEXT: train.transpose %[[XB]] [1, 0]
