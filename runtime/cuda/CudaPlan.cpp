@@ -114,6 +114,7 @@ public:
   // after an f32 product in scratch (the same value, rounded once).
   bool biasEpilogue = true, dgeluEpilogue = true, biasGradEpilogue = true;
   void gemmWithBiasGrad(NodeCall &nc, GemmCall c);
+  bool gemmByLibrary(bool &kind, const GemmCall &c, NodeCall &nc, const char *instead);
   void gemmWithEpilogue(NodeCall &nc, GemmCall c);
   bool storesBf16Halves() const override { return bf16Halves; }
   std::vector<float> staging; // host values on their way up
@@ -692,6 +693,25 @@ void CudaPlanDevice::opGemm(NodeCall &nc) {
     launch("st_round_f32", nc.count, nc.count, nc.out);
 }
 
+static bool aligned16(const void *p) { return reinterpret_cast<uintptr_t>(p) % 16 == 0; }
+
+// Queues the GEMM `c` with its epilogue through cuBLASLt: true if queued.
+// Where cuBLASLt has no algorithm for it (GemmRefused, nothing queued),
+// `kind` (that epilogue's switch) goes off for the rest of the run, said
+// once with what is done `instead`.
+bool CudaPlanDevice::gemmByLibrary(bool &kind, const GemmCall &c, NodeCall &nc,
+                                   const char *instead) {
+  try {
+    gemm(c, nc.in(0), numElements(nc.inShape(0)), nc.in(1), numElements(nc.inShape(1)), nc.out,
+         nc.bf16, 0, nc.half(0), nc.half(1));
+    return true;
+  } catch (const GemmRefused &e) {
+    std::fprintf(stderr, "stretto: %s: %s from now on\n", e.what(), instead);
+    kind = false;
+    return false;
+  }
+}
+
 // A GEMM with a bias or DGELU's x (kernel-gemm-epilogue): cuBLASLt's BIAS
 // or DGELU epilogue makes the sum (the scaled product) from the f32
 // product before rounding or storing it; where cuBLASLt has no algorithm
@@ -705,19 +725,15 @@ void CudaPlanDevice::gemmWithEpilogue(NodeCall &nc, GemmCall c) {
   bool &library = dgelu ? dgeluEpilogue : biasEpilogue;
   // (cuBLASLt reads DGELU's x in C's type, two bytes where C has two, with
   // a leading dimension that is a multiple of 8: ours is the row length)
-  if (library && (!dgelu || (nc.half(2) == c.bf16Out && c.n % 8 == 0))) {
+  if (library && aligned16(nc.in(2)) && (!dgelu || (nc.half(2) == c.bf16Out && c.n % 8 == 0))) {
     if (dgelu)
       c.aux = nc.in(2);
     else
       c.bias = nc.in(2);
-    try {
-      gemm(c, nc.in(0), aCount, nc.in(1), bCount, nc.out, nc.bf16, 0, nc.half(0), nc.half(1));
+    if (gemmByLibrary(library, c, nc,
+                      dgelu ? "GELU's derivative applied by a kernel after the GEMM"
+                            : "bias added by a kernel after the GEMM"))
       return;
-    } catch (const GemmRefused &e) {
-      std::fprintf(stderr, "stretto: %s: %s by a kernel after the GEMM from now on\n", e.what(),
-                   dgelu ? "GELU's derivative applied" : "bias added");
-      library = false;
-    }
   }
   // Scratch: the f32 product, then the operands' bf16 copies (gemm's).
   const int64_t product = alignUp(nc.count);
@@ -745,16 +761,12 @@ void CudaPlanDevice::gemmWithEpilogue(NodeCall &nc, GemmCall c) {
 void CudaPlanDevice::gemmWithBiasGrad(NodeCall &nc, GemmCall c) {
   const int64_t aCount = numElements(nc.inShape(0)), bCount = numElements(nc.inShape(1));
   float *sums = nc.out + c.m * c.n;
-  if (biasGradEpilogue) {
+  // (the epilogue's vectors 16-byte aligned, as cuBLASLt wants them: the
+  // sums are where the product has a multiple of 4 values)
+  if (biasGradEpilogue && aligned16(sums)) {
     c.biasGrad = sums;
-    try {
-      gemm(c, nc.in(0), aCount, nc.in(1), bCount, nc.out, nc.bf16, 0, nc.half(0), nc.half(1));
+    if (gemmByLibrary(biasGradEpilogue, c, nc, "bias gradients summed by a kernel"))
       return;
-    } catch (const GemmRefused &e) {
-      std::fprintf(stderr, "stretto: %s: bias gradients summed by a kernel from now on\n",
-                   e.what());
-      biasGradEpilogue = false;
-    }
   }
   c.biasGrad = nullptr;
   gemm(c, nc.in(0), aCount, nc.in(1), bCount, nc.out, nc.bf16, 0, nc.half(0), nc.half(1));

@@ -788,6 +788,12 @@ public:
     if ((g.bias || g.aux || g.biasGrad) && gRefuseEpilogues) // (as cuBLASLt's heuristic
       throw GemmRefused(std::string("emulated cuBLASLt: no algorithm for a ") + // would)
                         (g.bias ? "BIAS" : g.aux ? "DGELU" : "BGRADA") + " epilogue");
+    // (the epilogue's vectors 16-byte aligned: what cuBLASLt wants, so the
+    // runtime must not hand it others)
+    for (const void *v : {static_cast<const void *>(g.bias), g.aux,
+                          static_cast<const void *>(g.biasGrad)})
+      if (reinterpret_cast<uintptr_t>(v) % 16 != 0)
+        throw std::runtime_error("emulated cuBLASLt: an epilogue's vector is not 16-byte aligned");
     // (cuBLASLt's rule for DGELU's x: a leading dimension, C's, that is a
     // multiple of 8)
     if (g.aux && columnMajorProblem(g).c.ld % 8 != 0)

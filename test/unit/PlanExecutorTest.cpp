@@ -450,33 +450,37 @@ TEST(PlanExecutor, GemmDGeluEpilogue) {
 // emulated cuBLASLt's BGRADA epilogue; where cuBLASLt refuses it,
 // st_column_sums after the plain GEMM), against sums worked out here.
 TEST(PlanExecutor, GemmBiasGradEpilogue) {
-  Builder b;
-  int x = b.input("x", {6, 4}), dy = b.input("dy", {6, 5});
-  int m = b.node(OpKind::Gemm, {x, dy}, {5, 5}, {1, 0, 2});
-  b.yieldSum(m);
-  const TensorMap in{{"x", random({6, 4}, 41)}, {"dy", random({6, 5}, 42)}};
-  expectSame(b, m, in, 2e-6, "bias_grad gemm");
-  const HostTensor got = RefExecutor(b.g, Precision::F64).evaluate(in, {m}).probes.at(m);
-  for (int64_t j = 0; j < 5; ++j) {
-    double sum = 0;
-    for (int64_t r = 0; r < 6; ++r)
-      sum += in.at("dy").data[r * 5 + j];
-    EXPECT_NEAR(got.data[4 * 5 + j], sum, 1e-12) << "column " << j;
-    for (int64_t i = 0; i < 4; ++i) {
-      double p = 0;
+  for (int64_t k : {4, 3}) { // (3 x 5 values: the sums not 16-byte aligned, a kernel makes them)
+    Builder b;
+    int x = b.input("x", {6, k}), dy = b.input("dy", {6, 5});
+    int m = b.node(OpKind::Gemm, {x, dy}, {k + 1, 5}, {1, 0, 2});
+    b.yieldSum(m);
+    const TensorMap in{{"x", random({6, k}, 41)}, {"dy", random({6, 5}, 42)}};
+    const long long before = emulatedGpuLaunchesOf("st_column_sums");
+    expectSame(b, m, in, 2e-6, "bias_grad gemm");
+    EXPECT_EQ(emulatedGpuLaunchesOf("st_column_sums") > before, k == 3) << k;
+    const HostTensor got = RefExecutor(b.g, Precision::F64).evaluate(in, {m}).probes.at(m);
+    for (int64_t j = 0; j < 5; ++j) {
+      double sum = 0;
       for (int64_t r = 0; r < 6; ++r)
-        p += in.at("x").data[r * 4 + i] * in.at("dy").data[r * 5 + j];
-      EXPECT_NEAR(got.data[i * 5 + j], p, 1e-12) << i << ", " << j;
+        sum += in.at("dy").data[r * 5 + j];
+      EXPECT_NEAR(got.data[k * 5 + j], sum, 1e-12) << "column " << j;
+      for (int64_t i = 0; i < k; ++i) {
+        double p = 0;
+        for (int64_t r = 0; r < 6; ++r)
+          p += in.at("x").data[r * k + i] * in.at("dy").data[r * 5 + j];
+        EXPECT_NEAR(got.data[i * 5 + j], p, 1e-12) << i << ", " << j;
+      }
     }
+    const long long sums = emulatedGpuLaunchesOf("st_column_sums");
+    refuseGemmEpilogues(true);
+    std::unique_ptr<PlanExecutor> off = emulatedGpuExecutor(b.g, {});
+    const HostTensor fallback = off->evaluate(in, {m}).probes.at(m);
+    refuseGemmEpilogues(false);
+    EXPECT_GT(emulatedGpuLaunchesOf("st_column_sums"), sums) << "no kernel summed the columns";
+    std::unique_ptr<PlanExecutor> on = emulatedGpuExecutor(b.g, {});
+    EXPECT_EQ(on->evaluate(in, {m}).probes.at(m).data, fallback.data) << "epilogue vs kernel";
   }
-  const long long sums = emulatedGpuLaunchesOf("st_column_sums");
-  refuseGemmEpilogues(true);
-  std::unique_ptr<PlanExecutor> off = emulatedGpuExecutor(b.g, {});
-  const HostTensor fallback = off->evaluate(in, {m}).probes.at(m);
-  refuseGemmEpilogues(false);
-  EXPECT_GT(emulatedGpuLaunchesOf("st_column_sums"), sums) << "no kernel summed the columns";
-  std::unique_ptr<PlanExecutor> on = emulatedGpuExecutor(b.g, {});
-  EXPECT_EQ(on->evaluate(in, {m}).probes.at(m).data, fallback.data) << "epilogue vs kernel";
 }
 
 // Muon's Newton-Schulz in a bf16 plan (the node's flag: train.newton_schulz's
