@@ -454,8 +454,11 @@ StepResult PlanExecutor::Impl::runRange(const PhasePlan &p, size_t begin, size_t
       if (pn.kind != OpKind::Kernel) {
         for (int o : pn.operands)
           key += " " + shapeToString(nodes[o].shape);
-        if (pn.kind == OpKind::Gemm)
-          key += " t" + std::to_string(pn.ints[0]) + std::to_string(pn.ints[1]);
+        if (pn.kind == OpKind::Gemm) { // (and its epilogue: GemmEpilogue's order)
+          static const char *const kEpilogue[] = {"", " +bias", " *dgelu", " +bias_grad"};
+          key += " t" + std::to_string(pn.ints[0]) + std::to_string(pn.ints[1]) +
+                 kEpilogue[static_cast<int>(gemmEpilogue(pn))];
+        }
         if (memoryOp)
           key += " -> " + shapeToString(pn.shape);
       }
