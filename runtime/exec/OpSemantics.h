@@ -321,30 +321,35 @@ inline GemmDims gemmDims(const Node &node, const Shape &a, const Shape &b) {
 }
 
 // What a Gemm node's epilogue (kernel-gemm-epilogue) makes of its product
-// `out` (count values), in place and before any rounding: `third` (the
-// node's third operand) added to every row as its bias, or each value
-// multiplied by gelu'(third) (DGELU). Nothing without an epilogue.
+// `out`, in place and before any rounding: `third` (the node's third
+// operand) added to every row as its bias, each value multiplied by
+// gelu'(third) (DGELU), or the column sums of b [k, n] written after the
+// product's m rows (the bias gradient), each summed in increasing row
+// order as reduceSumWalk sums. Nothing without an epilogue.
 template <typename T>
-void applyGemmEpilogue(const Node &node, T *out, int64_t count, const T *third) {
-  GemmEpilogue e = gemmEpilogue(node);
-  if (e == GemmEpilogue::Bias) {
-    const int64_t n = node.shape.back();
-    for (int64_t r = 0; r < count / n; ++r)
-      for (int64_t j = 0; j < n; ++j)
-        out[r * n + j] += third[j];
-  } else if (e == GemmEpilogue::DGelu) {
+void applyGemmEpilogue(const Node &node, const GemmDims &g, T *out, const T *b, const T *third) {
+  const int64_t count = g.batch * g.m * g.n;
+  switch (gemmEpilogue(node)) {
+  case GemmEpilogue::Bias:
+    for (int64_t r = 0; r < count / g.n; ++r)
+      for (int64_t j = 0; j < g.n; ++j)
+        out[r * g.n + j] += third[j];
+    break;
+  case GemmEpilogue::DGelu:
     for (int64_t i = 0; i < count; ++i)
       out[i] *= kernelmath::st_gelu_grad(third[i]);
+    break;
+  case GemmEpilogue::BiasGrad: {
+    T *sums = out + count;
+    std::fill(sums, sums + g.n, T(0));
+    for (int64_t r = 0; r < g.k; ++r)
+      for (int64_t j = 0; j < g.n; ++j)
+        sums[j] += b[r * g.n + j];
+    break;
   }
-}
-
-// A Gemm node's bias gradient (GemmEpilogue::BiasGrad): `sums` [n] the
-// column sums of b [k, n], each summed in increasing row order (as
-// reduceSumWalk sums), added to what `sums` holds (zeros).
-template <typename T> void columnSumsInto(const T *b, int64_t k, int64_t n, T *sums) {
-  for (int64_t r = 0; r < k; ++r)
-    for (int64_t j = 0; j < n; ++j)
-      sums[j] += b[r * n + j];
+  case GemmEpilogue::None:
+    break;
+  }
 }
 
 // Throws the message both executors give for a missing or mis-shaped input.

@@ -657,13 +657,9 @@ void HostDevice::opGemm(NodeCall &nc) {
     roundOperands({&a, &b}, {numElements(nc.inShape(0)), numElements(nc.inShape(1))});
   batchedGemm(a, b, nc.out, g.batch, g.m, g.n, g.k, g.ta, g.tb, g.rhsBatched,
               static_cast<float>(g.alpha));
-  if (nc.n.operands.size() == 3) // (kernel-gemm-epilogue): in f32 first
-    applyGemmEpilogue(nc.n, nc.out, nc.count, static_cast<const float *>(nc.in(2)));
-  if (gemmEpilogue(nc.n) == GemmEpilogue::BiasGrad) { // the last row: b's column sums
-    float *sums = nc.out + g.m * g.n;
-    std::fill(sums, sums + g.n, 0.0f);
-    columnSumsInto(static_cast<const float *>(nc.in(1)), g.k, g.n, sums);
-  }
+  // (kernel-gemm-epilogue: in f32, before the rounding below)
+  applyGemmEpilogue(nc.n, g, nc.out, static_cast<const float *>(nc.in(1)),
+                    nc.n.operands.size() == 3 ? static_cast<const float *>(nc.in(2)) : nullptr);
   if (nc.n.dtype == DType::BF16) // stored in bf16 (kernel-bf16-storage): rounded, in f32
     for (int64_t e = 0; e < nc.count; ++e)
       nc.out[e] = roundToBF16(nc.out[e]);

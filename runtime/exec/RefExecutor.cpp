@@ -677,10 +677,9 @@ template <typename T> void RefExecutor::Impl::opGemm(RefCall<T> &nc) {
   nc.out.assign(numElements(nc.n.shape), T(0));
   gemm(nc.in(0), nc.in(1), nc.out, g.batch, g.m, g.n, g.k, g.ta, g.tb, g.rhsBatched,
        static_cast<T>(g.alpha));
-  if (nc.n.operands.size() == 3) // (kernel-gemm-epilogue): before any rounding
-    applyGemmEpilogue(nc.n, nc.out.data(), static_cast<int64_t>(nc.out.size()), nc.in(2).data());
-  if (gemmEpilogue(nc.n) == GemmEpilogue::BiasGrad) // the last row: b's column sums
-    columnSumsInto(nc.in(1).data(), g.k, g.n, nc.out.data() + g.m * g.n);
+  // (kernel-gemm-epilogue: before any rounding)
+  applyGemmEpilogue(nc.n, g, nc.out.data(), nc.in(1).data(),
+                    nc.n.operands.size() == 3 ? nc.in(2).data() : nullptr);
 }
 
 template <typename T> void RefExecutor::Impl::opDescend(RefCall<T> &nc) {
