@@ -54,6 +54,8 @@ struct CudaDevice::Api {
   int (*eventDestroy)(void *) = nullptr;
   int (*memAllocHost)(void **, size_t) = nullptr;
   int (*memFreeHost)(void *) = nullptr;
+  int (*dtohAsync)(void *, Ptr, size_t, void *) = nullptr;
+  int (*eventQuery)(void *) = nullptr;
 
   bool load() {
     if (!lib.open({"libcuda.so.1"}))
@@ -105,6 +107,8 @@ struct CudaDevice::Api {
     sym(eventDestroy, "cuEventDestroy_v2");
     sym(memAllocHost, "cuMemAllocHost_v2");
     sym(memFreeHost, "cuMemFreeHost");
+    sym(dtohAsync, "cuMemcpyDtoHAsync_v2");
+    sym(eventQuery, "cuEventQuery");
     return lib.missing() == before;
   }
 };
@@ -161,6 +165,9 @@ CudaDevice::~CudaDevice() {
       api_->graphExecDestroy(g.exec);
       api_->eventDestroy(g.event);
     }
+    for (void *e : fenceEvents_)
+      if (e)
+        api_->eventDestroy(e);
     api_->streamDestroy(stream_);
   }
   if (api_)
@@ -359,6 +366,41 @@ void CudaDevice::dropGraphs() {
     api_->eventDestroy(g.event);
   }
   graphs_.clear();
+}
+
+void CudaDevice::downloadAsync(void *dst, Ptr src, size_t bytes) {
+  makeCurrent();
+  check(api_->dtohAsync(dst, src, bytes, stream_), "cuMemcpyDtoHAsync");
+}
+
+int64_t CudaDevice::fence() {
+  makeCurrent();
+  if (!graphApi_)
+    throw std::runtime_error("this CUDA driver has no events");
+  const int64_t ticket = ++fences_;
+  const size_t slot = static_cast<size_t>(ticket % kFenceEvents);
+  if (fenceEvents_.size() <= slot)
+    fenceEvents_.resize(kFenceEvents, nullptr);
+  if (!fenceEvents_[slot])
+    check(api_->eventCreate(&fenceEvents_[slot], 2 /* CU_EVENT_DISABLE_TIMING */), "cuEventCreate");
+  check(api_->eventRecord(fenceEvents_[slot], stream_), "cuEventRecord");
+  return ticket;
+}
+
+bool CudaDevice::fenceDone(int64_t ticket) {
+  makeCurrent();
+  void *e = fenceEvents_.at(static_cast<size_t>(ticket % kFenceEvents));
+  const int rc = api_->eventQuery(e);
+  if (rc == 600) // CUDA_ERROR_NOT_READY
+    return false;
+  check(rc, "cuEventQuery");
+  return true;
+}
+
+void CudaDevice::waitFence(int64_t ticket) {
+  makeCurrent();
+  check(api_->eventSynchronize(fenceEvents_.at(static_cast<size_t>(ticket % kFenceEvents))),
+        "cuEventSynchronize");
 }
 
 void *CudaDevice::hostAlloc(size_t bytes) {

@@ -135,9 +135,11 @@ public:
   int64_t yielded = 0;
   int64_t epoch = 0; // bumped when scratch or yields move
 
-  // CUDA graphs. Each Input and StepCount node has a page-locked slot its
-  // upload reads (a graph reads it at launch); a recording keeps the host
-  // work that fills them and checks ids, redone before each launch.
+  // CUDA graphs. Each Input and StepCount node has a device buffer, its
+  // stage, that its graph copies from; a recording keeps the host work
+  // that checks ids and brings the inputs to the stages (page-locked
+  // memory, then a copy queued before the graph), redone before each
+  // launch.
   using HostWork = std::function<void(const TensorMap &, int64_t)>;
   struct Recording {
     std::vector<HostWork> before;
@@ -146,8 +148,22 @@ public:
   bool recording = false;
   Recording open;
   std::map<int, Recording> graphs; // by the backend's graph id
-  int lastLaunched = -1;
-  std::map<std::pair<int, int>, float *> hostSlots; // (phase, node) -> floats
+  std::map<std::pair<int, int>, Ptr> stages; // (phase, node) -> device floats
+
+  // Page-locked buffers the stream reads (inputs on their way up) or
+  // writes (yields, the states' flag) after the host has moved on. One is
+  // taken again only once the fence after its last use has passed, so
+  // nothing waits while the device is less than kPinnedEach uses behind.
+  struct Pinned {
+    float *p = nullptr;
+    int64_t fence = -1; // -1: taken since the last fence
+  };
+  static constexpr size_t kPinnedEach = 8;
+  std::map<int64_t, std::vector<Pinned>> pinned; // by use (a node, a size)
+  std::vector<std::pair<int64_t, size_t>> unfenced;
+  float *takePinned(int64_t use, int64_t n);
+  // Queued steps: where replays leave their yields (null: collected now).
+  std::vector<std::pair<const float *, int64_t>> *yieldSink = nullptr;
 
   // Multi-tensor launches (MultiTensor.h): the groups of the model's
   // kernels, and each group's table in device memory, by its first node.
@@ -161,6 +177,8 @@ public:
   Table finiteTable;
   Ptr finiteFlag = 0;
   bool anyNonFinite(const std::vector<std::pair<const float *, int64_t>> &tensors) override;
+  bool launchNonFiniteCheck(const std::vector<std::pair<const float *, int64_t>> &tensors);
+  static constexpr int64_t kFlagUse = INT64_MIN; // takePinned's use for the flag
   std::string multiKernel(const std::string &name) const override {
     auto it = multi.groupOf.find(name);
     return it != multi.groupOf.end() && hasKernel(it->second) ? it->second : "";
@@ -179,6 +197,8 @@ public:
       for (Ptr p : {finiteTable.device, finiteFlag})
         if (p)
           gpu->free(p);
+      for (auto &[k, p] : stages)
+        gpu->free(p);
     } catch (...) {
     }
   }
@@ -210,22 +230,44 @@ public:
   }
   void replay(int graph, const TensorMap &inputs, int64_t t, StepResult &result) override {
     const Recording &r = graphs.at(graph);
-    // Graphs of one phase share its slots: the last graph launched (and so
-    // every earlier one, on one stream) has read them before they change.
-    if (!r.before.empty() && lastLaunched >= 0)
-      gpu->waitGraph(lastLaunched);
-    for (const HostWork &w : r.before)
+    for (const HostWork &w : r.before) // (each input: its copy up, queued)
       w(inputs, t);
     gpu->launchGraph(graph);
-    lastLaunched = graph;
     yielded = r.yields;
+    if (yieldSink && yielded > 0) { // left on their way to the host
+      float *p = takePinned(-yielded, yielded);
+      gpu->downloadAsync(p, dptr(yields.data), sizeof(float) * yielded);
+      yieldSink->emplace_back(p, yielded);
+      yielded = 0;
+    }
     collect(result);
+    if (!unfenced.empty())
+      fence();
   }
   void dropRecordings() override {
     gpu->dropGraphs();
     graphs.clear();
-    lastLaunched = -1;
   }
+  bool queues() const override { return gpu->canRecord(); }
+  void deferYields(std::vector<std::pair<const float *, int64_t>> *sink) override {
+    yieldSink = sink;
+  }
+  const float *
+  queueNonFiniteCheck(const std::vector<std::pair<const float *, int64_t>> &tensors) override {
+    if (!launchNonFiniteCheck(tensors))
+      return nullptr;
+    float *p = takePinned(kFlagUse, 1);
+    gpu->downloadAsync(p, finiteFlag, sizeof(float));
+    return p;
+  }
+  int64_t fence() override {
+    const int64_t ticket = gpu->fence();
+    for (auto [use, k] : unfenced)
+      pinned[use][k].fence = ticket;
+    unfenced.clear();
+    return ticket;
+  }
+  void waitFence(int64_t ticket) override { gpu->waitFence(ticket); }
   int64_t memoryEpoch() const override { return epoch; }
   void collect(StepResult &result) override {
     if (recording || yielded == 0)
@@ -235,17 +277,33 @@ public:
       result.outputs.push_back(static_cast<double>(x));
     yielded = 0;
   }
-  // Node (phase, i)'s page-locked slot of n floats: made by an eager run,
-  // used by recordings.
-  float *hostSlot(const NodeCall &nc, int64_t n) {
+  // Node (phase, i)'s stage of n floats: made by an eager run, read by
+  // recordings.
+  Ptr stage(const NodeCall &nc, int64_t n) {
     auto key = std::make_pair(static_cast<int>(nc.p.phase), nc.i);
-    auto it = hostSlots.find(key);
-    if (it != hostSlots.end())
+    auto it = stages.find(key);
+    if (it != stages.end())
       return it->second;
     if (!gpu->canRecord())
-      return nullptr;
-    hostWork("page-locking an input slot");
-    return hostSlots[key] = static_cast<float *>(gpu->hostAlloc(sizeof(float) * n));
+      return 0;
+    hostWork("an input's stage");
+    return stages[key] = gpu->alloc(sizeof(float) * static_cast<size_t>(n));
+  }
+  // The host work of a recorded Input or StepCount node: `fill` writes its
+  // n floats into page-locked memory, then their copy to its stage is
+  // queued (before the graph, which copies the stage to the node's value).
+  void recordInput(const NodeCall &nc, int64_t n,
+                   std::function<void(float *, const TensorMap &, int64_t)> fill) {
+    const Ptr to = stage(nc, n);
+    if (!to)
+      throw NotRecordable("an input without a stage");
+    const int64_t use = (static_cast<int64_t>(nc.p.phase) << 32) + nc.i;
+    open.before.push_back([this, to, use, n, fill](const TensorMap &inputs, int64_t t) {
+      float *p = takePinned(use, n);
+      fill(p, inputs, t);
+      gpu->uploadAsync(to, p, sizeof(float) * static_cast<size_t>(n));
+    });
+    copy(nc.out, reinterpret_cast<const float *>(to), n);
   }
 
   const char *name() const override { return deviceName.c_str(); }
@@ -452,20 +510,18 @@ void CudaPlanDevice::opUnary(NodeCall &nc) {
 }
 
 void CudaPlanDevice::opInput(NodeCall &nc) {
+  if (recording)
+    return recordInput(
+        nc, nc.count,
+        [name = nc.n.name, count = nc.count](float *p, const TensorMap &inputs, int64_t) {
+          const std::vector<double> &d = inputs.at(name).data;
+          std::copy(d.begin(), d.begin() + count, p);
+        });
+  stage(nc, nc.count);
+  // Pageable staging: the driver copies it before returning.
   const std::vector<double> &src = nc.inputs.at(nc.n.name).data;
-  float *slot = hostSlot(nc, nc.count);
-  if (!recording) { // pageable staging: the driver copies it before returning
-    staging.assign(src.begin(), src.begin() + nc.count);
-    upload(nc.out, staging.data(), nc.count);
-    return;
-  }
-  auto fill = [slot, name = nc.n.name, count = nc.count](const TensorMap &inputs, int64_t) {
-    const std::vector<double> &d = inputs.at(name).data;
-    std::copy(d.begin(), d.begin() + count, slot);
-  };
-  fill(nc.inputs, nc.t);
-  open.before.push_back(fill);
-  upload(nc.out, slot, nc.count);
+  staging.assign(src.begin(), src.begin() + nc.count);
+  upload(nc.out, staging.data(), nc.count);
 }
 
 void CudaPlanDevice::opRead(NodeCall &nc) {
@@ -476,16 +532,39 @@ void CudaPlanDevice::opRead(NodeCall &nc) {
 void CudaPlanDevice::opNothing(NodeCall &) {}
 
 void CudaPlanDevice::opStepCount(NodeCall &nc) {
-  float *slot = hostSlot(nc, 1);
-  if (!recording) {
-    staging.assign(1, static_cast<float>(nc.t));
-    upload(nc.out, staging.data(), 1);
-    return;
+  if (recording)
+    return recordInput(
+        nc, 1, [](float *p, const TensorMap &, int64_t t) { p[0] = static_cast<float>(t); });
+  stage(nc, 1);
+  staging.assign(1, static_cast<float>(nc.t));
+  upload(nc.out, staging.data(), 1);
+}
+
+// A page-locked buffer of n floats for `use` whose last use has passed:
+// one from before (asked without waiting), a new one while `use` has fewer
+// than kPinnedEach, else the oldest, once its fence has passed.
+float *CudaPlanDevice::takePinned(int64_t use, int64_t n) {
+  std::vector<Pinned> &bufs = pinned[use];
+  size_t pick = bufs.size();
+  for (size_t k = 0; k < bufs.size() && pick == bufs.size(); ++k)
+    if (bufs[k].fence >= 0 && gpu->fenceDone(bufs[k].fence))
+      pick = k;
+  if (pick == bufs.size() && bufs.size() >= kPinnedEach) {
+    for (size_t k = 0; k < bufs.size(); ++k)
+      if (bufs[k].fence >= 0 && (pick == bufs.size() || bufs[k].fence < bufs[pick].fence))
+        pick = k;
+    if (pick == bufs.size())
+      throw std::logic_error("takePinned: every buffer of a use is taken before a fence");
+    gpu->waitFence(bufs[pick].fence);
   }
-  auto fill = [slot](const TensorMap &, int64_t t) { slot[0] = static_cast<float>(t); };
-  fill(nc.inputs, nc.t);
-  open.before.push_back(fill);
-  upload(nc.out, slot, 1);
+  if (pick == bufs.size()) {
+    hostWork("page-locking a buffer");
+    bufs.push_back(
+        {static_cast<float *>(gpu->hostAlloc(sizeof(float) * static_cast<size_t>(n))), -1});
+  }
+  bufs[pick].fence = -1;
+  unfenced.emplace_back(use, pick);
+  return bufs[pick].p;
 }
 
 // Yielded scalars are gathered on the device and downloaded together at
@@ -607,6 +686,17 @@ bool CudaPlanDevice::execGroup(PlanExecutor::Impl &rt, const PhasePlan &p,
 // bytes to the host: a step's check of its states reads them on the device
 // (a gigabyte for gpt-small with AdamW) instead of bringing them up.
 bool CudaPlanDevice::anyNonFinite(const std::vector<std::pair<const float *, int64_t>> &tensors) {
+  if (!launchNonFiniteCheck(tensors))
+    return false;
+  float bad = 0;
+  gpu->downloadSync(&bad, finiteFlag, sizeof(float));
+  return bad != 0;
+}
+
+// Queues st_flag_nonfinite over the tensors into finiteFlag; false (and
+// nothing queued) when they hold no element.
+bool CudaPlanDevice::launchNonFiniteCheck(
+    const std::vector<std::pair<const float *, int64_t>> &tensors) {
   constexpr long long kChunk = 4096; // RuntimeOps.cu's ST_FINITE_CHUNK
   std::vector<long long> table{0, 0};
   for (auto [p, n] : tensors) {
@@ -637,9 +727,7 @@ bool CudaPlanDevice::anyNonFinite(const std::vector<std::pair<const float *, int
   void *params[] = {&t, &flag};
   gpu->launch(fn("st_flag_nonfinite"), gridFor(table[1] * 256, 256), 256, params, 2,
               "st_flag_nonfinite");
-  float bad = 0;
-  gpu->downloadSync(&bad, finiteFlag, sizeof(float));
-  return bad != 0;
+  return true;
 }
 
 // A row-sum kernel with fewer rows than the device has multiprocessors and
@@ -1442,6 +1530,12 @@ public:
   void waitGraph(int id) override { dev->waitGraph(id); }
   void dropGraphs() override { dev->dropGraphs(); }
   void *hostAlloc(size_t bytes) override { return dev->hostAlloc(bytes); }
+  void downloadAsync(void *dst, Ptr src, size_t bytes) override {
+    dev->downloadAsync(dst, src, bytes);
+  }
+  int64_t fence() override { return dev->fence(); }
+  bool fenceDone(int64_t ticket) override { return dev->fenceDone(ticket); }
+  void waitFence(int64_t ticket) override { dev->waitFence(ticket); }
 };
 
 } // namespace

@@ -87,6 +87,27 @@ public:
   /// Host memory recorded uploads may read (page-locked on a GPU), freed
   /// with the backend.
   virtual void *hostAlloc(size_t bytes) = 0;
+
+  // --- Work the host does not wait for (queued steps) ---
+  /// Queues a copy to `dst` (hostAlloc'd memory), which holds it once a
+  /// fence queued after it has passed. The default waits now.
+  virtual void downloadAsync(void *dst, Ptr src, size_t bytes) { downloadSync(dst, src, bytes); }
+  /// A point in the stream after the work queued so far (a CUDA event):
+  /// its ticket, increasing. fenceDone asks without waiting, waitFence
+  /// waits for it. Not while recording.
+  virtual int64_t fence() { return ++fences; }
+  virtual bool fenceDone(int64_t ticket) {
+    (void)ticket;
+    synchronize();
+    return true;
+  }
+  virtual void waitFence(int64_t ticket) {
+    (void)ticket;
+    synchronize();
+  }
+
+private:
+  int64_t fences = 0;
 };
 
 /// The compiled runtime over `gpu` (CudaPlan.cpp). Throws like

@@ -1166,6 +1166,59 @@ void PlanExecutor::update() {
   ++impl->counter;
 }
 
+bool PlanExecutor::queuesSteps() const { return impl->dev->queues(); }
+
+void PlanExecutor::queueStep(const std::vector<TensorMap> &batches) {
+  if (!impl->dev->queues())
+    return Executor::queueStep(batches);
+  Impl::QueuedStep q;
+  std::vector<std::pair<const float *, int64_t>> later;
+  impl->dev->deferYields(&later);
+  try {
+    for (const TensorMap &b : batches) {
+      const size_t before = later.size();
+      StepResult r = microStep(b); // (an eager run's yields come at once)
+      if (!r.outputs.empty())
+        q.losses.emplace_back(r.outputs[0], nullptr);
+      else if (later.size() > before)
+        q.losses.emplace_back(0.0, later[before].first);
+      else
+        throw std::runtime_error("queueStep: the step phase yields no loss");
+    }
+    update();
+  } catch (...) {
+    impl->dev->deferYields(nullptr);
+    throw;
+  }
+  impl->dev->deferYields(nullptr);
+  std::vector<std::pair<const float *, int64_t>> all;
+  for (const planning::DeviceBuffer &b : impl->states)
+    all.emplace_back(b.data, b.size);
+  q.nonFiniteFlag = impl->dev->queueNonFiniteCheck(all);
+  q.fence = impl->dev->fence();
+  impl->queued.push_back(std::move(q));
+}
+
+Executor::StepOutcome PlanExecutor::finishStep() {
+  if (!impl->dev->queues())
+    return Executor::finishStep();
+  if (impl->queued.empty())
+    throw std::runtime_error("finishStep: no step is queued");
+  Impl::QueuedStep q = std::move(impl->queued.front());
+  impl->queued.erase(impl->queued.begin());
+  impl->dev->waitFence(q.fence);
+  StepOutcome o;
+  o.updated = true;
+  for (auto [known, at] : q.losses)
+    o.lossSum += at ? static_cast<double>(*at) : known;
+  if (q.nonFiniteFlag && *q.nonFiniteFlag != 0) { // which one: asked again
+    o.nonFinite = nonFiniteState();
+    if (o.nonFinite.empty())
+      o.nonFinite = "a state (found by the device's check)";
+  }
+  return o;
+}
+
 void PlanExecutor::outerStep() {
   // The Outer phase sees the step count of the last update (no +1).
   const PhasePlan &p = impl->outerPlan;

@@ -191,6 +191,23 @@ public:
   virtual void dropRecordings() {}
   // Changes whenever memory the device owns and a graph may use moves.
   virtual int64_t memoryEpoch() const { return 0; }
+
+  // Queued steps (PlanExecutor::queueStep): a device whose stream runs
+  // behind the host and that can leave a step's results there. While
+  // deferYields has a sink, each replay queues its yields' copy to
+  // page-locked memory and appends where they will be instead of
+  // collecting them; queueNonFiniteCheck queues the states' check and its
+  // flag's copy (null: no state holds an element). Both are readable once
+  // waitFence has waited for a fence() queued after them.
+  virtual bool queues() const { return false; }
+  virtual void deferYields(std::vector<std::pair<const float *, int64_t>> *sink) { (void)sink; }
+  virtual const float *
+  queueNonFiniteCheck(const std::vector<std::pair<const float *, int64_t>> &tensors) {
+    (void)tensors;
+    return nullptr;
+  }
+  virtual int64_t fence() { return 0; }
+  virtual void waitFence(int64_t ticket) { (void)ticket; }
 };
 
 // A phase run that cannot be recorded as a graph (it needs the host).
@@ -217,6 +234,16 @@ struct PlanExecutor::Impl {
   std::vector<DeviceBuffer> constants;
   int64_t counter = 0;
   PlanStats stats;
+
+  // Steps queued on a device that queues (PlanExecutor::queueStep), oldest
+  // first: each micro-batch's loss (known, or where it will be), the
+  // states' flag, and the fence after them.
+  struct QueuedStep {
+    std::vector<std::pair<double, const float *>> losses;
+    const float *nonFiniteFlag = nullptr;
+    int64_t fence = 0;
+  };
+  std::vector<QueuedStep> queued;
 
   PhasePlan stepPlan, updatePlan, outerPlan;
   Collective collective; // GossipMix exchange; empty: identity

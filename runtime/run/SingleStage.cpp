@@ -16,6 +16,8 @@
 #include "stretto/Runtime/RunChecks.h"
 #include "stretto/Runtime/StepDriver.h"
 
+#include "exec/EnvSwitch.h"
+
 #include <omp.h>
 
 #include <cmath>
@@ -74,7 +76,7 @@ public:
   SingleStage(const Graph &graph, DataSource &data, const TrainerOptions &opt)
       : graph(graph), data(data), opt(opt), dp(opt.dataParallel),
         ranks(dp ? dp->size() : 1), me(dp ? dp->rank() : 0) {
-    exPtr = executorFactory(opt)(graph);
+    exPtr = opt.executorFactory ? opt.executorFactory(graph) : executorFactory(opt)(graph);
     plan = dynamic_cast<PlanExecutor *>(exPtr.get());
     if (plan)
       plan->setProfiling(opt.profile);
@@ -124,6 +126,7 @@ public:
 private:
   void describeExecutor() const;
   void saveCheckpoint(int64_t step);
+  void queueTrainStep(int64_t step);
 
   const Graph &graph;
   DataSource &data;
@@ -132,6 +135,8 @@ private:
   const int64_t ranks, me;
   std::unique_ptr<Executor> exPtr;
   PlanExecutor *plan = nullptr;
+  const bool queueAhead = envSwitchOn("STRETTO_QUEUE_AHEAD");
+  bool queuedAhead = false; // the next step is queued already
 };
 
 void SingleStage::describeExecutor() const {
@@ -203,17 +208,43 @@ ResumePoint SingleStage::resume() {
   return {c->step, opt.outDir + "/checkpoint.bin"};
 }
 
+// Step `step`'s micro-batches, queued on the executor.
+void SingleStage::queueTrainStep(int64_t step) {
+  std::vector<TensorMap> batches;
+  for (int64_t k = 0; k < opt.microBatches; ++k)
+    batches.push_back(
+        data.batch(Split::Train, static_cast<uint64_t>(step - 1), me * opt.microBatches + k));
+  exPtr->queueStep(batches);
+}
+
 StepReport SingleStage::step(const StepPlan &p) {
   Executor &ex = *exPtr;
   StepReport r;
   // One optimizer step: the micro-batches' gradients, then the update.
   double loss = 0;
-  for (int64_t k = 0; k < opt.microBatches; ++k)
-    loss += ex.microStep(data.batch(Split::Train, static_cast<uint64_t>(p.step - 1),
-                                    me * opt.microBatches + k))
-                .outputs.at(0);
-  bool stop = p.stopWanted();
-  if (dp) {
+  bool stop = p.stopWanted(), updated = false;
+  std::string bad;
+  if (!dp) {
+    // This step (unless it was queued ahead), then, on a GPU, the next one
+    // behind it: the device runs on while the host waits for this step's
+    // loss and writes it out. Not where the host reads the states or
+    // evaluates after this step (a checkpoint, an evaluation, the last
+    // step, a stop), nor with STRETTO_QUEUE_AHEAD=0.
+    if (!queuedAhead)
+      queueTrainStep(p.step);
+    queuedAhead =
+        queueAhead && ex.queuesSteps() && !p.last && !p.evaluate && !p.checkpoint && !stop;
+    if (queuedAhead)
+      queueTrainStep(p.step + 1);
+    Executor::StepOutcome o = ex.finishStep();
+    loss = o.lossSum;
+    updated = o.updated;
+    bad = o.nonFinite;
+  } else {
+    for (int64_t k = 0; k < opt.microBatches; ++k)
+      loss += ex.microStep(data.batch(Split::Train, static_cast<uint64_t>(p.step - 1),
+                                      me * opt.microBatches + k))
+                  .outputs.at(0);
     // One flat all-reduce of every gradient sum, then the losses and the
     // stop flag: every rank takes the same step and stops at the same one.
     allReduceGradSums(ex, *dp, opt);
@@ -221,12 +252,15 @@ StepReport SingleStage::step(const StepPlan &p) {
     dp->allReduceSum(shared, 2);
     loss = shared[0];
     stop = shared[1] > 0;
+    if (std::isfinite(loss)) {
+      ex.update();
+      updated = true;
+    }
   }
   loss /= static_cast<double>(opt.microBatches * ranks);
-  if (std::isfinite(loss))
-    ex.update();
   // A finite loss can still hide a non-finite state (relu(NaN) is 0).
-  std::string bad = std::isfinite(loss) ? ex.nonFiniteState() : "";
+  if (dp && updated)
+    bad = ex.nonFiniteState();
   if (!std::isfinite(loss) || !bad.empty()) {
     r.end = StepEnd::Failed;
     r.failure = bad.empty() ? "the loss is " + std::to_string(loss)
@@ -236,6 +270,11 @@ StepReport SingleStage::step(const StepPlan &p) {
   r.knowsLoss = lead();
   r.loss = loss;
   r.tokens = static_cast<double>(data.tokensPerBatch() * opt.microBatches * ranks);
+  // The host reads the states or evaluates only with no step queued after
+  // this one (its work would come first on the device's stream).
+  if (queuedAhead && (p.evaluate || p.checkpoint || stop))
+    throw std::logic_error("step " + std::to_string(p.step) +
+                           ": the next step is queued before this one's states are read");
   if (p.evaluate) { // every rank evaluates its own parts of the batches
     double val = evaluateLossSum(ex, data, opt.evalBatches, me * opt.microBatches,
                                  opt.microBatches);

@@ -42,8 +42,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <functional>
 #include <random>
 
@@ -694,7 +696,8 @@ struct EmulatedCase {
 // with its multi-tensor updates (row sums: twins). Each micro-step kind and
 // update runs eagerly once, is recorded the second time, then replayed:
 // from the third step on, a step queues nothing but its graph launches (one
-// per micro-step, one per update). Against the same executor with
+// per micro-step, one per update) and each input's copy up to the buffer
+// its graph reads. Against the same executor with
 // STRETTO_CUDA_GRAPHS=0: every loss, evaluation loss and state bit for bit,
 // across an evaluation in mid-run (a larger arena: the graphs are dropped,
 // each kind runs eagerly once more, is recorded again and replayed from
@@ -716,6 +719,14 @@ TEST_P(CompiledPath, CudaGraphsReplayStepsBitForBit) {
     for (auto &[name, t] : bad)
       t.data.at(0) = 1e6; // no id, class or target is that large
     return bad;
+  };
+  // A replay's only work outside its graph: its inputs' copies up (an
+  // Input's batch, a StepCount's count) from page-locked memory.
+  auto inputs = [&](Phase phase) {
+    long long n = 0;
+    for (const Node &node : c.graph.phase(phase))
+      n += node.kind == OpKind::Input || node.kind == OpKind::StepCount;
+    return n;
   };
   constexpr int kGraphSteps = 7;
   for (int step = 0; step < kGraphSteps; ++step) {
@@ -756,7 +767,9 @@ TEST_P(CompiledPath, CudaGraphsReplayStepsBitForBit) {
     const long long work2 = emulatedGpuDirectWork(), launches = emulatedGpuGraphLaunches();
     EXPECT_EQ(oneStep(*graphed), want) << "step " << step;
     if (step == 2 || step == 3 || step == 6) { // replayed only (4: eager, 5: recorded)
-      EXPECT_EQ(emulatedGpuDirectWork() - work2, 0) << "step " << step;
+      EXPECT_EQ(emulatedGpuDirectWork() - work2,
+                micro * inputs(Phase::Step) + inputs(Phase::Update))
+          << "step " << step;
       EXPECT_EQ(emulatedGpuGraphLaunches() - launches, micro + 1) << "step " << step;
     }
   }
@@ -765,6 +778,156 @@ TEST_P(CompiledPath, CudaGraphsReplayStepsBitForBit) {
   EXPECT_EQ(eager->stats().graphLaunches, 0);
   for (const StateDecl &s : c.graph.states)
     EXPECT_EQ(eager->getState(s.name).data, graphed->getState(s.name).data) << s.name;
+}
+
+// Queued steps (Executor::queueStep) on an emulated GPU whose stream runs
+// lazily: work runs only when the host waits for it, and page-locked
+// memory is read or written when its copy runs, as on a GPU that runs
+// behind the host. One executor trains step by step (micro-steps, update,
+// the states' check: the host waits for each step); the other queues each
+// step one ahead of the one whose outcome it reads, as the trainer does.
+// Loss sums and every state bit for bit alike; once the graphs replay
+// (step 3 on), no wait of the queued executor leaves the stream idle (the
+// next step is always queued behind the one it waits for) while each step
+// of the other does: so a read of a loss before its fence, or an input's
+// page-locked buffer taken again before its copy ran, shows as a wrong
+// loss, and a wait for the step ahead as an idle wait.
+TEST_P(CompiledPath, QueuedStepsKeepTheDeviceBusy) {
+  emulateLazyStreams(true);
+  EmulatedCase ec(GetParam(), "queued");
+  Compiled &c = ec.c;
+  auto &data = ec.data;
+  const int64_t micro = ec.micro;
+  auto batches = [&](int step) {
+    std::vector<TensorMap> b;
+    for (int64_t k = 0; k < micro; ++k)
+      b.push_back(data->batch(Split::Train, uint64_t(step), k));
+    return b;
+  };
+  std::unique_ptr<PlanExecutor> waits = ec.make({}, c.cudaSource, true),
+                                queued = ec.make({}, c.cudaSource, true);
+  emulateLazyStreams(false);
+  EXPECT_TRUE(queued->queuesSteps());
+  constexpr int kSteps = 7;
+  queued->queueStep(batches(0));
+  for (int step = 0; step < kSteps; ++step) {
+    double want = 0;
+    long long idle = emulatedGpuIdleWaits();
+    for (const TensorMap &b : batches(step))
+      want += waits->microStep(b).outputs.at(0);
+    waits->update();
+    EXPECT_EQ(waits->nonFiniteState(), "") << "step " << step;
+    if (step >= 3)
+      EXPECT_GE(emulatedGpuIdleWaits() - idle, 1) << "step " << step;
+    if (step + 1 < kSteps)
+      queued->queueStep(batches(step + 1));
+    idle = emulatedGpuIdleWaits();
+    const long long waited = emulatedGpuHostWaits();
+    Executor::StepOutcome got = queued->finishStep();
+    EXPECT_EQ(got.lossSum, want) << "step " << step;
+    EXPECT_EQ(got.nonFinite, "") << "step " << step;
+    EXPECT_TRUE(got.updated);
+    if (step >= 3 && step + 1 < kSteps) {
+      EXPECT_EQ(emulatedGpuIdleWaits() - idle, 0) << "step " << step;
+      EXPECT_GE(emulatedGpuHostWaits() - waited, 1) << "step " << step;
+    }
+  }
+  EXPECT_THROW(queued->finishStep(), std::runtime_error);
+  EXPECT_GT(queued->stats().graphLaunches, 0);
+  for (const StateDecl &s : c.graph.states)
+    EXPECT_EQ(waits->getState(s.name).data, queued->getState(s.name).data) << s.name;
+}
+
+// The trainer (runTraining, one stage) on a lazily run emulated GPU, with
+// an evaluation and checkpoints in mid-run: queuing each step one ahead
+// (the default on a GPU) trains what STRETTO_QUEUE_AHEAD=0 trains, bit for
+// bit (every loss, the validation loss, the checkpoint's states), with
+// fewer waits that leave the device idle (a step queued ahead leaves the
+// device work while the host reads the step before).
+TEST_P(CompiledPath, TrainerQueuesAStepAhead) {
+  EmulatedCase ec(GetParam(), "ahead");
+  auto train = [&](const char *ahead, const std::string &out, TrainSummary &sum) {
+    TrainerOptions o;
+    o.steps = 9;
+    o.microBatches = ec.micro;
+    o.seed = 7;
+    o.evalInterval = 5;
+    o.evalBatches = 1;
+    o.checkpointInterval = 4;
+    o.outDir = out;
+    o.quiet = o.silent = true;
+    o.compiled = true;
+    o.executorFactory = [&](const Graph &g) -> std::unique_ptr<Executor> {
+      emulateLazyStreams(true);
+      auto e = emulatedGpuExecutor(g, ec.c.kernels, ec.gemm, ec.c.cudaSource, true);
+      emulateLazyStreams(false);
+      return e;
+    };
+    ::setenv("STRETTO_QUEUE_AHEAD", ahead, 1);
+    const long long idle = emulatedGpuIdleWaits();
+    const int rc = runTraining(ec.c.graph, *ec.data, o, &sum);
+    EXPECT_EQ(rc, sum.error.empty() ? 0 : 1) << sum.error;
+    ::unsetenv("STRETTO_QUEUE_AHEAD");
+    return emulatedGpuIdleWaits() - idle;
+  };
+  const std::string dir = ec.cacheDir + "-runs";
+  TrainSummary waits, queued;
+  const long long idleWaits = train("0", dir + "/waits", waits);
+  const long long idleQueued = train("1", dir + "/queued", queued);
+  EXPECT_EQ(queued.losses, waits.losses);
+  EXPECT_EQ(queued.finalValLoss, waits.finalValLoss);
+  ASSERT_EQ(queued.losses.size(), 9u);
+  auto valLosses = [](const std::string &metrics) { // each evaluation's
+    std::ifstream in(metrics);
+    std::string line, out;
+    while (std::getline(in, line))
+      if (size_t at = line.find("\"val_loss\""); at != std::string::npos)
+        out += line.substr(at, line.find_first_of(",}", at) - at) + "\n";
+    return out;
+  };
+  const std::string val = valLosses(dir + "/queued/metrics.jsonl");
+  EXPECT_EQ(val, valLosses(dir + "/waits/metrics.jsonl"));
+  EXPECT_EQ(std::count(val.begin(), val.end(), '\n'), 2) << val; // steps 5 and 9
+  Checkpoint a = loadCheckpoint(dir + "/waits/checkpoint.bin"),
+             b = loadCheckpoint(dir + "/queued/checkpoint.bin");
+  for (const StateDecl &s : ec.c.graph.states)
+    EXPECT_EQ(a.states.at(s.name).data, b.states.at(s.name).data) << s.name;
+  // Steps 3 to 9 replay graphs; of them 3, 5, 6 and 7 queue the next.
+  // One fewer for each step that queues the next: 1, 2, 3, 6 and 7 (the
+  // others stay: eager runs' and checkpoints' downloads, evaluations).
+  EXPECT_GE(idleWaits - idleQueued, 5) << idleQueued << " vs " << idleWaits;
+  std::filesystem::remove_all(dir);
+  if (!ec.mlp)
+    return;
+  // A NaN in step 6's inputs: both stop at step 6 (the queued run learns it
+  // with step 7 queued), with the same error and the checkpoint of step 4.
+  struct NanAtStep6 final : DataSource {
+    DataSource &in;
+    explicit NanAtStep6(DataSource &d) : in(d) {}
+    TensorMap batch(Split split, uint64_t step, int64_t part) override {
+      TensorMap b = in.batch(split, step, part);
+      if (split == Split::Train && step == 5)
+        b.at("x").data.at(0) = std::nan("");
+      return b;
+    }
+    std::string describe() const override { return in.describe(); }
+    int64_t tokensPerBatch() const override { return in.tokensPerBatch(); }
+  };
+  auto plain = std::move(ec.data);
+  ec.data = std::make_unique<NanAtStep6>(*plain);
+  std::vector<std::string> errors;
+  for (const char *ahead : {"0", "1"}) {
+    TrainSummary sum;
+    train(ahead, dir + "/nan", sum);
+    EXPECT_EQ(sum.steps, 5) << ahead;
+    errors.push_back(sum.error);
+    EXPECT_EQ(loadCheckpoint(dir + "/nan/checkpoint.bin").step, 4) << ahead;
+    std::filesystem::remove_all(dir);
+  }
+  // (relu(NaN) is 0 here: the loss stays finite, the weights do not)
+  EXPECT_EQ(errors[0].rfind("step 6: after the update, state 'fc0.w' holds nan", 0), 0u)
+      << errors[0];
+  EXPECT_EQ(errors[1], errors[0]);
 }
 
 // Multi-tensor updates (MultiTensor.h) on the emulated GPU, running the

@@ -19,6 +19,7 @@
 #include <type_traits>
 #include <cstdlib>
 #include <cstring>
+#include <deque>
 #include <functional>
 #include <set>
 #include <stdexcept>
@@ -403,6 +404,8 @@ std::atomic<long long> gGraphLaunches{0};
 std::atomic<long long> gDirectWork{0};
 std::atomic<long long> gDownloadedBytes{0};
 std::atomic<bool> gTensorCores{false};
+std::atomic<bool> gLazyStreams{false};
+std::atomic<long long> gHostWaits{0}, gIdleWaits{0};
 std::mutex gLaunchCountsLock;
 std::map<std::string, long long> gLaunchCounts; // launches run, by kernel name
 
@@ -632,6 +635,7 @@ public:
     }
   }
   ~EmulatedGpu() override {
+    pending.clear(); // (work nobody waits for any more)
     for (Ptr p : live)
       std::free(reinterpret_cast<void *>(p));
     gLive -= static_cast<long long>(live.size());
@@ -649,25 +653,71 @@ public:
   }
   void free(Ptr p) override {
     notCapturing("a free");
+    if (!pending.empty()) // (after the queued work, as the runtime's free)
+      drain();
     if (!live.erase(p))
       throw std::runtime_error("emulated GPU: free of an address it did not allocate");
     std::free(reinterpret_cast<void *>(p));
     --gLive;
   }
-  // Stream work runs at once, or is recorded while a capture is open.
+  // Stream work runs at once (or, with a lazy stream, when the host waits),
+  // or is recorded while a capture is open.
   void queue(std::function<void()> work) {
     if (recording) {
       tape.push_back(std::move(work));
       return;
     }
     ++gDirectWork;
-    work();
+    run(std::move(work));
+  }
+  void run(std::function<void()> work) {
+    if (!lazy)
+      return work();
+    pending.push_back(std::move(work));
+    ++queuedWork;
+  }
+  // Runs the lazy stream's work up to item `upTo` (all: -1). A host wait:
+  // counted, and as idle when it leaves the stream with nothing queued.
+  void drain(long long upTo = -1) {
+    ++gHostWaits;
+    while (!pending.empty() && (upTo < 0 || doneWork < upTo)) {
+      std::function<void()> w = std::move(pending.front());
+      pending.pop_front();
+      ++doneWork;
+      w();
+    }
+    if (pending.empty())
+      ++gIdleWaits;
   }
   void uploadAsync(Ptr dst, const void *src, size_t bytes) override {
     if (recording && !isHostAlloc(src, bytes))
       throw std::runtime_error("emulated GPU: an upload from pageable host memory during stream "
                                "capture (its graph would read memory the host reuses)");
+    if (lazy && !recording && !isHostAlloc(src, bytes)) { // (the driver stages pageable memory)
+      auto copy = std::make_shared<std::vector<char>>(static_cast<const char *>(src),
+                                                      static_cast<const char *>(src) + bytes);
+      return queue([=] { std::memcpy(reinterpret_cast<void *>(dst), copy->data(), bytes); });
+    }
+    // Page-locked memory is read when the copy runs.
     queue([=] { std::memcpy(reinterpret_cast<void *>(dst), src, bytes); });
+  }
+  void downloadAsync(void *dst, Ptr src, size_t bytes) override {
+    notCapturing("an asynchronous download");
+    if (!isHostAlloc(dst, bytes))
+      throw std::runtime_error("emulated GPU: an asynchronous download to pageable memory");
+    queue([=] { std::memcpy(dst, reinterpret_cast<const void *>(src), bytes); });
+  }
+  int64_t fence() override {
+    notCapturing("a fence");
+    fences.push_back(queuedWork);
+    return static_cast<int64_t>(fences.size());
+  }
+  bool fenceDone(int64_t ticket) override {
+    return doneWork >= fences.at(static_cast<size_t>(ticket - 1));
+  }
+  void waitFence(int64_t ticket) override {
+    notCapturing("a wait for a fence");
+    drain(fences.at(static_cast<size_t>(ticket - 1)));
   }
   void copyAsync(Ptr dst, Ptr src, size_t bytes) override {
     if (dst != src)
@@ -684,10 +734,14 @@ public:
   }
   void downloadSync(void *dst, Ptr src, size_t bytes) override {
     notCapturing("a download");
+    drain();
     gDownloadedBytes += static_cast<long long>(bytes);
     std::memcpy(dst, reinterpret_cast<const void *>(src), bytes);
   }
-  void synchronize() override { notCapturing("a stream synchronisation"); }
+  void synchronize() override {
+    notCapturing("a stream synchronisation");
+    drain();
+  }
   bool canRecord() const override { return true; }
   bool bf16TensorCores() const override { return tensorCores; }
   void beginRecording() override {
@@ -711,7 +765,11 @@ public:
     notCapturing("a graph launch");
     ++gGraphLaunches;
     for (const std::function<void()> &work : graphs.at(static_cast<size_t>(id)))
-      work();
+      run(work);
+  }
+  void waitGraph(int) override {
+    notCapturing("a wait for a graph");
+    drain();
   }
   void dropGraphs() override { graphs.clear(); }
   void *hostAlloc(size_t bytes) override {
@@ -729,7 +787,7 @@ public:
   void launch(void *fn, unsigned grid, unsigned block, void **params, int count,
               const char *what) override {
     EmuKernel &k = *static_cast<EmuKernel *>(fn);
-    if (!recording) {
+    if (!recording && !lazy) {
       ++gDirectWork;
       launchNow(k, grid, block, params, count, what);
       return;
@@ -737,7 +795,7 @@ public:
     // Arguments are copied now, as cuLaunchKernel does under capture.
     ArgSnapshot args = k.op && !k.cuda && !k.twin ? k.op.snapshot(params)
                                                   : snapshotPointers(params, count);
-    tape.push_back([this, &k, grid, block, args, count, name = std::string(what)]() mutable {
+    queue([this, &k, grid, block, args, count, name = std::string(what)]() mutable {
       launchNow(k, grid, block, args.params.data(), count, name.c_str());
     });
   }
@@ -896,6 +954,12 @@ private:
   std::vector<std::function<void()>> tape;                // the open capture
   std::vector<std::vector<std::function<void()>>> graphs; // by id
   std::vector<std::pair<std::unique_ptr<char[]>, size_t>> hostBlocks;
+  // A lazy stream (emulateLazyStreams): work waits here until the host
+  // waits for it; items queued and run so far; each fence's item count.
+  bool lazy = gLazyStreams.load();
+  std::deque<std::function<void()>> pending;
+  long long queuedWork = 0, doneWork = 0;
+  std::vector<long long> fences;
 
   // What CUDA forbids while a stream captures (it would invalidate the
   // capture): the emulator throws instead.
@@ -952,6 +1016,9 @@ long long emulatedGpuDirectWork() { return gDirectWork; }
 long long emulatedGpuDownloadedBytes() { return gDownloadedBytes; }
 void emulateTensorCores(bool on) { gTensorCores = on; }
 void refuseGemmEpilogues(bool on) { gRefuseEpilogues = on; }
+void emulateLazyStreams(bool on) { gLazyStreams = on; }
+long long emulatedGpuHostWaits() { return gHostWaits; }
+long long emulatedGpuIdleWaits() { return gIdleWaits; }
 long long emulatedGpuLaunchesOf(const std::string &prefix) {
   std::lock_guard<std::mutex> lock(gLaunchCountsLock);
   long long n = 0;

@@ -69,6 +69,16 @@ void emulateTensorCores(bool on);
 /// epilogue (throws GemmRefused, as a cuBLASLt without an algorithm for it
 /// would).
 void refuseGemmEpilogues(bool on);
+/// Whether emulated GPUs made from now on run their stream lazily: queued
+/// work (launches, copies, graphs) runs only when the host waits for it
+/// (a download, a synchronisation, a fence), in order, and page-locked
+/// memory is read or written when its copy runs, as on a GPU whose stream
+/// runs behind the host. Default: at once.
+void emulateLazyStreams(bool on);
+/// Host waits for an emulated GPU's stream so far, and those of them that
+/// left nothing queued (the device would idle until the host queues more).
+long long emulatedGpuHostWaits();
+long long emulatedGpuIdleWaits();
 /// Launches run so far of the kernels whose names start with `prefix`
 /// (runtime ops and generated kernels: "st_flash_mma_", "st_gather_rows").
 long long emulatedGpuLaunchesOf(const std::string &prefix);

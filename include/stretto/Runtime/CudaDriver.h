@@ -101,6 +101,16 @@ public:
   void dropGraphs();
   /// Page-locked host memory (cuMemAllocHost), freed with the device.
   void *hostAlloc(size_t bytes);
+  /// Queues a copy into page-locked `dst` (cuMemcpyDtoHAsync): the host
+  /// reads it after a fence queued later has passed.
+  void downloadAsync(void *dst, Ptr src, size_t bytes);
+  /// An event recorded on the stream now; its ticket (1, 2, ...). A ring
+  /// of kFenceEvents events: a ticket that old waits for a later point,
+  /// never an earlier one.
+  int64_t fence();
+  bool fenceDone(int64_t ticket); // cuEventQuery: does not wait
+  void waitFence(int64_t ticket); // cuEventSynchronize
+  static constexpr int kFenceEvents = 64;
 
 private:
   CudaDevice() = default;
@@ -119,6 +129,8 @@ private:
   };
   std::vector<Graph> graphs_;
   std::vector<void *> hostBlocks_;
+  std::vector<void *> fenceEvents_; // CUevents, ticket t at t % kFenceEvents
+  int64_t fences_ = 0;
   void check(int rc, const char *what) const;
 };
 

@@ -14,6 +14,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -76,6 +77,41 @@ public:
   virtual std::string nonFiniteState() const = 0;
   virtual int64_t stepCount() const = 0;
   virtual void setStepCount(int64_t t) = 0;
+
+  // Whole optimizer steps whose results are read later: queueStep runs a
+  // micro-step on each batch, then the update, and finishStep gives the
+  // oldest queued step's outcome. An executor on a GPU (queuesSteps())
+  // returns from queueStep without waiting for the device: the losses and
+  // the states' check stay there until finishStep waits for them, so the
+  // host can queue the next step while this one runs. Such an executor runs
+  // the update even when the loss turns out non-finite (the trainer then
+  // stops without checkpointing that state); the default here runs the
+  // step at once and skips the update of a non-finite loss, as the trainer
+  // did with microStep and update.
+  struct StepOutcome {
+    double lossSum = 0;    // the micro-batches' first outputs (losses), added in order
+    std::string nonFinite; // nonFiniteState() after the update ("": all finite)
+    bool updated = false;
+  };
+  virtual bool queuesSteps() const { return false; }
+  virtual void queueStep(const std::vector<TensorMap> &batches) {
+    StepOutcome o;
+    for (const TensorMap &b : batches)
+      o.lossSum += microStep(b).outputs.at(0);
+    if (o.lossSum == o.lossSum && o.lossSum - o.lossSum == 0) { // finite
+      update();
+      o.updated = true;
+      o.nonFinite = nonFiniteState();
+    }
+    done.push_back(std::move(o));
+  }
+  virtual StepOutcome finishStep() {
+    if (done.empty())
+      throw std::runtime_error("finishStep: no step is queued");
+    StepOutcome o = std::move(done.front());
+    done.erase(done.begin());
+    return o;
+  }
   // Runs the Outer phase (local-step methods) once.
   virtual void outerStep() = 0;
   // Collectives (gossip): a GossipMix node calls `fn(node, value)` and takes
@@ -120,6 +156,9 @@ public:
   };
   virtual void reduceGradSums(const std::function<void(GradSums &)> &reduce, int64_t ranks,
                               bool onDevice = false) = 0;
+
+private:
+  std::vector<StepOutcome> done; // queueStep's outcomes (the default)
 };
 
 } // namespace stretto

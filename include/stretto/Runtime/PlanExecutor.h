@@ -108,6 +108,11 @@ public:
   StepResult evaluate(const TensorMap &inputs, const std::vector<int> &probes = {}) override;
   HostTensor getState(const std::string &name) const override;
   std::string nonFiniteState() const override;
+  // On a GPU that records graphs: queueStep replays the step's graphs and
+  // returns without waiting (Executor::queueStep).
+  bool queuesSteps() const override;
+  void queueStep(const std::vector<TensorMap> &batches) override;
+  StepOutcome finishStep() override;
   void setState(const std::string &name, const HostTensor &value) override;
   int64_t stepCount() const override;
   void setStepCount(int64_t t) override;

@@ -126,6 +126,9 @@ struct TrainerOptions {
   // ranks), instead of staging them through the host for `dataParallel`;
   // the losses and the stop flag still travel over `dataParallel`.
   std::function<void(Executor::GradSums &)> deviceAllReduce;
+  // The executor of a one-stage run, when set (a library's own, or an
+  // emulated GPU in tests), instead of the one the fields above choose.
+  std::function<std::unique_ptr<Executor>(const Graph &)> executorFactory;
 };
 
 struct TrainSummary {
