@@ -30,6 +30,14 @@ def KernelFuseElementwise : Pass<"kernel-fuse-elementwise", "::stretto::train::M
     and the producer's own pass disappears. A bias add read by GELU in the
     forward and by its derivative in the backward is the case in point.
 
+    First, a `train.reshape` whose operand is the only use of an
+    elementwise op with operands all of its result's type, and whose users
+    are all fusible, moves above that op: the op reads reshaped operands
+    (views) and makes the reshape's type, so it joins the kernel of its
+    reader (norm_grad's `[rows, d]` gradient rounded to bf16 and then
+    reshaped to `[b, t, d]` for the residual add: one kernel, not a
+    rounding pass of its own). The values do not change.
+
     Other operands become kernel operands, deduplicated, in order of first
     use. Kernels have one result; `max-ops` bounds their size (0: none).
 

@@ -114,7 +114,42 @@ struct FuseElementwisePass
                                      [&](Operation *u) { return sameKernel(u, root); });
   }
 
+  // A reshape of an element-wise op's result that is its only use, where
+  // every operand has the result's type, is moved above the op: the op
+  // then works on reshaped (viewed) operands and makes the reshape's type
+  // itself, so it can join a kernel of that type (a rounding of norm_grad's
+  // [rows, d] gradient before its [b, t, d] residual add). The same values:
+  // an element-wise op does not care how its elements are laid out in rows.
+  static void hoistReshapes(Block &block) {
+    SmallVector<train::ReshapeOp> reshapes;
+    for (Operation &op : block)
+      if (auto r = dyn_cast<train::ReshapeOp>(&op))
+        reshapes.push_back(r);
+    for (train::ReshapeOp r : reshapes) {
+      Operation *p = r.getInput().getDefiningOp();
+      if (!p || !isElementwiseTrainOp(p) || !p->hasOneUse() || p->getBlock() != &block ||
+          p->getAttr("stage") != r->getAttr("stage") ||
+          !llvm::all_of(p->getOperands(),
+                        [&](Value v) { return v.getType() == p->getResult(0).getType(); }) ||
+          !llvm::all_of(r->getUsers(), [](Operation *u) { return isFusible(u); }))
+        continue;
+      OpBuilder b(p);
+      IRMapping map;
+      for (Value v : p->getOperands()) {
+        auto view = b.create<train::ReshapeOp>(r.getLoc(), r.getType(), v);
+        view->setAttrs(r->getAttrs());
+        map.map(v, view.getResult());
+      }
+      Operation *moved = b.clone(*p, map);
+      moved->getResult(0).setType(r.getType());
+      r.getResult().replaceAllUsesWith(moved->getResult(0));
+      r->erase();
+      p->erase();
+    }
+  }
+
   void fuseBlock(Block &block) {
+    hoistReshapes(block);
     // Roots are visited last to first, so a root's producers are still
     // plain train ops when it gathers them.
     SmallVector<Operation *> ops;

@@ -258,3 +258,65 @@ train.model @materialised {
     train.yield %l1, %l2, %sr : tensor<f32>, tensor<f32>, tensor<f32>
   }
 }
+
+// -----
+
+// A rounding of a [rows, d] value reshaped to [b, t, d] for its only reader,
+// an add: the reshape moves above the rounding (onto its operand, a view),
+// and the rounding joins the add's kernel. Not moved: a reshape of an op with
+// a broadcast operand, of an op used twice, or read by a non-fusible op.
+// CHECK-LABEL: train.model @hoisted
+// CHECK:       %[[G:.*]] = train.input "g"
+// CHECK:       %[[V:.*]] = train.reshape %[[G]] {stage = 0 : i64} : tensor<8x4xf32> -> tensor<2x4x4xf32>
+// CHECK-NEXT:  %[[K:.*]] = kernel.elementwise(%[[V]], %{{.*}}) {stage = 0 : i64} : tensor<2x4x4xf32>, tensor<2x4x4xf32> -> tensor<2x4x4xf32> {
+// CHECK-NEXT:  ^bb0
+// CHECK-NEXT:    kernel.round_bf16
+// CHECK-NEXT:    kernel.add
+// CHECK-NEXT:    kernel.round_bf16
+// CHECK-NEXT:    kernel.yield
+// CHECK:       %[[B:.*]] = kernel.elementwise(%[[G]], %{{.*}}) : tensor<8x4xf32>, tensor<4xf32> -> tensor<8x4xf32>
+// CHECK-NEXT:  ^bb0
+// CHECK-NEXT:    kernel.add
+// CHECK-NEXT:    kernel.yield
+// CHECK-NEXT:  }
+// CHECK-NEXT:  train.reshape %[[B]] : tensor<8x4xf32> -> tensor<2x4x4xf32>
+// CHECK:       %[[T:.*]] = kernel.elementwise(%[[G]]) : tensor<8x4xf32> -> tensor<8x4xf32>
+// CHECK-NEXT:  ^bb0
+// CHECK-NEXT:    kernel.exp
+// CHECK-NEXT:    kernel.yield
+// CHECK-NEXT:  }
+// CHECK-NEXT:  train.reshape %[[T]] : tensor<8x4xf32> -> tensor<2x4x4xf32>
+// CHECK:       %[[N:.*]] = kernel.elementwise(%[[G]]) : tensor<8x4xf32> -> tensor<8x4xf32>
+// CHECK-NEXT:  ^bb0
+// CHECK-NEXT:    kernel.neg
+// CHECK-NEXT:    kernel.yield
+// CHECK-NEXT:  }
+// CHECK-NEXT:  train.reshape %[[N]] : tensor<8x4xf32> -> tensor<2x4x4xf32>
+train.model @hoisted {
+  train.step {
+    %g = train.input "g" : tensor<8x4xf32>
+    %res = train.input "res" : tensor<2x4x4xf32>
+    %bias = train.input "bias" : tensor<4xf32>
+    %r = train.round_bf16 %g {stage = 0} : tensor<8x4xf32>
+    %v = train.reshape %r {stage = 0} : tensor<8x4xf32> -> tensor<2x4x4xf32>
+    %s = train.add %res, %v {stage = 0} : tensor<2x4x4xf32>
+    %o = train.round_bf16 %s {stage = 0} : tensor<2x4x4xf32>
+    %l0 = train.reduce_sum %o [0, 1, 2] : tensor<2x4x4xf32> -> tensor<f32>
+    // (broadcast operand)
+    %b = train.add %g, %bias : tensor<8x4xf32>, tensor<4xf32> -> tensor<8x4xf32>
+    %bv = train.reshape %b : tensor<8x4xf32> -> tensor<2x4x4xf32>
+    %b1 = train.tanh %bv : tensor<2x4x4xf32>
+    %l1 = train.reduce_sum %b1 [0, 1, 2] : tensor<2x4x4xf32> -> tensor<f32>
+    // (read twice)
+    %t = train.exp %g : tensor<8x4xf32>
+    %tv = train.reshape %t : tensor<8x4xf32> -> tensor<2x4x4xf32>
+    %t1 = train.tanh %tv : tensor<2x4x4xf32>
+    %l2 = train.reduce_sum %t [0, 1] : tensor<8x4xf32> -> tensor<f32>
+    %l3 = train.reduce_sum %t1 [0, 1, 2] : tensor<2x4x4xf32> -> tensor<f32>
+    // (read by a reduction)
+    %n = train.neg %g : tensor<8x4xf32>
+    %nv = train.reshape %n : tensor<8x4xf32> -> tensor<2x4x4xf32>
+    %l4 = train.reduce_sum %nv [0, 1, 2] : tensor<2x4x4xf32> -> tensor<f32>
+    train.yield %l0, %l1, %l2, %l3, %l4 : tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>
+  }
+}
