@@ -164,19 +164,20 @@ for n in gpt-tiny-bf16 gpt-mini-bf16; do
     "bf16 in two bytes vs four" 1e-4 2e-2
 done
 
-# 1d. A linear layer's bias added, and a GELU's backward applied, by
-# cuBLASLt's BIAS and DGELU epilogues (the default) and by st_add_bias and
-# st_dgelu after an f32 product in scratch (STRETTO_GEMM_EPILOGUE=0) make
-# the same f32 values, rounded once; cuBLASLt may take another algorithm
-# for the plain GEMM, and its GELU derivative (form undocumented) may
+# 1d. A linear layer's bias added, a GELU applied (its input kept) and a
+# GELU's backward applied, by cuBLASLt's BIAS, GELU_AUX and DGELU
+# epilogues (the default) and by st_add_bias, st_gelu_aux and st_dgelu
+# after an f32 product in scratch (STRETTO_GEMM_EPILOGUE=0) make the same
+# f32 values, rounded once; cuBLASLt may take another algorithm for the
+# plain GEMM, and its GELU and GELU derivative (form undocumented) may
 # differ from KernelMath.inc's in the last bits, so 20 steps are compared
 # within --check's tolerances for the plan (f32: 1e-4 and 1e-3; bf16
 # storage: 1e-4 and 2e-2). On the CPU (a dry run) there is no epilogue:
 # both runs are the same run.
 unchanged_by gpt-tiny STRETTO_GEMM_EPILOGUE "GEMM epilogues" "epilogue kernels" \
-  "bias and GELU's derivative in the GEMM vs after it" 1e-4 1e-3
+  "bias, GELU and GELU's derivative in the GEMM vs after it" 1e-4 1e-3
 unchanged_by gpt-tiny-bf16 STRETTO_GEMM_EPILOGUE "GEMM epilogues" "epilogue kernels" \
-  "bias and GELU's derivative in the GEMM vs after it" 1e-4 2e-2
+  "bias, GELU and GELU's derivative in the GEMM vs after it" 1e-4 2e-2
 
 # 2. Pipeline and gossip plans: the GPU run against the CPU run, 20 steps.
 for p in "$B"/plans/pipe*.plan "$B"/plans/gossip*.plan; do

@@ -241,13 +241,20 @@ LogicalResult GemmOp::verify() {
       return emitOpError() << "bias_grad needs 2-D operands, b not transposed, alpha 1, no "
                               "bias or dgelu and an f32 result";
   }
-  SmallVector<int64_t> want(batchA.begin(), batchA.end());
+  if (getGeluAux() && (getDgelu() || getBiasGrad()))
+    return emitOpError() << "gelu_aux takes no dgelu or bias_grad besides (one epilogue)";
+  SmallVector<int64_t> want;
+  if (getGeluAux()) // gelu(sum), then the sum
+    want.push_back(2);
+  want.append(batchA.begin(), batchA.end());
   want.push_back(getBiasGrad() ? m + 1 : m);
   want.push_back(n);
   if (r.getShape() != ArrayRef<int64_t>(want))
     return emitOpError() << "result type " << r << " does not match op(a) x op(b)"
-                         << (getBiasGrad() ? " with its row of column sums" : "") << " = "
-                         << RankedTensorType::get(want, r.getElementType());
+                         << (getBiasGrad()  ? " with its row of column sums"
+                             : getGeluAux() ? " twice (gelu_aux)"
+                                            : "")
+                         << " = " << RankedTensorType::get(want, r.getElementType());
   if (Value bias = getBias()) {
     auto bt = cast<RankedTensorType>(bias.getType());
     if (bt.getRank() != 1 || bt.getDimSize(0) != n || bt.getElementType() != r.getElementType())

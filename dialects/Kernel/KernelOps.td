@@ -183,11 +183,20 @@ def Kernel_GemmOp : Kernel_Op<"gemm", [Pure, AttrSizedOperandSegments]> {
     them. 2-D operands, `b` not transposed, `alpha` 1, no other epilogue,
     f32 storage.
 
+    `gelu_aux` (set by `kernel-gemm-epilogue`): the result is `[2, ...]`,
+    two values of the product's shape: first `gelu(s)` (tanh form), then
+    `s` itself, where `s` is the product plus the `bias` (if any), in f32;
+    both are then rounded or stored as the result is. cuBLASLt's
+    GELU_AUX_BIAS (GELU_AUX) epilogue on the GPU, `s` its auxiliary output
+    (kept for the GELU's backward); the same after the library GEMM on
+    the CPU. Not with `dgelu` or `bias_grad`.
+
     ```mlir
     %dw = kernel.gemm %x, %dy transpose_a : tensor<64x128xf32>, tensor<64x384xf32> -> tensor<128x384xf32>
     %y = kernel.gemm %x, %w bias %b : tensor<64x128xf32>, tensor<128x384xf32>, tensor<384xf32> -> tensor<64x384xf32>
     %dh = kernel.gemm %dy, %w2 transpose_b dgelu(%h : tensor<64x384xf32>) : tensor<64x128xf32>, tensor<384x128xf32> -> tensor<64x384xf32>
     %dwb = kernel.gemm %x, %dy transpose_a {bias_grad} : tensor<64x128xf32>, tensor<64x384xf32> -> tensor<129x384xf32>
+    %ys = kernel.gemm %x, %w bias %b {gelu_aux} : tensor<64x128xf32>, tensor<128x384xf32>, tensor<384xf32> -> tensor<2x64x384xf32>
     ```
   }];
   let arguments = (ins Kernel_FloatTensor:$a, Kernel_FloatTensor:$b,
@@ -195,7 +204,7 @@ def Kernel_GemmOp : Kernel_Op<"gemm", [Pure, AttrSizedOperandSegments]> {
                        Optional<Kernel_FloatTensor>:$dgelu,
                        UnitAttr:$transpose_a, UnitAttr:$transpose_b,
                        DefaultValuedAttr<F64Attr, "1.0">:$alpha, UnitAttr:$store_bf16,
-                       UnitAttr:$bias_grad);
+                       UnitAttr:$bias_grad, UnitAttr:$gelu_aux);
   let results = (outs Kernel_FloatTensor:$result);
   let assemblyFormat = [{
     $a `,` $b (`transpose_a` $transpose_a^)? (`transpose_b` $transpose_b^)? (`bias` $bias^)?

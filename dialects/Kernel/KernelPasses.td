@@ -18,8 +18,12 @@ def KernelFuseElementwise : Pass<"kernel-fuse-elementwise", "::stretto::train::M
       scalar, would be recomputed for every element: it stays outside, as
       its own kernel, and is broadcast in),
     - has all its uses in the kernel (single-use intermediates: a value also
-      read elsewhere is materialised once), and
-    - has the root's pipeline `stage`.
+      read elsewhere is materialised once),
+    - has the root's pipeline `stage`, and
+    - is not a `train.round_bf16` of a value that something else reads
+      unrounded (a linear layer's sum that its GELU reads in f32): that
+      rounding is a stored value of its own, so that its readers read two
+      bytes rather than keep the f32 sum alive for them.
 
     A producer read by several kernels is recomputed in each of them instead
     of materialised when it is one instruction (add, sub, mul, max, min,
@@ -208,7 +212,7 @@ def KernelBf16Storage : Pass<"kernel-bf16-storage", "::stretto::train::ModelOp">
 
 
 def KernelGemmEpilogue : Pass<"kernel-gemm-epilogue", "::stretto::train::ModelOp"> {
-  let summary = "Moves a GEMM's bias add, GELU's backward after it and the bias gradient beside it into the GEMM (cuBLASLt's BIAS, DGELU and BGRADA epilogues)";
+  let summary = "Moves a GEMM's bias add, the GELU after it (keeping its input), GELU's backward after it and the bias gradient beside it into the GEMM (cuBLASLt's BIAS, GELU_AUX, DGELU and BGRADA epilogues)";
   let description = [{
     Runs after `kernel-bf16-storage`. A `kernel.gemm` without a bias whose
     every reader is a `kernel.elementwise` (same block and pipeline `stage`)
@@ -252,6 +256,19 @@ def KernelGemmEpilogue : Pass<"kernel-gemm-epilogue", "::stretto::train::ModelOp
     reshaped (views). It is made where the later of the two was, when the
     earlier one's readers all come after that. One launch and a read of
     dy fewer for each linear layer's backward.
+
+    And for a GELU of a linear layer's output: a `kernel.gemm` (f32, not
+    stored rounded, no `dgelu`) read by one `kernel.elementwise` that only
+    applies `kernel.gelu` to it (and rounds the result, `store_bf16`) and
+    by others that read the sum itself (an f32 plan: the GELU's backward)
+    or, where the GELU's result is rounded, only round it (`store_bf16`:
+    the backward's bf16 copy) becomes one GEMM with `gelu_aux`: its result
+    `[2, ...]` holds gelu(sum) and the sum (rounded and stored in bf16 when
+    the GELU's is: cuBLASLt's GELU_AUX or GELU_AUX_BIAS epilogue, the sum
+    its auxiliary output); the GELU's result and the sum are views of its
+    halves, and the GELU kernel and the roundings go. `train-mixed-precision`
+    lets a GELU read its linear layer's sum unrounded for this. One launch
+    and a round trip of the activation fewer for each GELU MLP's forward.
 
     Before:
     ```mlir

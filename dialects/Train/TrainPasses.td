@@ -243,7 +243,11 @@ def TrainMixedPrecision : Pass<"train-mixed-precision", "::stretto::train::Model
     it (`kernel-gemm-epilogue`). Likewise a matmul whose every reader
     multiplies it by a `train.gelu_grad` (a GELU's backward), and that
     gelu_grad: their product is rounded once, as a GEMM with a DGELU
-    epilogue makes it. Arithmetic stays f32.
+    epilogue makes it. A `train.gelu` of a linear layer's output (the
+    product, or its bias sum) reads it unrounded and only its result is
+    rounded, as a GEMM with a GELU_AUX epilogue makes it; the output's
+    other readers (the GELU's backward) read it rounded. Arithmetic stays
+    f32.
     Marks every `train.newton_schulz` (Muon's orthogonalisation, in the
     update) `bf16`: its matrices are rounded to bf16 and its GEMMs run on
     bf16 operands, as Muon's reference implementation does.

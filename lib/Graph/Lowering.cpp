@@ -145,6 +145,8 @@ static LogicalResult lowerPhase(Block &block, Phase phase, Graph &g) {
             n.ints.push_back(1);
           if (o.getBiasGrad()) // a last row of op(b)'s column sums
             n.ints.push_back(2);
+          if (o.getGeluAux()) // [2, ...]: gelu(sum), then the sum
+            n.ints.push_back(3);
           n.floats = {o.getAlpha().convertToDouble()};
           if (o.getStoreBf16()) // rounded to bf16 (kernel-bf16-storage)
             n.dtype = DType::BF16;

@@ -85,6 +85,11 @@ struct FuseElementwisePass
                   const llvm::SmallPtrSetImpl<Operation *> &copies) {
     if (!producer || group.contains(producer) || !sameKernel(producer, root))
       return false;
+    // A rounding of a value that others read unrounded (a linear layer's
+    // sum, whose GELU reads it in f32) is stored: the reader reads the
+    // two-byte copy, not the f32 value kept alive for it.
+    if (isa<train::RoundBf16Op>(producer) && !producer->getOperand(0).hasOneUse())
+      return false;
     // (A copy's original stays, and keeps reading its operands.)
     return llvm::all_of(producer->getUsers(),
                         [&](Operation *u) { return group.contains(u) && !copies.contains(u); });

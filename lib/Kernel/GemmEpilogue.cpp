@@ -3,7 +3,10 @@
 // Moves a bias add, or a multiplication by GELU's derivative, that every
 // reader of a GEMM makes first into the GEMM (`bias`, `dgelu`: cuBLASLt's
 // BIAS and DGELU epilogues on the GPU), and drops the readers left doing
-// nothing (see KernelPasses.td).
+// nothing; a GELU after a GEMM, with the sum kept for its backward
+// (`gelu_aux`: GELU_AUX), and a bias gradient beside a weight gradient
+// (`bias_grad`: BGRADA) become one GEMM with a packed result (see
+// KernelPasses.td).
 //
 //===----------------------------------------------------------------------===//
 #include "stretto/Kernel/Emitter.h"
@@ -171,8 +174,106 @@ struct GemmEpiloguePass : stretto::kernel::impl::KernelGemmEpilogueBase<GemmEpil
     getOperation().walk([&](kernel::GemmOp g) { gemms.push_back(g); });
     for (kernel::GemmOp g : gemms) {
       fold(g, dom);
-      foldBiasGrad(g); // (erases g when it folds)
+      if (!foldGeluAux(g)) // (each erases g when it folds)
+        foldBiasGrad(g);
     }
+  }
+
+  /// Whether `e` is a kernel.elementwise reading only v (same block and
+  /// stage as `at`) whose body is `ops` applied to it in turn, then yielded.
+  static bool onlyApplies(Operation *user, Value v, Operation *at, ArrayRef<StringRef> ops) {
+    auto e = dyn_cast<kernel::ElementwiseOp>(user);
+    if (!e || e.getInputs().size() != 1 || e.getInputs()[0] != v ||
+        e->getBlock() != at->getBlock() || !sameStage(e, at))
+      return false;
+    Block &body = e.getBodyBlock();
+    if (body.getOperations().size() != ops.size() + 1)
+      return false;
+    Value cur = body.getArgument(0);
+    auto op = body.begin();
+    for (StringRef name : ops) {
+      if (op->getName().getStringRef() != name || op->getNumOperands() != 1 ||
+          op->getOperand(0) != cur)
+        return false;
+      cur = op->getResult(0);
+      ++op;
+    }
+    return cast<kernel::YieldOp>(body.getTerminator()).getValues()[0] == cur;
+  }
+
+  /// A linear layer's sum (a GEMM, with its bias or none, f32, not stored
+  /// rounded) whose readers are one kernel applying GELU to it (and rounding
+  /// the result to bf16, stored so) and others that read the sum itself
+  /// (f32: the GELU's backward) or, where the GELU's result is rounded, only
+  /// its rounding (stored so): one GEMM with `gelu_aux` makes both, its
+  /// result [2, ...] holding gelu(sum) and the sum (cuBLASLt's GELU_AUX
+  /// epilogue); the GELU's result and the sum are views of it, and the
+  /// GELU kernel and the roundings go.
+  bool foldGeluAux(kernel::GemmOp g) {
+    auto type = cast<RankedTensorType>(g.getType());
+    if (g.getDgelu() || g.getBiasGrad() || g.getGeluAux() || g.getStoreBf16() ||
+        !type.getElementType().isF32())
+      return false;
+    Value sum = g.getResult();
+    Operation *gelu = nullptr;
+    bool rounded = false;
+    for (Operation *u : sum.getUsers()) {
+      const bool r = onlyApplies(u, sum, g, {"kernel.gelu", "kernel.round_bf16"});
+      if (!r && !onlyApplies(u, sum, g, {"kernel.gelu"}))
+        continue;
+      if (gelu && gelu != u)
+        return false; // (two GELU kernels of one sum)
+      gelu = u, rounded = r;
+    }
+    if (!gelu || rounded != cast<kernel::ElementwiseOp>(gelu).getStoreBf16())
+      return false;
+    SmallVector<Operation *> others;
+    for (Operation *u : sum.getUsers())
+      if (u != gelu && !llvm::is_contained(others, u))
+        others.push_back(u);
+    if (others.empty())
+      return false; // (nothing reads the sum: a plain GELU after the GEMM)
+    // Where the GELU's result is rounded, the sum stored beside it is too:
+    // its other readers may only round it first (and store it so).
+    if (rounded && !llvm::all_of(others, [&](Operation *u) {
+          return onlyApplies(u, sum, g, {"kernel.round_bf16"}) &&
+                 cast<kernel::ElementwiseOp>(u).getStoreBf16();
+        }))
+      return false;
+    OpBuilder b(g);
+    SmallVector<int64_t> shape{2};
+    shape.append(type.getShape().begin(), type.getShape().end());
+    auto packed = b.create<kernel::GemmOp>(
+        g.getLoc(), RankedTensorType::get(shape, type.getElementType()), g.getA(), g.getB(),
+        g.getBias(), Value(), g.getTransposeAAttr(), g.getTransposeBAttr(), g.getAlphaAttr(),
+        rounded ? b.getUnitAttr() : UnitAttr(), UnitAttr(), b.getUnitAttr());
+    auto staged = [&](Operation *op) {
+      if (Attribute stage = g->getAttr("stage"))
+        op->setAttr("stage", stage);
+      return op->getResult(0);
+    };
+    staged(packed);
+    SmallVector<int64_t> one{1};
+    one.append(type.getShape().begin(), type.getShape().end());
+    auto half = [&](int64_t at) { // gelu(sum) (0) or the sum (1), as type
+      Value row = staged(b.create<train::SliceOp>(g.getLoc(),
+                                                  RankedTensorType::get(one, type.getElementType()),
+                                                  packed.getResult(), 0, at));
+      return staged(b.create<train::ReshapeOp>(g.getLoc(), type, row));
+    };
+    Value y = half(0), s = half(1);
+    gelu->getResult(0).replaceAllUsesWith(y);
+    gelu->erase();
+    for (Operation *u : others) {
+      if (rounded) {
+        u->getResult(0).replaceAllUsesWith(s);
+        u->erase();
+      }
+    }
+    if (!rounded)
+      sum.replaceAllUsesWith(s);
+    g.erase();
+    return true;
   }
 
   /// A weight gradient op(a) b (2-D, b = dy not transposed, f32, no other
@@ -200,7 +301,7 @@ struct GemmEpiloguePass : stretto::kernel::impl::KernelGemmEpilogueBase<GemmEpil
     auto packed = b.create<kernel::GemmOp>(
         g.getLoc(), RankedTensorType::get({m + 1, n}, type.getElementType()), g.getA(), g.getB(),
         Value(), Value(), g.getTransposeAAttr(), UnitAttr(), g.getAlphaAttr(), UnitAttr(),
-        b.getUnitAttr());
+        b.getUnitAttr(), UnitAttr());
     if (Attribute stage = g->getAttr("stage"))
       packed->setAttr("stage", stage);
     auto view = [&](Operation *op) {

@@ -44,7 +44,7 @@ struct LowerMatmulPass : stretto::kernel::impl::KernelLowerMatmulBase<LowerMatmu
       auto gemm = builder.create<kernel::GemmOp>(
           mm.getLoc(), mm.getResult().getType(), a0 ? a0 : a, b0 ? b0 : b, Value(), Value(),
           a0 ? builder.getUnitAttr() : UnitAttr(), b0 ? builder.getUnitAttr() : UnitAttr(),
-          builder.getF64FloatAttr(1.0), UnitAttr(), UnitAttr());
+          builder.getF64FloatAttr(1.0), UnitAttr(), UnitAttr(), UnitAttr());
       if (Attribute stage = mm->getAttr("stage"))
         gemm->setAttr("stage", stage);
       mm.getResult().replaceAllUsesWith(gemm.getResult());

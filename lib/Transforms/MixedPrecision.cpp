@@ -28,7 +28,10 @@
 //     as a GEMM's bias epilogue makes it (kernel-gemm-epilogue);
 //   - a matmul's product that is only multiplied by a gelu_grad, and that
 //     gelu_grad (a GELU's backward): the product of the two is rounded
-//     once, as a GEMM's DGELU epilogue makes it (kernel-gemm-epilogue).
+//     once, as a GEMM's DGELU epilogue makes it (kernel-gemm-epilogue);
+//   - a linear layer's output (product or bias sum) as a GELU reads it:
+//     the GELU of the f32 sum is rounded, as a GEMM's GELU_AUX epilogue
+//     makes it; the sum's other readers (the backward) read it rounded.
 // The fused ops (softmax, norms, attention) compute their statistics in f32
 // inside the op; only their outputs are rounded. View ops (reshape,
 // transpose, slice, broadcast, pad, transfer) move values unchanged and
@@ -183,6 +186,18 @@ static bool onlyScalesGemms(Operation *op) {
   return onlyMultipliedBy<GeluGradOp>(op, onlyGeluGradScaled);
 }
 
+/// A linear layer's output: a matmul's product, or its sum with a bias
+/// that the product alone is added to (onlyBiasAdded).
+static bool isLinearOutput(Operation *op) {
+  if (isa<MatmulOp>(op))
+    return true;
+  if (!isa<AddOp>(op))
+    return false;
+  return llvm::any_of(op->getOperands(), [](Value v) {
+    return v.getDefiningOp() && onlyBiasAdded(v.getDefiningOp());
+  });
+}
+
 /// Whether every use of v reaches a matmul operand through views only.
 static bool onlyFeedsMatmuls(Value v) {
   for (Operation *u : v.getUsers()) {
@@ -238,14 +253,24 @@ void MixedPrecisionPass::roundActivations(Block &body, OpBuilder &b) {
     if ((isView(op) && !packedRows) || keepsF32(op) || isa<GradOp, WriteOp, YieldOp>(op) ||
         onlyBiasAdded(op) || onlyGeluGradScaled(op) || onlyScalesGemms(op))
       continue;
+    // A GELU of a linear layer's output reads the f32 sum, as cuBLASLt's
+    // GELU epilogue applies it before rounding (kernel-gemm-epilogue's
+    // gelu_aux); the other readers (the GELU's backward) read the rounded
+    // sum, which the epilogue stores as its auxiliary output.
+    const bool geluReadsSum = isLinearOutput(op);
     for (Value r : op->getResults()) {
       if (!isFloatTensor(r) || isScalar(r) || !fromBatch || handedOn.contains(r) || r.use_empty())
         continue;
-      // Already rounded (the pass ran before): nothing to add.
-      if (llvm::all_of(r.getUsers(), [](Operation *u) { return isa<RoundBf16Op>(u); }))
+      SmallVector<OpOperand *> rounded;
+      for (OpOperand &use : r.getUses())
+        if (!(geluReadsSum && isa<GeluOp>(use.getOwner())))
+          rounded.push_back(&use);
+      // Nothing to round, or already rounded (the pass ran before).
+      if (llvm::all_of(rounded, [](OpOperand *u) { return isa<RoundBf16Op>(u->getOwner()); }))
         continue;
       RoundBf16Op round = roundAfter(b, r, op);
-      r.replaceAllUsesExcept(round, round);
+      for (OpOperand *use : rounded)
+        use->set(round);
     }
   }
 }

@@ -82,9 +82,9 @@ std::string shapeText(const GemmCall &g) {
           : g.tf32 ? "tf32"
                    : "f32") +
          (g.bf16Out ? " -> bf16" : "") + (g.bias ? " +bias" : "") + (g.aux ? " *dgelu" : "") +
-         (g.biasGrad ? " +bgrad" : "") + " strides " + std::to_string(g.strideA) + "/" +
-         std::to_string(g.strideB) + "/" + std::to_string(g.strideC) + " align " +
-         std::to_string(g.align);
+         (g.biasGrad ? " +bgrad" : "") + (g.geluAux ? " gelu+aux" : "") + " strides " +
+         std::to_string(g.strideA) + "/" + std::to_string(g.strideB) + "/" +
+         std::to_string(g.strideC) + " align " + std::to_string(g.align);
 }
 } // namespace
 
@@ -187,20 +187,25 @@ CublasLt::Plan &CublasLt::planFor(const GemmCall &g, const void *a_, const void 
   ok(a.descSet(p->desc, kDescTransB, &lp.opB, sizeof lp.opB), "transb");
   if (g.bias) { // f32 bias values, one per column of ours (row of cuBLASLt's D)
     const int32_t biasType = kR32F;
-    ok(a.descSet(p->desc, kDescEpilogue, &kEpilogueBias, sizeof kEpilogueBias), "epilogue");
+    const uint32_t epilogue = g.geluAux ? kEpilogueGeluAuxBias : kEpilogueBias;
+    ok(a.descSet(p->desc, kDescEpilogue, &epilogue, sizeof epilogue), "epilogue");
     ok(a.descSet(p->desc, kDescBiasDataType, &biasType, sizeof biasType), "bias type");
     // (the heuristic reads the pointer's alignment: set before it)
     ok(a.descSet(p->desc, kDescBiasPointer, &g.bias, sizeof g.bias), "bias pointer");
+  } else if (g.geluAux) {
+    ok(a.descSet(p->desc, kDescEpilogue, &kEpilogueGeluAux, sizeof kEpilogueGeluAux), "epilogue");
   }
-  if (g.aux) { // DGELU: x laid out as C (its type, ld and batch stride)
+  if (g.aux || g.geluAux) { // DGELU's x (GELU_AUX's sum) laid out as C: its type, ld, stride
     const int32_t auxType = g.bf16Out ? kR16BF : kR32F;
     const int64_t ld = lp.c.ld, stride = lp.c.stride;
-    ok(a.descSet(p->desc, kDescEpilogue, &kEpilogueDGelu, sizeof kEpilogueDGelu), "epilogue");
+    const void *aux = g.aux ? g.aux : g.geluAux;
+    if (g.aux)
+      ok(a.descSet(p->desc, kDescEpilogue, &kEpilogueDGelu, sizeof kEpilogueDGelu), "epilogue");
     ok(a.descSet(p->desc, kDescAuxDataType, &auxType, sizeof auxType), "aux type");
     ok(a.descSet(p->desc, kDescAuxLd, &ld, sizeof ld), "aux leading dimension");
     if (lp.batch > 1)
       ok(a.descSet(p->desc, kDescAuxBatchStride, &stride, sizeof stride), "aux batch stride");
-    ok(a.descSet(p->desc, kDescAuxPointer, &g.aux, sizeof g.aux), "aux pointer");
+    ok(a.descSet(p->desc, kDescAuxPointer, &aux, sizeof aux), "aux pointer");
   }
   if (g.biasGrad) { // BGRADA: the column sums of our B (cuBLASLt's A), in C's type
     const int32_t sumType = kR32F;
@@ -242,7 +247,7 @@ CublasLt::Plan &CublasLt::planFor(const GemmCall &g, const void *a_, const void 
   int rc = a.heuristic(handle_, p->desc, p->a, p->b, p->c, p->c, pref, tune ? kCandidates : 1,
                        results, &found);
   a.prefDestroy(pref);
-  if ((g.bias || g.aux || g.biasGrad) && (rc != 0 || found == 0))
+  if ((g.bias || g.aux || g.biasGrad || g.geluAux) && (rc != 0 || found == 0))
     throw GemmRefused("cuBLASLt has no algorithm for GEMM " + shapeText(g) + " (status " +
                       std::to_string(rc) + ")");
   ok(rc, "algorithm heuristic");
@@ -279,15 +284,17 @@ void CublasLt::gemm(const GemmCall &g, const void *a, const void *b, void *c) {
     if (rc != 0)
       throw std::runtime_error("cuBLASLt bias gradient pointer failed for GEMM " + shapeText(g));
   }
-  if (g.aux) { // and DGELU's input too
-    int rc = api_->descSet(p.desc, kDescAuxPointer, &g.aux, sizeof g.aux);
+  if (g.aux || g.geluAux) { // and DGELU's input (GELU_AUX's output) too
+    const void *aux = g.aux ? g.aux : g.geluAux;
+    int rc = api_->descSet(p.desc, kDescAuxPointer, &aux, sizeof aux);
     if (rc != 0)
       throw std::runtime_error("cuBLASLt aux pointer failed for GEMM " + shapeText(g));
   }
   const float beta = 0.0f;
   int rc = api_->matmul(handle_, p.desc, &g.alpha, b, p.a, a, p.b, &beta, c, p.c, c, p.c, &p.algo,
                         reinterpret_cast<void *>(workspace_), workspaceBytes_, device_->stream());
-  if (rc != 0 && (g.bias || g.aux || g.biasGrad)) // (refused at launch: nothing queued)
+  if (rc != 0 &&
+      (g.bias || g.aux || g.biasGrad || g.geluAux)) // (refused at launch: nothing queued)
     throw GemmRefused(std::string("cublasLtMatmul refused (") +
                       (api_->statusName ? api_->statusName(rc) : "?") + ") GEMM " + shapeText(g));
   if (rc != 0)

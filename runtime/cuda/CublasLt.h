@@ -46,6 +46,8 @@ constexpr int kDescAuxDataType = 22;    // CUBLASLT_MATMUL_DESC_EPILOGUE_AUX_DAT
 constexpr uint32_t kEpilogueBias = 4;  // CUBLASLT_EPILOGUE_BIAS
 constexpr uint32_t kEpilogueDGelu = 192;  // CUBLASLT_EPILOGUE_DGELU (64 | 128)
 constexpr uint32_t kEpilogueBGradA = 256; // CUBLASLT_EPILOGUE_BGRADA
+constexpr uint32_t kEpilogueGeluAux = 160;     // CUBLASLT_EPILOGUE_GELU_AUX (32 | 128)
+constexpr uint32_t kEpilogueGeluAuxBias = 164; // CUBLASLT_EPILOGUE_GELU_AUX_BIAS (160 | 4)
 constexpr int kPrefMaxWorkspace = 1;   // CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES
 constexpr int kPrefMinAlignA = 5;      // CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES (B, C, D: +1..3)
 struct Algo {
@@ -80,6 +82,11 @@ struct GemmCall {
   // transposed: cuBLASLt's A, whose BGRADA epilogue sums it) written here,
   // n f32 values (C's type; C f32); null: none. Not with another epilogue.
   float *biasGrad = nullptr;
+  // GELU with its auxiliary output: the product (plus the bias, if any)
+  // written here in C's type and layout, and gelu of it to C (cuBLASLt's
+  // GELU_AUX or GELU_AUX_BIAS epilogue); null: none. Not with aux or
+  // biasGrad.
+  void *geluAux = nullptr;
 };
 
 /// cuBLASLt offers no algorithm for a GEMM with an epilogue (thrown before

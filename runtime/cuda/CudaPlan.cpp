@@ -112,8 +112,9 @@ public:
   // cuBLASLt's BIAS or DGELU epilogue (STRETTO_GEMM_EPILOGUE, on unless 0);
   // off, or once cuBLASLt refuses one of a kind: st_add_bias or st_dgelu
   // after an f32 product in scratch (the same value, rounded once).
-  bool biasEpilogue = true, dgeluEpilogue = true, biasGradEpilogue = true;
+  bool biasEpilogue = true, dgeluEpilogue = true, biasGradEpilogue = true, geluAuxEpilogue = true;
   void gemmWithBiasGrad(NodeCall &nc, GemmCall c);
+  void gemmWithGeluAux(NodeCall &nc, GemmCall c);
   bool gemmByLibrary(bool &kind, const GemmCall &c, NodeCall &nc, const char *instead);
   void gemmWithEpilogue(NodeCall &nc, GemmCall c);
   bool storesBf16Halves() const override { return bf16Halves; }
@@ -770,7 +771,9 @@ void CudaPlanDevice::opGemm(NodeCall &nc) {
   // A result stored in bf16 (kernel-bf16-storage): cuBLASLt writes bf16
   // where it has two bytes, else the f32 result is rounded in place.
   c.bf16Out = nc.p.slots[nc.i].half;
-  if (nc.n.operands.size() == 3)
+  if (gemmEpilogue(nc.n) == GemmEpilogue::GeluAux)
+    gemmWithGeluAux(nc, c);
+  else if (nc.n.operands.size() == 3)
     gemmWithEpilogue(nc, c);
   else if (gemmEpilogue(nc.n) == GemmEpilogue::BiasGrad)
     gemmWithBiasGrad(nc, c);
@@ -838,6 +841,38 @@ void CudaPlanDevice::gemmWithEpilogue(NodeCall &nc, GemmCall c) {
     launch("st_add_bias", nc.count, nc.count, static_cast<int64_t>(nc.n.shape.back()),
            static_cast<const float *>(f32), nc.in(2), static_cast<void *>(nc.out),
            c.bf16Out ? 1 : 0);
+}
+
+// GELU with its auxiliary output (kernel-gemm-epilogue's gelu_aux): the
+// result's first half gelu(s), its second s = the product plus the bias
+// (if any), by cuBLASLt's GELU_AUX(_BIAS) epilogue (s its auxiliary
+// output, in C's type, leading dimension our row length: a multiple of 8)
+// or, where cuBLASLt has no algorithm for it (or STRETTO_GEMM_EPILOGUE=0),
+// by st_gelu_aux after the plain GEMM into f32 scratch.
+void CudaPlanDevice::gemmWithGeluAux(NodeCall &nc, GemmCall c) {
+  const bool bias = nc.n.operands.size() == 3;
+  if (bias && nc.half(2))
+    throw std::runtime_error("a GEMM's bias is stored in bf16; the epilogue reads f32");
+  const int64_t aCount = numElements(nc.inShape(0)), bCount = numElements(nc.inShape(1));
+  const int64_t count = nc.count / 2;
+  void *sum = reinterpret_cast<char *>(nc.out) + count * (c.bf16Out ? 2 : 4);
+  if (geluAuxEpilogue && aligned16(sum) && (!bias || aligned16(nc.in(2))) && c.n % 8 == 0) {
+    c.geluAux = sum;
+    c.bias = bias ? nc.in(2) : nullptr;
+    if (gemmByLibrary(geluAuxEpilogue, c, nc,
+                      "GELU and its input stored by a kernel after "
+                      "the GEMM"))
+      return;
+  }
+  const int64_t product = alignUp(count);
+  scratchFloats(product + alignUp((aCount + 1) / 2) + alignUp((bCount + 1) / 2));
+  float *f32 = scratchFloats(product);
+  GemmCall plain = c;
+  plain.bias = nullptr, plain.geluAux = nullptr, plain.bf16Out = false;
+  gemm(plain, nc.in(0), aCount, nc.in(1), bCount, f32, nc.bf16, product, nc.half(0), nc.half(1));
+  launch("st_gelu_aux", count, count, static_cast<int64_t>(nc.n.shape.back()),
+         static_cast<const float *>(f32), bias ? nc.in(2) : static_cast<const float *>(nullptr),
+         static_cast<void *>(nc.out), c.bf16Out ? 1 : 0);
 }
 
 // A weight gradient with its bias gradient (kernel-gemm-epilogue's
@@ -1556,7 +1591,7 @@ std::unique_ptr<PlanExecutor> makeGpuPlanExecutor(const Graph &graph,
   dev->multi = std::move(multi);
   dev->bf16Halves = bf16Halves;
   dev->tensorCoreAttention = dev->gpu->bf16TensorCores();
-  dev->biasEpilogue = dev->dgeluEpilogue = dev->biasGradEpilogue =
+  dev->biasEpilogue = dev->dgeluEpilogue = dev->biasGradEpilogue = dev->geluAuxEpilogue =
       envSwitchOn("STRETTO_GEMM_EPILOGUE");
   return std::make_unique<PlanExecutor>(
       std::make_unique<PlanExecutor::Impl>(graph, std::move(dev), gemm));

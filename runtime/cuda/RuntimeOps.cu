@@ -1311,6 +1311,25 @@ extern "C" __global__ void st_dgelu(i64 count, const float *x, const void *a, in
   }
 }
 
+/* GELU with its auxiliary output where cuBLASLt has no GELU_AUX epilogue
+ * for a GEMM: the product x comes in f32; s = x + bias (none: bias null);
+ * y[e] = gelu(s) and y[count + e] = s, in f32 or, half != 0, as the bf16
+ * bits of each rounded to nearest even. */
+ST_FN void st_put(void *y, i64 e, float v, int half) {
+  if (half)
+    ((unsigned short *)y)[e] = (unsigned short)((unsigned int)st_bits_of(st_round_bf16(v)) >> 16);
+  else
+    ((float *)y)[e] = v;
+}
+extern "C" __global__ void st_gelu_aux(i64 count, i64 n, const float *x, const float *bias,
+                                       void *y, int half) {
+  ST_LOOP(e, count) {
+    const float s = bias ? x[e] + bias[e % n] : x[e];
+    st_put(y, e, st_gelu(s), half);
+    st_put(y, count + e, s, half);
+  }
+}
+
 /* bf16 bits of x rounded to nearest even (KernelMath.inc's st_round_bf16). */
 extern "C" __global__ void st_to_bf16(i64 n, const float *x, unsigned short *y) {
   ST_LOOP(e, n) y[e] = (unsigned short)((unsigned int)st_bits_of(st_round_bf16(x[e])) >> 16);

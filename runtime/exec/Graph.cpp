@@ -231,10 +231,11 @@ void checkGemm(const NodeCheck &nc) {
             std::to_string(nc.have));
   if (nc.n.ints.size() < 2 || nc.n.ints.size() > 3 ||
       (nc.n.ints.size() == 3 && !(nc.n.ints[2] == 1 && nc.have == 3) &&
-       !(nc.n.ints[2] == 2 && nc.have == 2)))
+       !(nc.n.ints[2] == 2 && nc.have == 2) && nc.n.ints[2] != 3))
     nc.fail("ints are {transpose_a, transpose_b}, {transpose_a, transpose_b, 1} for a DGELU "
-            "epilogue (with a third operand) or {transpose_a, transpose_b, 2} for the bias "
-            "gradient (with two)");
+            "epilogue (with a third operand), {transpose_a, transpose_b, 2} for the bias "
+            "gradient (with two) or {transpose_a, transpose_b, 3} for GELU with its auxiliary "
+            "output (with a bias or none)");
   if (nc.opShape(0).size() < 2 || nc.opShape(1).size() < 2)
     nc.fail("operands must have rank >= 2");
   GemmEpilogue e = gemmEpilogue(nc.n);
@@ -243,7 +244,17 @@ void checkGemm(const NodeCheck &nc) {
        nc.n.shape.size() != 2 || nc.n.shape.back() != nc.opShape(1).back()))
     nc.fail("the bias gradient needs 2-D operands, b not transposed, and a result [M + 1, N] "
             "with b's N columns");
-  if (e == GemmEpilogue::Bias && (nc.n.shape.empty() || nc.opShape(2) != Shape{nc.n.shape.back()}))
+  if (e == GemmEpilogue::GeluAux) {
+    const Shape &a = nc.opShape(0), &b = nc.opShape(1), &r = nc.n.shape;
+    const int64_t m = nc.n.ints[0] ? a.back() : a[a.size() - 2],
+                  n = nc.n.ints[1] ? b[b.size() - 2] : b.back();
+    if (r.size() != a.size() + 1 || r[0] != 2 || r[r.size() - 2] != m || r.back() != n)
+      nc.fail("GELU with its auxiliary output makes [2, ...product] (gelu(sum), then the sum), "
+              "not " +
+              shapeToString(r));
+  }
+  if ((e == GemmEpilogue::Bias || (e == GemmEpilogue::GeluAux && nc.have == 3)) &&
+      (nc.n.shape.empty() || nc.opShape(2) != Shape{nc.n.shape.back()}))
     nc.fail("bias of shape " + shapeToString(nc.opShape(2)) + " is not one value per column of " +
             shapeToString(nc.n.shape));
   if (e == GemmEpilogue::DGelu && nc.opShape(2) != nc.n.shape)

@@ -308,7 +308,8 @@ struct GemmDims {
 };
 inline GemmDims gemmDims(const Node &node, const Shape &a, const Shape &b) {
   bool ta = node.ints[0] != 0, tb = node.ints[1] != 0;
-  // (the bias gradient's row follows the product's M rows)
+  // (the bias gradient's row follows the product's M rows; GELU's
+  // auxiliary output is the second of a leading 2)
   const int64_t extra = gemmEpilogue(node) == GemmEpilogue::BiasGrad ? 1 : 0;
   return GemmDims{numElements(Shape(a.begin(), a.end() - 2)),
                   node.shape[node.shape.size() - 2] - extra,
@@ -323,13 +324,22 @@ inline GemmDims gemmDims(const Node &node, const Shape &a, const Shape &b) {
 // What a Gemm node's epilogue (kernel-gemm-epilogue) makes of its product
 // `out`, in place and before any rounding: `third` (the node's third
 // operand) added to every row as its bias, each value multiplied by
-// gelu'(third) (DGELU), or the column sums of b [k, n] written after the
+// gelu'(third) (DGELU), the column sums of b [k, n] written after the
 // product's m rows (the bias gradient), each summed in increasing row
-// order as reduceSumWalk sums. Nothing without an epilogue.
+// order as reduceSumWalk sums, or (GELU with its auxiliary output) the
+// sum s = product + third (a bias; none: null) after the product's values
+// and gelu(s) in their place. Nothing without an epilogue.
 template <typename T>
 void applyGemmEpilogue(const Node &node, const GemmDims &g, T *out, const T *b, const T *third) {
   const int64_t count = g.batch * g.m * g.n;
   switch (gemmEpilogue(node)) {
+  case GemmEpilogue::GeluAux:
+    for (int64_t i = 0; i < count; ++i) {
+      const T s = third ? out[i] + third[i % g.n] : out[i];
+      out[count + i] = s;
+      out[i] = kernelmath::st_gelu(s);
+    }
+    break;
   case GemmEpilogue::Bias:
     for (int64_t r = 0; r < count / g.n; ++r)
       for (int64_t j = 0; j < g.n; ++j)

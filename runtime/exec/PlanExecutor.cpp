@@ -455,7 +455,8 @@ StepResult PlanExecutor::Impl::runRange(const PhasePlan &p, size_t begin, size_t
         for (int o : pn.operands)
           key += " " + shapeToString(nodes[o].shape);
         if (pn.kind == OpKind::Gemm) { // (and its epilogue: GemmEpilogue's order)
-          static const char *const kEpilogue[] = {"", " +bias", " *dgelu", " +bias_grad"};
+          static const char *const kEpilogue[] = {"", " +bias", " *dgelu", " +bias_grad",
+                                                  " gelu+aux"};
           key += " t" + std::to_string(pn.ints[0]) + std::to_string(pn.ints[1]) +
                  kEpilogue[static_cast<int>(gemmEpilogue(pn))];
         }

@@ -1179,15 +1179,17 @@ TEST_P(CompiledPath, AttentionInPlaceTrainsAsWithHeadTransposes) {
 
 // kernel-gemm-epilogue moves the models' bias adds into their GEMMs, a
 // GELU MLP's backward (the product times gelu'(x)) into the GEMM that
-// makes the GELU's output gradient, and each bias gradient (dy's column
-// sums) into the GEMM that makes the weight gradient from the same dy; the
-// CUDA runtime has cuBLASLt make them (the BIAS, DGELU and BGRADA
-// epilogues, emulated as specified: the f32 bias added to the f32 product,
-// or the product times gelu'(x), before D's conversion; b's columns summed
-// in f32) or, with STRETTO_GEMM_EPILOGUE=0 or where cuBLASLt has no
-// algorithm for the epilogue (the emulated cuBLASLt refusing it:
-// GemmRefused), makes the product in f32 scratch and finishes it with
-// st_add_bias or st_dgelu, or sums with st_column_sums. All three train
+// makes the GELU's output gradient, its forward GELU (with the sum kept
+// for the backward) into the GEMM that makes the sum, and each bias
+// gradient (dy's column sums) into the GEMM that makes the weight gradient
+// from the same dy; the CUDA runtime has cuBLASLt make them (the BIAS,
+// DGELU, GELU_AUX(_BIAS) and BGRADA epilogues, emulated as specified: the
+// f32 bias added to the f32 product, the product times gelu'(x), or gelu
+// of the sum and the sum, before D's conversion; b's columns summed in
+// f32) or, with STRETTO_GEMM_EPILOGUE=0 or where cuBLASLt has no algorithm
+// for the epilogue (the emulated cuBLASLt refusing it: GemmRefused), makes
+// the product in f32 scratch and finishes it with st_add_bias, st_dgelu or
+// st_gelu_aux, or sums with st_column_sums. All three train
 // bit for bit alike, in a bf16 plan (the result rounded once, stored in
 // two bytes) and in f32.
 TEST_P(CompiledPath, GemmEpiloguesMatchTheirFallbacks) {
@@ -1197,22 +1199,25 @@ TEST_P(CompiledPath, GemmEpiloguesMatchTheirFallbacks) {
     EmulatedCase ec(bf16 ? withBf16Storage(GetParam()) : std::string(GetParam()),
                     bf16 ? "epilogue16" : "epilogue32");
     ec.gemm = bf16 ? GemmPrecision::BF16Operands : GemmPrecision::F32;
-    int biased = 0, dgelus = 0, biasGrads = 0;
+    int biased = 0, dgelus = 0, biasGrads = 0, gelus = 0;
     for (const Node &n : ec.c.graph.nodes) {
       biased += n.kind == OpKind::Gemm && gemmEpilogue(n) == GemmEpilogue::Bias;
       dgelus += n.kind == OpKind::Gemm && gemmEpilogue(n) == GemmEpilogue::DGelu;
       biasGrads += n.kind == OpKind::Gemm && gemmEpilogue(n) == GemmEpilogue::BiasGrad;
+      gelus += n.kind == OpKind::Gemm && gemmEpilogue(n) == GemmEpilogue::GeluAux;
     }
     EXPECT_GT(biased, 0) << "no GEMM adds its bias";
     EXPECT_GT(biasGrads, 0) << "no weight gradient makes its bias gradient";
-    // (each layer's MLP: its GELU's backward in a GEMM)
+    // (each layer's MLP: its GELU's backward in a GEMM, and its GELU with
+    // the sum kept for it in the forward's)
     EXPECT_EQ(dgelus > 0, geluMlp) << dgelus << " GEMMs apply GELU's derivative";
+    EXPECT_EQ(gelus, dgelus) << gelus << " GEMMs apply GELU and keep its input";
     struct Restore {
       ~Restore() { refuseGemmEpilogues(false); }
     } restore;
     std::vector<std::vector<double>> losses(3);
     std::vector<std::map<std::string, HostTensor>> states(3);
-    std::vector<long long> added(3), scaled(3), summed(3);
+    std::vector<long long> added(3), scaled(3), summed(3), activated(3);
     for (int way = 0; way < 3; ++way) { // epilogue, switched off, refused
       refuseGemmEpilogues(way == 2);
       std::unique_ptr<PlanExecutor> e =
@@ -1220,7 +1225,8 @@ TEST_P(CompiledPath, GemmEpiloguesMatchTheirFallbacks) {
                   ec.c.cudaSource, true);
       const long long before = emulatedGpuLaunchesOf("st_add_bias"),
                       beforeDgelu = emulatedGpuLaunchesOf("st_dgelu"),
-                      beforeSums = emulatedGpuLaunchesOf("st_column_sums");
+                      beforeSums = emulatedGpuLaunchesOf("st_column_sums"),
+                      beforeGelu = emulatedGpuLaunchesOf("st_gelu_aux");
       for (int step = 0; step < 3; ++step) {
         for (int64_t k = 0; k < ec.micro; ++k)
           losses[way].push_back(
@@ -1230,6 +1236,7 @@ TEST_P(CompiledPath, GemmEpiloguesMatchTheirFallbacks) {
       added[way] = emulatedGpuLaunchesOf("st_add_bias") - before;
       scaled[way] = emulatedGpuLaunchesOf("st_dgelu") - beforeDgelu;
       summed[way] = emulatedGpuLaunchesOf("st_column_sums") - beforeSums;
+      activated[way] = emulatedGpuLaunchesOf("st_gelu_aux") - beforeGelu;
       for (const StateDecl &s : ec.c.graph.states)
         states[way][s.name] = e->getState(s.name);
     }
@@ -1239,6 +1246,9 @@ TEST_P(CompiledPath, GemmEpiloguesMatchTheirFallbacks) {
     EXPECT_GE(added[2], biased) << "a refused epilogue was not replaced";
     EXPECT_GE(scaled[1], dgelus) << "STRETTO_GEMM_EPILOGUE=0 still used the DGELU epilogue";
     EXPECT_GE(scaled[2], dgelus) << "a refused DGELU epilogue was not replaced";
+    EXPECT_EQ(activated[0], 0) << "the GELU_AUX epilogue's GELU was applied by a kernel";
+    EXPECT_GE(activated[1], gelus) << "STRETTO_GEMM_EPILOGUE=0 still used the GELU_AUX epilogue";
+    EXPECT_GE(activated[2], gelus) << "a refused GELU_AUX epilogue was not replaced";
     // (the bias gradients summed by a kernel: every one a micro-step)
     EXPECT_GE(summed[1] - summed[0], 3 * ec.micro * biasGrads)
         << "STRETTO_GEMM_EPILOGUE=0 still used the BGRADA epilogue";

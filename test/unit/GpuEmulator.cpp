@@ -546,6 +546,7 @@ std::map<std::string, EmuKernel> runtimeOps(bool blockReductions) {
   add("st_round_f32", adapt(st_round_f32));
   add("st_add_bias", adapt(st_add_bias));
   add("st_dgelu", adapt(st_dgelu));
+  add("st_gelu_aux", adapt(st_gelu_aux));
   add("st_flag_nonfinite", adapt(st_flag_nonfinite));
 #define EMU_FLASH(D)                                                           \
   add("st_flash_fwd_d" #D, adapt(st_flash_fwd_d##D));                          \
@@ -843,19 +844,21 @@ public:
   }
   // cuBLASLt's column-major problem, computed as it is specified.
   void gemm(const GemmCall &g, const void *a, const void *b, void *c) override {
-    if ((g.bias || g.aux || g.biasGrad) && gRefuseEpilogues) // (as cuBLASLt's heuristic
-      throw GemmRefused(std::string("emulated cuBLASLt: no algorithm for a ") + // would)
-                        (g.bias ? "BIAS" : g.aux ? "DGELU" : "BGRADA") + " epilogue");
+    if ((g.bias || g.aux || g.biasGrad || g.geluAux) && gRefuseEpilogues) // (as cuBLASLt's
+      throw GemmRefused(std::string("emulated cuBLASLt: no algorithm for a ") + // heuristic would)
+                        (g.geluAux ? "GELU_AUX" : g.bias ? "BIAS" : g.aux ? "DGELU" : "BGRADA") +
+                        " epilogue");
     // (the epilogue's vectors 16-byte aligned: what cuBLASLt wants, so the
     // runtime must not hand it others)
     for (const void *v : {static_cast<const void *>(g.bias), g.aux,
-                          static_cast<const void *>(g.biasGrad)})
+                          static_cast<const void *>(g.biasGrad),
+                          static_cast<const void *>(g.geluAux)})
       if (reinterpret_cast<uintptr_t>(v) % 16 != 0)
         throw std::runtime_error("emulated cuBLASLt: an epilogue's vector is not 16-byte aligned");
-    // (cuBLASLt's rule for DGELU's x: a leading dimension, C's, that is a
-    // multiple of 8)
-    if (g.aux && columnMajorProblem(g).c.ld % 8 != 0)
-      throw GemmRefused("emulated cuBLASLt: DGELU's leading dimension is not a multiple of 8");
+    // (cuBLASLt's rule for GELU's auxiliary vector: a leading dimension,
+    // C's, that is a multiple of 8)
+    if ((g.aux || g.geluAux) && columnMajorProblem(g).c.ld % 8 != 0)
+      throw GemmRefused("emulated cuBLASLt: the GELU aux leading dimension is not a multiple of 8");
     queue([=] { gemmNow(g, a, b, c); });
   }
   void gemmNow(const GemmCall &g, const void *a, const void *b, void *c) {
@@ -892,8 +895,8 @@ public:
     checkAligned(b, p.a, inBytes, "B");
     checkAligned(a, p.b, inBytes, "A");
     checkAligned(c, p.c, g.bf16Out ? 2 : 4, "C");
-    if (g.aux) // DGELU's x: C's type and layout
-      checkAligned(g.aux, p.c, g.bf16Out ? 2 : 4, "aux");
+    if (g.aux || g.geluAux) // DGELU's x, GELU_AUX's sum: C's type and layout
+      checkAligned(g.aux ? g.aux : g.geluAux, p.c, g.bf16Out ? 2 : 4, "aux");
     int64_t kk = p.opA == cublaslt::kOpN ? p.a.cols : p.a.rows;
     for (int64_t bt = 0; bt < p.batch; ++bt)
       for (int64_t i = 0; i < p.c.rows; ++i)
@@ -915,14 +918,22 @@ public:
                                       : static_cast<const float *>(g.aux)[at];
             v *= stretto::kernelmath::st_gelu_grad(x);
           }
-          if (!g.bf16Out) {
-            static_cast<float *>(c)[at] = v;
-            continue;
+          // GELU_AUX: the sum to aux (D's type and layout), gelu of it to D.
+          auto put = [&](void *to, float x) {
+            if (!g.bf16Out) {
+              static_cast<float *>(to)[at] = x;
+              return;
+            }
+            float r = roundToBF16(x);
+            uint32_t bits;
+            std::memcpy(&bits, &r, 4);
+            static_cast<uint16_t *>(to)[at] = static_cast<uint16_t>(bits >> 16);
+          };
+          if (g.geluAux) {
+            put(g.geluAux, v);
+            v = stretto::kernelmath::st_gelu(v);
           }
-          float r = roundToBF16(v);
-          uint32_t bits;
-          std::memcpy(&bits, &r, 4);
-          static_cast<uint16_t *>(c)[at] = static_cast<uint16_t>(bits >> 16);
+          put(c, v);
         }
     // The BGRADA epilogue: each row of cuBLASLt's A (our b, a column of
     // ours) summed over k in f32, in increasing order, as stored (no TF32

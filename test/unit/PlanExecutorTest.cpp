@@ -444,6 +444,44 @@ TEST(PlanExecutor, GemmDGeluEpilogue) {
   }
 }
 
+// GELU with its auxiliary output (kernel-gemm-epilogue's gelu_aux, ints
+// {ta, tb, 3}, a bias or none): a result [2, 5, n] holding gelu(s) and s,
+// s = op(a) op(b) + bias, on the reference, the host and the emulated GPU,
+// against s and the tanh form of GELU worked out here in f64. A row of 16
+// goes to the emulated cuBLASLt's GELU_AUX(_BIAS) epilogue, a row of 6 (not
+// a multiple of 8: cuBLASLt's auxiliary leading dimension) to st_gelu_aux
+// after an f32 product.
+TEST(PlanExecutor, GemmGeluAuxEpilogue) {
+  for (int64_t n : {16, 6})
+    for (bool bias : {true, false}) {
+      Builder b;
+      int a = b.input("a", {5, 8}), w = b.input("w", {n, 8}), v = b.input("v", {n});
+      std::vector<int> ops{a, w};
+      if (bias)
+        ops.push_back(v);
+      int m = b.node(OpKind::Gemm, ops, {2, 5, n}, {0, 1, 3});
+      b.yieldSum(m);
+      const TensorMap in{{"a", random({5, 8}, 34, -2, 2)},
+                         {"w", random({n, 8}, 35, -2, 2)},
+                         {"v", random({n}, 36)}};
+      const long long fallback = emulatedGpuLaunchesOf("st_gelu_aux");
+      const std::string what = "gelu_aux gemm n=" + std::to_string(n) + (bias ? " +bias" : "");
+      expectSame(b, m, in, 2e-6, what);
+      EXPECT_EQ(emulatedGpuLaunchesOf("st_gelu_aux") > fallback, n % 8 != 0) << what;
+      const HostTensor got = RefExecutor(b.g, Precision::F64).evaluate(in, {m}).probes.at(m);
+      const double k = std::sqrt(2.0 / M_PI);
+      for (int64_t i = 0; i < 5; ++i)
+        for (int64_t j = 0; j < n; ++j) {
+          double sum = bias ? in.at("v").data[j] : 0.0;
+          for (int64_t l = 0; l < 8; ++l)
+            sum += in.at("a").data[i * 8 + l] * in.at("w").data[j * 8 + l];
+          const double gelu = 0.5 * sum * (1 + std::tanh(k * (sum + 0.044715 * sum * sum * sum)));
+          EXPECT_NEAR(got.data[i * n + j], gelu, 1e-9) << what << ": " << i << ", " << j;
+          EXPECT_NEAR(got.data[5 * n + i * n + j], sum, 1e-12) << what << ": " << i << ", " << j;
+        }
+    }
+}
+
 // A weight gradient with its bias gradient (kernel-gemm-epilogue's
 // bias_grad, ints {1, 0, 2}): x^T dy in the first rows and dy's column
 // sums in the last, on the reference, the host and the emulated GPU (the

@@ -214,6 +214,14 @@ TEST(Graph, ValidateGemmEpilogues) {
   EXPECT_NE(gemm({4, 3}, {3, 5}, {}, {4, 5}, {0, 0, 1}).find("ints are"), std::string::npos);
   EXPECT_NE(gemm({6, 3}, {5, 6}, {}, {4, 5}, {1, 1, 2}).find("b not transposed"),
             std::string::npos);
+  // GELU with its auxiliary output: [2, ...product], a bias or none.
+  EXPECT_EQ(gemm({4, 3}, {3, 5}, {{5}}, {2, 4, 5}, {0, 0, 3}), "");
+  EXPECT_EQ(gemm({4, 3}, {3, 5}, {}, {2, 4, 5}, {0, 0, 3}), "");
+  EXPECT_NE(gemm({4, 3}, {3, 5}, {}, {4, 5}, {0, 0, 3}).find("[2, ...product]"), std::string::npos);
+  EXPECT_NE(gemm({4, 3}, {3, 5}, {}, {2, 5, 4}, {0, 0, 3}).find("[2, ...product]"),
+            std::string::npos);
+  EXPECT_NE(gemm({4, 3}, {3, 5}, {{4}}, {2, 4, 5}, {0, 0, 3}).find("bias of shape [4]"),
+            std::string::npos);
 }
 
 TEST(Graph, ValidateBroadcast) {

@@ -94,7 +94,9 @@ const char *dtypeName(DType t);
 //                or the product multiplied by gelu'(x) (x of the result's
 //                shape), before the result is rounded or stored; with the
 //                bias gradient the result is [M + 1, N], its last row the
-//                column sums of op(b) (kernel-gemm-epilogue; GemmEpilogue)
+//                column sums of op(b); with GELU's auxiliary output ({.., 3},
+//                a bias or none) the result is [2, ...product]: gelu(sum)
+//                then the sum itself (kernel-gemm-epilogue; GemmEpilogue)
 enum class OpKind {
 #define STRETTO_OP(Kind, name, arity, cls, fn) Kind,
 #include "stretto/Ops.def"
@@ -159,12 +161,17 @@ struct Node {
 /// operand, ints {ta, tb}), DGELU (a third operand x of the result's
 /// shape, ints {ta, tb, 1}: the product times gelu'(x)), or the bias
 /// gradient (two operands, ints {ta, tb, 2}: a result [M + 1, N] whose last
-/// row holds the column sums of op(b)).
-enum class GemmEpilogue { None, Bias, DGelu, BiasGrad };
+/// row holds the column sums of op(b)), or GELU with its auxiliary output
+/// (ints {ta, tb, 3}, a bias as third operand or none: a result [2, ...]
+/// of two products' shapes, gelu(sum) and then the sum, where sum is the
+/// product plus the bias).
+enum class GemmEpilogue { None, Bias, DGelu, BiasGrad, GeluAux };
 inline GemmEpilogue gemmEpilogue(const Node &n) {
   const int64_t e = n.ints.size() > 2 ? n.ints[2] : 0;
   if (e == 2)
     return GemmEpilogue::BiasGrad;
+  if (e == 3)
+    return GemmEpilogue::GeluAux;
   if (n.operands.size() < 3)
     return GemmEpilogue::None;
   return e == 1 ? GemmEpilogue::DGelu : GemmEpilogue::Bias;

@@ -588,3 +588,32 @@ train.model @m {
   train.yield %l : tensor<f32>
   }
 }
+
+// -----
+
+// kernel.gemm: gelu_aux's result holds gelu(sum) and the sum: [2, ...].
+train.model @m {
+  train.step {
+  %a = train.input "a" : tensor<4x3xf32>
+  %b = train.input "b" : tensor<3x8xf32>
+  // expected-error @+1 {{'kernel.gemm' op result type 'tensor<4x8xf32>' does not match op(a) x op(b) twice (gelu_aux) = 'tensor<2x4x8xf32>'}}
+  %r = kernel.gemm %a, %b {gelu_aux} : tensor<4x3xf32>, tensor<3x8xf32> -> tensor<4x8xf32>
+  %l = train.reduce_sum %r [0, 1] : tensor<4x8xf32> -> tensor<f32>
+  train.yield %l : tensor<f32>
+  }
+}
+
+// -----
+
+// kernel.gemm: one GELU epilogue at a time.
+train.model @m {
+  train.step {
+  %a = train.input "a" : tensor<4x3xf32>
+  %b = train.input "b" : tensor<3x8xf32>
+  %x = train.input "x" : tensor<2x4x8xf32>
+  // expected-error @+1 {{'kernel.gemm' op gelu_aux takes no dgelu or bias_grad besides (one epilogue)}}
+  %r = kernel.gemm %a, %b dgelu(%x : tensor<2x4x8xf32>) {gelu_aux} : tensor<4x3xf32>, tensor<3x8xf32> -> tensor<2x4x8xf32>
+  %l = train.reduce_sum %r [0, 1, 2] : tensor<2x4x8xf32> -> tensor<f32>
+  train.yield %l : tensor<f32>
+  }
+}

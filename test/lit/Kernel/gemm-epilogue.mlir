@@ -374,3 +374,123 @@ train.model @bias_grad_kept {
     train.yield %a1, %a2, %a3, %a4, %a5, %b1, %b2, %b3, %b4, %b5, %v6, %a7, %b7 : tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>
   }
 }
+
+
+// GELU with its auxiliary output. bf16: the sum (bias added in the GEMM)
+// read by one kernel that applies GELU and rounds, and by one that only
+// rounds it (the backward's copy): one GEMM makes both, [2, 4, 8], stored
+// rounded; the GELU's result and the sum are its halves (views), and both
+// kernels go. f32: the GELU kernel and a reader of the sum itself (a
+// DGELU GEMM, the GELU's backward): the reader reads the second half.
+// CHECK-LABEL: train.model @gelu_aux
+// CHECK:      %[[P:.*]] = kernel.gemm %{{.*}}, %{{.*}} bias %{{.*}} {gelu_aux, stage = 0 : i64, store_bf16} : tensor<4x16xf32>, tensor<16x8xf32>, tensor<8xf32> -> tensor<2x4x8xf32>
+// CHECK-NEXT: %[[Y0:.*]] = train.slice %[[P]] axis = 0 offset = 0 {stage = 0 : i64} : tensor<2x4x8xf32> -> tensor<1x4x8xf32>
+// CHECK-NEXT: %[[Y:.*]] = train.reshape %[[Y0]] {stage = 0 : i64} : tensor<1x4x8xf32> -> tensor<4x8xf32>
+// CHECK-NEXT: %[[S0:.*]] = train.slice %[[P]] axis = 0 offset = 1 {stage = 0 : i64} : tensor<2x4x8xf32> -> tensor<1x4x8xf32>
+// CHECK-NEXT: %[[S:.*]] = train.reshape %[[S0]] {stage = 0 : i64} : tensor<1x4x8xf32> -> tensor<4x8xf32>
+// CHECK-NOT:  kernel.elementwise
+// CHECK:      %[[Q:.*]] = kernel.gemm %{{.*}}, %{{.*}} {gelu_aux} : tensor<4x16xf32>, tensor<16x8xf32> -> tensor<2x4x8xf32>
+// CHECK-NEXT: %[[G0:.*]] = train.slice %[[Q]] axis = 0 offset = 0
+// CHECK-NEXT: %[[G:.*]] = train.reshape %[[G0]]
+// CHECK-NEXT: %[[T0:.*]] = train.slice %[[Q]] axis = 0 offset = 1
+// CHECK-NEXT: %[[T:.*]] = train.reshape %[[T0]]
+// CHECK-NEXT: kernel.gemm %{{.*}}, %{{.*}} transpose_b dgelu(%[[T]] : tensor<4x8xf32>)
+// CHECK:      train.reduce_sum %[[Y]]
+// CHECK-NEXT: train.reduce_sum %[[S]]
+// CHECK-NEXT: train.reduce_sum %[[G]]
+train.model @gelu_aux {
+  train.step {
+    %x = train.input "x" : tensor<4x16xf32>
+    %w = train.input "w" : tensor<16x8xf32>
+    %b = train.input "b" : tensor<8xf32>
+    %dy = train.input "dy" : tensor<4x16xf32>
+    %w2 = train.input "w2" : tensor<8x16xf32>
+    %p = kernel.gemm %x, %w bias %b {stage = 0} : tensor<4x16xf32>, tensor<16x8xf32>, tensor<8xf32> -> tensor<4x8xf32>
+    %y = kernel.elementwise(%p) {stage = 0, store_bf16} : tensor<4x8xf32> -> tensor<4x8xf32> {
+    ^bb0(%a: f32):
+      %0 = kernel.gelu %a : f32
+      %1 = kernel.round_bf16 %0 : f32
+      kernel.yield %1 : f32
+    }
+    %s = kernel.elementwise(%p) {stage = 0, store_bf16} : tensor<4x8xf32> -> tensor<4x8xf32> {
+    ^bb0(%a: f32):
+      %0 = kernel.round_bf16 %a : f32
+      kernel.yield %0 : f32
+    }
+    %q = kernel.gemm %x, %w : tensor<4x16xf32>, tensor<16x8xf32> -> tensor<4x8xf32>
+    %g = kernel.elementwise(%q) : tensor<4x8xf32> -> tensor<4x8xf32> {
+    ^bb0(%a: f32):
+      %0 = kernel.gelu %a : f32
+      kernel.yield %0 : f32
+    }
+    %d = kernel.gemm %dy, %w2 transpose_b dgelu(%q : tensor<4x8xf32>) : tensor<4x16xf32>, tensor<8x16xf32> -> tensor<4x8xf32>
+    %l0 = train.reduce_sum %y [0, 1] : tensor<4x8xf32> -> tensor<f32>
+    %l1 = train.reduce_sum %s [0, 1] : tensor<4x8xf32> -> tensor<f32>
+    %l2 = train.reduce_sum %g [0, 1] : tensor<4x8xf32> -> tensor<f32>
+    %l3 = train.reduce_sum %d [0, 1] : tensor<4x8xf32> -> tensor<f32>
+    train.yield %l0, %l1, %l2, %l3 : tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>
+  }
+}
+
+
+// Left as they are: the GELU kernel alone (nothing reads the sum), a sum
+// stored rounded already (its GELU would read it rounded), a rounded GELU
+// whose other reader reads the sum unrounded, a GELU kernel doing more
+// than GELU, and two GELU kernels of one sum.
+// CHECK-LABEL: train.model @gelu_aux_kept
+// CHECK-NOT:  gelu_aux
+// CHECK:      train.yield
+train.model @gelu_aux_kept {
+  train.step {
+    %x = train.input "x" : tensor<4x16xf32>
+    %w = train.input "w" : tensor<16x8xf32>
+    %r = train.input "r" : tensor<4x8xf32>
+    %p = kernel.gemm %x, %w : tensor<4x16xf32>, tensor<16x8xf32> -> tensor<4x8xf32>
+    %y = kernel.elementwise(%p) : tensor<4x8xf32> -> tensor<4x8xf32> {
+    ^bb0(%a: f32):
+      %0 = kernel.gelu %a : f32
+      kernel.yield %0 : f32
+    }
+    %q = kernel.gemm %x, %w {store_bf16} : tensor<4x16xf32>, tensor<16x8xf32> -> tensor<4x8xf32>
+    %qy = kernel.elementwise(%q) : tensor<4x8xf32> -> tensor<4x8xf32> {
+    ^bb0(%a: f32):
+      %0 = kernel.gelu %a : f32
+      kernel.yield %0 : f32
+    }
+    %qs = train.reduce_sum %q [0, 1] : tensor<4x8xf32> -> tensor<f32>
+    %u = kernel.gemm %x, %w : tensor<4x16xf32>, tensor<16x8xf32> -> tensor<4x8xf32>
+    %uy = kernel.elementwise(%u) {store_bf16} : tensor<4x8xf32> -> tensor<4x8xf32> {
+    ^bb0(%a: f32):
+      %0 = kernel.gelu %a : f32
+      %1 = kernel.round_bf16 %0 : f32
+      kernel.yield %1 : f32
+    }
+    %us = train.reduce_sum %u [0, 1] : tensor<4x8xf32> -> tensor<f32>
+    %v = kernel.gemm %x, %w : tensor<4x16xf32>, tensor<16x8xf32> -> tensor<4x8xf32>
+    %vy = kernel.elementwise(%v, %r) : tensor<4x8xf32>, tensor<4x8xf32> -> tensor<4x8xf32> {
+    ^bb0(%a: f32, %c: f32):
+      %0 = kernel.gelu %a : f32
+      %1 = kernel.add %0, %c : f32
+      kernel.yield %1 : f32
+    }
+    %vs = train.reduce_sum %v [0, 1] : tensor<4x8xf32> -> tensor<f32>
+    %t = kernel.gemm %x, %w : tensor<4x16xf32>, tensor<16x8xf32> -> tensor<4x8xf32>
+    %t1 = kernel.elementwise(%t) : tensor<4x8xf32> -> tensor<4x8xf32> {
+    ^bb0(%a: f32):
+      %0 = kernel.gelu %a : f32
+      kernel.yield %0 : f32
+    }
+    %t2 = kernel.elementwise(%t) : tensor<4x8xf32> -> tensor<4x8xf32> {
+    ^bb0(%a: f32):
+      %0 = kernel.gelu %a : f32
+      kernel.yield %0 : f32
+    }
+    %l0 = train.reduce_sum %y [0, 1] : tensor<4x8xf32> -> tensor<f32>
+    %l1 = train.reduce_sum %qy [0, 1] : tensor<4x8xf32> -> tensor<f32>
+    %l2 = train.reduce_sum %uy [0, 1] : tensor<4x8xf32> -> tensor<f32>
+    %l3 = train.reduce_sum %vy [0, 1] : tensor<4x8xf32> -> tensor<f32>
+    %l4 = train.reduce_sum %t1 [0, 1] : tensor<4x8xf32> -> tensor<f32>
+    %l5 = train.reduce_sum %t2 [0, 1] : tensor<4x8xf32> -> tensor<f32>
+    train.yield %l0, %l1, %l2, %l3, %l4, %l5, %qs, %us, %vs : tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>
+  }
+}

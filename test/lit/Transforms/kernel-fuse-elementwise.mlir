@@ -320,3 +320,43 @@ train.model @hoisted {
     train.yield %l0, %l1, %l2, %l3, %l4 : tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>, tensor<f32>
   }
 }
+
+// -----
+
+// A rounding of a value that another op reads unrounded (a linear layer's
+// sum that its GELU reads in f32; the backward reads the rounding) is a
+// kernel of its own: its reader reads the two-byte copy, not the sum. The
+// bias add is recomputed in both kernels that read it.
+// CHECK-LABEL: train.model @rounded_copy
+// CHECK:       %[[C:.*]] = kernel.elementwise(%{{.*}}, %{{.*}}) : tensor<4x8xf32>, tensor<8xf32> -> tensor<4x8xf32> {
+// CHECK-NEXT:  ^bb0
+// CHECK-NEXT:    kernel.add
+// CHECK-NEXT:    kernel.round_bf16
+// CHECK-NEXT:    kernel.yield
+// CHECK:       kernel.elementwise(%{{.*}}, %{{.*}}) : tensor<4x8xf32>, tensor<8xf32> -> tensor<4x8xf32> {
+// CHECK-NEXT:  ^bb0
+// CHECK-NEXT:    kernel.add
+// CHECK-NEXT:    kernel.gelu
+// CHECK-NEXT:    kernel.round_bf16
+// CHECK-NEXT:    kernel.yield
+// CHECK:       kernel.elementwise(%[[C]], %{{.*}}) : tensor<4x8xf32>, tensor<4x8xf32> -> tensor<4x8xf32> {
+// CHECK-NEXT:  ^bb0
+// CHECK-NEXT:    kernel.gelu_grad
+// CHECK-NEXT:    kernel.mul
+// CHECK-NEXT:    kernel.yield
+train.model @rounded_copy {
+  train.step {
+    %p = train.input "p" : tensor<4x8xf32>
+    %b = train.input "b" : tensor<8xf32>
+    %dy = train.input "dy" : tensor<4x8xf32>
+    %s = train.add %p, %b : tensor<4x8xf32>, tensor<8xf32> -> tensor<4x8xf32>
+    %c = train.round_bf16 %s : tensor<4x8xf32>
+    %g = train.gelu %s : tensor<4x8xf32>
+    %y = train.round_bf16 %g : tensor<4x8xf32>
+    %gg = train.gelu_grad %c : tensor<4x8xf32>
+    %d = train.mul %dy, %gg : tensor<4x8xf32>
+    %l0 = train.reduce_sum %y [0, 1] : tensor<4x8xf32> -> tensor<f32>
+    %l1 = train.reduce_sum %d [0, 1] : tensor<4x8xf32> -> tensor<f32>
+    train.yield %l0, %l1 : tensor<f32>, tensor<f32>
+  }
+}

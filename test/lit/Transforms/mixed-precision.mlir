@@ -17,10 +17,12 @@
 // CHECK-NEXT: %[[HB:.*]] = train.round_bf16 %[[H]] : tensor<16x4xf32>
 // Activations: every compute op's result, rounded once; a linear layer's
 // product only after its bias add (the sum a GEMM's bias epilogue makes).
+// Its GELU reads the sum unrounded (as a GEMM's GELU_AUX epilogue applies
+// GELU to the f32 sum); the backward reads the rounded sum.
 // CHECK-NEXT: %[[MM:.*]] = train.matmul %[[XB]], %[[WB]]
 // CHECK-NEXT: %[[PRE:.*]] = train.add %[[MM]], %[[B]]
 // CHECK-NEXT: %[[PREB:.*]] = train.round_bf16 %[[PRE]]
-// CHECK-NEXT: %[[ACT:.*]] = train.gelu %[[PREB]]
+// CHECK-NEXT: %[[ACT:.*]] = train.gelu %[[PRE]]
 // CHECK-NEXT: %[[ACTB:.*]] = train.round_bf16 %[[ACT]]
 // CHECK-NEXT: %[[LOGITS:.*]] = train.matmul %[[ACTB]], %[[HB]]
 // CHECK-NEXT: %[[LOGITSB:.*]] = train.round_bf16 %[[LOGITS]]
