@@ -31,6 +31,7 @@
 #include <cstring>
 #include <functional>
 #include <initializer_list>
+#include <set>
 #include <thread>
 
 namespace stretto {
@@ -253,10 +254,29 @@ public:
   void deferYields(std::vector<std::pair<const float *, int64_t>> *sink) override {
     yieldSink = sink;
   }
+  // The update's multi-tensor kernels flag the states they write (the flag
+  // reset at its start); `checked`: those states, as of the update's last
+  // run that was not a replay (replays run the same kernels).
+  std::set<const float *> checked;
+  void beginUpdate() override {
+    if (!finiteFlag) {
+      hostWork("the states' flag");
+      finiteFlag = gpu->alloc(sizeof(float));
+    }
+    checked.clear();
+    gpu->memsetAsync(finiteFlag, 0, 1);
+  }
+  // The states' check after an update: the states its kernels did not
+  // check as they wrote them, into the same flag, then the flag.
   const float *
   queueNonFiniteCheck(const std::vector<std::pair<const float *, int64_t>> &tensors) override {
-    if (!launchNonFiniteCheck(tensors))
-      return nullptr;
+    if (!finiteFlag)
+      return nullptr; // (no update ran)
+    std::vector<std::pair<const float *, int64_t>> rest;
+    for (auto t : tensors)
+      if (!checked.count(t.first))
+        rest.push_back(t);
+    launchNonFiniteCheck(rest);
     float *p = takePinned(kFlagUse, 1);
     gpu->downloadAsync(p, finiteFlag, sizeof(float));
     return p;
@@ -631,6 +651,16 @@ bool CudaPlanDevice::execGroup(PlanExecutor::Impl &rt, const PhasePlan &p,
   if (fnName.empty())
     return false;
   const int n = multi.inputs.at(fnName);
+  // The update's writes: which state each member's value becomes (written
+  // in place, or committed after the phase).
+  std::map<int, int> stateOf;
+  if (p.phase == Phase::Update && finiteFlag) {
+    for (auto [s, node] : p.writes)
+      stateOf[node] = s;
+    for (int m : members)
+      if (p.slots[m].where == Where::State)
+        stateOf[m] = p.slots[m].ref;
+  }
   std::vector<long long> table{static_cast<long long>(members.size())};
   using Range = std::pair<uintptr_t, uintptr_t>;
   std::vector<std::vector<Range>> reads(members.size());
@@ -649,6 +679,11 @@ bool CudaPlanDevice::execGroup(PlanExecutor::Impl &rt, const PhasePlan &p,
     auto out = reinterpret_cast<uintptr_t>(rt.val[members[m]]);
     writes[m] = {out, out + sizeof(float) * count};
     table.push_back(static_cast<long long>(out));
+    // (a state's new value: checked for infs and NaNs as it is written)
+    auto w = stateOf.find(members[m]);
+    table.push_back(w == stateOf.end() ? 0LL : static_cast<long long>(finiteFlag));
+    if (w != stateOf.end())
+      checked.insert(rt.states[w->second].data);
     table.push_back(count);
     table.push_back(first);
     first += std::min<long long>(std::max<long long>((count + 255) / 256, 1), 1024);
@@ -687,6 +722,11 @@ bool CudaPlanDevice::execGroup(PlanExecutor::Impl &rt, const PhasePlan &p,
 // bytes to the host: a step's check of its states reads them on the device
 // (a gigabyte for gpt-small with AdamW) instead of bringing them up.
 bool CudaPlanDevice::anyNonFinite(const std::vector<std::pair<const float *, int64_t>> &tensors) {
+  if (!finiteFlag) {
+    hostWork("the states' flag");
+    finiteFlag = gpu->alloc(sizeof(float));
+  }
+  gpu->memsetAsync(finiteFlag, 0, 1);
   if (!launchNonFiniteCheck(tensors))
     return false;
   float bad = 0;
@@ -694,8 +734,9 @@ bool CudaPlanDevice::anyNonFinite(const std::vector<std::pair<const float *, int
   return bad != 0;
 }
 
-// Queues st_flag_nonfinite over the tensors into finiteFlag; false (and
-// nothing queued) when they hold no element.
+// Queues st_flag_nonfinite over the tensors into finiteFlag (it sets the
+// flag, never clears it); false (and nothing queued) when they hold no
+// element.
 bool CudaPlanDevice::launchNonFiniteCheck(
     const std::vector<std::pair<const float *, int64_t>> &tensors) {
   constexpr long long kChunk = 4096; // RuntimeOps.cu's ST_FINITE_CHUNK
@@ -720,9 +761,6 @@ bool CudaPlanDevice::launchNonFiniteCheck(
     gpu->uploadAsync(finiteTable.device, finiteTable.host.data(),
                      sizeof(long long) * table.size());
   }
-  if (!finiteFlag)
-    finiteFlag = gpu->alloc(sizeof(float));
-  gpu->memsetAsync(finiteFlag, 0, 1);
   const void *t = reinterpret_cast<const void *>(finiteTable.device);
   float *flag = reinterpret_cast<float *>(finiteFlag);
   void *params[] = {&t, &flag};

@@ -74,7 +74,7 @@ MultiTensorKernels stretto::multiTensorKernels(const std::string &cudaSource) {
       continue;
     const ElementKernel &k = *members.front();
     const std::string name = "st_multi_" + std::to_string(next++);
-    const int n = k.inputs, w = n + 3;
+    const int n = k.inputs, w = n + 4;
     for (const ElementKernel *e : members)
       m.groupOf[e->name] = name;
     m.inputs[name] = n;
@@ -95,10 +95,14 @@ MultiTensorKernels stretto::multiTensorKernels(const std::string &cudaSource) {
                 "  const long long first = e[w - 1], count = e[w - 2];\n" +
                 "  const long long blocks = (lo + 1 < entries ? table[1 + (lo + 1) * w + w - 1] "
                 ": (long long)gridDim.x) - first;\n" +
+                "  float *out = (float *)e[" + std::to_string(n) + "], *flag = (float *)e[" +
+                std::to_string(n + 1) + "];\n" + "  bool bad = false;\n" +
                 "  for (long long i = ((long long)blockIdx.x - first) * blockDim.x + threadIdx.x; "
-                "i < count; i += blocks * blockDim.x)\n" +
-                "    " + name + "_element(" + call + "(float *)e[" + std::to_string(n) +
-                "], i);\n}\n\n";
+                "i < count; i += blocks * blockDim.x) {\n" +
+                "    " + name + "_element(" + call + "out, i);\n" +
+                "    if (flag) /* a state's new value: x - x is 0 for finite x only */\n" +
+                "      bad = bad || !(out[i] - out[i] == 0.0f);\n" + "  }\n" + "  if (bad)\n" +
+                "    *flag = 1.0f;\n}\n\n";
   }
   return m;
 }

@@ -9,8 +9,13 @@
 // name, and writes for each such group one kernel that runs all of them in
 // one launch from a table in device memory:
 //
-//   table[0] = entries; then per entry, W = N + 3 words: N input pointers,
-//   the output pointer, the element count, the entry's first block.
+//   table[0] = entries; then per entry, W = N + 4 words: N input pointers,
+//   the output pointer, a flag pointer, the element count, the entry's
+//   first block.
+//
+// Where an entry's flag pointer is not null (its output is a state's new
+// value: the update's check of the states, folded in), a block that wrote
+// an inf or a NaN sets *flag to 1.
 //
 // A block finds its entry by binary search over the first blocks and runs
 // that entry's elements in a grid-stride loop over its own blocks. The

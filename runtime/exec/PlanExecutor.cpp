@@ -1155,6 +1155,7 @@ void PlanExecutor::update() {
     throw std::runtime_error("update: no gradient was computed since the last update");
   const PhasePlan &p = impl->updatePlan;
   impl->recorded(2 + impl->gradCount, {}, impl->counter + 1, [&] {
+    impl->dev->beginUpdate();
     if (impl->gradCount > 1)
       for (planning::DeviceBuffer &sum : impl->gradSums)
         impl->dev->divide(sum.data, sum.size, static_cast<float>(impl->gradCount));

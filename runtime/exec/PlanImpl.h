@@ -207,6 +207,9 @@ public:
     return nullptr;
   }
   virtual int64_t fence() { return 0; }
+  // An update starts (run or recorded, not replayed): a device whose
+  // update kernels check the states they write resets its flag here.
+  virtual void beginUpdate() {}
   virtual void waitFence(int64_t ticket) { (void)ticket; }
 };
 

@@ -838,6 +838,55 @@ TEST_P(CompiledPath, QueuedStepsKeepTheDeviceBusy) {
     EXPECT_EQ(waits->getState(s.name).data, queued->getState(s.name).data) << s.name;
 }
 
+// The states' check of a queued step is folded into its update: each
+// multi-tensor kernel that writes states flags an inf or a NaN as it
+// writes it, and only the states no such kernel wrote are read again
+// (st_flag_nonfinite) before the flag goes to the host. With AdamW every
+// state is such a kernel's output: a replayed queued step reads none again
+// (the check's gigabyte of gpt-small). With STRETTO_MULTI_TENSOR=0 each
+// step reads them all. Either way a NaN put into a state before a queued
+// step is found by that step's outcome: in the first state and the last.
+TEST_P(CompiledPath, QueuedStepsCheckTheStatesInTheUpdate) {
+  EmulatedCase ec(GetParam(), "flagged");
+  const bool adamw = std::string(GetParam()).find("\"adamw\"") != std::string::npos;
+  auto batches = [&](int step) {
+    std::vector<TensorMap> b;
+    for (int64_t k = 0; k < ec.micro; ++k)
+      b.push_back(ec.data->batch(Split::Train, uint64_t(step), k));
+    return b;
+  };
+  for (const char *multi : {"1", "0"}) {
+    auto make = [&] { return ec.make({{"STRETTO_MULTI_TENSOR", multi}}, ec.c.cudaSource, true); };
+    std::unique_ptr<PlanExecutor> e = make();
+    for (int step = 0; step < 4; ++step) {
+      const long long before = emulatedGpuLaunchesOf("st_flag_nonfinite");
+      e->queueStep(batches(step));
+      const long long reads = emulatedGpuLaunchesOf("st_flag_nonfinite") - before;
+      EXPECT_EQ(e->finishStep().nonFinite, "") << "step " << step;
+      if (step >= 2 && std::string(multi) == "0")
+        EXPECT_EQ(reads, 1) << "step " << step;
+      if (step >= 2 && std::string(multi) == "1" && adamw)
+        EXPECT_EQ(reads, 0) << "step " << step << ": states read again after the update";
+    }
+    for (size_t s : {size_t(0), ec.c.graph.states.size() - 1}) {
+      std::unique_ptr<PlanExecutor> bad = make();
+      for (int step = 0; step < 3; ++step) { // (the third replays graphs)
+        if (step == 2) {
+          const StateDecl &st = ec.c.graph.states[s];
+          HostTensor v = bad->getState(st.name);
+          v.data.back() = std::nan("");
+          bad->setState(st.name, v);
+        }
+        bad->queueStep(batches(step));
+        const std::string found = bad->finishStep().nonFinite;
+        EXPECT_EQ(found.empty(), step < 2) << "multi " << multi << ", state " << s << ": " << found;
+        if (step == 2)
+          EXPECT_NE(found.find("holds nan"), std::string::npos) << found;
+      }
+    }
+  }
+}
+
 // The trainer (runTraining, one stage) on a lazily run emulated GPU, with
 // an evaluation and checkpoints in mid-run: queuing each step one ahead
 // (the default on a GPU) trains what STRETTO_QUEUE_AHEAD=0 trains, bit for
