@@ -22,9 +22,12 @@ that bundle.sh packed from them):
     warm-up steps (kernel loads, cuBLASLt's first calls), the last step
     (validation and the checkpoint) and any step that validated are left
     out. A step ends when its loss is on the host, so the GPU work is in it.
-    One more side on gpt-tiny and gpt-mini (launch-bound): f32 with
+    Two more sides on gpt-tiny and gpt-mini (launch-bound): f32 with
     STRETTO_CUDA_GRAPHS=0, every node launched from the host, against the
-    default (each micro-step and update replayed as one CUDA graph); and
+    default (each micro-step and update replayed as one CUDA graph), and
+    bf16 with STRETTO_QUEUE_AHEAD=0, each step's loss read before the next
+    step is queued, against the default (the next step queued behind the
+    one whose loss the host waits for); and
     one on gpt-small (bandwidth-bound): bf16 with STRETTO_BF16_STORAGE=0,
     bf16 values in four bytes, against the default (two bytes where the
     plan says, kernel-bf16-storage).
@@ -57,7 +60,7 @@ only when the time so far plus the last round's time and the profile's
 fits; the rounds run are reported (at least one). Estimated on an H200
 from the 2026-12-04 run (shared/gpu-h200): the warm-up pass about 90 s
 (gpt-small's 712 host-compiled kernels on a cold cache, torch.compile of
-three models), a round about 60-80 s (nine Stretto processes, each about
+three models), a round about 60-80 s (fourteen Stretto processes, each about
 1-3 s of start-up for gpt-tiny and gpt-mini, about 8-12 s for gpt-small
 plus its 7 steps of about 0.85 s; the PyTorch runs about 15 s), the
 profile about 15 s: three rounds in about 5 minutes.
@@ -117,16 +120,22 @@ MODELS = ["gpt-tiny", "gpt-mini", "gpt-small"]
 STRETTO_PRECISIONS = ["f32", "tf32", "bf16"]
 # Stretto sides that turn one thing off, each against its default side: f32
 # with STRETTO_CUDA_GRAPHS=0 (every node launched from the host) on the
-# launch-bound models (what CUDA graphs gain), and bf16 with
+# launch-bound models (what CUDA graphs gain), bf16 with
+# STRETTO_QUEUE_AHEAD=0 (the host waits for each step before queuing the
+# next) on the same models (what queuing a step ahead gains), and bf16 with
 # STRETTO_BF16_STORAGE=0 (bf16 values in four bytes, each GEMM operand
 # rounded into a copy) on the bandwidth-bound one (what two-byte storage
 # gains). key: (precision, variable, models, label).
 EAGER = "f32-eager"
 EAGER_MODELS = ["gpt-tiny", "gpt-mini"]
 FOUR = "bf16-four"
+UNQUEUED = "bf16-unqueued"
 VARIANTS = {
     EAGER: ("f32", "STRETTO_CUDA_GRAPHS", EAGER_MODELS, "Stretto f32, no CUDA graphs",
             "graphs on and off are compared where launches bound a step", "f32, no graphs"),
+    UNQUEUED: ("bf16", "STRETTO_QUEUE_AHEAD", EAGER_MODELS, "Stretto bf16, steps not queued ahead",
+               "steps queued ahead or not are compared where the host's turn-around between "
+               "steps shows", "bf16, not queued"),
     FOUR: ("bf16", "STRETTO_BF16_STORAGE", ["gpt-small"], "Stretto bf16, values in four bytes",
            "two- and four-byte bf16 are compared where bandwidth bounds a step", "bf16, 4-byte"),
 }
