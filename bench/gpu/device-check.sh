@@ -179,6 +179,17 @@ unchanged_by gpt-tiny STRETTO_GEMM_EPILOGUE "GEMM epilogues" "epilogue kernels" 
 unchanged_by gpt-tiny-bf16 STRETTO_GEMM_EPILOGUE "GEMM epilogues" "epilogue kernels" \
   "bias, GELU and GELU's derivative in the GEMM vs after it" 1e-4 2e-2
 
+# 1e. Steps queued one ahead (the default: the host reads step N's loss,
+# through page-locked memory behind a CUDA event, while step N+1 is queued
+# behind it) and read one at a time (STRETTO_QUEUE_AHEAD=0) run the same
+# kernels in the same order: the same losses and parameters bit for bit,
+# with one micro-batch and with two. On the CPU (a dry run) nothing is
+# queued: both runs are the same run.
+for n in gpt-tiny gpt-tiny-micro2; do
+  unchanged_by "$n" STRETTO_QUEUE_AHEAD "steps queued ahead" "steps one at a time" \
+    "steps queued ahead vs one at a time, bit for bit" 0 0
+done
+
 # 2. Pipeline and gossip plans: the GPU run against the CPU run, 20 steps.
 for p in "$B"/plans/pipe*.plan "$B"/plans/gossip*.plan; do
   n=$(basename "$p" .plan)
