@@ -25,6 +25,7 @@
 #include "RuntimeOpsText.h"
 #include "stretto/Support/KernelMathText.h"
 
+#include <algorithm>
 #include <array>
 #include <cstdio>
 #include <cstdlib>
@@ -156,14 +157,23 @@ public:
   // writes (yields, the states' flag) after the host has moved on. One is
   // taken again only once the fence after its last use has passed, so
   // nothing waits while the device is less than kPinnedEach uses behind.
+  // A buffer the device writes for the host (a loss, the states' flag) is
+  // `held` besides, until the host has read it (releaseResults).
   struct Pinned {
     float *p = nullptr;
     int64_t fence = -1; // -1: taken since the last fence
+    bool held = false;
   };
   static constexpr size_t kPinnedEach = 8;
   std::map<int64_t, std::vector<Pinned>> pinned; // by use (a node, a size)
   std::vector<std::pair<int64_t, size_t>> unfenced;
-  float *takePinned(int64_t use, int64_t n);
+  float *takePinned(int64_t use, int64_t n, bool held = false);
+  void releaseResults(const std::vector<const float *> &read) override {
+    for (auto &[use, bufs] : pinned)
+      for (Pinned &b : bufs)
+        if (b.held && std::find(read.begin(), read.end(), b.p) != read.end())
+          b.held = false;
+  }
   // Queued steps: where replays leave their yields (null: collected now).
   std::vector<std::pair<const float *, int64_t>> *yieldSink = nullptr;
 
@@ -237,7 +247,7 @@ public:
     gpu->launchGraph(graph);
     yielded = r.yields;
     if (yieldSink && yielded > 0) { // left on their way to the host
-      float *p = takePinned(-yielded, yielded);
+      float *p = takePinned(-yielded, yielded, /*held=*/true);
       gpu->downloadAsync(p, dptr(yields.data), sizeof(float) * yielded);
       yieldSink->emplace_back(p, yielded);
       yielded = 0;
@@ -277,7 +287,7 @@ public:
       if (!checked.count(t.first))
         rest.push_back(t);
     launchNonFiniteCheck(rest);
-    float *p = takePinned(kFlagUse, 1);
+    float *p = takePinned(kFlagUse, 1, /*held=*/true);
     gpu->downloadAsync(p, finiteFlag, sizeof(float));
     return p;
   }
@@ -561,22 +571,24 @@ void CudaPlanDevice::opStepCount(NodeCall &nc) {
   upload(nc.out, staging.data(), 1);
 }
 
-// A page-locked buffer of n floats for `use` whose last use has passed:
-// one from before (asked without waiting), a new one while `use` has fewer
-// than kPinnedEach, else the oldest, once its fence has passed.
-float *CudaPlanDevice::takePinned(int64_t use, int64_t n) {
+// A page-locked buffer of n floats for `use` whose last use has passed
+// (and, for one the device writes for the host, `held`, that the host has
+// read): one from before (asked without waiting), a new one while `use`
+// has fewer than kPinnedEach (or all are held), else the oldest, once its
+// fence has passed.
+float *CudaPlanDevice::takePinned(int64_t use, int64_t n, bool held) {
   std::vector<Pinned> &bufs = pinned[use];
   size_t pick = bufs.size();
   for (size_t k = 0; k < bufs.size() && pick == bufs.size(); ++k)
-    if (bufs[k].fence >= 0 && gpu->fenceDone(bufs[k].fence))
+    if (!bufs[k].held && bufs[k].fence >= 0 && gpu->fenceDone(bufs[k].fence))
       pick = k;
   if (pick == bufs.size() && bufs.size() >= kPinnedEach) {
     for (size_t k = 0; k < bufs.size(); ++k)
-      if (bufs[k].fence >= 0 && (pick == bufs.size() || bufs[k].fence < bufs[pick].fence))
+      if (!bufs[k].held && bufs[k].fence >= 0 &&
+          (pick == bufs.size() || bufs[k].fence < bufs[pick].fence))
         pick = k;
-    if (pick == bufs.size())
-      throw std::logic_error("takePinned: every buffer of a use is taken before a fence");
-    gpu->waitFence(bufs[pick].fence);
+    if (pick < bufs.size())
+      gpu->waitFence(bufs[pick].fence);
   }
   if (pick == bufs.size()) {
     hostWork("page-locking a buffer");
@@ -584,6 +596,7 @@ float *CudaPlanDevice::takePinned(int64_t use, int64_t n) {
         {static_cast<float *>(gpu->hostAlloc(sizeof(float) * static_cast<size_t>(n))), -1});
   }
   bufs[pick].fence = -1;
+  bufs[pick].held = held;
   unfenced.emplace_back(use, pick);
   return bufs[pick].p;
 }

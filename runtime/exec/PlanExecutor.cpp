@@ -1211,9 +1211,14 @@ Executor::StepOutcome PlanExecutor::finishStep() {
   impl->dev->waitFence(q.fence);
   StepOutcome o;
   o.updated = true;
-  for (auto [known, at] : q.losses)
+  std::vector<const float *> read{q.nonFiniteFlag};
+  for (auto [known, at] : q.losses) {
     o.lossSum += at ? static_cast<double>(*at) : known;
-  if (q.nonFiniteFlag && *q.nonFiniteFlag != 0) { // which one: asked again
+    read.push_back(at);
+  }
+  const bool bad = q.nonFiniteFlag && *q.nonFiniteFlag != 0;
+  impl->dev->releaseResults(read);
+  if (bad) { // which one: asked again
     o.nonFinite = nonFiniteState();
     if (o.nonFinite.empty())
       o.nonFinite = "a state (found by the device's check)";

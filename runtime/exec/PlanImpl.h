@@ -207,6 +207,8 @@ public:
     return nullptr;
   }
   virtual int64_t fence() { return 0; }
+  // The host has read these results (their buffers may be reused).
+  virtual void releaseResults(const std::vector<const float *> &read) { (void)read; }
   // An update starts (run or recorded, not replayed): a device whose
   // update kernels check the states they write resets its flag here.
   virtual void beginUpdate() {}

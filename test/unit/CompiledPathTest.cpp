@@ -838,6 +838,42 @@ TEST_P(CompiledPath, QueuedStepsKeepTheDeviceBusy) {
     EXPECT_EQ(waits->getState(s.name).data, queued->getState(s.name).data) << s.name;
 }
 
+// Queued steps on an emulated GPU that runs every piece of work the moment
+// it is queued (a device infinitely faster than the host): a step's work,
+// and its results' copies to page-locked memory, have all run when the
+// host queues the next step, so a page-locked buffer that held a step's
+// loss or flag must not be handed to the next step before the host has
+// read it. Two steps queued at a time, losses and flags bit for bit
+// against step-by-step training.
+TEST_P(CompiledPath, QueuedStepsOnAFastDeviceKeepEachStepsResults) {
+  EmulatedCase ec(GetParam(), "fastqueue");
+  auto batches = [&](int step) {
+    std::vector<TensorMap> b;
+    for (int64_t k = 0; k < ec.micro; ++k)
+      b.push_back(ec.data->batch(Split::Train, uint64_t(step), k));
+    return b;
+  };
+  std::unique_ptr<PlanExecutor> waits = ec.make({}, ec.c.cudaSource, true),
+                                queued = ec.make({}, ec.c.cudaSource, true);
+  constexpr int kSteps = 6;
+  std::vector<double> want;
+  for (int step = 0; step < kSteps; ++step) {
+    double sum = 0;
+    for (const TensorMap &b : batches(step))
+      sum += waits->microStep(b).outputs.at(0);
+    waits->update();
+    want.push_back(sum);
+  }
+  queued->queueStep(batches(0));
+  for (int step = 0; step < kSteps; ++step) {
+    if (step + 1 < kSteps)
+      queued->queueStep(batches(step + 1));
+    Executor::StepOutcome got = queued->finishStep();
+    EXPECT_EQ(got.lossSum, want[step]) << "step " << step;
+    EXPECT_EQ(got.nonFinite, "") << "step " << step;
+  }
+}
+
 // The states' check of a queued step is folded into its update: each
 // multi-tensor kernel that writes states flags an inf or a NaN as it
 // writes it, and only the states no such kernel wrote are read again
