@@ -163,7 +163,6 @@ CudaDevice::~CudaDevice() {
     api_->streamSynchronize(stream_);
     for (Graph &g : graphs_) {
       api_->graphExecDestroy(g.exec);
-      api_->eventDestroy(g.event);
     }
     for (void *e : fenceEvents_)
       if (e)
@@ -331,10 +330,6 @@ int CudaDevice::endCapture() {
   int rc = api_->graphInstantiate(&g.exec, graph, 0);
   api_->graphDestroy(graph); // the executable graph keeps what it needs
   check(rc, "cuGraphInstantiateWithFlags");
-  if (int e = api_->eventCreate(&g.event, 2 /* CU_EVENT_DISABLE_TIMING */); e != 0) {
-    api_->graphExecDestroy(g.exec);
-    check(e, "cuEventCreate");
-  }
   graphs_.push_back(g);
   return static_cast<int>(graphs_.size()) - 1;
 }
@@ -351,19 +346,12 @@ void CudaDevice::launchGraph(int id) {
   makeCurrent();
   Graph &g = graphs_.at(static_cast<size_t>(id));
   check(api_->graphLaunch(g.exec, stream_), "cuGraphLaunch");
-  check(api_->eventRecord(g.event, stream_), "cuEventRecord");
-}
-
-void CudaDevice::waitGraph(int id) {
-  makeCurrent();
-  check(api_->eventSynchronize(graphs_.at(static_cast<size_t>(id)).event), "cuEventSynchronize");
 }
 
 void CudaDevice::dropGraphs() {
   synchronize();
   for (Graph &g : graphs_) {
     api_->graphExecDestroy(g.exec);
-    api_->eventDestroy(g.event);
   }
   graphs_.clear();
 }

@@ -1613,7 +1613,6 @@ public:
   int endRecording() override { return dev->endCapture(); }
   void abandonRecording() override { dev->abandonCapture(); }
   void launchGraph(int id) override { dev->launchGraph(id); }
-  void waitGraph(int id) override { dev->waitGraph(id); }
   void dropGraphs() override { dev->dropGraphs(); }
   void *hostAlloc(size_t bytes) override { return dev->hostAlloc(bytes); }
   void downloadAsync(void *dst, Ptr src, size_t bytes) override {

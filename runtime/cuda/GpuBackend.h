@@ -79,9 +79,6 @@ public:
   virtual void abandonRecording() {}
   /// Queues graph `id` (all its work, in the order it was recorded).
   virtual void launchGraph(int id) { (void)id; }
-  /// Waits until graph id's last launch has finished (before the host
-  /// rewrites memory its uploads read).
-  virtual void waitGraph(int id) { (void)id; }
   /// Frees every graph.
   virtual void dropGraphs() {}
   /// Host memory recorded uploads may read (page-locked on a GPU), freed

@@ -768,10 +768,6 @@ public:
     for (const std::function<void()> &work : graphs.at(static_cast<size_t>(id)))
       run(work);
   }
-  void waitGraph(int) override {
-    notCapturing("a wait for a graph");
-    drain();
-  }
   void dropGraphs() override { graphs.clear(); }
   void *hostAlloc(size_t bytes) override {
     hostBlocks.emplace_back(new char[bytes ? bytes : 1], bytes);

@@ -94,9 +94,8 @@ public:
   /// Whether the stream is being captured (between beginCapture and the
   /// end of it): nothing may wait for it then.
   bool capturing() const { return capturing_; }
-  /// Queues graph `id` on the stream, then an event waitGraph waits for.
+  /// Queues graph `id` on the stream.
   void launchGraph(int id);
-  void waitGraph(int id);
   /// Destroys every graph (after the queued work).
   void dropGraphs();
   /// Page-locked host memory (cuMemAllocHost), freed with the device.
@@ -125,7 +124,6 @@ private:
   bool capturing_ = false;
   struct Graph {
     void *exec = nullptr;  // CUgraphExec
-    void *event = nullptr; // CUevent after its last launch
   };
   std::vector<Graph> graphs_;
   std::vector<void *> hostBlocks_;
