@@ -52,6 +52,13 @@ uint64_t mixTag(int64_t round, int node, int part) {
 // closing round t' (stop after round t' + kAckWindow) reaches everyone in
 // time.
 constexpr size_t kAckWindow = 4;
+// A ring all-reduce can complete on some ranks and fail on others. A rank
+// whose all-reduce failed tells the ranks that may be waiting for it
+// elsewhere: rank 0 by a note in place of its round's report (the steps
+// entry kReportNote), the others by a note in place of rank 0's
+// acknowledgement (kAckNote). The real message follows under the same tag.
+constexpr double kReportNote = -1.0;
+constexpr int64_t kAckNote = -2;
 
 size_t stateElements(const Graph &g) {
   size_t n = 0;
@@ -167,7 +174,9 @@ private:
   double localSteps(int64_t round, int64_t &count);
   HostTensor mix(const Node &node, const HostTensor &z, Exchange &x);
   std::optional<HostTensor> mixAllReduce(const Node &node, const HostTensor &z, Exchange &x);
-  void fallBackToPairwise(int64_t round, int node, const std::string &what);
+  void fallBackToPairwise(int64_t round, int node, const std::string &what, int64_t noteRound);
+  void noteFailedAllReduce(int64_t round);
+  void waitAck(int64_t round, int64_t reported, std::unique_ptr<Request> &ack, int64_t &value);
   HostTensor mixPairwise(const Node &node, const HostTensor &z, Exchange &x);
   void exchange(int64_t round);
   void waitForAcks(int64_t round);
@@ -199,10 +208,12 @@ private:
     std::unique_ptr<Request> ack;
     std::vector<std::unique_ptr<Request>> sends;
     int64_t checkpoint = -1; // rounds done, when the replica wrote its file
+    int64_t round = 0;       // the round reported
   };
   std::vector<Report> reports;                                // oldest first
   std::vector<std::pair<int, std::unique_ptr<Request>>> acks; // rank 0's
   std::vector<std::unique_ptr<int64_t>> ackValues;            // what they send
+  std::vector<std::unique_ptr<Request>> notes; // of a failed all-reduce (kReportNote)
   int64_t stopAt = -1; // the round after which everyone stops (a Ctrl-C)
   bool diverged_ = false;
 };
@@ -503,7 +514,7 @@ std::optional<HostTensor> GossipReplica::mixAllReduce(const Node &n, const HostT
     if (opt.stopOnPeerFailure)
       throw std::runtime_error(std::string(e.what()) +
                                " (--on-peer-failure=continue finishes with the survivors)");
-    fallBackToPairwise(x.round, x.node, e.what());
+    fallBackToPairwise(x.round, x.node, e.what(), x.round);
     return std::nullopt;
   }
 }
@@ -514,8 +525,11 @@ std::optional<HostTensor> GossipReplica::mixAllReduce(const Node &n, const HostT
 /// so no one waits for a message of a node a peer already mixed. Every
 /// survivor fails at its next all-reduce (the dead rank never joins), so
 /// every one sends its position.
-void GossipReplica::fallBackToPairwise(int64_t round, int node, const std::string &what) {
+void GossipReplica::fallBackToPairwise(int64_t round, int node, const std::string &what,
+                                       int64_t noteRound) {
   allReduceBroken = true;
+  if (noteRound >= 0)
+    noteFailedAllReduce(noteRound);
   int64_t mine = (int64_t(round) << 20) | node;
   std::vector<int64_t> theirs(static_cast<size_t>(R), -1);
   std::vector<std::pair<int, std::unique_ptr<Request>>> asks, tells;
@@ -547,6 +561,58 @@ void GossipReplica::fallBackToPairwise(int64_t round, int node, const std::strin
                        "from round %lld, node %lld on\n",
                r, what.c_str(), (long long)(pairwiseFrom >> 20) + 1,
                (long long)(pairwiseFrom & ((1 << 20) - 1)));
+}
+
+/// Where this rank's all-reduce failed, a rank whose all-reduce completed
+/// goes on, and may wait for this one elsewhere before its own next
+/// all-reduce fails: rank 0 for round `round`'s report, the others (in the
+/// last round) for rank 0's acknowledgement of it. Without a word, each
+/// would wait out the timeout for a message the other sends only after the
+/// exchange of positions, and both would drop each other. A note under that
+/// tag tells them to exchange positions first (waitAck, closeRound); every
+/// note is read, as every live replica reports `round` and waits for its
+/// acknowledgement.
+void GossipReplica::noteFailedAllReduce(int64_t round) {
+  if (r != 0) {
+    if (dead[0])
+      return;
+    std::vector<double> note(4 + NN, 0.0);
+    note[1] = kReportNote;
+    try {
+      notes.push_back(
+          comm.isend(0, kReportTag | uint64_t(round), WireType::F64, note.data(), note.size()));
+    } catch (const CommError &err) {
+      drop(0, round, err.what());
+    }
+    return;
+  }
+  for (int j = 1; j < R; ++j)
+    if (!dead[j])
+      try {
+        ackValues.push_back(std::make_unique<int64_t>(kAckNote));
+        acks.emplace_back(
+            j, comm.isend(j, kAckTag | uint64_t(round), WireType::I64, ackValues.back().get(), 1));
+      } catch (const CommError &err) {
+        drop(j, round, err.what());
+      }
+}
+
+/// Waits for rank 0's acknowledgement of round `reported` (posted in `ack`);
+/// a note of rank 0's failed all-reduce first makes this replica fall back
+/// too, if its own all-reduce had completed. Throws CommError.
+void GossipReplica::waitAck(int64_t round, int64_t reported, std::unique_ptr<Request> &ack,
+                            int64_t &value) {
+  ack->wait();
+  if (value != kAckNote)
+    return;
+  if (!allReduceBroken)
+    fallBackToPairwise(reported + 1, 0,
+                       "rank 0's all-reduce of round " + std::to_string(reported + 1) + " failed",
+                       -1); // rank 0 knows
+  if (dead[0])
+    throw CommError(0, "rank 0 was dropped in round " + std::to_string(round + 1));
+  ack = comm.irecv(0, kAckTag | uint64_t(reported), WireType::I64, &value, 1);
+  ack->wait();
 }
 
 /// Sends z (and this replica's degree and ready time) to every live peer
@@ -674,7 +740,7 @@ void GossipReplica::waitForAcks(int64_t round) {
   while (reports.size() >= kAckWindow && !dead[0]) {
     Report &old = reports.front();
     try {
-      old.ack->wait();
+      waitAck(round, old.round, old.ack, *old.ackValue);
       if (*old.ackValue >= 0 && (stopAt < 0 || *old.ackValue < stopAt))
         stopAt = *old.ackValue;
       for (auto &q : old.sends)
@@ -698,6 +764,7 @@ void GossipReplica::reportToLead(int64_t round, const std::vector<double> &mine,
     return;
   try {
     Report rp;
+    rp.round = round;
     if (ckptRound) {
       std::map<std::string, std::string> meta = runMeta;
       meta["gossip.tally"] = joinNumbers(tally(ex(), result.replicas[r]));
@@ -744,6 +811,16 @@ RoundReport GossipReplica::closeRound(int64_t round, const std::vector<double> &
     try {
       std::vector<double> v(mine.size());
       comm.recv(j, kReportTag | uint64_t(round), WireType::F64, v.data(), v.size());
+      if (v[1] == kReportNote) { // replica j's all-reduce failed (noteFailedAllReduce)
+        if (!allReduceBroken)
+          fallBackToPairwise(round + 1, 0,
+                             "replica " + std::to_string(j) + "'s all-reduce of round " +
+                                 std::to_string(round + 1) + " failed",
+                             round); // the others may wait for this round's acknowledgement
+        if (dead[j])
+          continue;
+        comm.recv(j, kReportTag | uint64_t(round), WireType::F64, v.data(), v.size());
+      }
       lossSum += v[0];
       steps += v[1];
       bytes += v[2];
@@ -902,7 +979,7 @@ void GossipReplica::finishReports() {
     if (dead[0])
       break;
     try {
-      rp.ack->wait();
+      waitAck(opt.rounds - 1, rp.round, rp.ack, *rp.ackValue);
       for (auto &q : rp.sends)
         q->wait();
       if (rp.checkpoint > 0)
@@ -912,6 +989,13 @@ void GossipReplica::finishReports() {
     }
   }
   reports.clear();
+  for (auto &q : notes)
+    if (!dead[0])
+      try {
+        q->wait();
+      } catch (const CommError &) {
+      }
+  notes.clear();
   for (auto &[j, q] : acks)
     if (!dead[j])
       try {
@@ -1029,7 +1113,7 @@ ReplicaRuns replicasOnThreads(const Graph &graph, DataSource &data, const Gossip
     TrainerOptions own = run;
     own.quiet = run.quiet || r != 0;
     own.errorsToCaller = true;
-    GossipReplica mode(graph, shared, mine, c);
+    GossipReplica mode(graph, shared, mine, o.communicatorFor ? o.communicatorFor(r, c) : c);
     TrainSummary sum;
     int code = driveSteps(mode, graph, own, &sum, &stop);
     out.codes[static_cast<size_t>(r)] = code;

@@ -13,9 +13,10 @@
 
 #include "GpuEmulator.h"
 #include "stretto/Compiler/Lowering.h"
-#include "stretto/Transforms/Pipelines.h"
+#include "stretto/Runtime/Communicator.h"
 #include "stretto/Runtime/Gossip.h"
 #include "stretto/Transforms/Passes.h"
+#include "stretto/Transforms/Pipelines.h"
 
 #include "mlir/Transforms/Passes.h"
 
@@ -532,6 +533,147 @@ TEST(Gossip, KilledReplicaIsDroppedWithoutHang) {
         ++checked;
       }
     EXPECT_GT(checked, 0);
+  }
+}
+
+// A collective that completes on some ranks and fails on others, as a ring
+// all-reduce does between processes when a rank dies with its last chunks on
+// the wire. The ranks it failed on fall back to pairwise exchanges at once;
+// those it completed on only at their next all-reduce, and meanwhile they
+// may wait for the others elsewhere: rank 0 for the round's reports, the
+// others (after the last round, which has no next all-reduce) for rank 0's
+// acknowledgement. Nobody may wait out the timeout and drop a live replica.
+// SplitAllReduce fails the all-reduce call `at` (0-based, counted on each
+// rank: every rank makes the same calls) on the ranks in `failOn` after its
+// data moved; from then on every collective fails, as Gloo's closed mesh.
+struct SplitAllReduce {
+  std::set<int> failOn;
+  int64_t at = -1;
+  std::atomic<bool> broken{false};
+  std::atomic<int64_t> rank0Calls{0};
+  struct Comm final : Communicator {
+    Comm(Communicator &in, SplitAllReduce &f) : in(in), f(f) {
+      in.setTimeout(std::chrono::seconds(5)); // a wait out of the timeout drops a replica
+      setTimeout(in.timeout());
+    }
+    int rank() const override { return in.rank(); }
+    int size() const override { return in.size(); }
+    std::string transport() const override { return in.transport(); }
+    std::unique_ptr<Request> isend(int p, uint64_t t, WireType w, const void *d,
+                                   size_t n) override {
+      return in.isend(p, t, w, d, n);
+    }
+    void recv(int p, uint64_t t, WireType w, void *d, size_t n) override { in.recv(p, t, w, d, n); }
+    std::unique_ptr<Request> irecv(int p, uint64_t t, WireType w, void *d, size_t n) override {
+      return in.irecv(p, t, w, d, n);
+    }
+    void allReduceSum(double *d, size_t n) override {
+      before();
+      in.allReduceSum(d, n);
+      after();
+    }
+    void allReduceSum(float *d, size_t n) override {
+      before();
+      in.allReduceSum(d, n);
+      after();
+    }
+    void broadcast(void *d, size_t n, int root) override {
+      before();
+      in.broadcast(d, n, root);
+    }
+    void barrier() override {
+      before();
+      in.barrier();
+    }
+    void abort(const std::string &why) override { in.abort(why); }
+    void before() {
+      if (f.broken)
+        throw CommError(-1, "rank " + std::to_string(rank()) + ": the mesh was closed");
+    }
+    void after() {
+      if (rank() == 0)
+        ++f.rank0Calls;
+      if (calls++ != f.at)
+        return;
+      f.broken = true;
+      if (f.failOn.count(rank()))
+        throw CommError(-1, "rank " + std::to_string(rank()) +
+                                ": all-reduce failed: a connection was closed");
+    }
+    Communicator &in;
+    SplitAllReduce &f;
+    int64_t calls = 0;
+  };
+  std::vector<std::unique_ptr<Comm>> comms;
+  std::mutex mu;
+  void install(GossipOptions &opt) {
+    opt.communicatorFor = [this](int, Communicator &own) -> Communicator & {
+      std::lock_guard<std::mutex> lock(mu);
+      comms.push_back(std::make_unique<Comm>(own, *this));
+      return *comms.back();
+    };
+  }
+};
+
+TEST(Gossip, AnAllReduceFailedOnSomeRanksDropsNoLiveReplica) {
+  std::string trainer = "optimizer = \"sgd\", lr = 0.1, replicas = 4, sync = \"diloco\", "
+                        "local_steps = 2";
+  Graph g = compileOrDie(mlp("f32", trainer), withGossip());
+  auto src = data(g);
+  GossipOptions opt;
+  opt.rounds = 4;
+  // Rank 0's all-reduce calls by the end of each round's exchange, from a
+  // run without a fault (there are others before the first round).
+  SplitAllReduce counting;
+  counting.install(opt);
+  std::vector<int64_t> ends;
+  GossipOptions countOpt = opt;
+  countOpt.onRoundEnd = [&](int r, int64_t, const std::map<std::string, HostTensor> &) {
+    if (r == 0)
+      ends.push_back(counting.rank0Calls);
+  };
+  withDeadline(60, [&] { return runGossip(g, *src, countOpt); });
+  ASSERT_EQ(ends.size(), 4u);
+  ASSERT_GE(ends[1] - ends[0], 2);
+  opt.communicatorFor = nullptr;
+  struct Case {
+    const char *what;
+    std::set<int> failOn;
+    int64_t at;
+    int64_t round; // the failure's
+  };
+  for (const Case &c : {Case{"rank 0 completes round 2; 1 and 3 fail", {1, 3}, ends[1] - 1, 1},
+                        Case{"only rank 0 completes round 3", {1, 2, 3}, ends[2] - 1, 2},
+                        Case{"rank 0 fails the last round alone", {0}, ends[3] - 1, 3},
+                        Case{"rank 2 fails the last round alone", {2}, ends[3] - 1, 3},
+                        Case{"1 fails early in round 2", {1}, ends[0] + 1, 1}}) {
+    SCOPED_TRACE(c.what);
+    SplitAllReduce fault;
+    fault.failOn = c.failOn;
+    fault.at = c.at;
+    GossipOptions o = opt;
+    fault.install(o);
+    std::mutex mu;
+    std::map<std::pair<int, int64_t>, int> moved; // (replica, round): nodes that mixed
+    o.onMix = [&](int r, int64_t t, int, const HostTensor &z, const HostTensor &m) {
+      std::lock_guard<std::mutex> lock(mu);
+      moved[{r, t}] += z.data != m.data;
+    };
+    GossipResult res = withDeadline(60, [&] { return runGossip(g, *src, o); });
+    EXPECT_TRUE(fault.broken);
+    ASSERT_EQ(res.replicas.size(), 4u);
+    for (int r = 0; r < 4; ++r) {
+      EXPECT_FALSE(res.replicas[r].dead) << "replica " << r << ": " << res.replicas[r].error;
+      EXPECT_EQ(res.replicas[r].rounds, 4) << "replica " << r;
+    }
+    ASSERT_EQ(res.rounds.size(), 4u);
+    for (const RoundReport &rr : res.rounds)
+      EXPECT_EQ(rr.live, 4) << "round " << rr.round + 1;
+    // Exchanges go on, pairwise, in the rounds after the failure.
+    for (int64_t t = c.round + 1; t < 4; ++t)
+      for (int r = 0; r < 4; ++r)
+        EXPECT_GT((moved[{r, t}]), 0) << "replica " << r << " round " << t + 1;
+    EXPECT_TRUE(std::isfinite(res.rounds.back().loss));
   }
 }
 

@@ -36,6 +36,8 @@
 
 namespace stretto {
 
+class Communicator;
+
 enum class Topology { Complete, Ring, Exponential, OnePeer, TwoPeer };
 
 /// "complete" | "ring" | "exponential" | "one-peer" | "two-peer"; throws
@@ -97,6 +99,10 @@ struct GossipOptions {
   std::vector<NetworkModel> networks{NetworkModel()}; // clocks to simulate (>= 1)
   /// Faults: replica `first` dies at the start of round `second`.
   std::vector<std::pair<int, int64_t>> kills;
+  /// Faults (tests): the communicator replica r uses in place of `own`, its
+  /// rank of the in-process group (e.g. one that fails a collective on some
+  /// ranks only); it must outlive the run.
+  std::function<Communicator &(int r, Communicator &own)> communicatorFor;
   /// Overrides of the graph's OuterLoop (tests, experiments); empty/0: keep.
   std::vector<int64_t> localSteps;
   int64_t replicas = 0;
@@ -199,8 +205,6 @@ struct GossipSettings {
   std::map<std::string, std::string> toMeta() const;
   static GossipSettings fromMeta(const std::map<std::string, std::string> &meta);
 };
-
-class Communicator;
 
 /// The options of a gossip run of `graph` with the trainer's options
 /// (executors, micro-batches, evaluation) and `settings`.
