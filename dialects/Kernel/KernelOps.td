@@ -247,14 +247,16 @@ def Kernel_AttentionGradOp : Kernel_Op<"attention_grad", [Pure]> {
     `grad` is `[B, T, H, D]`, and dq, dk and dv are written as parts 0, 1
     and 2 of a `[B, T, 3, H, D]` result: the gradient of the fused QKV
     projection's result, reshaped, with no head transposes. Set by
-    `kernel-attention-layout`; `store_bf16` as `kernel.attention`'s.
+    `kernel-attention-layout`; `store_bf16` as `kernel.attention`'s;
+    `bf16` as `train.attention_grad`'s (P and dS rounded to bf16 before
+    their products).
 
     ```mlir
     %d = kernel.attention_grad %qkv, %g causal {scale = 0.125 : f64} : tensor<8x64x3x4x16xf32>, tensor<8x64x4x16xf32> -> tensor<8x64x3x4x16xf32>
     ```
   }];
   let arguments = (ins Kernel_FloatTensor:$qkv, Kernel_FloatTensor:$grad, F64Attr:$scale,
-                       UnitAttr:$causal, UnitAttr:$store_bf16);
+                       UnitAttr:$causal, UnitAttr:$store_bf16, UnitAttr:$bf16);
   let results = (outs Kernel_FloatTensor:$result);
   let assemblyFormat = [{
     $qkv `,` $grad (`causal` $causal^)? attr-dict `:` type($qkv) `,` type($grad) `->` type($result)

@@ -484,9 +484,15 @@ def Train_AttentionGradOp : Train_Op<"attention_grad", [Pure,
     Autodiff emits it for `train.attention` so that the executors can run
     one (batch, head) block at a time with P, dP and dS in a block-sized
     scratch, instead of materialising four `[B, H, T, T]` tensors.
+
+    `bf16` (set by `train-mixed-precision`): P and dS are rounded to bf16
+    (each to the nearest, ties to even) before the three products they are
+    operands of, as a bf16 plan's GEMM operands are; q, k, v, grad, dP, the
+    row sums and the products' sums stay as they are.
   }];
   let arguments = (ins Train_FloatTensor:$q, Train_FloatTensor:$k, Train_FloatTensor:$v,
-                       Train_FloatTensor:$grad, F64Attr:$scale, UnitAttr:$causal);
+                       Train_FloatTensor:$grad, F64Attr:$scale, UnitAttr:$causal,
+                       UnitAttr:$bf16);
   let results = (outs Train_FloatTensor:$result);
   let assemblyFormat = "$q `,` $k `,` $v `,` $grad (`causal` $causal^)? attr-dict `:` type($q) `->` type($result)";
   let hasVerifier = 1;

@@ -298,9 +298,9 @@ void AttentionOp::buildVJP(OpBuilder &b, Value g, SmallVectorImpl<Value> &grads)
   SmallVector<int64_t> stacked{3}, part{1};
   stacked.append(type.getShape().begin(), type.getShape().end());
   part.append(type.getShape().begin(), type.getShape().end());
-  Value all = b.create<AttentionGradOp>(getLoc(),
-                                        RankedTensorType::get(stacked, type.getElementType()),
-                                        getQ(), getK(), getV(), g, getScaleAttr(), getCausalAttr());
+  Value all = b.create<AttentionGradOp>(
+      getLoc(), RankedTensorType::get(stacked, type.getElementType()), getQ(), getK(), getV(), g,
+      getScaleAttr(), getCausalAttr(), UnitAttr());
   for (int64_t i = 0; i < 3; ++i) {
     Value s = b.create<SliceOp>(getLoc(), RankedTensorType::get(part, type.getElementType()), all,
                                 b.getI64IntegerAttr(0), b.getI64IntegerAttr(i));

@@ -154,6 +154,8 @@ static LogicalResult lowerPhase(Block &block, Phase phase, Graph &g) {
         .Case<kernel::AttentionOp, kernel::AttentionGradOp>([&](Operation *o) {
           n.floats = {o->getAttrOfType<FloatAttr>("scale").getValueAsDouble()};
           n.flag = o->hasAttr("causal");
+          if (o->hasAttr("bf16")) // P and dS rounded to bf16 (train-mixed-precision)
+            n.ints = {1};
           if (o->hasAttr("store_bf16")) // rounded to bf16 (kernel-bf16-storage)
             n.dtype = DType::BF16;
         })
@@ -199,6 +201,8 @@ static LogicalResult lowerPhase(Block &block, Phase phase, Graph &g) {
         .Case([&](AttentionGradOp o) {
           n.floats = {o.getScale().convertToDouble()};
           n.flag = o.getCausal();
+          if (o.getBf16())
+            n.ints = {1};
           if (o->hasAttr("kernel.store_bf16"))
             n.dtype = DType::BF16;
         })

@@ -134,8 +134,9 @@ struct AttentionLayoutPass : stretto::kernel::impl::KernelAttentionLayoutBase<At
           merges[0].getType() != qkv.getType())
         continue;
       OpBuilder b(op);
-      auto packed = b.create<kernel::AttentionGradOp>(
-          op.getLoc(), qkv.getType(), qkv, split.getInput(), op.getScale(), op.getCausal(), false);
+      auto packed =
+          b.create<kernel::AttentionGradOp>(op.getLoc(), qkv.getType(), qkv, split.getInput(),
+                                            op.getScale(), op.getCausal(), false, op.getBf16());
       dead.push_back(split);
       replace(op, packed, merges);
     }

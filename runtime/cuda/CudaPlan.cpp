@@ -1113,7 +1113,9 @@ void CudaPlanDevice::opNormGrad(NodeCall &nc) {
 // split bf16 parts, sm_80 and later, head dims 16, 32 and 64), the fused
 // kernels on CUDA cores (st_flash_*: head dims 8 to 64, rows the kernels
 // read, `rowsRead`, 16-byte aligned), or the GEMM path (S materialised):
-// bf16 GEMMs (every fused kernel is f32) and whatever else.
+// bf16 GEMMs (every fused kernel is f32) and whatever else. Every path
+// rounds P and dS to bf16 before the backward's products where the node
+// says so (attention_grad's `bf16`).
 // STRETTO_ATTENTION=gemm keeps the GEMM path, =simt the CUDA-core kernels.
 struct AttentionKernels {
   std::string prefix, suffix; // st_flash_mma_, _d64: "st_flash_mma_fwd_d64"
@@ -1252,6 +1254,8 @@ int halvesOf(const NodeCall &nc, const AttentionIo &io, int count) {
     bits |= 32;
   else if (nc.n.dtype == DType::BF16)
     bits |= 16;
+  if (attentionRoundsProducts(nc.n))
+    bits |= 64;
   return bits;
 }
 
@@ -1376,14 +1380,17 @@ void CudaPlanDevice::attentionGradFloats(NodeCall &nc, const AttentionDims &a,
   const int64_t batch = a.batch, t = a.tq, d = a.d, elems = batch * t * d, sCount = batch * t * t;
   const float scale = static_cast<float>(nc.n.floats[0]);
   const int causal = nc.n.flag ? 1 : 0;
+  const bool roundPdS = nc.bf16Inside || attentionRoundsProducts(nc.n);
   const AttentionKernels fk = attentionKernels(a, nc.bf16Inside, false, {q, k, v, g});
   if (fk.fused()) { // dQ by query rows, then dK and dV by key rows
     const int64_t rows = batch * t, keys = batch * a.tk, kElems = batch * a.tk * d;
     float *stats = scratchFloats(3 * rows);
     const float *st = stats;
-    launch(fk.name("bwd_q").c_str(), rows, rows, t, a.tk, causal, scale, q, k, v, g, out, stats);
+    const int rounds = roundPdS ? 1 : 0;
+    launch(fk.name("bwd_q").c_str(), rows, rows, t, a.tk, causal, scale, q, k, v, g, out, stats,
+           rounds);
     launch(fk.name("bwd_kv").c_str(), keys, keys, t, a.tk, causal, scale, q, k, v, g, st,
-           out + elems, out + elems + kElems);
+           out + elems, out + elems + kElems, rounds);
     return;
   }
   // P and dS, then room for any product's bf16 operands (see gemm).
@@ -1401,6 +1408,10 @@ void CudaPlanDevice::attentionGradFloats(NodeCall &nc, const AttentionDims &a,
   gemm(scores, g, elems, v, elems, dS, nc.bf16Inside, used);
   launchHalfRows("st_softmax_grad_rows16", batch * t, batch * t, t, causal, t, scale,
                  static_cast<const float *>(P), dS);
+  if (roundPdS && !nc.bf16Inside) { // (only P and dS: q, k and g as they are)
+    launch("st_round_f32", sCount, sCount, P);
+    launch("st_round_f32", sCount, sCount, dS);
+  }
   GemmCall back; // [T, T] (transposed or not) x [T, D] per block
   back.batch = batch, back.m = t, back.n = d, back.k = t;
   back.strideA = t * t, back.strideB = t * d, back.strideC = t * d;

@@ -433,7 +433,7 @@ ST_FN void st_flash_fwd(i64 rows, i64 tq, i64 tk, int causal, float scale, const
 template <int D>
 ST_FN void st_flash_bwd_q(i64 rows, i64 tq, i64 tk, int causal, float scale, const float *q,
                           const float *k, const float *v, const float *g, float *dq,
-                          float *stats) {
+                          float *stats, int bf16) {
   ST_LOOP(r, rows) {
     const i64 b = r / tq, i = r % tq, end = causal ? (i + 1 < tk ? i + 1 : tk) : tk;
     // The q and g rows are read where they are (cached): registers hold
@@ -465,7 +465,9 @@ ST_FN void st_flash_bwd_q(i64 rows, i64 tq, i64 tk, int causal, float scale, con
         s += qr[d] * kb[j * D + d];
         dp += gr[d] * vb[j * D + d];
       }
-      const float ds = st_exp(s * scale - m) / l * (dp - inner) * scale;
+      float ds = st_exp(s * scale - m) / l * (dp - inner) * scale;
+      if (bf16) // (attention_grad's `bf16`: dS rounded before its product)
+        ds = st_round_bf16(ds);
       for (int d = 0; d < D; ++d)
         acc[d] += ds * kb[j * D + d];
     }
@@ -483,7 +485,7 @@ ST_FN void st_flash_bwd_q(i64 rows, i64 tq, i64 tk, int causal, float scale, con
 template <int D>
 ST_FN void st_flash_bwd_kv(i64 keys, i64 tq, i64 tk, int causal, float scale, const float *q,
                            const float *k, const float *v, const float *g, const float *stats,
-                           float *dk, float *dv) {
+                           float *dk, float *dv, int bf16) {
   ST_LOOP(c, keys) {
     const i64 b = c / tk, j = c % tk;
     const float *qb = q + b * tq * D, *gb = g + b * tq * D, *sb = stats + 3 * b * tq;
@@ -499,8 +501,12 @@ ST_FN void st_flash_bwd_kv(i64 keys, i64 tq, i64 tk, int causal, float scale, co
         s += qb[i * D + d] * kr[d];
         dp += gb[i * D + d] * vr[d];
       }
-      const float p = st_exp(s * scale - sb[3 * i]) / sb[3 * i + 1];
-      const float ds = p * (dp - sb[3 * i + 2]) * scale;
+      float p = st_exp(s * scale - sb[3 * i]) / sb[3 * i + 1];
+      float ds = p * (dp - sb[3 * i + 2]) * scale;
+      if (bf16) { // (attention_grad's `bf16`: P and dS rounded before their products)
+        p = st_round_bf16(p);
+        ds = st_round_bf16(ds);
+      }
       for (int d = 0; d < D; ++d) {
         av[d] += p * gb[i * D + d];
         ak[d] += ds * qb[i * D + d];
@@ -522,14 +528,15 @@ ST_FN void st_flash_bwd_kv(i64 keys, i64 tq, i64 tk, int causal, float scale, co
   extern "C" __global__ void st_flash_bwd_q_d##D(i64 rows, i64 tq, i64 tk, int causal,           \
                                                  float scale, const float *q, const float *k,    \
                                                  const float *v, const float *g, float *dq,      \
-                                                 float *stats) {                                 \
-    st_flash_bwd_q<D>(rows, tq, tk, causal, scale, q, k, v, g, dq, stats);                       \
+                                                 float *stats, int bf16) {                       \
+    st_flash_bwd_q<D>(rows, tq, tk, causal, scale, q, k, v, g, dq, stats, bf16);                 \
   }                                                                                              \
   extern "C" __global__ void st_flash_bwd_kv_d##D(i64 keys, i64 tq, i64 tk, int causal,          \
                                                   float scale, const float *q, const float *k,   \
                                                   const float *v, const float *g,                \
-                                                  const float *stats, float *dk, float *dv) {    \
-    st_flash_bwd_kv<D>(keys, tq, tk, causal, scale, q, k, v, g, stats, dk, dv);                  \
+                                                  const float *stats, float *dk, float *dv,      \
+                                                  int bf16) {                                    \
+    st_flash_bwd_kv<D>(keys, tq, tk, causal, scale, q, k, v, g, stats, dk, dv, bf16);            \
   }
 ST_FLASH_FOR(8)
 ST_FLASH_FOR(16)
@@ -699,10 +706,26 @@ ST_FN StSplit<4> st_frag_a(StIn m, i64 ld, i64 rows, int k0) {
   f.any = st_warp_or(nz);
   return f;
 }
+/* Two floats rounded to bf16 (nearest, ties to even) as one register:
+ * the first in the low half. */
+ST_FN unsigned st_pack_bf16(float x0, float x1) {
+  return ((unsigned)st_bits_of(st_round_bf16(x0)) >> 16) |
+         ((unsigned)st_bits_of(st_round_bf16(x1)) & 0xffff0000u);
+}
 /* A from two accumulator tiles (16 x 8 each, C layout) side by side: the
- * 16 x 16 operand they make has exactly the A layout. */
-ST_FN StSplit<4> st_frag_a_acc(const float *c0, const float *c1) {
+ * 16 x 16 operand they make has exactly the A layout. bf16: the values
+ * rounded to bf16, one part (attention_grad's `bf16`: P and dS are
+ * rounded before their products); else split exactly. */
+ST_FN StSplit<4> st_frag_a_acc(const float *c0, const float *c1, int bf16) {
   StSplit<4> f;
+  if (bf16) {
+    f.p[0][0] = st_pack_bf16(c0[0], c0[1]);
+    f.p[0][1] = st_pack_bf16(c0[2], c0[3]);
+    f.p[0][2] = st_pack_bf16(c1[0], c1[1]);
+    f.p[0][3] = st_pack_bf16(c1[2], c1[3]);
+    st_bf16_only(f);
+    return f;
+  }
   unsigned nz = 0;
   st_split_pair(f, 0, c0[0], c0[1], nz);
   st_split_pair(f, 1, c0[2], c0[3], nz);
@@ -814,12 +837,12 @@ ST_FN void st_scores32(float (*s)[4], StIn a, i64 aRows, i64 lda, StIn b, i64 bR
       st_mma_split(s[nb], fa, st_frag_b_rows(st_in_plus(b, nb * 8 * ldb), ldb, bRows - nb * 8, kc));
   }
 }
-/* acc (16 x D, C tiles) += P m, P the 16 x 32 C tiles p, m's 32 rows (ldm
- * elements apart). */
+/* acc (16 x D, C tiles) += P m, P the 16 x 32 C tiles p (rounded to bf16
+ * first where bf16), m's 32 rows (ldm elements apart). */
 template <int D>
-ST_FN void st_times_rows(float (*acc)[4], float (*p)[4], StIn m, i64 mRows, i64 ldm) {
+ST_FN void st_times_rows(float (*acc)[4], float (*p)[4], StIn m, i64 mRows, i64 ldm, int bf16) {
   for (int kc = 0; kc < 2; ++kc) {
-    const StSplit<4> fa = st_frag_a_acc(p[2 * kc], p[2 * kc + 1]);
+    const StSplit<4> fa = st_frag_a_acc(p[2 * kc], p[2 * kc + 1], bf16);
     for (int nd = 0; nd < D / 8; ++nd)
       st_mma_split(acc[nd], fa,
                    st_frag_b_cols(st_in_plus(m, kc * 16 * ldm + nd * 8), ldm, mRows - kc * 16));
@@ -889,7 +912,7 @@ ST_FN void st_flash_mma_fwd(i64 bh, i64 tq, i64 tk, int causal, float scale, i64
           s[nb][i] = p;
           l[i >> 1] += p;
         }
-      st_times_rows<D>(acc, s, vs, tk - j0, ST_SM_LD(D));
+      st_times_rows<D>(acc, s, vs, tk - j0, ST_SM_LD(D), 0);
     }
     if (rows == 0)
       continue;
@@ -980,7 +1003,7 @@ ST_FN void st_flash_mma_bwd_q(i64 bh, i64 tq, i64 tk, int causal, float scale, i
           const float p = s[nb][i] == ST_NEG_INF ? 0.0f : st_exp(s[nb][i] - m[h]) / l[h];
           s[nb][i] = p * (dp[nb][i] - inner[h]) * scale;
         }
-      st_times_rows<D>(acc, s, ks, tk - j0, ST_SM_LD(D));
+      st_times_rows<D>(acc, s, ks, tk - j0, ST_SM_LD(D), halves & 64);
     }
 #undef ST_MMA_STAGE
 #undef ST_MMA_SCORES
@@ -1042,8 +1065,8 @@ ST_FN void st_flash_mma_bwd_kv(i64 bh, i64 tq, i64 tk, int causal, float scale, 
           s[nb][i] = p;
           dp[nb][i] = ok ? p * (dp[nb][i] - st[2]) * scale : 0.0f;
         }
-      st_times_rows<D>(av, s, gs, tq - i0, ST_SM_LD(D));
-      st_times_rows<D>(ak, dp, qs, tq - i0, ST_SM_LD(D));
+      st_times_rows<D>(av, s, gs, tq - i0, ST_SM_LD(D), halves & 64);
+      st_times_rows<D>(ak, dp, qs, tq - i0, ST_SM_LD(D), halves & 64);
     }
     for (int nd = 0; nd < D / 8; ++nd)
       for (int i = 0; i < 4; ++i) {
@@ -1059,7 +1082,9 @@ ST_FN void st_flash_mma_bwd_kv(i64 bh, i64 tq, i64 tk, int causal, float scale, 
 
 /* q, k, v, g: floats or two-byte bf16 (kernel-bf16-storage), as `halves`
  * says: bit 0 q, bit 1 k, bit 2 v, bit 3 g; the results (o, or dq, dk, dv)
- * f32, rounded to bf16 (bit 4) or in two bytes (bit 5): st_store_out.
+ * f32, rounded to bf16 (bit 4) or in two bytes (bit 5): st_store_out; bit
+ * 6 (the backward): P and dS rounded to bf16 before their products
+ * (attention_grad's `bf16`), one tensor-core product each instead of three.
  * Rows as StRows say: rq of q and dq, rk of k, v, dk and dv, ro of o and g. */
 #define ST_FLASH_MMA_FOR(D)                                                                      \
   extern "C" __global__ void st_flash_mma_fwd_d##D(                                              \

@@ -78,9 +78,10 @@ struct Costing {
   /// the backward S and dP three times each (dQ's two passes, dK/dV's one)
   /// and dQ, dK, dV: nine products where `flops` counts five. In a
   /// bf16-storage plan Q, K, V and g are taken as stored rounded (one part
-  /// each); P and dS never are.
-  double mmaWork(double flops, bool forward) const {
-    const double sd = bf16Plan ? 1 : 6, withP = bf16Plan ? 3 : 6;
+  /// each); P and dS are where the gradient rounds them (`roundsPdS`:
+  /// attention_grad's `bf16`), else three parts.
+  double mmaWork(double flops, bool forward, bool roundsPdS) const {
+    const double sd = bf16Plan ? 1 : 6, withP = roundsPdS ? (bf16Plan ? 1 : 3) : (bf16Plan ? 3 : 6);
     return forward ? flops * (sd + withP) / 2 : flops * (3 * sd + 3 * sd + 3 * withP) / 5;
   }
 
@@ -166,9 +167,10 @@ struct Costing {
         c.launches += static_cast<int64_t>(n.operands.size()) + 1;
       }
       if (path == AttentionPath::TensorCores) { // st_flash_mma_*
-        c.seconds = std::max(mmaWork(c.flops, n.kind == OpKind::Attention) /
-                                 (d.bf16Flops * d.mmaAttentionEfficiency),
-                             memoryTime(c.bytes));
+        c.seconds = std::max(
+            mmaWork(c.flops, n.kind == OpKind::Attention, ops::attentionRoundsProducts(n)) /
+                (d.bf16Flops * d.mmaAttentionEfficiency),
+            memoryTime(c.bytes));
         c.launches = n.kind == OpKind::Attention ? 1 : 2;
         c.what += " (fused, tensor cores)";
         return c;

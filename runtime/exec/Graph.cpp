@@ -393,6 +393,9 @@ void checkAttention(const NodeCheck &nc) {
 
 void checkAttentionGrad(const NodeCheck &nc) {
   nc.needFloats(1);
+  if (nc.n.ints.size() > 1 || (nc.n.ints.size() == 1 && nc.n.ints[0] != 0 && nc.n.ints[0] != 1))
+    nc.fail("ints must be {} or {0|1} (1: P and dS rounded to bf16), got " +
+            std::to_string(nc.n.ints.size()) + " values");
   if (nc.have == 2) {
     const Shape rows = checkPackedQkv(nc);
     if (nc.opShape(1) != rows)

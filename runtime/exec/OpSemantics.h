@@ -238,6 +238,12 @@ inline AttentionDims packedAttentionDims(const Shape &qkv) {
   return AttentionDims{qkv[0] * qkv[3], qkv[1], qkv[1], qkv[4], qkv[4]};
 }
 
+// An AttentionGrad node whose products read P and dS rounded to bf16
+// (train.attention_grad's `bf16`: ints {1}).
+inline bool attentionRoundsProducts(const Node &n) {
+  return n.kind == OpKind::AttentionGrad && !n.ints.empty() && n.ints[0] == 1;
+}
+
 // An Attention or AttentionGrad node's problem, packed or not.
 inline AttentionDims attentionDimsOf(const Node &n, const std::vector<Node> &nodes) {
   if (packedAttention(n))

@@ -877,6 +877,7 @@ void HostDevice::attentionGradF32(NodeCall &nc, const AttentionDims &a, const fl
   const float scale = static_cast<float>(nc.n.floats[0]);
   if (nc.bf16Inside)
     roundOperands({&q, &k, &v, &g}, {elems, elems, elems, elems});
+  const bool roundPdS = nc.bf16Inside || attentionRoundsProducts(nc.n);
   const int threads = omp_get_max_threads();
   float *scratch = nc.rt.scratchFloats(static_cast<int64_t>(threads) * 2 * t * t);
   const int ti = static_cast<int>(t), di = static_cast<int>(d);
@@ -899,7 +900,7 @@ void HostDevice::attentionGradF32(NodeCall &nc, const AttentionDims &a, const fl
             ti);
       attentionGradRows(P, dS, t, qk.r0, qk.rn, qk.kn, nc.n.flag, scale);
       // bf16: P and dS are operands of the products below.
-      if (nc.bf16Inside)
+      if (roundPdS)
         for (int64_t r = qk.r0; r < qk.r0 + qk.rn; ++r)
           for (int64_t j = 0; j < qk.kn; ++j) {
             P[r * t + j] = roundToBF16(P[r * t + j]);

@@ -217,9 +217,14 @@ Buf<T> attention(const Buf<T> &q, const Buf<T> &k, const Buf<T> &v,
 // q_i kᵀ) over the keys it sees, dp_j = g_i · v_j,
 // ds_j = p_j (dp_j - sum_l p_l dp_l) scale; dq_i = sum_j ds_j k_j,
 // dk_j += ds_j q_i, dv_j += p_j g_i. Blocks in parallel, rows in order.
+// bf16 (train.attention_grad's): p_j and ds_j rounded to bf16 before the
+// three products.
 template <typename T>
 Buf<T> attentionGrad(const Buf<T> &q, const Buf<T> &k, const Buf<T> &v, const Buf<T> &g,
-                     int64_t batch, int64_t t, int64_t d, T scale, bool causal) {
+                     int64_t batch, int64_t t, int64_t d, T scale, bool causal, bool bf16) {
+  auto operand = [bf16](T x) {
+    return bf16 ? static_cast<T>(roundToBF16(static_cast<float>(x))) : x;
+  };
   const int64_t n = batch * t * d;
   Buf<T> out(3 * n, T(0));
   T *dq = out.data(), *dk = out.data() + n, *dv = out.data() + 2 * n;
@@ -250,11 +255,11 @@ Buf<T> attentionGrad(const Buf<T> &q, const Buf<T> &k, const Buf<T> &v, const Bu
         inner += p[j] * dp[j];
       }
       for (int64_t j = 0; j < end; ++j) {
-        T ds = p[j] * (dp[j] - inner) * scale;
+        const T ds = operand(p[j] * (dp[j] - inner) * scale), pj = operand(p[j]);
         for (int64_t c = 0; c < d; ++c) {
           dq[base + i * d + c] += ds * k[base + j * d + c];
           dk[base + j * d + c] += ds * qi[c];
-          dv[base + j * d + c] += p[j] * gi[c];
+          dv[base + j * d + c] += pj * gi[c];
         }
       }
     }
@@ -780,7 +785,7 @@ template <typename T> void runPackedAttention(RefCall<T> &nc) {
                     auto buf = [n](const T *p) { return Buf<T>(p, p + n); };
                     const Buf<T> r =
                         grad ? attentionGrad(buf(q), buf(k), buf(v), buf(g), a.batch, a.tq, a.d,
-                                             scale, nc.n.flag)
+                                             scale, nc.n.flag, attentionRoundsProducts(nc.n))
                              : attention(buf(q), buf(k), buf(v), a.batch, a.tq, a.tk, a.d, a.dv,
                                          scale, nc.n.flag);
                     std::copy(r.begin(), r.end(), out);
@@ -802,7 +807,7 @@ template <typename T> void RefExecutor::Impl::opAttentionGrad(RefCall<T> &nc) {
   int64_t t = qs[qs.size() - 2], d = qs.back();
   nc.out = attentionGrad(nc.in(0), nc.in(1), nc.in(2), nc.in(3),
                          numElements(Shape(qs.begin(), qs.end() - 2)), t, d,
-                         static_cast<T>(nc.n.floats[0]), nc.n.flag);
+                         static_cast<T>(nc.n.floats[0]), nc.n.flag, attentionRoundsProducts(nc.n));
 }
 
 template <typename T> void RefExecutor::Impl::opEmbedding(RefCall<T> &nc) {

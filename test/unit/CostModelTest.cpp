@@ -187,6 +187,12 @@ TEST(CostModel, AttentionIsFusedOnTensorCoresOrCudaCoresOrGemmsWithScoresInMemor
     // S and dP three times, dQ, dK and dV once (each with P or dS)
     EXPECT_DOUBLE_EQ(bwd.seconds, timeOf(bwd, 2.5 * flops * (bf16 ? 15 : 54) / 5, mma));
     EXPECT_EQ(bwd.launches, 2);
+    // P and dS rounded to bf16 (attention_grad's `bf16`): one part each
+    // beside bf16 Q, K and g (a bf16 plan's), three beside f32 ones.
+    Graph rounded = attention(64, bf16, OpKind::AttentionGrad);
+    rounded.nodes[4].ints = {1};
+    NodeCost fast = predictStep(rounded, *d, p, 1, 256).nodes[0];
+    EXPECT_DOUBLE_EQ(fast.seconds, timeOf(fast, 2.5 * flops * (bf16 ? 9 : 45) / 5, mma));
   }
   NodeCost simt = predictStep(attention(8, false, OpKind::Attention), *d, CostPrecision::F32, 1, 256)
                       .nodes[0];

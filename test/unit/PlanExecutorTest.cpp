@@ -482,6 +482,50 @@ TEST(PlanExecutor, GemmGeluAuxEpilogue) {
     }
 }
 
+// attention_grad's `bf16` (ints {1}: P and dS rounded to bf16 before their
+// products) on the host and on the emulated GPU (tensor cores at D = 16,
+// CUDA cores at D = 8, the GEMM path at D = 12; the inputs in f32, so only
+// P and dS may be rounded) against the f64 reference's roundings: in
+// relative L2 within 1e-4 of the reference with them and at least ten times
+// closer to it than to the reference without (where an f32 P or dS and the
+// reference's round to neighbouring bf16 values, a term moves by 2^-8).
+TEST(PlanExecutor, AttentionGradRoundsPAndDSOnEveryDevice) {
+  for (int64_t d : {16, 8, 12}) {
+    const Shape s{2, 2, 24, d}, stacked{3, 2, 2, 24, d};
+    Builder b;
+    int q = b.input("q", s), k = b.input("k", s), v = b.input("v", s), g = b.input("g", s);
+    int rounded = b.node(OpKind::AttentionGrad, {q, k, v, g}, stacked, {1}, {0.3}, true);
+    int exact = b.node(OpKind::AttentionGrad, {q, k, v, g}, stacked, {}, {0.3}, true);
+    int both = b.node(OpKind::Add, {rounded, exact}, stacked);
+    b.yieldSum(both);
+    TensorMap in;
+    uint64_t seed = 51;
+    for (const char *name : {"q", "k", "v", "g"})
+      in[name] = random(s, seed++);
+    RefExecutor ref(b.g, Precision::F64);
+    StepResult r = ref.evaluate(in, {rounded, exact});
+    const std::vector<double> &withR = r.probes.at(rounded).data,
+                              &without = r.probes.at(exact).data;
+    auto gap = [](const std::vector<double> &x, const std::vector<double> &want) {
+      double dd = 0, ww = 0;
+      for (size_t e = 0; e < want.size(); ++e)
+        dd += (x[e] - want[e]) * (x[e] - want[e]), ww += want[e] * want[e];
+      return std::isnan(dd) ? INFINITY : std::sqrt(dd / ww);
+    };
+    EXPECT_GT(gap(without, withR), 1e-4) << "the roundings change the gradients";
+    PlanExecutor host(b.g, {});
+    std::unique_ptr<PlanExecutor> gpu = emulatedGpuExecutor(b.g, {});
+    for (PlanExecutor *plan : {&host, gpu.get()}) {
+      const std::string on = plan->deviceName() + ", D " + std::to_string(d);
+      StepResult p = plan->evaluate(in, {rounded, exact});
+      const std::vector<double> &x = p.probes.at(rounded).data;
+      EXPECT_LE(gap(x, withR), 1e-4) << on;
+      EXPECT_GE(gap(x, without), 10 * gap(x, withR)) << on << ": P and dS not rounded?";
+      EXPECT_LE(gap(p.probes.at(exact).data, without), 1e-6) << on;
+    }
+  }
+}
+
 // A weight gradient with its bias gradient (kernel-gemm-epilogue's
 // bias_grad, ints {1, 0, 2}): x^T dy in the first rows and dy's column
 // sums in the last, on the reference, the host and the emulated GPU (the
@@ -1151,11 +1195,11 @@ struct TestStRows { // RuntimeOps.cu's StRows
   int64_t sb, sh, st;
 };
 void checkFusedAttention(GpuBackend &gpu, AttentionCase c, bool tensorCores, bool bf16Inputs,
-                         uint32_t seed, bool packed = false) {
+                         uint32_t seed, bool packed = false, bool roundPdS = false) {
   SCOPED_TRACE("batch " + std::to_string(c.batch) + ", T " + std::to_string(c.t) + ", D " +
                std::to_string(c.d) + (c.causal ? ", causal" : "") +
                (tensorCores ? ", tensor cores" : "") + (bf16Inputs ? ", bf16 inputs" : "") +
-               (packed ? ", packed" : ""));
+               (packed ? ", packed" : "") + (roundPdS ? ", P and dS rounded" : ""));
   std::mt19937 rng(seed);
   std::uniform_real_distribution<float> u(-1.0f, 1.0f);
   const int64_t t = c.t, d = c.d, rows = c.batch * t, n = rows * d;
@@ -1164,8 +1208,10 @@ void checkFusedAttention(GpuBackend &gpu, AttentionCase c, bool tensorCores, boo
   for (auto *x : {&q, &k, &v, &g})
     for (float &e : *x)
       e = bf16Inputs ? roundToBF16(2 * u(rng)) : 2 * u(rng);
-  // f64 reference.
-  std::vector<double> o(n, 0), dq(n, 0), dk(n, 0), dv(n, 0);
+  // f64 reference; dqR, dkR, dvR with P and dS rounded to bf16 before
+  // their products (attention_grad's `bf16`).
+  std::vector<double> o(n, 0), dq(n, 0), dk(n, 0), dv(n, 0), dqR(n, 0), dkR(n, 0), dvR(n, 0);
+  auto bf = [](double x) { return double(roundToBF16(float(x))); };
   for (int64_t b = 0; b < c.batch; ++b)
     for (int64_t i = 0; i < t; ++i) {
       const int64_t r = b * t + i, end = c.causal ? i + 1 : t;
@@ -1186,13 +1232,16 @@ void checkFusedAttention(GpuBackend &gpu, AttentionCase c, bool tensorCores, boo
       for (int64_t j = 0; j < end; ++j)
         inner += (p[j] /= sum) * dp[j];
       for (int64_t j = 0; j < end; ++j) {
-        const double ds = p[j] * (dp[j] - inner) * scale;
+        const double ds = p[j] * (dp[j] - inner) * scale, dsR = bf(ds), pR = bf(p[j]);
         for (int64_t e = 0; e < d; ++e) {
           const int64_t kj = (b * t + j) * d + e;
           o[r * d + e] += p[j] * v[kj];
           dq[r * d + e] += ds * k[kj];
           dk[kj] += ds * q[r * d + e];
           dv[kj] += p[j] * g[r * d + e];
+          dqR[r * d + e] += dsR * k[kj];
+          dkR[kj] += dsR * q[r * d + e];
+          dvR[kj] += pR * g[r * d + e];
         }
       }
     }
@@ -1269,7 +1318,8 @@ void checkFusedAttention(GpuBackend &gpu, AttentionCase c, bool tensorCores, boo
     gpu.launch(fn, grid, tensorCores ? 64 : 256, params.data(), static_cast<int>(params.size()),
                name.c_str());
   };
-  int halves = twoBytes ? 15 : 0; // (the tensor-core kernels' q, k, v, g bits)
+  // (the tensor-core kernels' q, k, v, g bits, and P and dS rounded: 64)
+  int halves = (twoBytes ? 15 : 0) | (roundPdS ? 64 : 0), rounds = roundPdS ? 1 : 0;
   if (tensorCores) {
     run("fwd",
         {&rowsArg, &tq, &tk, &causal, &sc, &heads, &rq, &rq, &ro, &qp, &kp, &vp, &halves, &op});
@@ -1279,8 +1329,8 @@ void checkFusedAttention(GpuBackend &gpu, AttentionCase c, bool tensorCores, boo
                    &halves, &stc, &gk, &gv});
   } else {
     run("fwd", {&rowsArg, &tq, &tk, &causal, &sc, &qp, &kp, &vp, &op});
-    run("bwd_q", {&rowsArg, &tq, &tk, &causal, &sc, &qp, &kp, &vp, &gp, &gr, &st});
-    run("bwd_kv", {&rowsArg, &tq, &tk, &causal, &sc, &qp, &kp, &vp, &gp, &stc, &gk, &gv});
+    run("bwd_q", {&rowsArg, &tq, &tk, &causal, &sc, &qp, &kp, &vp, &gp, &gr, &st, &rounds});
+    run("bwd_kv", {&rowsArg, &tq, &tk, &causal, &sc, &qp, &kp, &vp, &gp, &stc, &gk, &gv, &rounds});
   }
   std::vector<float> got(n), gotGrads(3 * n);
   gpu.downloadSync(got.data(), out, n * 4);
@@ -1307,9 +1357,31 @@ void checkFusedAttention(GpuBackend &gpu, AttentionCase c, bool tensorCores, boo
     EXPECT_LE(worst, 1e-5 * big) << what << ": largest difference " << worst << " of " << big;
   };
   close("O", got.data(), o);
-  close("dQ", gotGrads.data(), dq);
-  close("dK", gotGrads.data() + n, dk);
-  close("dV", gotGrads.data() + 2 * n, dv);
+  if (!roundPdS) {
+    close("dQ", gotGrads.data(), dq);
+    close("dK", gotGrads.data() + n, dk);
+    close("dV", gotGrads.data() + 2 * n, dv);
+  } else {
+    // P and dS rounded to bf16: where the kernel's f32 P or dS and the
+    // reference's f64 one round to neighbouring bf16 values a term moves by
+    // 2^-8 of itself (rare), so each gradient is compared in relative L2:
+    // within 1e-4 of the rounded reference, and at least ten times closer
+    // to it than to the unrounded one (the roundings are there).
+    auto gap = [&](const float *x, const std::vector<double> &want) {
+      double dd = 0, ww = 0;
+      for (int64_t e = 0; e < n; ++e)
+        dd += (x[e] - want[e]) * (x[e] - want[e]), ww += want[e] * want[e];
+      return std::isnan(dd) ? INFINITY : std::sqrt(dd / std::max(ww, 1e-300));
+    };
+    const char *names[3] = {"dQ", "dK", "dV"};
+    const std::vector<double> *rounded[3] = {&dqR, &dkR, &dvR}, *exact[3] = {&dq, &dk, &dv};
+    for (int part = 0; part < 3; ++part) {
+      const float *x = gotGrads.data() + part * n;
+      const double toRounded = gap(x, *rounded[part]), toExact = gap(x, *exact[part]);
+      EXPECT_LE(toRounded, 1e-4) << names[part];
+      EXPECT_GE(toExact, 10 * toRounded) << names[part] << ": P and dS not rounded?";
+    }
+  }
   for (GpuBackend::Ptr p : {dQ, dK, dV, dG, out, grads, stats})
     gpu.free(p);
 }
@@ -1340,6 +1412,20 @@ TEST(PlanExecutor, CudaTensorCoreAttentionOnTheEmulatedGpu) {
   checkFusedAttention(*gpu, AttentionCase{3, 37, 16, 1}, true, false, seed++, true);
   checkFusedAttention(*gpu, AttentionCase{2, 40, 32, 0}, true, false, seed++, true);
   checkFusedAttention(*gpu, AttentionCase{2, 70, 64, 1}, true, true, seed++, true);
+}
+
+// attention_grad's `bf16` (a bf16 plan's): the fused kernels, on tensor
+// cores and on CUDA cores, multiply P and dS rounded to bf16 (one
+// tensor-core product each instead of three), as the f64 reference with
+// those roundings does.
+TEST(PlanExecutor, CudaAttentionGradRoundsPAndDSWhereTheNodeSays) {
+  std::unique_ptr<GpuBackend> gpu = emulatedGpu({}, "");
+  uint32_t seed = 31;
+  checkFusedAttention(*gpu, AttentionCase{2, 64, 16, 1}, true, true, seed++, false, true);
+  checkFusedAttention(*gpu, AttentionCase{1, 96, 64, 0}, true, true, seed++, false, true);
+  checkFusedAttention(*gpu, AttentionCase{2, 40, 32, 1}, true, true, seed++, true, true);
+  checkFusedAttention(*gpu, AttentionCase{2, 64, 8, 1}, false, true, seed++, false, true);
+  checkFusedAttention(*gpu, AttentionCase{1, 80, 32, 0}, false, true, seed++, false, true);
 }
 
 // A value stored in bf16 in two bytes (a GPU's store_bf16 GEMM result) may

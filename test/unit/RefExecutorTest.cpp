@@ -189,6 +189,20 @@ TEST(Graph, ValidatePackedAttention) {
       << attention({2, 8, 3, 2, 4}, {2, 8, 3, 2, 4}, {2, 2, 8, 4});
   EXPECT_NE(attention({2, 0, 3, 2, 4}, {2, 0, 2, 4}, {}).find("at least one query"),
             std::string::npos);
+  // attention_grad's ints: none, or {1} (P and dS rounded to bf16) or {0}.
+  auto rounding = [](std::vector<int64_t> ints) {
+    Graph g;
+    int x = constant(g, {2, 8, 3, 2, 4}, {1}), gr = constant(g, {2, 8, 2, 4}, {1});
+    Node n = mk(OpKind::AttentionGrad, {x, gr}, {2, 8, 3, 2, 4});
+    n.floats = {0.5};
+    n.ints = std::move(ints);
+    g.add(n);
+    return validationError(g);
+  };
+  EXPECT_EQ(rounding({1}), "");
+  EXPECT_EQ(rounding({0}), "");
+  EXPECT_NE(rounding({2}).find("ints must be {} or {0|1}"), std::string::npos) << rounding({2});
+  EXPECT_NE(rounding({1, 1}).find("ints must be {} or {0|1}"), std::string::npos);
 }
 
 // A Gemm node's epilogues (GemmEpilogue): a bias [N], DGELU's x of the
@@ -691,6 +705,65 @@ TEST(Fused, AttentionByHand) {
   att.floats = {std::log(3.0)};
   // Query 1 is all zeros: uniform weights -> 4.
   expectVec(eval(g, g.add(att)).data, {5, 4}, 1e-12);
+}
+
+// attention_grad's `bf16` (ints {1}): dq, dk and dv from P and dS rounded
+// to bf16 before the products, worked out here in f64 from the definition;
+// without it the same gradients unrounded (and the two differ).
+TEST(Fused, AttentionGradRoundsPAndDSWhereFlagged) {
+  const int64_t T = 7, D = 3;
+  const double scale = 0.8;
+  const Shape s{1, 1, T, D};
+  const Vec q = randomVec(T * D, 21), k = randomVec(T * D, 22), v = randomVec(T * D, 23),
+            g = randomVec(T * D, 24);
+  auto bf = [](double x) { return double(roundToBF16(float(x))); };
+  auto run = [&](bool rounded) {
+    Graph gr;
+    int qn = constant(gr, s, q), kn = constant(gr, s, k), vn = constant(gr, s, v),
+        gn = constant(gr, s, g);
+    Node n = mk(OpKind::AttentionGrad, {qn, kn, vn, gn}, {3, 1, 1, T, D});
+    n.floats = {scale};
+    n.flag = true;
+    if (rounded)
+      n.ints = {1};
+    return eval(gr, gr.add(n)).data;
+  };
+  for (bool rounded : {true, false}) {
+    const Vec got = run(rounded);
+    Vec want(3 * T * D, 0.0);
+    for (int64_t i = 0; i < T; ++i) {
+      Vec p(i + 1), dp(i + 1);
+      double mx = -1e300, sum = 0, inner = 0;
+      for (int64_t j = 0; j <= i; ++j) {
+        double dot = 0, dotv = 0;
+        for (int64_t c = 0; c < D; ++c)
+          dot += q[i * D + c] * k[j * D + c], dotv += g[i * D + c] * v[j * D + c];
+        p[j] = dot * scale, dp[j] = dotv, mx = std::max(mx, p[j]);
+      }
+      for (int64_t j = 0; j <= i; ++j)
+        sum += (p[j] = std::exp(p[j] - mx));
+      for (int64_t j = 0; j <= i; ++j)
+        inner += (p[j] /= sum) * dp[j];
+      for (int64_t j = 0; j <= i; ++j) {
+        double ds = p[j] * (dp[j] - inner) * scale, pj = p[j];
+        if (rounded)
+          ds = bf(ds), pj = bf(pj);
+        for (int64_t c = 0; c < D; ++c) {
+          want[i * D + c] += ds * k[j * D + c];
+          want[T * D + j * D + c] += ds * q[i * D + c];
+          want[2 * T * D + j * D + c] += pj * g[i * D + c];
+        }
+      }
+    }
+    SCOPED_TRACE(rounded ? "rounded" : "f32");
+    expectVec(got, want, 1e-12);
+  }
+  // (the roundings matter at these values)
+  const Vec a = run(true), b = run(false);
+  double differ = 0;
+  for (size_t e = 0; e < a.size(); ++e)
+    differ = std::max(differ, std::fabs(a[e] - b[e]));
+  EXPECT_GT(differ, 1e-4);
 }
 
 TEST(Fused, EmbeddingAndOutOfRange) {

@@ -4,13 +4,14 @@
 // A fused QKV split into heads, its attention transposed back, and the
 // backward's transposes of the output's gradient and of dq, dk, dv: both
 // attentions read the packed [B, T, 3, H, D] in place; every head
-// transpose, slice and reshape goes; store_bf16 and the stage carry over.
+// transpose, slice and reshape goes; store_bf16, the gradient's bf16 (P
+// and dS rounded) and the stage carry over.
 // CHECK-LABEL: train.model @packed
 // CHECK:      %[[X:.*]] = train.reshape %{{.*}} {stage = 0 : i64} : tensor<2x8x48xf32> -> tensor<2x8x3x2x8xf32>
 // CHECK-NEXT: %[[O:.*]] = kernel.attention %[[X]] causal {scale = 3.500000e-01 : f64, stage = 0 : i64, store_bf16} : tensor<2x8x3x2x8xf32> -> tensor<2x8x2x8xf32>
 // CHECK-NEXT: %[[Y:.*]] = train.reshape %[[O]] {stage = 0 : i64} : tensor<2x8x2x8xf32> -> tensor<2x8x16xf32>
 // CHECK:      %[[G:.*]] = train.reshape %{{.*}} {stage = 0 : i64} : tensor<2x8x16xf32> -> tensor<2x8x2x8xf32>
-// CHECK-NEXT: %[[D:.*]] = kernel.attention_grad %[[X]], %[[G]] causal {scale = 3.500000e-01 : f64, stage = 0 : i64} : tensor<2x8x3x2x8xf32>, tensor<2x8x2x8xf32> -> tensor<2x8x3x2x8xf32>
+// CHECK-NEXT: %[[D:.*]] = kernel.attention_grad %[[X]], %[[G]] causal {bf16, scale = 3.500000e-01 : f64, stage = 0 : i64} : tensor<2x8x3x2x8xf32>, tensor<2x8x2x8xf32> -> tensor<2x8x3x2x8xf32>
 // CHECK-NEXT: train.reshape %[[D]] {stage = 0 : i64} : tensor<2x8x3x2x8xf32> -> tensor<2x8x48xf32>
 // CHECK-NOT:  train.transpose
 // CHECK-NOT:  train.slice
@@ -32,7 +33,7 @@ train.model @packed {
     %or = train.reshape %o {stage = 0} : tensor<2x8x2x8xf32> -> tensor<2x8x16xf32>
     %g4 = train.reshape %dy {stage = 0} : tensor<2x8x16xf32> -> tensor<2x8x2x8xf32>
     %g = train.transpose %g4 [0, 2, 1, 3] {stage = 0} : tensor<2x8x2x8xf32> -> tensor<2x2x8x8xf32>
-    %d = train.attention_grad %q, %k, %v, %g causal {scale = 0.35 : f64, stage = 0} : tensor<2x2x8x8xf32> -> tensor<3x2x2x8x8xf32>
+    %d = train.attention_grad %q, %k, %v, %g causal {bf16, scale = 0.35 : f64, stage = 0} : tensor<2x2x8x8xf32> -> tensor<3x2x2x8x8xf32>
     %dt = train.transpose %d [1, 3, 0, 2, 4] {stage = 0} : tensor<3x2x2x8x8xf32> -> tensor<2x8x3x2x8xf32>
     %dr = train.reshape %dt {stage = 0} : tensor<2x8x3x2x8xf32> -> tensor<2x8x48xf32>
     %s3 = train.reduce_sum %or [0, 1, 2] : tensor<2x8x16xf32> -> tensor<f32>
