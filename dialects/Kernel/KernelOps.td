@@ -226,14 +226,15 @@ def Kernel_AttentionOp : Kernel_Op<"attention", [Pure]> {
     made: the runtimes read each head's rows in place.
 
     `store_bf16` (carried from `kernel.store_bf16`): the result is rounded
-    to bf16 and, on devices that can, stored in two bytes.
+    to bf16 and, on devices that can, stored in two bytes. `bf16` as
+    `train.attention`'s (the weights rounded to bf16 before they multiply v).
 
     ```mlir
     %o = kernel.attention %qkv causal {scale = 0.125 : f64} : tensor<8x64x3x4x16xf32> -> tensor<8x64x4x16xf32>
     ```
   }];
   let arguments = (ins Kernel_FloatTensor:$qkv, F64Attr:$scale, UnitAttr:$causal,
-                       UnitAttr:$store_bf16);
+                       UnitAttr:$store_bf16, UnitAttr:$bf16);
   let results = (outs Kernel_FloatTensor:$result);
   let assemblyFormat = "$qkv (`causal` $causal^)? attr-dict `:` type($qkv) `->` type($result)";
   let hasVerifier = 1;

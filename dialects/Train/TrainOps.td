@@ -436,9 +436,16 @@ def Train_AttentionOp : Train_Op<"attention", [Pure, Differentiable,
   let summary = "scaled dot-product attention over [B, H, T, D]";
   let description = [{
     `softmax(q kᵀ · scale [causal]) v`; q, k and v are `[B, H, T, D]`.
+
+    `bf16` (set by `train-mixed-precision`): the weights are rounded to
+    bf16 before they multiply v, where FlashAttention's online softmax
+    makes them: over each query row's keys 32 at a time (chunks from key
+    0), with m_c the running max of the scores up to chunk c, a key j of
+    chunk c weighs bf16(e^(s_j − m_c)) · e^(m_c − m_last) / l, where
+    l = Σ_c e^(m_c − m_last) Σ_{j in c} e^(s_j − m_c) is not rounded.
   }];
   let arguments = (ins Train_FloatTensor:$q, Train_FloatTensor:$k, Train_FloatTensor:$v,
-                       F64Attr:$scale, UnitAttr:$causal);
+                       F64Attr:$scale, UnitAttr:$causal, UnitAttr:$bf16);
   let results = (outs Train_FloatTensor:$result);
   let assemblyFormat = "$q `,` $k `,` $v (`causal` $causal^)? attr-dict `:` type($q)";
   let hasVerifier = 1;

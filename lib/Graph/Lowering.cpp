@@ -195,6 +195,8 @@ static LogicalResult lowerPhase(Block &block, Phase phase, Graph &g) {
         .Case([&](AttentionOp o) {
           n.floats = {o.getScale().convertToDouble()};
           n.flag = o.getCausal();
+          if (o.getBf16())
+            n.ints = {1};
           if (o->hasAttr("kernel.store_bf16")) // rounded to bf16 (kernel-bf16-storage)
             n.dtype = DType::BF16;
         })

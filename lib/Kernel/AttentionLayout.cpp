@@ -121,8 +121,9 @@ struct AttentionLayoutPass : stretto::kernel::impl::KernelAttentionLayoutBase<At
       if (!qkv || merges.empty())
         continue;
       OpBuilder b(op);
-      auto packed = b.create<kernel::AttentionOp>(op.getLoc(), merges[0].getType(), qkv,
-                                                  op.getScale(), op.getCausal(), false);
+      auto packed =
+          b.create<kernel::AttentionOp>(op.getLoc(), merges[0].getType(), qkv, op.getScale(),
+                                        op.getCausal(), false, op.getBf16());
       replace(op, packed, merges);
     }
     for (train::AttentionGradOp op : backwards) {

@@ -33,9 +33,11 @@
 //     the GELU of the f32 sum is rounded, as a GEMM's GELU_AUX epilogue
 //     makes it; the sum's other readers (the backward) read it rounded.
 // The fused ops (softmax, norms, attention) compute their statistics in f32
-// inside the op; only their outputs are rounded, and attention_grad's
-// products read P and dS rounded (its `bf16`: they are GEMM operands, as
-// FlashAttention's backward multiplies them in 16 bits). View ops (reshape,
+// inside the op; only their outputs are rounded, and attention's products
+// read its weights P (and the backward's dS) rounded (`bf16` on
+// train.attention and train.attention_grad: they are GEMM operands, as
+// FlashAttention multiplies them in 16 bits; the forward rounds them where
+// its online softmax makes them, 32 keys at a time). View ops (reshape,
 // transpose, slice, broadcast, pad, transfer) move values unchanged and
 // are never rounded themselves, except a slice out of norm_grad's packed
 // result (the activation gradient rows; the other rows stay f32).
@@ -333,6 +335,7 @@ void MixedPrecisionPass::runOnOperation() {
   // Muon's orthogonalisation on bf16 tensor cores (its matrices rounded to
   // bf16, the products summed in f32), as Muon's reference runs it.
   model.walk([&](NewtonSchulzOp ns) { ns.setBf16(true); });
+  model.walk([&](AttentionOp a) { a.setBf16(true); });
   model.walk([&](AttentionGradOp a) { a.setBf16(true); });
   // The plan records it (the runtime's GEMMs then take bf16 operands).
   NamedAttrList trainer(model.getTrainerAttr() ? model.getTrainerAttr()

@@ -1306,9 +1306,11 @@ void CudaPlanDevice::attentionFloats(NodeCall &nc, const AttentionDims &a,
   const float scale = static_cast<float>(nc.n.floats[0]);
   const int causal = nc.n.flag ? 1 : 0;
   const AttentionKernels fk = attentionKernels(a, nc.bf16Inside, false, {in[0], in[1], in[2]});
+  const bool rounds = attentionRoundsProducts(nc.n); // (train.attention {bf16})
   if (fk.fused()) {
     const int64_t rows = a.batch * a.tq;
-    launch(fk.name("fwd").c_str(), rows, rows, a.tq, a.tk, causal, scale, in[0], in[1], in[2], out);
+    launch(fk.name("fwd").c_str(), rows, rows, a.tq, a.tk, causal, scale, in[0], in[1], in[2], out,
+           rounds ? 1 : 0);
     return;
   }
   const int64_t qCount = a.batch * a.tq * a.d, kCount = a.batch * a.tk * a.d,
@@ -1322,12 +1324,15 @@ void CudaPlanDevice::attentionFloats(NodeCall &nc, const AttentionDims &a,
   qk.alpha = scale;
   qk.strideA = a.tq * a.d, qk.strideB = a.tk * a.d, qk.strideC = a.tq * a.tk;
   gemm(qk, in[0], qCount, in[1], kCount, S, nc.bf16Inside, alignUp(sCount));
-  launchHalfRows("st_softmax_rows16", a.batch * a.tq, a.batch * a.tq, a.tk, causal, a.tq,
-                 static_cast<const float *>(S), S);
+  if (rounds)
+    launch("st_attention_weights_rows", a.batch * a.tq, a.batch * a.tq, a.tq, a.tk, causal, S);
+  else
+    launchHalfRows("st_softmax_rows16", a.batch * a.tq, a.batch * a.tq, a.tk, causal, a.tq,
+                   static_cast<const float *>(S), S);
   GemmCall pv;
   pv.batch = a.batch, pv.m = a.tq, pv.n = a.dv, pv.k = a.tk;
   pv.strideA = a.tq * a.tk, pv.strideB = a.tk * a.dv, pv.strideC = a.tq * a.dv;
-  gemm(pv, S, sCount, in[2], vCount, out, nc.bf16Inside, alignUp(sCount));
+  gemm(pv, S, sCount, in[2], vCount, out, nc.bf16Inside && !rounds, alignUp(sCount));
 }
 
 void CudaPlanDevice::opAttentionGrad(NodeCall &nc) {

@@ -400,9 +400,13 @@ ST_FN float st_online_step(float s, bool first, float &m, float &l, float &p) {
   return c;
 }
 
+#define ST_NEG_INF st_float_bits((int)0xff800000u)
+/* bf16 (train.attention {bf16}): the keys 32 at a time, as the tensor-core
+ * kernels take them, each weight rounded to bf16 before it multiplies its
+ * value row (OpSemantics.h's attentionChunkWeights). */
 template <int D>
 ST_FN void st_flash_fwd(i64 rows, i64 tq, i64 tk, int causal, float scale, const float *q,
-                        const float *k, const float *v, float *o) {
+                        const float *k, const float *v, float *o, int bf16) {
   ST_LOOP(r, rows) {
     const i64 b = r / tq, i = r % tq, end = causal ? (i + 1 < tk ? i + 1 : tk) : tk;
     const float *kb = k + b * tk * D, *vb = v + b * tk * D;
@@ -412,7 +416,25 @@ ST_FN void st_flash_fwd(i64 rows, i64 tq, i64 tk, int causal, float scale, const
       acc[d] = 0.0f;
     }
     float m = 0.0f, l = 0.0f;
-    for (i64 j = 0; j < end; ++j) {
+    for (i64 j0 = 0; bf16 && j0 < end; j0 += 32) {
+      const i64 n = end - j0 < 32 ? end - j0 : 32;
+      float sc[32], mx = j0 == 0 ? ST_NEG_INF : m;
+      for (i64 j = 0; j < n; ++j) {
+        sc[j] = st_dot_in_order<D>(0.0f, qr, kb + (j0 + j) * D) * scale;
+        mx = fmaxf(mx, sc[j]);
+      }
+      const float c = j0 == 0 ? 0.0f : st_exp(m - mx);
+      l *= c;
+      for (int d = 0; d < D; ++d)
+        acc[d] *= c;
+      m = mx;
+      for (i64 j = 0; j < n; ++j) {
+        const float p = st_exp(sc[j] - m);
+        l += p;
+        st_axpy_row<D>(acc, st_round_bf16(p), vb + (j0 + j) * D);
+      }
+    }
+    for (i64 j = 0; !bf16 && j < end; ++j) {
       const float s = st_dot_in_order<D>(0.0f, qr, kb + j * D);
       float p;
       const float c = st_online_step(s * scale, j == 0, m, l, p);
@@ -522,8 +544,8 @@ ST_FN void st_flash_bwd_kv(i64 keys, i64 tq, i64 tk, int causal, float scale, co
 #define ST_FLASH_FOR(D)                                                                          \
   extern "C" __global__ void st_flash_fwd_d##D(i64 rows, i64 tq, i64 tk, int causal,             \
                                                float scale, const float *q, const float *k,      \
-                                               const float *v, float *o) {                       \
-    st_flash_fwd<D>(rows, tq, tk, causal, scale, q, k, v, o);                                    \
+                                               const float *v, float *o, int bf16) {             \
+    st_flash_fwd<D>(rows, tq, tk, causal, scale, q, k, v, o, bf16);                              \
   }                                                                                              \
   extern "C" __global__ void st_flash_bwd_q_d##D(i64 rows, i64 tq, i64 tk, int causal,           \
                                                  float scale, const float *q, const float *k,    \
@@ -565,7 +587,6 @@ ST_FLASH_FOR(64)
  * CudaPlan.cpp picks these kernels where the GPU has them and D is 16, 32
  * or 64. q, o, g: [bh, tq, D]; k, v: [bh, tk, D]; stats as st_flash_bwd_q's.
  * q, k, v and g may be bf16 in two bytes (StIn), widened as they load. */
-#define ST_NEG_INF st_float_bits((int)0xff800000u)
 #if defined(ST_EMU_MMA)
 ST_FN void st_mma_bf16(float *c, const unsigned *a, const unsigned *b) { ST_EMU_MMA(c, a, b); }
 ST_FN unsigned st_warp_or(unsigned x) { return ST_EMU_WARP_OR(x); }
@@ -912,7 +933,7 @@ ST_FN void st_flash_mma_fwd(i64 bh, i64 tq, i64 tk, int causal, float scale, i64
           s[nb][i] = p;
           l[i >> 1] += p;
         }
-      st_times_rows<D>(acc, s, vs, tk - j0, ST_SM_LD(D), 0);
+      st_times_rows<D>(acc, s, vs, tk - j0, ST_SM_LD(D), halves & 64);
     }
     if (rows == 0)
       continue;
@@ -1297,6 +1318,38 @@ extern "C" __global__ void st_flag_nonfinite(const long long *table, float *flag
       bad = bad || !(p[i] - p[i] == 0.0f); // x - x is 0 for finite x only
     if (bad)
       *flag = 1.0f;
+  }
+}
+
+/* The GEMM path's train.attention {bf16}: each row of S (rows of len,
+ * query row r % tq, causal: keys 0..r % tq) becomes its weights in place,
+ * as OpSemantics.h's attentionChunkWeights makes them (the masked keys 0),
+ * a thread a row. */
+extern "C" __global__ void st_attention_weights_rows(i64 rows, i64 tq, i64 len, int causal,
+                                                     float *s) {
+  ST_LOOP(r, rows) {
+    float *x = s + r * len;
+    const i64 i = r % tq, n = causal ? (i + 1 < len ? i + 1 : len) : len;
+    float m = ST_NEG_INF, l = 0.0f, last = ST_NEG_INF;
+    for (i64 j = 0; j < n; ++j)
+      last = fmaxf(last, x[j]);
+    for (i64 j0 = 0; j0 < n; j0 += 32) {
+      const i64 j1 = j0 + 32 < n ? j0 + 32 : n;
+      for (i64 j = j0; j < j1; ++j)
+        m = fmaxf(m, x[j]);
+      const float f = st_exp(m - last);
+      float sum = 0.0f;
+      for (i64 j = j0; j < j1; ++j) {
+        const float e = st_exp(x[j] - m);
+        sum += e;
+        x[j] = st_round_bf16(e) * f;
+      }
+      l += f * sum;
+    }
+    for (i64 j = 0; j < n; ++j)
+      x[j] /= l;
+    for (i64 j = n; j < len; ++j)
+      x[j] = 0.0f;
   }
 }
 

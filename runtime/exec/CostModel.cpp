@@ -78,8 +78,8 @@ struct Costing {
   /// the backward S and dP three times each (dQ's two passes, dK/dV's one)
   /// and dQ, dK, dV: nine products where `flops` counts five. In a
   /// bf16-storage plan Q, K, V and g are taken as stored rounded (one part
-  /// each); P and dS are where the gradient rounds them (`roundsPdS`:
-  /// attention_grad's `bf16`), else three parts.
+  /// each); P (and dS) one where the node rounds them (`roundsPdS`:
+  /// train.attention's and attention_grad's `bf16`), else three parts.
   double mmaWork(double flops, bool forward, bool roundsPdS) const {
     const double sd = bf16Plan ? 1 : 6, withP = roundsPdS ? (bf16Plan ? 1 : 3) : (bf16Plan ? 3 : 6);
     return forward ? flops * (sd + withP) / 2 : flops * (3 * sd + 3 * sd + 3 * withP) / 5;

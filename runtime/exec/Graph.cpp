@@ -366,8 +366,16 @@ Shape checkPackedQkv(const NodeCheck &nc) {
   return Shape{qkv[0], qkv[1], qkv[3], qkv[4]};
 }
 
+// ints: none, or {0|1} (1: train.attention's or attention_grad's `bf16`).
+void checkRoundingFlag(const NodeCheck &nc) {
+  if (nc.n.ints.size() > 1 || (nc.n.ints.size() == 1 && nc.n.ints[0] != 0 && nc.n.ints[0] != 1))
+    nc.fail("ints must be {} or {0|1} (1: P and dS rounded to bf16), got " +
+            std::to_string(nc.n.ints.size()) + " values");
+}
+
 void checkAttention(const NodeCheck &nc) {
   nc.needFloats(1);
+  checkRoundingFlag(nc);
   if (nc.have == 1) {
     nc.needShape(checkPackedQkv(nc), "attention");
     return;
@@ -393,9 +401,7 @@ void checkAttention(const NodeCheck &nc) {
 
 void checkAttentionGrad(const NodeCheck &nc) {
   nc.needFloats(1);
-  if (nc.n.ints.size() > 1 || (nc.n.ints.size() == 1 && nc.n.ints[0] != 0 && nc.n.ints[0] != 1))
-    nc.fail("ints must be {} or {0|1} (1: P and dS rounded to bf16), got " +
-            std::to_string(nc.n.ints.size()) + " values");
+  checkRoundingFlag(nc);
   if (nc.have == 2) {
     const Shape rows = checkPackedQkv(nc);
     if (nc.opShape(1) != rows)

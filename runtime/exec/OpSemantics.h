@@ -17,6 +17,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <limits>
 #include <sstream>
 #include <stdexcept>
 #include <string>
@@ -238,10 +239,48 @@ inline AttentionDims packedAttentionDims(const Shape &qkv) {
   return AttentionDims{qkv[0] * qkv[3], qkv[1], qkv[1], qkv[4], qkv[4]};
 }
 
-// An AttentionGrad node whose products read P and dS rounded to bf16
-// (train.attention_grad's `bf16`: ints {1}).
+// An Attention or AttentionGrad node whose products read P (and dS)
+// rounded to bf16 (train.attention's and train.attention_grad's `bf16`:
+// ints {1}).
 inline bool attentionRoundsProducts(const Node &n) {
-  return n.kind == OpKind::AttentionGrad && !n.ints.empty() && n.ints[0] == 1;
+  return (n.kind == OpKind::Attention || n.kind == OpKind::AttentionGrad) && !n.ints.empty() &&
+         n.ints[0] == 1;
+}
+
+// train.attention {bf16}'s weights, as the fused kernels' online softmax
+// makes them 32 keys at a time: over the chunks [32c, 32c + 32) of the n
+// keys a query row sees, m_c = max(m_{c-1}, the chunk's scores) and the
+// weight of key j of chunk c is bf16(e^(s_j - m_c)), rounded, times
+// e^(m_c - m_last) / l, with l = sum_c e^(m_c - m_last) sum_{j in c}
+// e^(s_j - m_c) unrounded; the row's output is the weights times V. The n
+// scores of `s` become the weights in place (the kernels rescale chunk by
+// chunk instead: the values agree to f32 rounding).
+constexpr int64_t kAttentionChunk = 32;
+template <typename T> void attentionChunkWeights(T *s, int64_t n) {
+  if (n <= 0)
+    return;
+  const int64_t chunks = (n + kAttentionChunk - 1) / kAttentionChunk;
+  std::vector<T> top(static_cast<size_t>(chunks)), sums(static_cast<size_t>(chunks), T(0));
+  T m = -std::numeric_limits<T>::infinity();
+  for (int64_t c = 0; c < chunks; ++c) {
+    for (int64_t j = c * kAttentionChunk; j < std::min(n, (c + 1) * kAttentionChunk); ++j)
+      m = std::max(m, s[j]);
+    top[c] = m;
+  }
+  for (int64_t c = 0; c < chunks; ++c)
+    for (int64_t j = c * kAttentionChunk; j < std::min(n, (c + 1) * kAttentionChunk); ++j) {
+      const T e = std::exp(s[j] - top[c]);
+      sums[c] += e;
+      s[j] = static_cast<T>(roundToBF16(static_cast<float>(e)));
+    }
+  T l = 0;
+  for (int64_t c = 0; c < chunks; ++c)
+    l += std::exp(top[c] - top[chunks - 1]) * sums[c];
+  for (int64_t c = 0; c < chunks; ++c) {
+    const T f = std::exp(top[c] - top[chunks - 1]) / l;
+    for (int64_t j = c * kAttentionChunk; j < std::min(n, (c + 1) * kAttentionChunk); ++j)
+      s[j] *= f;
+  }
 }
 
 // An Attention or AttentionGrad node's problem, packed or not.

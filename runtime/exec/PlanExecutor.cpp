@@ -851,9 +851,17 @@ void HostDevice::attentionF32(NodeCall &nc, const AttentionDims &a, const float 
       float *Sr = Sb + qk.r0 * tk;
       sgemm(false, true, rn, kn, static_cast<int>(d), scale, qb + qk.r0 * d, static_cast<int>(d),
             kb, static_cast<int>(d), 0.0f, Sr, static_cast<int>(tk));
-      attentionSoftmaxRows(Sb, tk, qk.r0, qk.rn, qk.kn, nc.n.flag);
+      if (attentionRoundsProducts(nc.n)) { // (train.attention {bf16}: OpSemantics.h)
+        for (int64_t r = qk.r0; r < qk.r0 + qk.rn; ++r) {
+          const int64_t seen = nc.n.flag ? std::min(r + 1, qk.kn) : qk.kn;
+          attentionChunkWeights(Sb + r * tk, seen);
+          std::fill(Sb + r * tk + seen, Sb + r * tk + qk.kn, 0.0f);
+        }
+      } else {
+        attentionSoftmaxRows(Sb, tk, qk.r0, qk.rn, qk.kn, nc.n.flag);
+      }
       // bf16: P is the second product's operand (the CUDA device rounds it too).
-      if (nc.bf16Inside)
+      if (nc.bf16Inside && !attentionRoundsProducts(nc.n))
         for (int64_t r = 0; r < qk.rn; ++r)
           for (int64_t j = 0; j < qk.kn; ++j)
             Sr[r * tk + j] = roundToBF16(Sr[r * tk + j]);

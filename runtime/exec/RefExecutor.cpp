@@ -176,11 +176,12 @@ Buf<T> normGrad(const Buf<T> &x, const Buf<T> &gamma, const Buf<T> &dy, int64_t 
   return out;
 }
 
-// q [B.., Tq, D], k [B.., Tk, D], v [B.., Tk, Dv] -> [B.., Tq, Dv].
+// q [B.., Tq, D], k [B.., Tk, D], v [B.., Tk, Dv] -> [B.., Tq, Dv]. bf16
+// (train.attention's): the weights rounded to bf16 where the online softmax
+// makes them (attentionChunkWeights).
 template <typename T>
-Buf<T> attention(const Buf<T> &q, const Buf<T> &k, const Buf<T> &v,
-                 int64_t batch, int64_t tq, int64_t tk, int64_t d, int64_t dv,
-                 T scale, bool causal) {
+Buf<T> attention(const Buf<T> &q, const Buf<T> &k, const Buf<T> &v, int64_t batch, int64_t tq,
+                 int64_t tk, int64_t d, int64_t dv, T scale, bool causal, bool bf16) {
   Buf<T> out(batch * tq * dv, T(0));
   int64_t rows = batch * tq;
 #pragma omp parallel for schedule(static) if (rows * tk * (d + dv) > 32768)
@@ -198,6 +199,14 @@ Buf<T> attention(const Buf<T> &q, const Buf<T> &k, const Buf<T> &v,
         dot += qi[p] * kb[j * d + p];
       s[j] = dot * scale;
       mx = std::max(mx, s[j]);
+    }
+    if (bf16) {
+      attentionChunkWeights(s.data(), end);
+      T *o = out.data() + r * dv;
+      for (int64_t j = 0; j < end; ++j)
+        for (int64_t c = 0; c < dv; ++c)
+          o[c] += s[j] * vb[j * dv + c];
+      continue;
     }
     T sum = 0;
     for (int64_t j = 0; j < end; ++j)
@@ -787,7 +796,7 @@ template <typename T> void runPackedAttention(RefCall<T> &nc) {
                         grad ? attentionGrad(buf(q), buf(k), buf(v), buf(g), a.batch, a.tq, a.d,
                                              scale, nc.n.flag, attentionRoundsProducts(nc.n))
                              : attention(buf(q), buf(k), buf(v), a.batch, a.tq, a.tk, a.d, a.dv,
-                                         scale, nc.n.flag);
+                                         scale, nc.n.flag, attentionRoundsProducts(nc.n));
                     std::copy(r.begin(), r.end(), out);
                   });
 }
@@ -797,7 +806,7 @@ template <typename T> void RefExecutor::Impl::opAttention(RefCall<T> &nc) {
     return runPackedAttention(nc);
   AttentionDims a = attentionDims(nc.inShape(0), nc.inShape(1), nc.inShape(2));
   nc.out = attention(nc.in(0), nc.in(1), nc.in(2), a.batch, a.tq, a.tk, a.d, a.dv,
-                     static_cast<T>(nc.n.floats[0]), nc.n.flag);
+                     static_cast<T>(nc.n.floats[0]), nc.n.flag, attentionRoundsProducts(nc.n));
 }
 
 template <typename T> void RefExecutor::Impl::opAttentionGrad(RefCall<T> &nc) {

@@ -180,6 +180,12 @@ TEST(CostModel, AttentionIsFusedOnTensorCoresOrCudaCoresOrGemmsWithScoresInMemor
     EXPECT_DOUBLE_EQ(fwd.flops, flops);
     // S = QK^T and PV: 6 + 6 part products from f32, 1 + 3 from bf16 Q, K, V
     EXPECT_DOUBLE_EQ(fwd.seconds, timeOf(fwd, flops * (bf16 ? 4 : 12) / 2, mma));
+    // P rounded to bf16 (train.attention's `bf16`): PV one part beside a
+    // bf16 V, three beside an f32 one
+    Graph roundedFwd = attention(64, bf16, OpKind::Attention);
+    roundedFwd.nodes[3].ints = {1};
+    NodeCost fastFwd = predictStep(roundedFwd, *d, p, 1, 256).nodes[0];
+    EXPECT_DOUBLE_EQ(fastFwd.seconds, timeOf(fastFwd, flops * (bf16 ? 2 : 9) / 2, mma));
     EXPECT_EQ(fwd.launches, 1);
     EXPECT_NE(fwd.what.find("tensor cores"), std::string::npos) << fwd.what;
     NodeCost bwd = predictStep(attention(64, bf16, OpKind::AttentionGrad), *d, p, 1, 256).nodes[0];

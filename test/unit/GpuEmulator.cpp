@@ -544,6 +544,7 @@ std::map<std::string, EmuKernel> runtimeOps(bool blockReductions) {
   add("st_gather_rows", adapt(st_gather_rows));
   add("st_gather_wide", adapt(st_gather_wide));
   add("st_round_f32", adapt(st_round_f32));
+  add("st_attention_weights_rows", adapt(st_attention_weights_rows));
   add("st_add_bias", adapt(st_add_bias));
   add("st_dgelu", adapt(st_dgelu));
   add("st_gelu_aux", adapt(st_gelu_aux));

@@ -482,46 +482,64 @@ TEST(PlanExecutor, GemmGeluAuxEpilogue) {
     }
 }
 
-// attention_grad's `bf16` (ints {1}: P and dS rounded to bf16 before their
-// products) on the host and on the emulated GPU (tensor cores at D = 16,
-// CUDA cores at D = 8, the GEMM path at D = 12; the inputs in f32, so only
-// P and dS may be rounded) against the f64 reference's roundings: in
-// relative L2 within 1e-4 of the reference with them and at least ten times
-// closer to it than to the reference without (where an f32 P or dS and the
-// reference's round to neighbouring bf16 values, a term moves by 2^-8).
-TEST(PlanExecutor, AttentionGradRoundsPAndDSOnEveryDevice) {
+// train.attention's and attention_grad's `bf16` (ints {1}: the weights P,
+// and the backward's dS, rounded to bf16 before their products) on the
+// host and on the emulated GPU (tensor cores at D = 16, CUDA cores at D = 8,
+// the GEMM path at D = 12; the inputs in f32, so only P and dS may be
+// rounded; T = 40, two chunks of the forward's 32 keys) against the f64
+// reference's roundings: in relative L2 within 1e-4 of the reference with
+// them and at least ten times closer to it than to the reference without
+// (where an f32 weight and the reference's round to neighbouring bf16
+// values, a term moves by 2^-8).
+TEST(PlanExecutor, AttentionRoundsPAndDSOnEveryDevice) {
   for (int64_t d : {16, 8, 12}) {
-    const Shape s{2, 2, 24, d}, stacked{3, 2, 2, 24, d};
+    const Shape s{2, 2, 40, d}, stacked{3, 2, 2, 40, d};
     Builder b;
     int q = b.input("q", s), k = b.input("k", s), v = b.input("v", s), g = b.input("g", s);
-    int rounded = b.node(OpKind::AttentionGrad, {q, k, v, g}, stacked, {1}, {0.3}, true);
-    int exact = b.node(OpKind::AttentionGrad, {q, k, v, g}, stacked, {}, {0.3}, true);
-    int both = b.node(OpKind::Add, {rounded, exact}, stacked);
-    b.yieldSum(both);
+    struct Pair {
+      const char *what;
+      int rounded, exact;
+    };
+    const Pair pairs[2] = {{"attention", b.node(OpKind::Attention, {q, k, v}, s, {1}, {0.3}, true),
+                            b.node(OpKind::Attention, {q, k, v}, s, {}, {0.3}, true)},
+                           {"attention_grad",
+                            b.node(OpKind::AttentionGrad, {q, k, v, g}, stacked, {1}, {0.3}, true),
+                            b.node(OpKind::AttentionGrad, {q, k, v, g}, stacked, {}, {0.3}, true)}};
+    int sum = b.node(OpKind::Add, {pairs[1].rounded, pairs[1].exact}, stacked);
+    int r0 = b.node(OpKind::ReduceSum, {pairs[0].rounded}, {}, {0, 1, 2, 3});
+    int r1 = b.node(OpKind::ReduceSum, {pairs[0].exact}, {}, {0, 1, 2, 3});
+    int r2 = b.node(OpKind::ReduceSum, {sum}, {}, {0, 1, 2, 3, 4});
+    int r01 = b.node(OpKind::Add, {r0, r1}, {});
+    b.yieldSum(b.node(OpKind::Add, {r01, r2}, {}));
     TensorMap in;
     uint64_t seed = 51;
     for (const char *name : {"q", "k", "v", "g"})
       in[name] = random(s, seed++);
+    const std::vector<int> probes{pairs[0].rounded, pairs[0].exact, pairs[1].rounded,
+                                  pairs[1].exact};
     RefExecutor ref(b.g, Precision::F64);
-    StepResult r = ref.evaluate(in, {rounded, exact});
-    const std::vector<double> &withR = r.probes.at(rounded).data,
-                              &without = r.probes.at(exact).data;
+    StepResult r = ref.evaluate(in, probes);
     auto gap = [](const std::vector<double> &x, const std::vector<double> &want) {
       double dd = 0, ww = 0;
       for (size_t e = 0; e < want.size(); ++e)
         dd += (x[e] - want[e]) * (x[e] - want[e]), ww += want[e] * want[e];
       return std::isnan(dd) ? INFINITY : std::sqrt(dd / ww);
     };
-    EXPECT_GT(gap(without, withR), 1e-4) << "the roundings change the gradients";
     PlanExecutor host(b.g, {});
     std::unique_ptr<PlanExecutor> gpu = emulatedGpuExecutor(b.g, {});
-    for (PlanExecutor *plan : {&host, gpu.get()}) {
-      const std::string on = plan->deviceName() + ", D " + std::to_string(d);
-      StepResult p = plan->evaluate(in, {rounded, exact});
-      const std::vector<double> &x = p.probes.at(rounded).data;
-      EXPECT_LE(gap(x, withR), 1e-4) << on;
-      EXPECT_GE(gap(x, without), 10 * gap(x, withR)) << on << ": P and dS not rounded?";
-      EXPECT_LE(gap(p.probes.at(exact).data, without), 1e-6) << on;
+    for (const Pair &pair : pairs) {
+      const std::vector<double> &withR = r.probes.at(pair.rounded).data,
+                                &without = r.probes.at(pair.exact).data;
+      EXPECT_GT(gap(without, withR), 1e-4) << pair.what << ": the roundings change it";
+      for (PlanExecutor *plan : {&host, gpu.get()}) {
+        const std::string on =
+            std::string(pair.what) + " on " + plan->deviceName() + ", D " + std::to_string(d);
+        StepResult p = plan->evaluate(in, probes);
+        const std::vector<double> &x = p.probes.at(pair.rounded).data;
+        EXPECT_LE(gap(x, withR), 1e-4) << on;
+        EXPECT_GE(gap(x, without), 10 * gap(x, withR)) << on << ": not rounded?";
+        EXPECT_LE(gap(p.probes.at(pair.exact).data, without), 1e-6) << on;
+      }
     }
   }
 }
@@ -1208,9 +1226,12 @@ void checkFusedAttention(GpuBackend &gpu, AttentionCase c, bool tensorCores, boo
   for (auto *x : {&q, &k, &v, &g})
     for (float &e : *x)
       e = bf16Inputs ? roundToBF16(2 * u(rng)) : 2 * u(rng);
-  // f64 reference; dqR, dkR, dvR with P and dS rounded to bf16 before
-  // their products (attention_grad's `bf16`).
-  std::vector<double> o(n, 0), dq(n, 0), dk(n, 0), dv(n, 0), dqR(n, 0), dkR(n, 0), dvR(n, 0);
+  // f64 reference; oR, dqR, dkR, dvR with P and dS rounded to bf16 before
+  // their products (train.attention's and attention_grad's `bf16`): the
+  // forward's weights 32 keys at a time against the running max, rescaled
+  // to the last one.
+  std::vector<double> o(n, 0), dq(n, 0), dk(n, 0), dv(n, 0), oR(n, 0), dqR(n, 0), dkR(n, 0),
+      dvR(n, 0);
   auto bf = [](double x) { return double(roundToBF16(float(x))); };
   for (int64_t b = 0; b < c.batch; ++b)
     for (int64_t i = 0; i < t; ++i) {
@@ -1226,6 +1247,25 @@ void checkFusedAttention(GpuBackend &gpu, AttentionCase c, bool tensorCores, boo
         p[j] = s * scale;
         dp[j] = gv;
         mx = std::max(mx, p[j]);
+      }
+      {
+        std::vector<double> w(end);
+        double run = -1e300, l = 0;
+        std::vector<double> top(end);
+        for (int64_t j = 0; j < end; ++j) { // (the running max of j's chunk)
+          if (j % 32 == 0)
+            for (int64_t u = j; u < std::min(end, j + 32); ++u)
+              run = std::max(run, p[u]);
+          top[j] = run;
+        }
+        for (int64_t j = 0; j < end; ++j) {
+          const double e = std::exp(p[j] - top[j]), f = std::exp(top[j] - run);
+          l += e * f;
+          w[j] = bf(e) * f;
+        }
+        for (int64_t j = 0; j < end; ++j)
+          for (int64_t e = 0; e < d; ++e)
+            oR[r * d + e] += w[j] / l * v[(b * t + j) * d + e];
       }
       for (int64_t j = 0; j < end; ++j)
         sum += (p[j] = std::exp(p[j] - mx));
@@ -1328,7 +1368,7 @@ void checkFusedAttention(GpuBackend &gpu, AttentionCase c, bool tensorCores, boo
     run("bwd_kv", {&rowsArg, &tq, &tk, &causal, &sc, &heads, &rq, &rq, &ro, &qp, &kp, &vp, &gp,
                    &halves, &stc, &gk, &gv});
   } else {
-    run("fwd", {&rowsArg, &tq, &tk, &causal, &sc, &qp, &kp, &vp, &op});
+    run("fwd", {&rowsArg, &tq, &tk, &causal, &sc, &qp, &kp, &vp, &op, &rounds});
     run("bwd_q", {&rowsArg, &tq, &tk, &causal, &sc, &qp, &kp, &vp, &gp, &gr, &st, &rounds});
     run("bwd_kv", {&rowsArg, &tq, &tk, &causal, &sc, &qp, &kp, &vp, &gp, &stc, &gk, &gv, &rounds});
   }
@@ -1356,15 +1396,16 @@ void checkFusedAttention(GpuBackend &gpu, AttentionCase c, bool tensorCores, boo
       worst = std::isnan(x[e]) ? INFINITY : std::max(worst, std::fabs(x[e] - want[e]));
     EXPECT_LE(worst, 1e-5 * big) << what << ": largest difference " << worst << " of " << big;
   };
-  close("O", got.data(), o);
   if (!roundPdS) {
+    close("O", got.data(), o);
     close("dQ", gotGrads.data(), dq);
     close("dK", gotGrads.data() + n, dk);
     close("dV", gotGrads.data() + 2 * n, dv);
   } else {
     // P and dS rounded to bf16: where the kernel's f32 P or dS and the
     // reference's f64 one round to neighbouring bf16 values a term moves by
-    // 2^-8 of itself (rare), so each gradient is compared in relative L2:
+    // 2^-8 of itself (rare), so O and each gradient are compared in
+    // relative L2:
     // within 1e-4 of the rounded reference, and at least ten times closer
     // to it than to the unrounded one (the roundings are there).
     auto gap = [&](const float *x, const std::vector<double> &want) {
@@ -1373,10 +1414,11 @@ void checkFusedAttention(GpuBackend &gpu, AttentionCase c, bool tensorCores, boo
         dd += (x[e] - want[e]) * (x[e] - want[e]), ww += want[e] * want[e];
       return std::isnan(dd) ? INFINITY : std::sqrt(dd / std::max(ww, 1e-300));
     };
-    const char *names[3] = {"dQ", "dK", "dV"};
-    const std::vector<double> *rounded[3] = {&dqR, &dkR, &dvR}, *exact[3] = {&dq, &dk, &dv};
-    for (int part = 0; part < 3; ++part) {
-      const float *x = gotGrads.data() + part * n;
+    const char *names[4] = {"O", "dQ", "dK", "dV"};
+    const std::vector<double> *rounded[4] = {&oR, &dqR, &dkR, &dvR},
+                              *exact[4] = {&o, &dq, &dk, &dv};
+    for (int part = 0; part < 4; ++part) {
+      const float *x = part == 0 ? got.data() : gotGrads.data() + (part - 1) * n;
       const double toRounded = gap(x, *rounded[part]), toExact = gap(x, *exact[part]);
       EXPECT_LE(toRounded, 1e-4) << names[part];
       EXPECT_GE(toExact, 10 * toRounded) << names[part] << ": P and dS not rounded?";
@@ -1414,10 +1456,10 @@ TEST(PlanExecutor, CudaTensorCoreAttentionOnTheEmulatedGpu) {
   checkFusedAttention(*gpu, AttentionCase{2, 70, 64, 1}, true, true, seed++, true);
 }
 
-// attention_grad's `bf16` (a bf16 plan's): the fused kernels, on tensor
-// cores and on CUDA cores, multiply P and dS rounded to bf16 (one
-// tensor-core product each instead of three), as the f64 reference with
-// those roundings does.
+// train.attention's and attention_grad's `bf16` (a bf16 plan's): the fused
+// kernels, on tensor cores and on CUDA cores, multiply P (the forward's 32
+// keys at a time) and dS rounded to bf16 (one tensor-core product each
+// instead of three), as the f64 reference with those roundings does.
 TEST(PlanExecutor, CudaAttentionGradRoundsPAndDSWhereTheNodeSays) {
   std::unique_ptr<GpuBackend> gpu = emulatedGpu({}, "");
   uint32_t seed = 31;

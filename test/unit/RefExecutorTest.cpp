@@ -707,6 +707,59 @@ TEST(Fused, AttentionByHand) {
   expectVec(eval(g, g.add(att)).data, {5, 4}, 1e-12);
 }
 
+// train.attention's `bf16` (ints {1}): each query row's weights made 32
+// keys at a time against the running max of the scores, rounded to bf16,
+// rescaled to the last max and divided by the unrounded sum; worked out
+// here in f64 at T = 70 (three chunks), causal and not.
+TEST(Fused, AttentionRoundsItsWeightsThirtyTwoKeysAtATime) {
+  const int64_t T = 70, D = 2;
+  const double scale = 1.3;
+  const Shape s{1, 1, T, D};
+  const Vec q = randomVec(T * D, 31), k = randomVec(T * D, 32), v = randomVec(T * D, 33);
+  for (bool causal : {true, false}) {
+    SCOPED_TRACE(causal ? "causal" : "full");
+    auto run = [&](bool rounded) {
+      Graph gr;
+      Node n =
+          mk(OpKind::Attention, {constant(gr, s, q), constant(gr, s, k), constant(gr, s, v)}, s);
+      n.floats = {scale};
+      n.flag = causal;
+      if (rounded)
+        n.ints = {1};
+      return eval(gr, gr.add(n)).data;
+    };
+    Vec want(T * D, 0.0);
+    for (int64_t i = 0; i < T; ++i) {
+      const int64_t end = causal ? i + 1 : T;
+      Vec sc(end), top(end);
+      double m = -1e300;
+      for (int64_t j = 0; j < end; ++j)
+        sc[j] = (q[i * D] * k[j * D] + q[i * D + 1] * k[j * D + 1]) * scale;
+      for (int64_t c0 = 0; c0 < end; c0 += 32) {
+        for (int64_t j = c0; j < std::min(end, c0 + 32); ++j)
+          m = std::max(m, sc[j]);
+        for (int64_t j = c0; j < std::min(end, c0 + 32); ++j)
+          top[j] = m;
+      }
+      double l = 0;
+      for (int64_t j = 0; j < end; ++j)
+        l += std::exp(sc[j] - top[j]) * std::exp(top[j] - m);
+      for (int64_t j = 0; j < end; ++j) {
+        const double w =
+            double(roundToBF16(float(std::exp(sc[j] - top[j])))) * std::exp(top[j] - m) / l;
+        for (int64_t c = 0; c < D; ++c)
+          want[i * D + c] += w * v[j * D + c];
+      }
+    }
+    const Vec got = run(true), plain = run(false);
+    expectVec(got, want, 1e-12);
+    double differ = 0;
+    for (size_t e = 0; e < got.size(); ++e)
+      differ = std::max(differ, std::fabs(got[e] - plain[e]));
+    EXPECT_GT(differ, 1e-4) << "the roundings matter at these values";
+  }
+}
+
 // attention_grad's `bf16` (ints {1}): dq, dk and dv from P and dS rounded
 // to bf16 before the products, worked out here in f64 from the definition;
 // without it the same gradients unrounded (and the two differ).

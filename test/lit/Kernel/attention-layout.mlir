@@ -4,11 +4,11 @@
 // A fused QKV split into heads, its attention transposed back, and the
 // backward's transposes of the output's gradient and of dq, dk, dv: both
 // attentions read the packed [B, T, 3, H, D] in place; every head
-// transpose, slice and reshape goes; store_bf16, the gradient's bf16 (P
-// and dS rounded) and the stage carry over.
+// transpose, slice and reshape goes; store_bf16, bf16 (P and dS rounded)
+// and the stage carry over.
 // CHECK-LABEL: train.model @packed
 // CHECK:      %[[X:.*]] = train.reshape %{{.*}} {stage = 0 : i64} : tensor<2x8x48xf32> -> tensor<2x8x3x2x8xf32>
-// CHECK-NEXT: %[[O:.*]] = kernel.attention %[[X]] causal {scale = 3.500000e-01 : f64, stage = 0 : i64, store_bf16} : tensor<2x8x3x2x8xf32> -> tensor<2x8x2x8xf32>
+// CHECK-NEXT: %[[O:.*]] = kernel.attention %[[X]] causal {bf16, scale = 3.500000e-01 : f64, stage = 0 : i64, store_bf16} : tensor<2x8x3x2x8xf32> -> tensor<2x8x2x8xf32>
 // CHECK-NEXT: %[[Y:.*]] = train.reshape %[[O]] {stage = 0 : i64} : tensor<2x8x2x8xf32> -> tensor<2x8x16xf32>
 // CHECK:      %[[G:.*]] = train.reshape %{{.*}} {stage = 0 : i64} : tensor<2x8x16xf32> -> tensor<2x8x2x8xf32>
 // CHECK-NEXT: %[[D:.*]] = kernel.attention_grad %[[X]], %[[G]] causal {bf16, scale = 3.500000e-01 : f64, stage = 0 : i64} : tensor<2x8x3x2x8xf32>, tensor<2x8x2x8xf32> -> tensor<2x8x3x2x8xf32>
@@ -28,7 +28,7 @@ train.model @packed {
     %k = train.reshape %s1 {stage = 0} : tensor<1x2x2x8x8xf32> -> tensor<2x2x8x8xf32>
     %s2 = train.slice %t axis = 0 offset = 2 {stage = 0} : tensor<3x2x2x8x8xf32> -> tensor<1x2x2x8x8xf32>
     %v = train.reshape %s2 {stage = 0} : tensor<1x2x2x8x8xf32> -> tensor<2x2x8x8xf32>
-    %a = train.attention %q, %k, %v causal {scale = 0.35 : f64, stage = 0, kernel.store_bf16} : tensor<2x2x8x8xf32>
+    %a = train.attention %q, %k, %v causal {bf16, scale = 0.35 : f64, stage = 0, kernel.store_bf16} : tensor<2x2x8x8xf32>
     %o = train.transpose %a [0, 2, 1, 3] {stage = 0} : tensor<2x2x8x8xf32> -> tensor<2x8x2x8xf32>
     %or = train.reshape %o {stage = 0} : tensor<2x8x2x8xf32> -> tensor<2x8x16xf32>
     %g4 = train.reshape %dy {stage = 0} : tensor<2x8x16xf32> -> tensor<2x8x2x8xf32>

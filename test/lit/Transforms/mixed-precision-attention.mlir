@@ -1,17 +1,18 @@
 // RUN: stretto-opt %s --pass-pipeline='builtin.module(train.model(train-autodiff,train-optimizer,canonicalize,cse,train-mixed-precision))' | FileCheck %s
 // RUN: stretto-opt %s --pass-pipeline='builtin.module(train.model(train-autodiff,train-optimizer,canonicalize,cse))' | FileCheck %s --check-prefix=F32
 
-// In a bf16 plan attention's backward multiplies P and dS rounded to bf16
-// (`bf16`: they are GEMM operands, as the plan's other products' are);
-// the forward keeps its f32 products, its inputs and output rounded.
+// In a bf16 plan attention multiplies its weights P, and its backward P
+// and dS, rounded to bf16 (`bf16`: they are GEMM operands, as the plan's
+// other products' are); its inputs and output are rounded as activations.
 // Without the pass both stay f32.
 // CHECK-LABEL: train.model @attention
 // CHECK:       train.matmul
 // CHECK-NEXT:  %[[Q:.*]] = train.round_bf16 %{{.*}} : tensor<2x2x8x4xf32>
-// CHECK-NEXT:  %[[O:.*]] = train.attention %[[Q]], %{{.*}}, %{{.*}} causal {scale = 5.000000e-01 : f64} : tensor<2x2x8x4xf32>
+// CHECK-NEXT:  %[[O:.*]] = train.attention %[[Q]], %{{.*}}, %{{.*}} causal {bf16, scale = 5.000000e-01 : f64} : tensor<2x2x8x4xf32>
 // CHECK-NEXT:  train.round_bf16 %[[O]]
 // CHECK:       train.attention_grad %[[Q]], %{{.*}}, %{{.*}}, %{{.*}} causal {bf16, scale = 5.000000e-01 : f64} : tensor<2x2x8x4xf32> -> tensor<3x2x2x8x4xf32>
 // F32-LABEL:   train.model @attention
+// F32:         train.attention %{{.*}}, %{{.*}}, %{{.*}} causal {scale = 5.000000e-01 : f64}
 // F32:         train.attention_grad %{{.*}}, %{{.*}}, %{{.*}}, %{{.*}} causal {scale = 5.000000e-01 : f64}
 // F32-NOT:     bf16
 
