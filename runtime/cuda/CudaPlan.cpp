@@ -197,6 +197,20 @@ public:
   }
   bool execGroup(PlanExecutor::Impl &rt, const PhasePlan &p,
                  const std::vector<int> &members) override;
+  std::string chainKernel(const std::string &signature) const override {
+    auto it = multi.chains.find(signature);
+    return it != multi.chains.end() && hasKernel(it->second) ? it->second : "";
+  }
+  bool execChain(PlanExecutor::Impl &rt, const PhasePlan &p,
+                 const PhasePlan::ChainRun &run) override;
+  // The update's writes: which state each node's value becomes (written in
+  // place, or committed after the phase), where states are checked as
+  // they are written.
+  std::map<int, int> statesWritten(const PhasePlan &p, const std::vector<int> &nodes) const;
+  // A multi-tensor or chain table to the device (cached by `key`) and its
+  // launch of `fnName` over `blocks` blocks of 256 threads.
+  void launchTable(const PhasePlan &p, int key, const std::vector<long long> &table,
+                   long long blocks, const std::string &fnName);
 
   ~CudaPlanDevice() override {
     try {
@@ -664,16 +678,7 @@ bool CudaPlanDevice::execGroup(PlanExecutor::Impl &rt, const PhasePlan &p,
   if (fnName.empty())
     return false;
   const int n = multi.inputs.at(fnName);
-  // The update's writes: which state each member's value becomes (written
-  // in place, or committed after the phase).
-  std::map<int, int> stateOf;
-  if (p.phase == Phase::Update && finiteFlag) {
-    for (auto [s, node] : p.writes)
-      stateOf[node] = s;
-    for (int m : members)
-      if (p.slots[m].where == Where::State)
-        stateOf[m] = p.slots[m].ref;
-  }
+  const std::map<int, int> stateOf = statesWritten(p, members);
   std::vector<long long> table{static_cast<long long>(members.size())};
   using Range = std::pair<uintptr_t, uintptr_t>;
   std::vector<std::vector<Range>> reads(members.size());
@@ -714,10 +719,31 @@ bool CudaPlanDevice::execGroup(PlanExecutor::Impl &rt, const PhasePlan &p,
     }
   if (first > 65535)
     return false;
-  Table &t = tables[{static_cast<int>(p.phase), members.front()}];
+  launchTable(p, members.front(), table, first, fnName);
+  return true;
+}
+
+std::map<int, int> CudaPlanDevice::statesWritten(const PhasePlan &p,
+                                                 const std::vector<int> &nodes) const {
+  std::map<int, int> stateOf;
+  if (p.phase == Phase::Update && finiteFlag) {
+    for (auto [s, node] : p.writes)
+      stateOf[node] = s;
+    for (int m : nodes)
+      if (p.slots[m].where == Where::State)
+        stateOf[m] = p.slots[m].ref;
+  }
+  return stateOf;
+}
+
+void CudaPlanDevice::launchTable(const PhasePlan &p, int key, const std::vector<long long> &table,
+                                 long long blocks, const std::string &fnName) {
+  Table &t = tables[{static_cast<int>(p.phase), key}];
   if (t.host != table) {
     hostWork("a new multi-tensor table");
-    if (!t.device) {
+    if (!t.device || t.host.size() != table.size()) {
+      if (t.device)
+        gpu->free(t.device);
       ++epoch;
       t.device = gpu->alloc(sizeof(long long) * table.size());
     }
@@ -726,8 +752,74 @@ bool CudaPlanDevice::execGroup(PlanExecutor::Impl &rt, const PhasePlan &p,
   }
   const void *arg = reinterpret_cast<const void *>(t.device);
   void *params[] = {&arg};
-  gpu->launch(kernelFns.at(fnName), static_cast<unsigned>(first), 256, params, 1,
-              fnName.c_str());
+  gpu->launch(kernelFns.at(fnName), static_cast<unsigned>(blocks), 256, params, 1, fnName.c_str());
+}
+
+// A chain run (UpdateChains.h) as one launch of its chain kernel
+// (MultiTensor.h's addChainKernels): per chain, each stage's inputs, output
+// and flag, then the element count and the chain's first block. False
+// (its groups run instead) where a chain's output overlaps another chain's
+// input or output, a stage is not the kernel the signature names, or the
+// grid would not fit.
+bool CudaPlanDevice::execChain(PlanExecutor::Impl &rt, const PhasePlan &p,
+                               const PhasePlan::ChainRun &run) {
+  const std::string fnName = chainKernel(run.signature);
+  if (fnName.empty() || run.entries.empty())
+    return false;
+  const std::vector<Node> &nodes = rt.graph.phase(p.phase);
+  std::vector<int> all;
+  for (const std::vector<int> &entry : run.entries)
+    all.insert(all.end(), entry.begin(), entry.end());
+  const std::map<int, int> stateOf = statesWritten(p, all);
+  using Range = std::pair<uintptr_t, uintptr_t>;
+  std::vector<std::vector<Range>> reads(run.entries.size()), writes(run.entries.size());
+  std::vector<long long> table{static_cast<long long>(run.entries.size())};
+  long long first = 0;
+  for (size_t e = 0; e < run.entries.size(); ++e) {
+    const std::vector<int> &entry = run.entries[e];
+    std::string signature;
+    for (int m : entry) {
+      const Node &k = nodes[m];
+      const std::string stage = multiKernel(k.name);
+      if (stage.empty() || static_cast<int>(k.operands.size()) != multi.inputs.at(stage) ||
+          k.shape != nodes[entry.back()].shape)
+        return false;
+      signature += (signature.empty() ? "" : "|") + stage;
+      for (int o : k.operands) {
+        auto at = reinterpret_cast<uintptr_t>(rt.val[o]);
+        table.push_back(static_cast<long long>(at));
+        reads[e].push_back({at, at + sizeof(float) * numElements(nodes[o].shape)});
+      }
+      auto out = reinterpret_cast<uintptr_t>(rt.val[m]);
+      writes[e].push_back({out, out + sizeof(float) * numElements(k.shape)});
+      table.push_back(static_cast<long long>(out));
+      auto w = stateOf.find(m);
+      table.push_back(w == stateOf.end() ? 0LL : static_cast<long long>(finiteFlag));
+      if (w != stateOf.end())
+        checked.insert(rt.states[w->second].data);
+    }
+    if (signature != run.signature)
+      return false;
+    const long long count = numElements(nodes[entry.back()].shape);
+    table.push_back(count);
+    table.push_back(first);
+    first += std::min<long long>(std::max<long long>((count + 255) / 256, 1), 1024);
+  }
+  auto overlap = [](Range a, Range b) { return a.first < b.second && b.first < a.second; };
+  for (size_t a = 0; a < run.entries.size(); ++a)
+    for (size_t b = 0; b < run.entries.size(); ++b)
+      if (a != b)
+        for (Range wa : writes[a]) {
+          for (Range wb : writes[b])
+            if (overlap(wa, wb))
+              return false;
+          for (Range rb : reads[b])
+            if (overlap(wa, rb))
+              return false;
+        }
+  if (first > 65535)
+    return false;
+  launchTable(p, -1 - run.first, table, first, fnName);
   return true;
 }
 
@@ -1641,9 +1733,21 @@ public:
 
 } // namespace
 
-MultiTensorKernels wantedMultiTensorKernels(const std::string &cudaSource) {
-  return envSwitchOn("STRETTO_MULTI_TENSOR") ? multiTensorKernels(cudaSource)
-                                              : MultiTensorKernels{};
+MultiTensorKernels wantedMultiTensorKernels(const std::string &cudaSource, const Graph &graph) {
+  if (!envSwitchOn("STRETTO_MULTI_TENSOR"))
+    return {};
+  MultiTensorKernels m = multiTensorKernels(cudaSource);
+  if (envSwitchOn("STRETTO_UPDATE_CHAINS")) {
+    std::vector<std::vector<std::string>> stages;
+    for (const planning::UpdateChain &ch :
+         planning::findUpdateChains(graph.update, [&](const Node &n) {
+           auto it = m.groupOf.find(n.name);
+           return it == m.groupOf.end() ? std::string() : it->second;
+         }))
+      stages.push_back(ch.kernels);
+    addChainKernels(m, stages);
+  }
+  return m;
 }
 
 bool wantedBf16Storage() { return envSwitchOn("STRETTO_BF16_STORAGE"); }
@@ -1705,7 +1809,7 @@ std::unique_ptr<PlanExecutor> PlanExecutor::onCuda(const Graph &graph, const Cud
     StartupTimer t("module load");
     gpu->opsModule = gpu->dev->loadModule(ops.cubin);
   }
-  MultiTensorKernels multi = wantedMultiTensorKernels(kernels.source);
+  MultiTensorKernels multi = wantedMultiTensorKernels(kernels.source, graph);
   const bool halves = wantedBf16Storage();
   int kernelNodes = 0;
   for (Phase ph : {Phase::Step, Phase::Update, Phase::Outer})

@@ -119,9 +119,10 @@ std::unique_ptr<PlanExecutor> makeGpuPlanExecutor(const Graph &graph,
                                                   GemmPrecision gemm,
                                                   MultiTensorKernels multi = {},
                                                   bool bf16Halves = false);
-/// multiTensorKernels(cudaSource), or none with STRETTO_MULTI_TENSOR=0
-/// (then every kernel launches on its own).
-MultiTensorKernels wantedMultiTensorKernels(const std::string &cudaSource);
+/// multiTensorKernels(cudaSource) with the chain kernels of `graph`'s
+/// update (UpdateChains.h; none with STRETTO_UPDATE_CHAINS=0), or nothing
+/// with STRETTO_MULTI_TENSOR=0 (then every kernel launches on its own).
+MultiTensorKernels wantedMultiTensorKernels(const std::string &cudaSource, const Graph &graph);
 /// Whether store_bf16 kernels keep two bytes an element: yes, unless
 /// STRETTO_BF16_STORAGE=0 (then the model's CUDA C is compiled with
 /// kBf16AsF32Define in front, and they store floats).

@@ -60,6 +60,21 @@ std::vector<ElementKernel> elementKernels(const std::string &src) {
   return out;
 }
 
+// A multi or chain kernel's start: its table entry `e` (w words) by binary
+// search over the entries' first blocks, its element count and its blocks.
+std::string entryOf(int w) {
+  return "  const long long entries = table[0], w = " + std::to_string(w) + ";\n" +
+         "  long long lo = 0, hi = entries - 1;\n" +
+         "  while (lo < hi) { /* the last entry whose first block <= blockIdx.x */\n" +
+         "    const long long mid = (lo + hi + 1) / 2;\n" +
+         "    if (table[1 + mid * w + w - 1] <= (long long)blockIdx.x) lo = mid; else hi = "
+         "mid - 1;\n  }\n" +
+         "  const long long *e = table + 1 + lo * w;\n" +
+         "  const long long first = e[w - 1], count = e[w - 2];\n" +
+         "  const long long blocks = (lo + 1 < entries ? table[1 + (lo + 1) * w + w - 1] "
+         ": (long long)gridDim.x) - first;\n";
+}
+
 } // namespace
 
 MultiTensorKernels stretto::multiTensorKernels(const std::string &cudaSource) {
@@ -78,23 +93,14 @@ MultiTensorKernels stretto::multiTensorKernels(const std::string &cudaSource) {
     for (const ElementKernel *e : members)
       m.groupOf[e->name] = name;
     m.inputs[name] = n;
+    m.elements[name] = {k.params, k.body, n};
     std::string call;
     for (int i = 0; i < n; ++i)
       call += "(const float *)e[" + std::to_string(i) + "], ";
     m.source += "// " + name + ": (one launch of " + std::to_string(members.size()) +
                 " kernels like " + k.name + ")\n" + "ST_FN void " + name + "_element(" + k.params +
                 ") {\n" + k.body + "\n}\n" + "extern \"C\" __global__ void " + name +
-                "(const long long *__restrict__ table) {\n" +
-                "  const long long entries = table[0], w = " + std::to_string(w) + ";\n" +
-                "  long long lo = 0, hi = entries - 1;\n" +
-                "  while (lo < hi) { /* the last entry whose first block <= blockIdx.x */\n" +
-                "    const long long mid = (lo + hi + 1) / 2;\n" +
-                "    if (table[1 + mid * w + w - 1] <= (long long)blockIdx.x) lo = mid; else hi = "
-                "mid - 1;\n  }\n" +
-                "  const long long *e = table + 1 + lo * w;\n" +
-                "  const long long first = e[w - 1], count = e[w - 2];\n" +
-                "  const long long blocks = (lo + 1 < entries ? table[1 + (lo + 1) * w + w - 1] "
-                ": (long long)gridDim.x) - first;\n" +
+                "(const long long *__restrict__ table) {\n" + entryOf(w) +
                 "  float *out = (float *)e[" + std::to_string(n) + "], *flag = (float *)e[" +
                 std::to_string(n + 1) + "];\n" + "  bool bad = false;\n" +
                 "  for (long long i = ((long long)blockIdx.x - first) * blockDim.x + threadIdx.x; "
@@ -105,4 +111,59 @@ MultiTensorKernels stretto::multiTensorKernels(const std::string &cudaSource) {
                 "    *flag = 1.0f;\n}\n\n";
   }
   return m;
+}
+
+void stretto::addChainKernels(MultiTensorKernels &m,
+                              const std::vector<std::vector<std::string>> &stages) {
+  for (const std::vector<std::string> &chain : stages) {
+    std::string signature;
+    for (const std::string &k : chain)
+      signature += (signature.empty() ? "" : "|") + k;
+    if (m.chains.count(signature) || chain.size() < 2)
+      continue;
+    bool known = true;
+    for (const std::string &k : chain)
+      known = known && m.elements.count(k);
+    if (!known)
+      continue;
+    const std::string name = "st_multi_chain_" + std::to_string(m.chains.size());
+    std::string text = "// " + name + ": " + signature + ", element by element\n", loop;
+    std::vector<std::string> flags;
+    int at = 0;
+    for (size_t s = 0; s < chain.size(); ++s) {
+      const MultiTensorKernels::Element &el = m.elements.at(chain[s]);
+      std::string params = el.params;
+      for (size_t r = params.find("__restrict__ "); r != std::string::npos;
+           r = params.find("__restrict__ "))
+        params.erase(r, 13);
+      const std::string fn = name + "_s" + std::to_string(s) + "_element";
+      text += "ST_FN void " + fn + "(" + params + ") {\n" + el.body + "\n}\n";
+      std::string call;
+      for (int i = 0; i < el.inputs; ++i)
+        call += "(const float *)e[" + std::to_string(at + i) + "], ";
+      const std::string out = "((float *)e[" + std::to_string(at + el.inputs) + "])",
+                        flag = "((float *)e[" + std::to_string(at + el.inputs + 1) + "])";
+      loop += "    " + fn + "(" + call + out + ", i);\n" + "    if (" + flag + ") bad" +
+              std::to_string(s) + " = bad" + std::to_string(s) + " || !(" + out + "[i] - " + out +
+              "[i] == 0.0f);\n";
+      flags.push_back(flag);
+      at += el.inputs + 2;
+    }
+    const int w = at + 2;
+    text += "extern \"C\" __global__ void " + name + "(const long long *__restrict__ table) {\n" +
+            entryOf(w);
+    for (size_t s = 0; s < chain.size(); ++s)
+      text += "  bool bad" + std::to_string(s) + " = false;\n";
+    text += "  for (long long i = ((long long)blockIdx.x - first) * blockDim.x + threadIdx.x; "
+            "i < count; i += blocks * blockDim.x) {\n" +
+            loop + "  }\n";
+    for (size_t s = 0; s < chain.size(); ++s)
+      text += "  if (bad" + std::to_string(s) +
+              ") /* a state's new value: x - x is 0 for finite "
+              "x only */\n    *" +
+              flags[s] + " = 1.0f;\n";
+    text += "}\n\n";
+    m.source += text;
+    m.chains[signature] = name;
+  }
 }

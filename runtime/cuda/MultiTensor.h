@@ -28,6 +28,7 @@
 
 #include <map>
 #include <string>
+#include <vector>
 
 namespace stretto {
 
@@ -35,11 +36,28 @@ struct MultiTensorKernels {
   std::map<std::string, std::string> groupOf; // model kernel -> its multi kernel
   std::map<std::string, int> inputs;          // multi kernel -> its inputs (N)
   std::string source; // the multi kernels' CUDA C, to follow the model's
+  struct Element {
+    std::string params, body; // the element function's
+    int inputs = 0;
+  };
+  std::map<std::string, Element> elements; // multi kernel -> its element function
+  /// Chain kernels (addChainKernels): the multi kernels of a chain's
+  /// stages, '|'-separated -> the kernel that runs them as one.
+  std::map<std::string, std::string> chains;
 };
 
 /// The groups of two or more element-wise kernels of `cudaSource` with the
 /// same element function, and their multi-tensor kernels.
 MultiTensorKernels multiTensorKernels(const std::string &cudaSource);
+
+/// A chain kernel for each list of multi kernels in `stages` (producers,
+/// then the consumer: UpdateChains.h), appended to m.source and named in
+/// m.chains. Its table, like a multi kernel's, holds per entry, for each
+/// stage in order, that stage's inputs, its output and its flag pointer,
+/// then the element count and the entry's first block; per element it
+/// runs each stage's element function in order, so a stage reads what an
+/// earlier one just wrote at that index (the copies have no __restrict__).
+void addChainKernels(MultiTensorKernels &m, const std::vector<std::vector<std::string>> &stages);
 
 } // namespace stretto
 

@@ -1,6 +1,8 @@
 //===- CostModel.cpp - a plan's step time predicted on a named GPU --------===//
 #include "stretto/Runtime/CostModel.h"
+
 #include "exec/OpSemantics.h"
+#include "exec/UpdateChains.h"
 
 #include <algorithm>
 #include <cstdio>
@@ -295,8 +297,34 @@ const char *stretto::costPrecisionName(CostPrecision p) {
 StepCost stretto::predictStep(const Graph &graph, const DeviceModel &device,
                               CostPrecision precision, int64_t microBatches, int64_t tokens,
                               bool twoByteBf16,
-                              const std::map<std::string, std::string> *multiTensor) {
+                              const std::map<std::string, std::string> *multiTensor,
+                              const std::map<std::string, std::string> *chains) {
   StepCost out;
+  // The update's chains the runtime runs (UpdateChains.h): each node's
+  // chain signature, and the operands whose reads stay on chip.
+  std::map<int, std::string> chainOf;
+  std::map<int, std::set<int>> onChip;
+  if (multiTensor && chains)
+    for (const planning::UpdateChain &ch :
+         planning::findUpdateChains(graph.update, [&](const Node &n) {
+           auto it = multiTensor->find(n.name);
+           return it == multiTensor->end() ? std::string() : it->second;
+         })) {
+      if (!chains->count(ch.signature))
+        continue;
+      std::set<int> seen;
+      std::vector<int> stages = ch.producers;
+      stages.push_back(ch.consumer);
+      for (int st : stages) {
+        chainOf[st] = ch.signature;
+        for (int o : graph.update[st].operands)
+          if (numelOf(graph.update[o].shape) == numelOf(graph.update[st].shape) &&
+              (seen.count(o) || std::count(ch.producers.begin(), ch.producers.end(), o)))
+            onChip[st].insert(o);
+        for (int o : graph.update[st].operands)
+          seen.insert(o);
+      }
+    }
   out.tokens = tokens;
   bool bf16Plan = false;
   for (const Node &n : graph.nodes)
@@ -324,7 +352,17 @@ StepCost stretto::predictStep(const Graph &graph, const DeviceModel &device,
       NodeCost c = costing.cost(list, n);
       if (c.launches == 0)
         continue;
-      if (grouped && multiTensor && n.kind == OpKind::Kernel)
+      const int self = static_cast<int>(&n - list.data());
+      if (auto ch = chainOf.find(self); grouped && ch != chainOf.end()) {
+        c.what += " (chain " + chains->at(ch->second) + ")";
+        const double before = c.bytes;
+        for (int o : onChip[self])
+          c.bytes -= elem * static_cast<double>(numelOf(list[o].shape));
+        if (before > 0)
+          c.seconds *= c.bytes / before; // (memory-bound element-wise kernels)
+        if (!launched.insert(ch->second).second)
+          c.launches = 0; // the chains' one launch runs it
+      } else if (grouped && multiTensor && n.kind == OpKind::Kernel)
         if (auto g = multiTensor->find(n.name); g != multiTensor->end()) {
           c.what += " (multi-tensor " + g->second + ")";
           if (!launched.insert(g->second).second)

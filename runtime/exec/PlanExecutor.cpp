@@ -420,7 +420,22 @@ StepResult PlanExecutor::Impl::runRange(const PhasePlan &p, size_t begin, size_t
   size_t group = 0; // the next multi-tensor group (PhasePlan::groups)
   while (group < p.groups.size() && static_cast<size_t>(p.groups[group].first) < begin)
     ++group;
+  size_t chain = 0; // the next chain run (PhasePlan::chains)
+  while (chain < p.chains.size() && static_cast<size_t>(p.chains[chain].first) < begin)
+    ++chain;
   for (size_t k = begin; k < end; ++k) {
+    if (chain < p.chains.size() && static_cast<size_t>(p.chains[chain].first) == k &&
+        static_cast<size_t>(p.chains[chain].end) <= end && !profiling) {
+      const PhasePlan::ChainRun &run = p.chains[chain++];
+      for (int j = run.first; j < run.end; ++j)
+        bind(p.order[j]);
+      if (dev->execChain(*this, p, run)) {
+        k = static_cast<size_t>(run.end) - 1;
+        while (group < p.groups.size() && p.groups[group].first < run.end)
+          ++group;
+        continue;
+      }
+    }
     if (group < p.groups.size() && static_cast<size_t>(p.groups[group].first) == k &&
         static_cast<size_t>(p.groups[group].second) <= end && !profiling) {
       std::vector<int> members(p.order.begin() + p.groups[group].first,

@@ -12,10 +12,11 @@
 #ifndef STRETTO_RUNTIME_PLANIMPL_H
 #define STRETTO_RUNTIME_PLANIMPL_H
 
-#include "stretto/Runtime/OpTable.h"
-#include "stretto/Runtime/PlanExecutor.h"
 #include "exec/EnvSwitch.h"
 #include "exec/OpSemantics.h"
+#include "exec/UpdateChains.h"
+#include "stretto/Runtime/OpTable.h"
+#include "stretto/Runtime/PlanExecutor.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -65,6 +66,17 @@ struct PhasePlan {
   // [begin, end) positions in order whose kernels run as one launch
   // (PlanDevice::execGroup: multi-tensor updates).
   std::vector<std::pair<int, int>> groups;
+  // Chains (UpdateChains.h) of one signature: the positions [first, end)
+  // of their producers and consumers (each stage's kernels of every chain
+  // adjacent, so the groups above run them where the device runs no
+  // chain), and each chain's nodes, producers then consumer
+  // (PlanDevice::execChain).
+  struct ChainRun {
+    int first = 0, end = 0;
+    std::string signature;
+    std::vector<std::vector<int>> entries;
+  };
+  std::vector<ChainRun> chains;
 };
 
 // First-fit allocator over an arena of floats with coalescing free list.
@@ -169,6 +181,18 @@ public:
   virtual bool execGroup(PlanExecutor::Impl &rt, const planning::PhasePlan &p,
                          const std::vector<int> &members) {
     (void)rt, (void)p, (void)members;
+    return false;
+  }
+  // Chains (UpdateChains.h): the device's kernel for chains of `signature`
+  // ("" when none), and that launch over a ChainRun (values bound); false:
+  // its groups run instead.
+  virtual std::string chainKernel(const std::string &signature) const {
+    (void)signature;
+    return "";
+  }
+  virtual bool execChain(PlanExecutor::Impl &rt, const planning::PhasePlan &p,
+                         const planning::PhasePlan::ChainRun &chain) {
+    (void)rt, (void)p, (void)chain;
     return false;
   }
   // Host work a run deferred to its end (a GPU's yielded values: copied on
@@ -495,8 +519,12 @@ struct PlanExecutor::Impl {
   // level (longest path from the phase's leaves, a Read or Write of a state
   // after the earlier Reads and Writes of it), the kernels of one launch
   // adjacent within a level (nodes of a level do not depend on each
-  // other), so that each group runs as one launch. Kept unless its arena
-  // outgrows the plain order's by more than a quarter and 256 KB.
+  // other), so that each group runs as one launch. Chains the device can
+  // run (UpdateChains.h) move their producers to their consumer's level,
+  // each stage's kernels adjacent and a signature's chains one block
+  // (ChainRun), and the writes of the producers' values after it; where
+  // that would reorder a state's reads and writes, no chains. Kept unless
+  // its arena outgrows the plain order's by more than a quarter and 256 KB.
   void groupUpdate() {
     const std::vector<Node> &nodes = graph.update;
     std::vector<std::string> key(nodes.size());
@@ -508,6 +536,61 @@ struct PlanExecutor::Impl {
       }
     if (!any)
       return;
+    const std::vector<int> level = updateLevels(nodes);
+    std::vector<planning::UpdateChain> chains;
+    if (envSwitchOn("STRETTO_UPDATE_CHAINS"))
+      for (planning::UpdateChain &ch : planning::findUpdateChains(
+               nodes, [&](const Node &n) { return dev->multiKernel(n.name); }))
+        if (!dev->chainKernel(ch.signature).empty())
+          chains.push_back(std::move(ch));
+    std::vector<int> order;
+    std::vector<std::tuple<int, std::string, int, std::string>> rank;
+    if (!chainedOrder(nodes, level, key, chains, order, rank)) {
+      chains.clear();
+      chainedOrder(nodes, level, key, chains, order, rank);
+    }
+    PhasePlan grouped = plan(Phase::Update, order, {});
+    // The level order keeps a level's values alive together: a few small
+    // scalars more is fine; all of Muon's orthogonalised updates at once
+    // (a parameter-sized arena) is not, and keeps the plain order.
+    if (grouped.arenaFloats > updatePlan.arenaFloats + updatePlan.arenaFloats / 4 + 65536)
+      return;
+    for (size_t k = 0; k < order.size();) {
+      size_t end = k + 1;
+      while (end < order.size() && !key[order[k]].empty() && rank[order[end]] == rank[order[k]])
+        ++end;
+      if (end - k >= 2)
+        grouped.groups.push_back({static_cast<int>(k), static_cast<int>(end)});
+      k = end;
+    }
+    std::map<int, const planning::UpdateChain *> chainOf; // consumer -> its chain
+    for (const planning::UpdateChain &ch : chains)
+      chainOf[ch.consumer] = &ch;
+    for (size_t k = 0; k < order.size();) {
+      const std::string &sig = std::get<1>(rank[order[k]]);
+      size_t end = k + 1;
+      while (end < order.size() && !sig.empty() &&
+             std::get<0>(rank[order[end]]) == std::get<0>(rank[order[k]]) &&
+             std::get<1>(rank[order[end]]) == sig)
+        ++end;
+      if (!sig.empty()) {
+        PhasePlan::ChainRun run;
+        run.first = static_cast<int>(k), run.end = static_cast<int>(end), run.signature = sig;
+        for (size_t j = k; j < end; ++j)
+          if (auto it = chainOf.find(order[j]); it != chainOf.end()) {
+            std::vector<int> entry = it->second->producers;
+            entry.push_back(order[j]);
+            run.entries.push_back(std::move(entry));
+          }
+        grouped.chains.push_back(std::move(run));
+      }
+      k = end;
+    }
+    updatePlan = std::move(grouped);
+  }
+
+  // The levels of the update's nodes (groupUpdate).
+  static std::vector<int> updateLevels(const std::vector<Node> &nodes) {
     std::vector<int> level(nodes.size(), 0);
     std::map<std::string, int> lastRead, lastWrite;
     for (size_t i = 0; i < nodes.size(); ++i) {
@@ -525,26 +608,66 @@ struct PlanExecutor::Impl {
         lastWrite[n.name] = std::max(lastWrite[n.name], level[i]);
       }
     }
-    std::vector<int> order = allNodes(Phase::Update);
-    std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
-      return std::tie(level[a], key[a]) < std::tie(level[b], key[b]);
-    });
-    PhasePlan grouped = plan(Phase::Update, order, {});
-    // The level order keeps a level's values alive together: a few small
-    // scalars more is fine; all of Muon's orthogonalised updates at once
-    // (a parameter-sized arena) is not, and keeps the plain order.
-    if (grouped.arenaFloats > updatePlan.arenaFloats + updatePlan.arenaFloats / 4 + 65536)
-      return;
-    for (size_t k = 0; k < order.size();) {
-      size_t end = k + 1;
-      while (end < order.size() && !key[order[k]].empty() &&
-             key[order[end]] == key[order[k]] && level[order[end]] == level[order[k]])
-        ++end;
-      if (end - k >= 2)
-        grouped.groups.push_back({static_cast<int>(k), static_cast<int>(end)});
-      k = end;
+    return level;
+  }
+
+  // groupUpdate's order: nodes sorted by (level, chain signature, stage,
+  // multi kernel), a chain's producers at its consumer's level and the
+  // writes of their values a level later. False where that order is not
+  // the update's (an operand after its reader, or a state's reads and
+  // writes in another order).
+  bool chainedOrder(const std::vector<Node> &nodes, const std::vector<int> &level,
+                    const std::vector<std::string> &key,
+                    const std::vector<planning::UpdateChain> &chains, std::vector<int> &order,
+                    std::vector<std::tuple<int, std::string, int, std::string>> &rank) {
+    rank.assign(nodes.size(), {});
+    for (size_t i = 0; i < nodes.size(); ++i)
+      rank[i] = {level[i], "", 0, key[i]};
+    for (const planning::UpdateChain &ch : chains) {
+      const int at = level[ch.consumer];
+      for (size_t s = 0; s < ch.producers.size(); ++s) {
+        const int p = ch.producers[s];
+        rank[p] = {at, ch.signature, static_cast<int>(s) + 1, key[p]};
+        for (size_t w = 0; w < nodes.size(); ++w)
+          if (nodes[w].kind == OpKind::Write && nodes[w].operands[0] == p)
+            std::get<0>(rank[w]) = std::max(std::get<0>(rank[w]), at + 1);
+      }
+      rank[ch.consumer] = {at, ch.signature, static_cast<int>(ch.producers.size()) + 1,
+                           key[ch.consumer]};
     }
-    updatePlan = std::move(grouped);
+    order = allNodes(Phase::Update);
+    std::stable_sort(order.begin(), order.end(), [&](int a, int b) { return rank[a] < rank[b]; });
+    std::vector<int> pos(nodes.size(), -1);
+    for (size_t k = 0; k < order.size(); ++k)
+      pos[order[k]] = static_cast<int>(k);
+    // A state's reads and writes in order, each run of reads as a set.
+    auto accesses = [&](const std::vector<int> &seq) {
+      std::map<std::string, std::vector<std::vector<int>>> runs;
+      for (int i : seq) {
+        const Node &n = nodes[i];
+        if (n.kind != OpKind::Read && n.kind != OpKind::Write)
+          continue;
+        std::vector<std::vector<int>> &r = runs[n.name];
+        if (n.kind == OpKind::Write || r.empty() || nodes[r.back().front()].kind == OpKind::Write)
+          r.push_back({i});
+        else
+          r.back().push_back(i);
+      }
+      for (auto &[name, r] : runs)
+        for (std::vector<int> &run : r)
+          std::sort(run.begin(), run.end());
+      return runs;
+    };
+    std::vector<int> original;
+    for (size_t i = 0; i < nodes.size(); ++i) {
+      if (pos[i] < 0)
+        continue;
+      original.push_back(static_cast<int>(i));
+      for (int o : nodes[i].operands)
+        if (pos[o] > pos[i])
+          return false;
+    }
+    return accesses(original) == accesses(order);
   }
 
   // Update-phase writes of a fused kernel's value go straight into the state

@@ -396,15 +396,15 @@ int predictOnDevice(const Graph &graph, const RunSettings &s, const std::string 
   if (asked == CostPrecision::BF16 && !twoBytes)
     std::printf("  (STRETTO_BF16_STORAGE=0: bf16 values in four bytes)\n");
   // The update's same-body kernels run as multi-tensor launches on a GPU.
-  const MultiTensorKernels multi = wantedMultiTensorKernels(cudaSource);
+  const MultiTensorKernels multi = wantedMultiTensorKernels(cudaSource, graph);
   StepCost cost = predictStep(graph, *device, asked, s.microBatches, tokens, twoBytes,
-                              &multi.groupOf);
+                              &multi.groupOf, &multi.chains);
   std::fputs(formatStepCost(cost, *device, asked, s.flags.profile ? 20 : 0).c_str(), stdout);
   for (CostPrecision p : {CostPrecision::F32, CostPrecision::TF32, CostPrecision::BF16}) {
     if (p == asked)
       continue;
-    StepCost other =
-        predictStep(graph, *device, p, s.microBatches, tokens, twoBytes, &multi.groupOf);
+    StepCost other = predictStep(graph, *device, p, s.microBatches, tokens, twoBytes,
+                                 &multi.groupOf, &multi.chains);
     std::printf("  with %s: %.3f ms a step eager, %.3f ms as a graph (%.0f tok/s)\n",
                 costPrecisionName(p), other.eagerSeconds * 1e3, other.graphSeconds * 1e3,
                 other.graphSeconds > 0 ? tokens / other.graphSeconds : 0.0);

@@ -26,6 +26,7 @@
 //===----------------------------------------------------------------------===//
 #include "GpuEmulator.h"
 #include "exec/OpSemantics.h"
+#include "exec/UpdateChains.h"
 #include "stretto/Compiler/Lowering.h"
 #include "stretto/Frontend/Import.h"
 #include "stretto/Kernel/Compile.h"
@@ -1057,6 +1058,62 @@ TEST_P(CompiledPath, MultiTensorUpdatesMatchOneLaunchPerKernel) {
     EXPECT_EQ(plain->getState(s.name).data, grouped->getState(s.name).data) << s.name;
   EXPECT_LE(grouped->stats().updateArenaBytes,
             plain->stats().updateArenaBytes * 5 / 4 + 4 * 65536);
+}
+
+// Update chains (UpdateChains.h) on the emulated GPU: a parameter's
+// moment kernels and its step kernel (AdamW; SGD's momentum and step) run
+// element by element in one chain kernel (MultiTensor.h's
+// addChainKernels), and training gives what their multi-tensor groups give
+// (STRETTO_UPDATE_CHAINS=0), bit for bit: losses, evaluation and every
+// state, with fewer launches an update. Graphs are off, so each launch is
+// counted.
+TEST_P(CompiledPath, UpdateChainsMatchTheirGroups) {
+  EmulatedCase ec(GetParam(), "chains");
+  Compiled &c = ec.c;
+  auto &data = ec.data;
+  const MultiTensorKernels groups = multiTensorKernels(c.cudaSource);
+  const std::vector<planning::UpdateChain> chains =
+      planning::findUpdateChains(c.graph.update, [&](const Node &n) {
+        auto it = groups.groupOf.find(n.name);
+        return it == groups.groupOf.end() ? std::string() : it->second;
+      });
+  ASSERT_FALSE(chains.empty()) << "no update kernel feeds another";
+  for (const planning::UpdateChain &ch : chains)
+    for (int p : ch.producers) // (read only by their consumer and state writes)
+      for (size_t i = 0; i < c.graph.update.size(); ++i)
+        for (int o : c.graph.update[i].operands)
+          if (o == p)
+            EXPECT_TRUE(int(i) == ch.consumer || c.graph.update[i].kind == OpKind::Write);
+  auto make = [&](const char *chained) {
+    return ec.make({{"STRETTO_CUDA_GRAPHS", "0"}, {"STRETTO_UPDATE_CHAINS", chained}}, c.cudaSource,
+                   true);
+  };
+  std::unique_ptr<PlanExecutor> plain = make("0"), chained = make("1");
+  long long plainWork = 0, chainedWork = 0, chainLaunches = 0;
+  for (int step = 0; step < 4; ++step) {
+    for (int64_t k = 0; k < ec.micro; ++k) {
+      auto batch = data->batch(Split::Train, uint64_t(step), k);
+      EXPECT_EQ(plain->microStep(batch).outputs, chained->microStep(batch).outputs)
+          << "step " << step;
+    }
+    long long w = emulatedGpuDirectWork();
+    plain->update();
+    plainWork += emulatedGpuDirectWork() - w;
+    w = emulatedGpuDirectWork();
+    const long long before = emulatedGpuLaunchesOf("st_multi_chain_");
+    chained->update();
+    chainLaunches += emulatedGpuLaunchesOf("st_multi_chain_") - before;
+    chainedWork += emulatedGpuDirectWork() - w;
+  }
+  EXPECT_GT(chainLaunches, 0) << "no chain ran";
+  EXPECT_LT(chainedWork, plainWork);
+  std::printf("updates queued %lld launches and copies as groups, %lld chained (%lld chains)\n",
+              plainWork, chainedWork, chainLaunches);
+  auto val = data->batch(Split::Val, 0, 0);
+  EXPECT_EQ(plain->evaluate(val).outputs, chained->evaluate(val).outputs);
+  for (const StateDecl &st : c.graph.states)
+    EXPECT_EQ(plain->getState(st.name).data, chained->getState(st.name).data) << st.name;
+  EXPECT_LE(chained->stats().updateArenaBytes, plain->stats().updateArenaBytes * 5 / 4 + 4 * 65536);
 }
 
 // bf16 storage in two bytes (kernel-bf16-storage): on the emulated GPU,

@@ -1,5 +1,6 @@
 //===- CostModelTest.cpp - the roofline prediction of a plan's step -------===//
 #include "stretto/Runtime/CostModel.h"
+#include "exec/UpdateChains.h"
 
 #include <gtest/gtest.h>
 
@@ -271,6 +272,61 @@ TEST(CostModel, MultiTensorGroupsOfTheUpdateLaunchOnce) {
   EXPECT_EQ(multi.launches, 3) << "u0-u2 as one launch, u3, the step's u0";
   EXPECT_DOUBLE_EQ(multi.bytes, plain.bytes);
   EXPECT_DOUBLE_EQ(multi.deviceSeconds, plain.deviceSeconds);
+}
+
+// An update chain (UpdateChains.h: moment kernels read only by the step
+// kernel and state writes) of a signature the runtime has a kernel for
+// costs one launch, and neither the step's reads of the moments nor the
+// second moment's read of the gradient move through memory. A kernel
+// read by another kernel is no producer (findUpdateChains).
+TEST(CostModel, UpdateChainsLaunchOnceAndKeepTheirValuesOnChip) {
+  const DeviceModel *d = findDeviceModel("h200");
+  auto update = [](bool extraReader) {
+    Graph g;
+    for (const char *name : {"g", "m", "v", "w"}) {
+      Node in = node(OpKind::Input, {}, {4096});
+      in.name = name;
+      g.add(in, Phase::Update);
+    }
+    auto kernel = [&](const char *name, std::vector<int> ops) {
+      Node k = node(OpKind::Kernel, std::move(ops), {4096});
+      k.name = name;
+      return g.add(k, Phase::Update);
+    };
+    int m = kernel("um", {0, 1}), v = kernel("uv", {0, 2}), w = kernel("uw", {m, v, 3});
+    for (auto [name, value] : {std::pair{"m", m}, {"v", v}, {"w", w}}) {
+      Node wr = node(OpKind::Write, {value}, {});
+      wr.name = name;
+      g.add(wr, Phase::Update);
+    }
+    if (extraReader)
+      kernel("ux", {m});
+    return g;
+  };
+  const std::map<std::string, std::string> groups{
+      {"um", "st_multi_0"}, {"uv", "st_multi_1"}, {"uw", "st_multi_2"}, {"ux", "st_multi_3"}};
+  const std::map<std::string, std::string> chains{
+      {"st_multi_0|st_multi_1|st_multi_2", "st_multi_chain_0"}};
+  const std::vector<planning::UpdateChain> found =
+      planning::findUpdateChains(update(false).update, [&](const Node &n) {
+        auto it = groups.find(n.name);
+        return it == groups.end() ? std::string() : it->second;
+      });
+  ASSERT_EQ(found.size(), 1u);
+  EXPECT_EQ(found[0].producers, (std::vector<int>{4, 5}));
+  EXPECT_EQ(found[0].consumer, 6);
+  EXPECT_EQ(found[0].signature, "st_multi_0|st_multi_1|st_multi_2");
+  StepCost grouped = predictStep(update(false), *d, CostPrecision::F32, 1, 1, true, &groups);
+  StepCost chained =
+      predictStep(update(false), *d, CostPrecision::F32, 1, 1, true, &groups, &chains);
+  EXPECT_EQ(grouped.launches, 3) << "three groups";
+  EXPECT_EQ(chained.launches, 1);
+  EXPECT_DOUBLE_EQ(grouped.bytes - chained.bytes, 3 * 4.0 * 4096) << "m, v and g's second read";
+  EXPECT_LT(chained.deviceSeconds, grouped.deviceSeconds);
+  // um read by another kernel too: only uv feeds uw on chip.
+  StepCost other = predictStep(update(true), *d, CostPrecision::F32, 1, 1, true, &groups, &chains);
+  StepCost otherGrouped = predictStep(update(true), *d, CostPrecision::F32, 1, 1, true, &groups);
+  EXPECT_DOUBLE_EQ(other.bytes, otherGrouped.bytes) << "st_multi_1|st_multi_2 has no kernel";
 }
 
 TEST(CostModel, MicroBatchesRepeatTheStepAndSumTheirGradients) {

@@ -1003,7 +1003,7 @@ std::unique_ptr<GpuBackend> emulatedGpu(std::map<std::string, PlanExecutor::Kern
 std::unique_ptr<PlanExecutor>
 emulatedGpuExecutor(const Graph &graph, std::map<std::string, PlanExecutor::KernelFn> kernels,
                     GemmPrecision gemm, const std::string &cudaSource, bool cooperativeTwins) {
-  MultiTensorKernels multi = wantedMultiTensorKernels(cudaSource);
+  MultiTensorKernels multi = wantedMultiTensorKernels(cudaSource, graph);
   // The generated CUDA C's store_bf16 kernels write two bytes (as on a GPU)
   // unless STRETTO_BF16_STORAGE=0; C++ twins write floats.
   const bool halves = !cudaSource.empty() && wantedBf16Storage();

@@ -294,6 +294,13 @@ TEST(NvrtcTest, MultiTensorKernelsCompileForSm90) {
   MultiTensorKernels multi = multiTensorKernels(unit.cuda);
   EXPECT_GE(multi.inputs.size(), 3u) << "AdamW's m, v and parameter updates";
   EXPECT_GE(multi.groupOf.size(), 3 * 29u) << "each of gpt-tiny's 30 parameters";
+  // Chain kernels (addChainKernels) of three and of two stages: they build
+  // whatever stages they chain (which chains exist is the plan's business).
+  std::vector<std::string> names;
+  for (auto &[name, n] : multi.inputs)
+    names.push_back(name);
+  addChainKernels(multi, {{names[0], names[1], names[2]}, {names[1], names[2]}});
+  ASSERT_EQ(multi.chains.size(), 2u);
   unit.cuda += multi.source;
   NvrtcResult r = compile(unit, "sm_90");
   ASSERT_TRUE(r.ok) << r.log;
@@ -303,6 +310,8 @@ TEST(NvrtcTest, MultiTensorKernelsCompileForSm90) {
     EXPECT_TRUE(std::stoi((*it)[1]) == 0 && std::stoi((*it)[2]) == 0) << r.log;
   for (auto &[name, n] : multi.inputs)
     EXPECT_NE(r.log.find("Function properties for " + name), std::string::npos) << name;
+  for (auto &[signature, name] : multi.chains)
+    EXPECT_NE(r.log.find("Function properties for " + name), std::string::npos) << signature;
   std::printf("[nvrtc] sm_90: %zu multi-tensor kernels for %zu of gpt-tiny's kernels\n",
               multi.inputs.size(), multi.groupOf.size());
 #endif

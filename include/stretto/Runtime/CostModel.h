@@ -79,10 +79,16 @@ struct StepCost {
 /// them with STRETTO_BF16_STORAGE=0. `multiTensor` (kernel -> its
 /// multi-tensor kernel, MultiTensor.h): the update phase's members of a
 /// group cost one launch together (the runtime's grouping, taken as one
-/// launch per group and update).
+/// launch per group and update). `chains` (a chain's signature -> its
+/// kernel, MultiTensor.h): the update's chains of those signatures
+/// (UpdateChains.h, found with `multiTensor`) cost one launch each
+/// signature, and neither the consumer's reads of its producers' values nor
+/// a producer's reads of a value an earlier stage of its chain read move
+/// through memory (they are an element's own, just written or read).
 StepCost predictStep(const Graph &graph, const DeviceModel &device, CostPrecision precision,
                      int64_t microBatches, int64_t tokens, bool twoByteBf16 = true,
-                     const std::map<std::string, std::string> *multiTensor = nullptr);
+                     const std::map<std::string, std::string> *multiTensor = nullptr,
+                     const std::map<std::string, std::string> *chains = nullptr);
 
 /// The report: the step's time eager and as one graph, tok/s, model
 /// TFLOP/s, a table by category and (detail > 0) the `detail` costliest
