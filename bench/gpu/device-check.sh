@@ -190,6 +190,16 @@ for n in gpt-tiny gpt-tiny-micro2; do
     "steps queued ahead vs one at a time, bit for bit" 0 0
 done
 
+# 1f. The update's chains (a parameter's moment kernels with its step
+# kernel as one kernel, element by element: runtime/exec/UpdateChains.h)
+# against their multi-tensor groups (STRETTO_UPDATE_CHAINS=0): the same
+# element functions at the same indices, so the same losses and parameters
+# bit for bit, as NVRTC compiles stages that read what an earlier stage
+# just wrote. On the CPU (a dry run) there are no chains: both runs are the
+# same run.
+unchanged_by gpt-tiny STRETTO_UPDATE_CHAINS "update chains" "multi-tensor groups" \
+  "update chains vs their groups, bit for bit" 0 0
+
 # 2. Pipeline and gossip plans: the GPU run against the CPU run, 20 steps.
 for p in "$B"/plans/pipe*.plan "$B"/plans/gossip*.plan; do
   n=$(basename "$p" .plan)
