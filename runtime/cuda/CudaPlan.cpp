@@ -777,14 +777,14 @@ bool CudaPlanDevice::execChain(PlanExecutor::Impl &rt, const PhasePlan &p,
   long long first = 0;
   for (size_t e = 0; e < run.entries.size(); ++e) {
     const std::vector<int> &entry = run.entries[e];
-    std::string signature;
+    std::vector<std::string> stages;
     for (int m : entry) {
       const Node &k = nodes[m];
       const std::string stage = multiKernel(k.name);
       if (stage.empty() || static_cast<int>(k.operands.size()) != multi.inputs.at(stage) ||
           k.shape != nodes[entry.back()].shape)
         return false;
-      signature += (signature.empty() ? "" : "|") + stage;
+      stages.push_back(stage);
       for (int o : k.operands) {
         auto at = reinterpret_cast<uintptr_t>(rt.val[o]);
         table.push_back(static_cast<long long>(at));
@@ -798,7 +798,7 @@ bool CudaPlanDevice::execChain(PlanExecutor::Impl &rt, const PhasePlan &p,
       if (w != stateOf.end())
         checked.insert(rt.states[w->second].data);
     }
-    if (signature != run.signature)
+    if (planning::chainSignature(stages) != run.signature)
       return false;
     const long long count = numElements(nodes[entry.back()].shape);
     table.push_back(count);

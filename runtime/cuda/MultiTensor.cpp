@@ -1,5 +1,6 @@
 //===- MultiTensor.cpp - one launch for many same-body kernels ------------===//
 #include "cuda/MultiTensor.h"
+#include "exec/UpdateChains.h"
 
 #include <regex>
 #include <vector>
@@ -116,9 +117,7 @@ MultiTensorKernels stretto::multiTensorKernels(const std::string &cudaSource) {
 void stretto::addChainKernels(MultiTensorKernels &m,
                               const std::vector<std::vector<std::string>> &stages) {
   for (const std::vector<std::string> &chain : stages) {
-    std::string signature;
-    for (const std::string &k : chain)
-      signature += (signature.empty() ? "" : "|") + k;
+    const std::string signature = planning::chainSignature(chain);
     if (m.chains.count(signature) || chain.size() < 2)
       continue;
     bool known = true;

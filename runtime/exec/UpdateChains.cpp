@@ -7,6 +7,13 @@
 using namespace stretto;
 using namespace stretto::planning;
 
+std::string planning::chainSignature(const std::vector<std::string> &kernels) {
+  std::string s;
+  for (const std::string &k : kernels)
+    s += (s.empty() ? "" : "|") + k;
+  return s;
+}
+
 std::vector<UpdateChain>
 planning::findUpdateChains(const std::vector<Node> &update,
                            const std::function<std::string(const Node &)> &keyOf) {
@@ -44,8 +51,7 @@ planning::findUpdateChains(const std::vector<Node> &update,
     for (int p : ch.producers)
       ch.kernels.push_back(key[p]);
     ch.kernels.push_back(key[c]);
-    for (const std::string &k : ch.kernels)
-      ch.signature += (ch.signature.empty() ? "" : "|") + k;
+    ch.signature = chainSignature(ch.kernels);
     found.push_back(std::move(ch));
   }
   // A consumer that is another chain's producer leaves its own chain (the

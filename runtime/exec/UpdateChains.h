@@ -36,6 +36,9 @@ struct UpdateChain {
   std::vector<std::string> kernels; // those kernels, in that order
 };
 
+/// A chain's signature: its stages' multi kernels, '|'-separated.
+std::string chainSignature(const std::vector<std::string> &kernels);
+
 /// The chains of `update` (a graph's Update phase) where `keyOf(node)` is
 /// the multi-tensor kernel an element-wise Kernel node runs in ("" for
 /// none). A kernel is a producer of at most one chain and never also a

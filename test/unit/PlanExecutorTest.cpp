@@ -1460,7 +1460,7 @@ TEST(PlanExecutor, CudaTensorCoreAttentionOnTheEmulatedGpu) {
 // kernels, on tensor cores and on CUDA cores, multiply P (the forward's 32
 // keys at a time) and dS rounded to bf16 (one tensor-core product each
 // instead of three), as the f64 reference with those roundings does.
-TEST(PlanExecutor, CudaAttentionGradRoundsPAndDSWhereTheNodeSays) {
+TEST(PlanExecutor, CudaAttentionRoundsPAndDSWhereTheNodeSays) {
   std::unique_ptr<GpuBackend> gpu = emulatedGpu({}, "");
   uint32_t seed = 31;
   checkFusedAttention(*gpu, AttentionCase{2, 64, 16, 1}, true, true, seed++, false, true);
