@@ -200,6 +200,17 @@ done
 unchanged_by gpt-tiny STRETTO_UPDATE_CHAINS "update chains" "multi-tensor groups" \
   "update chains vs their groups, bit for bit" 0 0
 
+# 1g. The update's multi-tensor launches (runtime/cuda/MultiTensor.h: a
+# group's element-wise kernels in one launch, gradient clipping's sums of
+# squares in two, each sum split into the parts its own launch would use)
+# against one launch per kernel (STRETTO_MULTI_TENSOR=0): the same element
+# functions and the same sums in the same order, so the same losses and
+# parameters bit for bit, as NVRTC compiles the group kernels. On the CPU
+# (a dry run) there are no multi-tensor launches: both runs are the same
+# run.
+unchanged_by gpt-tiny STRETTO_MULTI_TENSOR "multi-tensor launches" "one launch per kernel" \
+  "multi-tensor launches vs one a kernel, bit for bit" 0 0
+
 # 2. Pipeline and gossip plans: the GPU run against the CPU run, 20 steps.
 for p in "$B"/plans/pipe*.plan "$B"/plans/gossip*.plan; do
   n=$(basename "$p" .plan)

@@ -193,10 +193,15 @@ public:
   static constexpr int64_t kFlagUse = INT64_MIN; // takePinned's use for the flag
   std::string multiKernel(const std::string &name) const override {
     auto it = multi.groupOf.find(name);
-    return it != multi.groupOf.end() && hasKernel(it->second) ? it->second : "";
+    if (it == multi.groupOf.end() || !hasKernel(it->second) ||
+        (multi.sums.count(it->second) && !hasKernel(it->second + "_finish")))
+      return "";
+    return it->second;
   }
   bool execGroup(PlanExecutor::Impl &rt, const PhasePlan &p,
                  const std::vector<int> &members) override;
+  bool execSums(PlanExecutor::Impl &rt, const PhasePlan &p, const std::vector<int> &members,
+                const std::string &fnName);
   std::string chainKernel(const std::string &signature) const override {
     auto it = multi.chains.find(signature);
     return it != multi.chains.end() && hasKernel(it->second) ? it->second : "";
@@ -208,9 +213,10 @@ public:
   // they are written.
   std::map<int, int> statesWritten(const PhasePlan &p, const std::vector<int> &nodes) const;
   // A multi-tensor or chain table to the device (cached by `key`) and its
-  // launch of `fnName` over `blocks` blocks of 256 threads.
+  // launch of `fnName` over `blocks` blocks of 256 threads (with `extra`
+  // as a second argument where not null).
   void launchTable(const PhasePlan &p, int key, const std::vector<long long> &table,
-                   long long blocks, const std::string &fnName);
+                   long long blocks, const std::string &fnName, const void *extra = nullptr);
 
   ~CudaPlanDevice() override {
     try {
@@ -401,6 +407,11 @@ public:
   STRETTO_PLAN_DEVICE_HANDLERS
   void checkIds(NodeCall &nc, int operand, int64_t limit, const char *what);
   bool splitRowSums(NodeCall &nc, std::vector<void *> &params);
+  // The parts splitRowSums splits `rows` rows of `len` elements of kernel
+  // `name` into: 1 where it does not split them.
+  int64_t rowSumParts(int64_t rows, int64_t len, const std::string &name) const;
+  // The block size of a row-sum kernel's own launch (one row a block).
+  static constexpr unsigned kRowSumBlock = 128;
 
   // Queues runtime op `name` over `items` work items (grid-stride loops)
   // with the given arguments (by value, in the kernel's order).
@@ -648,7 +659,7 @@ void CudaPlanDevice::opKernel(NodeCall &nc) {
   int kind = nc.n.ints.empty() ? 0 : static_cast<int>(nc.n.ints[0]);
   bool rowSums = kind == 1 && nc.n.ints.size() > 1 && nc.n.ints[1] == 1;
   int64_t rowLen = nc.n.shape.empty() ? 1 : nc.n.shape.back();
-  unsigned block = 128, grid;
+  unsigned block = rowSums ? kRowSumBlock : 128, grid;
   if (rowSums && splitRowSums(nc, params))
     return;
   if (rowSums) // a block per row
@@ -677,6 +688,8 @@ bool CudaPlanDevice::execGroup(PlanExecutor::Impl &rt, const PhasePlan &p,
   const std::string fnName = multiKernel(nodes[members.front()].name);
   if (fnName.empty())
     return false;
+  if (multi.sums.count(fnName))
+    return execSums(rt, p, members, fnName);
   const int n = multi.inputs.at(fnName);
   const std::map<int, int> stateOf = statesWritten(p, members);
   std::vector<long long> table{static_cast<long long>(members.size())};
@@ -723,6 +736,67 @@ bool CudaPlanDevice::execGroup(PlanExecutor::Impl &rt, const PhasePlan &p,
   return true;
 }
 
+// Whole-tensor sums with one value function (MultiTensor.h's sums) as two
+// launches: every sum's parts, each entry split as splitRowSums would
+// split its kernel (or summed whole by kRowSumBlock threads, as its own
+// launch), then the parts of each split entry added. False (run one by
+// one) where a member is not of the group, reads a two-byte value, or its
+// output overlaps a member's input or output.
+bool CudaPlanDevice::execSums(PlanExecutor::Impl &rt, const PhasePlan &p,
+                              const std::vector<int> &members, const std::string &fnName) {
+  const std::vector<Node> &nodes = rt.graph.phase(p.phase);
+  const int n = multi.inputs.at(fnName);
+  std::vector<long long> table{static_cast<long long>(members.size())};
+  using Range = std::pair<uintptr_t, uintptr_t>;
+  std::vector<Range> reads, writes;
+  long long first = 0;
+  for (int m : members) {
+    const Node &k = nodes[m];
+    if (static_cast<int>(k.operands.size()) != n || multiKernel(k.name) != fnName ||
+        numElements(k.shape) != 1)
+      return false;
+    int64_t len = 0;
+    for (int o : k.operands) {
+      if (p.slots[o].half)
+        return false;
+      auto at = reinterpret_cast<uintptr_t>(rt.val[o]);
+      table.push_back(static_cast<long long>(at));
+      len = std::max(len, numElements(nodes[o].shape));
+      reads.push_back({at, at + sizeof(float) * numElements(nodes[o].shape)});
+    }
+    auto out = reinterpret_cast<uintptr_t>(rt.val[m]);
+    writes.push_back({out, out + sizeof(float)});
+    const int64_t parts = rowSumParts(1, len, k.name);
+    table.push_back(static_cast<long long>(out));
+    table.push_back(parts);
+    table.push_back(parts > 1 ? 256 : kRowSumBlock);
+    table.push_back(len);
+    table.push_back(first);
+    first += parts;
+  }
+  auto overlap = [](Range a, Range b) { return a.first < b.second && b.first < a.second; };
+  for (size_t a = 0; a < writes.size(); ++a) {
+    for (size_t b = 0; b < writes.size(); ++b)
+      if (a != b && overlap(writes[a], writes[b]))
+        return false;
+    for (Range r : reads)
+      if (overlap(writes[a], r))
+        return false;
+  }
+  if (first > 65535 || members.size() > 65535)
+    return false;
+  float *partials = scratchFloats(first);
+  launchTable(p, members.front(), table, first, fnName, partials);
+  const void *t = reinterpret_cast<const void *>(
+      tables.at({static_cast<int>(p.phase), members.front()}).device);
+  const void *parts = partials;
+  void *params[] = {&t, &parts};
+  const std::string finish = fnName + "_finish";
+  gpu->launch(kernelFns.at(finish), static_cast<unsigned>(members.size()), 256, params, 2,
+              finish.c_str());
+  return true;
+}
+
 std::map<int, int> CudaPlanDevice::statesWritten(const PhasePlan &p,
                                                  const std::vector<int> &nodes) const {
   std::map<int, int> stateOf;
@@ -737,7 +811,7 @@ std::map<int, int> CudaPlanDevice::statesWritten(const PhasePlan &p,
 }
 
 void CudaPlanDevice::launchTable(const PhasePlan &p, int key, const std::vector<long long> &table,
-                                 long long blocks, const std::string &fnName) {
+                                 long long blocks, const std::string &fnName, const void *extra) {
   Table &t = tables[{static_cast<int>(p.phase), key}];
   if (t.host != table) {
     hostWork("a new multi-tensor table");
@@ -751,8 +825,9 @@ void CudaPlanDevice::launchTable(const PhasePlan &p, int key, const std::vector<
     gpu->uploadAsync(t.device, t.host.data(), sizeof(long long) * table.size());
   }
   const void *arg = reinterpret_cast<const void *>(t.device);
-  void *params[] = {&arg};
-  gpu->launch(kernelFns.at(fnName), static_cast<unsigned>(blocks), 256, params, 1, fnName.c_str());
+  void *params[] = {&arg, &extra};
+  gpu->launch(kernelFns.at(fnName), static_cast<unsigned>(blocks), 256, params, extra ? 2 : 1,
+              fnName.c_str());
 }
 
 // A chain run (UpdateChains.h) as one launch of its chain kernel
@@ -880,15 +955,20 @@ bool CudaPlanDevice::launchNonFiniteCheck(
 // multiprocessor, then st_row_sums adds each row's parts in order. False
 // (nothing queued) where that does not pay or the kernel has no twin (the
 // C++ twins of an emulated GPU).
+int64_t CudaPlanDevice::rowSumParts(int64_t rows, int64_t len, const std::string &name) const {
+  const int sms = static_cast<int>(multiprocessors());
+  const int64_t parts = std::min<int64_t>((len + 4095) / 4096, 8 * sms / rows);
+  return rows >= sms || parts < 2 || !hasKernel(name + "_parts") ? 1 : parts;
+}
+
 bool CudaPlanDevice::splitRowSums(NodeCall &nc, std::vector<void *> &params) {
   const int64_t rows = std::max<int64_t>(nc.count, 1);
   int64_t len = 0;
   for (size_t k = 0; k < nc.n.operands.size(); ++k)
     len = std::max(len, numElements(nc.inShape(static_cast<int>(k))) / rows);
-  const int sms = static_cast<int>(multiprocessors());
-  const int64_t parts = std::min<int64_t>((len + 4095) / 4096, 8 * sms / rows);
+  const int64_t parts = rowSumParts(rows, len, nc.n.name);
   const std::string twin = nc.n.name + "_parts";
-  if (rows >= sms || parts < 2 || !hasKernel(twin))
+  if (parts < 2)
     return false;
   float *partials = scratchFloats(rows * parts);
   const void *out = partials;

@@ -14,24 +14,36 @@ struct ElementKernel {
   int inputs = 0;
 };
 
-// Every element-wise kernel of the unit: its element function's parameters
-// and body, where its wrapper is the plain grid-stride loop calling it.
-std::vector<ElementKernel> elementKernels(const std::string &src) {
-  std::vector<ElementKernel> out;
-  const std::string head = "ST_FN void ";
+// Every function of the unit declared `head` NAME`suffix`(...) {...} (the
+// emitter's helpers: "ST_FN void ", "_element"): NAME, its parameters and
+// body, and where the text after it starts.
+std::vector<std::pair<ElementKernel, size_t>>
+functionsOf(const std::string &src, const std::string &head, const std::string &suffix) {
+  std::vector<std::pair<ElementKernel, size_t>> out;
   for (size_t at = src.find(head); at != std::string::npos; at = src.find(head, at + 1)) {
-    size_t nameEnd = src.find("_element(", at);
+    size_t nameEnd = src.find(suffix + "(", at);
     size_t lineEnd = src.find('\n', at);
     if (nameEnd == std::string::npos || nameEnd > lineEnd)
       continue;
     ElementKernel k;
     k.name = src.substr(at + head.size(), nameEnd - at - head.size());
+    const size_t open = nameEnd + suffix.size() + 1;
     size_t paramsEnd = src.find(") {\n", nameEnd);
     size_t bodyEnd = src.find("\n}\n", paramsEnd);
     if (paramsEnd == std::string::npos || bodyEnd == std::string::npos)
       continue;
-    k.params = src.substr(nameEnd + 9, paramsEnd - nameEnd - 9);
+    k.params = src.substr(open, paramsEnd - open);
     k.body = src.substr(paramsEnd + 4, bodyEnd - paramsEnd - 4);
+    out.emplace_back(std::move(k), bodyEnd + 3);
+  }
+  return out;
+}
+
+// Every element-wise kernel of the unit: its element function's parameters
+// and body, where its wrapper is the plain grid-stride loop calling it.
+std::vector<ElementKernel> elementKernels(const std::string &src) {
+  std::vector<ElementKernel> out;
+  for (auto &[k, wrapper] : functionsOf(src, "ST_FN void ", "_element")) {
     // The wrapper right after: a grid-stride loop over a fixed count that
     // calls the element function with (in0, ..., out0, index).
     static const std::regex inParam("const float \\*__restrict__ in[0-9]+");
@@ -41,7 +53,6 @@ std::vector<ElementKernel> elementKernels(const std::string &src) {
     for (int i = 0; i < k.inputs; ++i)
       args += "in" + std::to_string(i) + ", ";
     const std::string expected = "extern \"C\" __global__ void " + k.name + "(";
-    size_t wrapper = bodyEnd + 3;
     if (src.compare(wrapper, expected.size(), expected) != 0)
       continue;
     size_t wrapperEnd = src.find("\n}\n", wrapper);
@@ -60,6 +71,54 @@ std::vector<ElementKernel> elementKernels(const std::string &src) {
   }
   return out;
 }
+
+// Every whole-tensor sum of the unit (a row-sum kernel over one row: a
+// gradient's sum of squares for clipping) with a NAME_parts twin: its value
+// function's parameters (f32 operands read at the element's own index)
+// and body.
+std::vector<ElementKernel> sumKernels(const std::string &src) {
+  std::vector<ElementKernel> out;
+  static const std::regex inParam("const float \\*__restrict__ in[0-9]+, ");
+  for (auto &[k, w] : functionsOf(src, "ST_FN float ", "_value")) {
+    // Only f32 operands, then the index: no strided operand's offsets.
+    const std::string rest = std::regex_replace(k.params, inParam, "");
+    if (rest != "long long i")
+      continue;
+    k.inputs = static_cast<int>(std::distance(
+        std::sregex_iterator(k.params.begin(), k.params.end(), inParam), std::sregex_iterator()));
+    std::string args;
+    for (int i = 0; i < k.inputs; ++i)
+      args += "in" + std::to_string(i) + ", ";
+    // The wrapper right after (Emitter.cpp's row sums): one row, its
+    // elements at r * len + j, and the split twin.
+    const std::string wrapper = "extern \"C\" __global__ void " + k.name + "(";
+    if (src.compare(w, wrapper.size(), wrapper) != 0)
+      continue;
+    const std::string text = src.substr(w, src.find("\n}\n", w) - w);
+    static const std::regex oneRow(
+        "for \\(long long r = blockIdx\\.x; r < 1LL; r \\+= gridDim\\.x\\)");
+    if (!std::regex_search(text, oneRow) ||
+        text.find("s += " + k.name + "_value(" + args + "i);") == std::string::npos ||
+        src.find("extern \"C\" __global__ void " + k.name + "_parts(") == std::string::npos)
+      continue;
+    out.push_back(std::move(k));
+  }
+  return out;
+}
+
+// A block's sum of `s` over its threads into warpSums[0..31] (Emitter.cpp's
+// row sums: a warp-shuffle tree, then the warps' sums by the first warp).
+const char *kBlockSum =
+    "  for (int o = 16; o > 0; o >>= 1)\n"
+    "    s += __shfl_down_sync(0xffffffffu, s, o);\n"
+    "  if ((threadIdx.x & 31) == 0)\n"
+    "    warpSums[threadIdx.x >> 5] = s;\n"
+    "  __syncthreads();\n"
+    "  if (threadIdx.x < 32) {\n"
+    "    s = threadIdx.x < (blockDim.x + 31) / 32 ? warpSums[threadIdx.x] : 0.0f;\n"
+    "    for (int o = 16; o > 0; o >>= 1)\n"
+    "      s += __shfl_down_sync(0xffffffffu, s, o);\n"
+    "  }\n";
 
 // A multi or chain kernel's start: its table entry `e` (w words) by binary
 // search over the entries' first blocks, its element count and its blocks.
@@ -110,6 +169,61 @@ MultiTensorKernels stretto::multiTensorKernels(const std::string &cudaSource) {
                 "    if (flag) /* a state's new value: x - x is 0 for finite x only */\n" +
                 "      bad = bad || !(out[i] - out[i] == 0.0f);\n" + "  }\n" + "  if (bad)\n" +
                 "    *flag = 1.0f;\n}\n\n";
+  }
+  // Whole-tensor sums with one value function: a launch of every sum's
+  // parts, then one that adds each sum's parts.
+  std::map<std::string, std::vector<const ElementKernel *>> sumsByText;
+  std::vector<ElementKernel> sums = sumKernels(cudaSource);
+  for (const ElementKernel &k : sums)
+    sumsByText[k.params + "\n" + k.body].push_back(&k);
+  next = 0;
+  for (auto &[text, members] : sumsByText) {
+    if (members.size() < 2)
+      continue;
+    const ElementKernel &k = *members.front();
+    const std::string name = "st_multi_sum_" + std::to_string(next++);
+    const int n = k.inputs, w = n + 5;
+    for (const ElementKernel *e : members)
+      m.groupOf[e->name] = name;
+    m.inputs[name] = n;
+    m.sums.insert(name);
+    std::string call;
+    for (int i = 0; i < n; ++i)
+      call += "(const float *)e[" + std::to_string(i) + "], ";
+    const std::string W = std::to_string(w);
+    m.source +=
+        "// " + name + ": (the sums of " + std::to_string(members.size()) + " kernels like " +
+        k.name + " in one launch, each sum's parts added by " + name + "_finish)\n" +
+        "ST_FN float " + name + "_value(" + k.params + ") {\n" + k.body + "\n}\n" +
+        "extern \"C\" __global__ void " + name +
+        "(const long long *__restrict__ table, float *__restrict__ partials) {\n" +
+        "  __shared__ float warpSums[32];\n" + entryOf(w) +
+        "  /* part q of `blocks` (NAME_parts' chunks), summed by the entry's first\n"
+        "     `threads` threads, as the entry's own launch would */\n" +
+        "  const long long q = (long long)blockIdx.x - first, threads = e[" +
+        std::to_string(n + 2) + "];\n" +
+        "  const long long chunk = (count + blocks - 1) / blocks;\n" +
+        "  const long long j1 = (q + 1) * chunk < count ? (q + 1) * chunk : count;\n" +
+        "  float s = 0;\n" + "  if ((long long)threadIdx.x < threads)\n" +
+        "    for (long long j = q * chunk + threadIdx.x; j < j1; j += threads)\n" +
+        "      s += " + name + "_value(" + call + "j);\n" + kBlockSum +
+        "  if (threadIdx.x == 0) {\n" + "    if (blocks == 1)\n" + "      *(float *)e[" +
+        std::to_string(n) + "] = s;\n" + "    else\n" + "      partials[blockIdx.x] = s;\n" +
+        "  }\n}\n" + "extern \"C\" __global__ void " + name +
+        "_finish(const long long *__restrict__ table, const float *__restrict__ partials) {\n" +
+        "  /* an entry of several parts: their sum in st_row_sums' order */\n" +
+        "  __shared__ float warpSums[8];\n" +
+        "  if ((long long)blockIdx.x >= table[0])\n    return;\n" +
+        "  const long long *e = table + 1 + (long long)blockIdx.x * " + W + ";\n" +
+        "  const long long parts = e[" + std::to_string(n + 1) + "], first = e[" +
+        std::to_string(w - 1) + "];\n" + "  if (parts < 2)\n    return;\n" + "  float v = 0.0f;\n" +
+        "  for (long long j = threadIdx.x; j < parts; j += blockDim.x)\n" +
+        "    v += partials[first + j];\n" + "  for (int o = 16; o > 0; o >>= 1)\n" +
+        "    v += __shfl_down_sync(0xffffffffu, v, o);\n" +
+        "  if ((threadIdx.x & 31) == 0)\n    warpSums[threadIdx.x >> 5] = v;\n" +
+        "  __syncthreads();\n" + "  if (threadIdx.x == 0) {\n    float t = 0.0f;\n" +
+        "    for (int k = 0; k < 8; ++k)\n      t += warpSums[k];\n" + "    *(float *)e[" +
+        std::to_string(n) + "] = t;\n  }\n}\n\n";
   }
   return m;
 }

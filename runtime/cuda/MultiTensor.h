@@ -20,13 +20,26 @@
 // A block finds its entry by binary search over the first blocks and runs
 // that entry's elements in a grid-stride loop over its own blocks. The
 // element function is copied, so every element computes exactly what the
-// single kernel computes. No MLIR here.
+// single kernel computes.
+//
+// Whole-tensor sums (a gradient's sum of squares for clipping: a row-sum
+// kernel over one row) with the same value function run likewise as two
+// launches for the group, NAME then NAME_finish, from a table of W = N + 5
+// words an entry: N input pointers, the output pointer, its parts, its
+// threads, the element count, the entry's first block. An entry of one
+// part is summed by the first `threads` threads of its block exactly as
+// the kernel's own launch of that many threads sums it, and written; an
+// entry of several by NAME_parts' chunks, one block each, whose partial
+// sums NAME_finish adds in st_row_sums' order: what the runtime's split of
+// that kernel (NAME_parts, then st_row_sums) computes, bit for bit. No MLIR
+// here.
 //
 //===----------------------------------------------------------------------===//
 #ifndef STRETTO_RUNTIME_MULTITENSOR_H
 #define STRETTO_RUNTIME_MULTITENSOR_H
 
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -44,6 +57,9 @@ struct MultiTensorKernels {
   /// Chain kernels (addChainKernels): the multi kernels of a chain's
   /// stages, '|'-separated -> the kernel that runs them as one.
   std::map<std::string, std::string> chains;
+  /// Multi kernels of whole-tensor sums (row-sum kernels over one row with
+  /// a NAME_parts twin and one value function): NAME and NAME_finish.
+  std::set<std::string> sums;
 };
 
 /// The groups of two or more element-wise kernels of `cudaSource` with the

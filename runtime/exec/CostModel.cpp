@@ -31,8 +31,10 @@ namespace {
 // goes, not to replace a measurement. H100 SXM: the same chip with 3.35
 // TB/s HBM3.
 const DeviceModel kDeviceModels[] = {
-    {"h200", "NVIDIA H200 SXM", 989e12, 495e12, 67e12, 4.8e12, 0.7, 0.85, 0.35, 0.25, 5e-6, 0.2e-6},
-    {"h100", "NVIDIA H100 SXM", 989e12, 495e12, 67e12, 3.35e12, 0.7, 0.85, 0.35, 0.25, 5e-6, 0.2e-6},
+    {"h200", "NVIDIA H200 SXM", 989e12, 495e12, 67e12, 4.8e12, 0.7, 0.85, 0.35, 0.25, 5e-6, 0.2e-6,
+     2e-6},
+    {"h100", "NVIDIA H100 SXM", 989e12, 495e12, 67e12, 3.35e12, 0.7, 0.85, 0.35, 0.25, 5e-6, 0.2e-6,
+     2e-6},
 };
 
 int64_t numelOf(const Shape &s) { return s.empty() ? 1 : numElements(s); }
@@ -367,7 +369,12 @@ StepCost stretto::predictStep(const Graph &graph, const DeviceModel &device,
           c.what += " (multi-tensor " + g->second + ")";
           if (!launched.insert(g->second).second)
             c.launches = 0; // the group's one launch runs it
+          else if (g->second.rfind("st_multi_sum_", 0) == 0)
+            c.launches = 2; // (whole-tensor sums: every part, then each sum's parts added)
         }
+      // A launch takes the floor's time at least (a small kernel's launch,
+      // ramp-up and drain), whatever little it moves.
+      c.seconds = std::max(c.seconds, static_cast<double>(c.launches) * device.kernelFloorSeconds);
       c.times = times;
       out.deviceSeconds += c.seconds * times;
       out.launches += c.launches * times;
@@ -404,7 +411,8 @@ StepCost stretto::predictStep(const Graph &graph, const DeviceModel &device,
     check.what = flagged.empty() ? "st_flag_nonfinite over every state"
                                  : "st_flag_nonfinite over the states no update kernel checked";
     check.bytes = 4.0 * static_cast<double>(stateElems);
-    check.seconds = check.bytes / (device.bandwidth * device.memoryEfficiency);
+    check.seconds = std::max(check.bytes / (device.bandwidth * device.memoryEfficiency),
+                             device.kernelFloorSeconds);
     check.launches = 1;
     out.deviceSeconds += check.seconds;
     out.launches += 1;
@@ -437,12 +445,11 @@ std::string stretto::formatStepCost(const StepCost &cost, const DeviceModel &d,
                                           : "f32 storage and GEMMs (no tensor cores)");
   line("  assumed: GEMMs at %.0f%% of %.0f TFLOP/s, fused attention on tensor cores at %.0f%% of "
        "%.0f TFLOP/s for its bf16 part products (on CUDA cores, head dim 8: %.0f%% of %.0f), "
-       "kernels at %.0f%% of %.2f TB/s; %.1f us of host time per eager "
+       "kernels at %.0f%% of %.2f TB/s, %.1f us at least a launch; %.1f us of host time per eager "
        "launch, %.2f us between kernels of a graph\n",
        100 * d.gemmEfficiency, peak / 1e12, 100 * d.mmaAttentionEfficiency, d.bf16Flops / 1e12,
-       100 * d.attentionEfficiency, d.f32Flops / 1e12,
-       100 * d.memoryEfficiency, d.bandwidth / 1e12, d.eagerLaunchSeconds * 1e6,
-       d.graphGapSeconds * 1e6);
+       100 * d.attentionEfficiency, d.f32Flops / 1e12, 100 * d.memoryEfficiency, d.bandwidth / 1e12,
+       d.kernelFloorSeconds * 1e6, d.eagerLaunchSeconds * 1e6, d.graphGapSeconds * 1e6);
   struct Sum {
     int64_t launches = 0;
     double flops = 0, bytes = 0, seconds = 0;

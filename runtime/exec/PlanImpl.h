@@ -171,7 +171,8 @@ public:
   virtual void *stream() { return nullptr; }
   virtual bool idle() { return true; }
   // Multi-tensor launches: the device's launch that runs element-wise
-  // kernel `name` together with others like it ("" when none), and that
+  // kernel `name` (or whole-tensor sum `name`) together with others like
+  // it ("" when none), and that
   // launch over `members` (Kernel nodes of p at adjacent positions, values
   // bound); false: they run one by one.
   virtual std::string multiKernel(const std::string &name) const {
@@ -530,7 +531,7 @@ struct PlanExecutor::Impl {
     std::vector<std::string> key(nodes.size());
     bool any = false;
     for (size_t i = 0; i < nodes.size(); ++i)
-      if (nodes[i].kind == OpKind::Kernel && (nodes[i].ints.empty() || nodes[i].ints[0] == 0)) {
+      if (nodes[i].kind == OpKind::Kernel) { // (element-wise, or a whole-tensor sum)
         key[i] = dev->multiKernel(nodes[i].name);
         any = any || !key[i].empty();
       }

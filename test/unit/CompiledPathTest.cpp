@@ -1017,10 +1017,12 @@ TEST_P(CompiledPath, TrainerQueuesAStepAhead) {
 }
 
 // Multi-tensor updates (MultiTensor.h) on the emulated GPU, running the
-// generated CUDA C (row sums: their C++ twins, for speed): the optimizer's
+// generated CUDA C (row sums too: the order a GPU sums in): the optimizer's
 // same-body kernels (a moment update per parameter, ...) run as one launch
-// each, so an update queues fewer launches, and training gives what one
-// launch per kernel gives (STRETTO_MULTI_TENSOR=0), bit for bit: losses,
+// each, and gradient clipping's sums of squares as two, so an update
+// queues fewer launches, and training gives what one launch per kernel
+// gives (STRETTO_MULTI_TENSOR=0; a long gradient's sum split over blocks,
+// a short one's by one block of the row sums' size), bit for bit: losses,
 // evaluation and every state. Graphs are off in both, so each launch is
 // counted.
 TEST_P(CompiledPath, MultiTensorUpdatesMatchOneLaunchPerKernel) {
@@ -1031,11 +1033,11 @@ TEST_P(CompiledPath, MultiTensorUpdatesMatchOneLaunchPerKernel) {
   const std::string multi = multiTensorKernels(c.cudaSource).source;
   EXPECT_NE(multi.find("st_multi_0"), std::string::npos) << "no two kernels share a body";
   auto make = [&](const char *grouped) {
-    return ec.make({{"STRETTO_CUDA_GRAPHS", "0"}, {"STRETTO_MULTI_TENSOR", grouped}},
-                   c.cudaSource, true);
+    return ec.make({{"STRETTO_CUDA_GRAPHS", "0"}, {"STRETTO_MULTI_TENSOR", grouped}}, c.cudaSource,
+                   false);
   };
   std::unique_ptr<PlanExecutor> plain = make("0"), grouped = make("1");
-  long long plainWork = 0, groupedWork = 0;
+  long long plainWork = 0, groupedWork = 0, sumLaunches = 0;
   for (int step = 0; step < 4; ++step) {
     for (int64_t k = 0; k < micro; ++k) {
       auto batch = data->batch(Split::Train, uint64_t(step), k);
@@ -1046,10 +1048,16 @@ TEST_P(CompiledPath, MultiTensorUpdatesMatchOneLaunchPerKernel) {
     plain->update();
     plainWork += emulatedGpuDirectWork() - w;
     w = emulatedGpuDirectWork();
+    const long long sums = emulatedGpuLaunchesOf("st_multi_sum_");
     grouped->update();
+    sumLaunches += emulatedGpuLaunchesOf("st_multi_sum_") - sums;
     groupedWork += emulatedGpuDirectWork() - w;
   }
   EXPECT_LT(groupedWork, plainWork) << "no update kernels ran as one launch";
+  // Gradient clipping's sums of squares (MultiTensor.h's sums): their parts
+  // and their finish, two launches an update.
+  EXPECT_EQ(sumLaunches, multiTensorKernels(c.cudaSource).sums.empty() ? 0 : 4 * 2)
+      << "the gradients' sums of squares ran one by one";
   std::printf("updates queued %lld launches and copies one kernel a launch, %lld grouped\n",
               plainWork, groupedWork);
   auto val = data->batch(Split::Val, 0, 0);
@@ -1058,6 +1066,124 @@ TEST_P(CompiledPath, MultiTensorUpdatesMatchOneLaunchPerKernel) {
     EXPECT_EQ(plain->getState(s.name).data, grouped->getState(s.name).data) << s.name;
   EXPECT_LE(grouped->stats().updateArenaBytes,
             plain->stats().updateArenaBytes * 5 / 4 + 4 * 65536);
+}
+
+// Gradient clipping's sums of squares as one group (MultiTensor.h's sums)
+// in a plan whose gradients are long enough to be split over blocks
+// (d_model 64: the MLP's 64 x 256 weights, 16,384 elements, in four parts,
+// beside biases of 64 in one): on the emulated GPU running the generated
+// CUDA C, the planner puts them in one group, the device runs it as its
+// two launches an update, and training matches the kernels' own launches
+// (a long one split: NAME_parts, then st_row_sums) bit for bit, losses and
+// every state, with clipping scaling every gradient. (A sum's last bit
+// seldom reaches a state through the norm; the next test compares the
+// sums themselves.)
+TEST(CompiledPath, GradientSumsInOneGroupMatchTheirOwnLaunches) {
+  EmulatedCase ec("[model]\nkind = \"gpt\"\nlayers = 1\nheads = 2\nd_model = 64\nseq_len = 8\n"
+                  "batch = 2\nvocab = 128\n[train]\noptimizer = \"sgd\"\nlr = 0.1\n"
+                  "grad_clip = 0.01\n[data]\npath = \"kjv\"\n",
+                  "sums");
+  ASSERT_EQ(multiTensorKernels(ec.c.cudaSource).sums.size(), 1u);
+  auto make = [&](const char *grouped) {
+    return ec.make({{"STRETTO_CUDA_GRAPHS", "0"}, {"STRETTO_MULTI_TENSOR", grouped}},
+                   ec.c.cudaSource, false);
+  };
+  std::unique_ptr<PlanExecutor> plain = make("0"), grouped = make("1");
+  long long split = 0, finished = 0;
+  for (int step = 0; step < 3; ++step) {
+    auto batch = ec.data->batch(Split::Train, uint64_t(step), 0);
+    EXPECT_EQ(plain->microStep(batch).outputs, grouped->microStep(batch).outputs)
+        << "step " << step;
+    long long before = emulatedGpuLaunchesOf("st_row_sums");
+    plain->update();
+    split += emulatedGpuLaunchesOf("st_row_sums") - before;
+    before = emulatedGpuLaunchesOf("st_multi_sum_0_finish");
+    grouped->update();
+    finished += emulatedGpuLaunchesOf("st_multi_sum_0_finish") - before;
+  }
+  EXPECT_GT(split, 0) << "no gradient was long enough to split";
+  EXPECT_EQ(finished, 3);
+  for (const StateDecl &st : ec.c.graph.states)
+    EXPECT_EQ(plain->getState(st.name).data, grouped->getState(st.name).data) << st.name;
+}
+
+// The sum group's kernels against each member's own launch, bit for bit,
+// on the emulated GPU (row sums and st_row_sums as written, on block
+// threads): a model's gradient sums of squares (lengths 64 to 16,384: one
+// part or several) over random values spanning 2^-12 to 2^12, where the
+// order of a sum shows in its last bits. Own launch: one block of 128
+// threads, or NAME_parts over its parts (one block of 256 each, 4,096
+// elements a part, as the runtime splits it) then st_row_sums over them;
+// the group: MultiTensor.h's table, NAME over every part, NAME_finish.
+TEST(CompiledPath, GradientSumGroupSumsAsEachKernelsOwnLaunch) {
+  EmulatedCase ec("[model]\nkind = \"gpt\"\nlayers = 1\nheads = 2\nd_model = 64\nseq_len = 8\n"
+                  "batch = 2\nvocab = 128\n[train]\noptimizer = \"sgd\"\nlr = 0.1\n"
+                  "grad_clip = 1.0\n[data]\npath = \"kjv\"\n",
+                  "sumkernels");
+  const MultiTensorKernels multi = multiTensorKernels(ec.c.cudaSource);
+  ASSERT_EQ(multi.sums.size(), 1u);
+  const std::string group = *multi.sums.begin();
+  std::unique_ptr<GpuBackend> gpu =
+      emulatedGpu(ec.c.kernels, ec.c.cudaSource + multi.source, /*blockReductions=*/true);
+  std::mt19937 rng(11);
+  std::normal_distribution<float> normal;
+  std::uniform_int_distribution<int> exponent(-12, 12);
+  std::vector<GpuBackend::Ptr> buffers;
+  auto alloc = [&](size_t floats) { return buffers.emplace_back(gpu->alloc(4 * floats)); };
+  auto launch = [&](const std::string &name, bool model, unsigned grid, unsigned block,
+                    std::vector<void *> params) {
+    void *fn = model ? gpu->modelFunction(name) : gpu->opsFunction(name);
+    ASSERT_NE(fn, nullptr) << name;
+    gpu->launch(fn, grid, block, params.data(), static_cast<int>(params.size()), name.c_str());
+  };
+  std::vector<long long> table{0};
+  std::vector<GpuBackend::Ptr> own, grouped;
+  long long first = 0, split = 0;
+  for (const Node &k : ec.c.graph.update) {
+    auto g = multi.groupOf.find(k.name);
+    if (k.kind != OpKind::Kernel || g == multi.groupOf.end() || g->second != group)
+      continue;
+    ASSERT_EQ(k.operands.size(), 1u);
+    const long long len = numElements(ec.c.graph.update[k.operands[0]].shape);
+    std::vector<float> x(len);
+    for (float &v : x)
+      v = std::ldexp(normal(rng), exponent(rng));
+    const void *in = reinterpret_cast<const void *>(alloc(len));
+    gpu->uploadAsync(reinterpret_cast<GpuBackend::Ptr>(in), x.data(), 4 * x.size());
+    const void *mine = reinterpret_cast<const void *>(own.emplace_back(alloc(1)));
+    const long long parts = len > 4096 ? (len + 4095) / 4096 : 1;
+    if (parts == 1) {
+      launch(k.name, true, 1, 128, {&in, &mine});
+    } else {
+      const void *partials = reinterpret_cast<const void *>(alloc(parts));
+      launch(k.name + "_parts", true, static_cast<unsigned>(parts), 256, {&in, &partials});
+      long long rows = 1, n = parts;
+      launch("st_row_sums", false, 1, 256, {&rows, &n, &partials, &mine});
+      ++split;
+    }
+    grouped.push_back(alloc(1));
+    for (long long word :
+         {static_cast<long long>(reinterpret_cast<uintptr_t>(in)),
+          static_cast<long long>(grouped.back()), parts, parts > 1 ? 256LL : 128LL, len, first})
+      table.push_back(word);
+    first += parts;
+    ++table[0];
+  }
+  ASSERT_GE(table[0], 10);
+  ASSERT_GE(split, 3) << "no sum long enough to split";
+  const void *t = reinterpret_cast<const void *>(alloc(table.size() * 2));
+  gpu->uploadAsync(reinterpret_cast<GpuBackend::Ptr>(t), table.data(), 8 * table.size());
+  const void *partials = reinterpret_cast<const void *>(alloc(first));
+  launch(group, true, static_cast<unsigned>(first), 256, {&t, &partials});
+  launch(group + "_finish", true, static_cast<unsigned>(table[0]), 256, {&t, &partials});
+  for (size_t e = 0; e < own.size(); ++e) {
+    uint32_t a = 0, b = 0; // (the bits)
+    gpu->downloadSync(&a, own[e], 4);
+    gpu->downloadSync(&b, grouped[e], 4);
+    EXPECT_EQ(a, b) << "entry " << e;
+  }
+  for (GpuBackend::Ptr p : buffers)
+    gpu->free(p);
 }
 
 // Update chains (UpdateChains.h) on the emulated GPU: a parameter's

@@ -50,10 +50,21 @@ Graph gemmThenKernel() {
   return g;
 }
 
+/// The h200 model without its floor on a launch's time: the roofline terms
+/// alone (the tests of the floor use findDeviceModel's).
+const DeviceModel *roofline() {
+  static const DeviceModel d = [] {
+    DeviceModel m = *findDeviceModel("h200");
+    m.kernelFloorSeconds = 0;
+    return m;
+  }();
+  return &d;
+}
+
 } // namespace
 
 TEST(CostModel, GemmsAreComputeOrBandwidthBoundKernelsBandwidthBound) {
-  const DeviceModel *d = findDeviceModel("h200");
+  const DeviceModel *d = roofline();
   ASSERT_NE(d, nullptr);
   Graph g = gemmThenKernel();
   StepCost c = predictStep(g, *d, CostPrecision::F32, 1, 64);
@@ -87,7 +98,7 @@ TEST(CostModel, GemmsAreComputeOrBandwidthBoundKernelsBandwidthBound) {
 // operands, each made by a rounding launch (4 bytes read, 2 written an
 // element); the kernel after it still moves four bytes an element.
 TEST(CostModel, Bf16GemmsRoundFourByteOperandsFirst) {
-  const DeviceModel *d = findDeviceModel("h200");
+  const DeviceModel *d = roofline();
   Graph g = gemmThenKernel();
   StepCost f32 = predictStep(g, *d, CostPrecision::F32, 1, 64);
   StepCost bf16 = predictStep(g, *d, CostPrecision::BF16, 1, 64);
@@ -158,7 +169,7 @@ TEST(CostModel, Bf16GemmResultsAreWrittenInTwoBytes) {
 // peak) for head dim 8; with bf16 products on an f32 plan or head dim 128,
 // the GEMM path (tensor-core peak) with the T x T scores through memory.
 TEST(CostModel, AttentionIsFusedOnTensorCoresOrCudaCoresOrGemmsWithScoresInMemory) {
-  const DeviceModel *d = findDeviceModel("h200");
+  const DeviceModel *d = roofline();
   auto attention = [](int64_t dim, bool bf16Plan, OpKind kind) {
     Graph g;
     for (int k = 0; k < (kind == OpKind::Attention ? 3 : 4); ++k)
@@ -247,7 +258,7 @@ TEST(CostModel, LeadingRowSlicesOfArenaValuesAreViews) {
 // The update's kernels of one multi-tensor group cost one launch together
 // (their bytes and time are all still counted); the step's are not grouped.
 TEST(CostModel, MultiTensorGroupsOfTheUpdateLaunchOnce) {
-  const DeviceModel *d = findDeviceModel("h200");
+  const DeviceModel *d = roofline();
   Graph g;
   for (int k = 0; k < 4; ++k) {
     Node in = node(OpKind::Input, {}, {1024});
@@ -272,6 +283,62 @@ TEST(CostModel, MultiTensorGroupsOfTheUpdateLaunchOnce) {
   EXPECT_EQ(multi.launches, 3) << "u0-u2 as one launch, u3, the step's u0";
   EXPECT_DOUBLE_EQ(multi.bytes, plain.bytes);
   EXPECT_DOUBLE_EQ(multi.deviceSeconds, plain.deviceSeconds);
+  // With the floor on a launch's time, kernels this small cost the floor
+  // each: the group's two fewer launches save two floors, less the two
+  // members' own (bandwidth) time the group's launch still spends.
+  const DeviceModel *f = findDeviceModel("h200");
+  StepCost plainF = predictStep(g, *f, CostPrecision::F32, 1, 1);
+  StepCost multiF = predictStep(g, *f, CostPrecision::F32, 1, 1, true, &groups);
+  const double member = 2 * 4.0 * 1024 / (f->bandwidth * f->memoryEfficiency);
+  EXPECT_NEAR(plainF.deviceSeconds - multiF.deviceSeconds, 2 * (f->kernelFloorSeconds - member),
+              1e-15);
+}
+
+// Whole-tensor sums (gradient clipping's sums of squares) grouped by the
+// runtime (MultiTensor.h's sums) cost two launches for the group: every
+// sum's parts, then the parts added.
+TEST(CostModel, GroupedWholeTensorSumsLaunchTwice) {
+  const DeviceModel *d = findDeviceModel("h200");
+  Graph g;
+  std::map<std::string, std::string> groups;
+  for (int k = 0; k < 5; ++k) {
+    Node in = node(OpKind::Input, {}, {100000});
+    in.name = "g" + std::to_string(k);
+    g.add(in, Phase::Update);
+  }
+  for (int k = 0; k < 5; ++k) {
+    Node sum = node(OpKind::Kernel, {k}, {});
+    sum.name = "s" + std::to_string(k);
+    sum.ints = {1, 1};
+    g.add(sum, Phase::Update);
+    groups[sum.name] = "st_multi_sum_0";
+  }
+  StepCost plain = predictStep(g, *d, CostPrecision::F32, 1, 1);
+  StepCost grouped = predictStep(g, *d, CostPrecision::F32, 1, 1, true, &groups);
+  EXPECT_EQ(plain.launches, 5);
+  EXPECT_EQ(grouped.launches, 2);
+  EXPECT_DOUBLE_EQ(grouped.bytes, plain.bytes);
+  EXPECT_LT(grouped.graphSeconds, plain.graphSeconds);
+}
+
+// A launch costs the device model's floor at least: a kernel over a few
+// elements is priced at the floor, not at its bytes' time; a large one at
+// its bytes' time.
+TEST(CostModel, EveryLaunchCostsTheFloorAtLeast) {
+  const DeviceModel *d = findDeviceModel("h200");
+  ASSERT_GT(d->kernelFloorSeconds, 0);
+  for (int64_t n : {16, 1 << 24}) {
+    Graph g;
+    g.add(node(OpKind::Input, {}, {n}));
+    Node k = node(OpKind::Kernel, {0}, {n});
+    k.name = "k";
+    g.add(k);
+    StepCost c = predictStep(g, *d, CostPrecision::F32, 1, 1);
+    ASSERT_EQ(c.nodes.size(), 1u);
+    const double bytesTime = c.nodes[0].bytes / (d->bandwidth * d->memoryEfficiency);
+    EXPECT_DOUBLE_EQ(c.nodes[0].seconds, std::max(bytesTime, d->kernelFloorSeconds)) << n;
+    EXPECT_EQ(c.nodes[0].seconds == d->kernelFloorSeconds, n == 16) << n;
+  }
 }
 
 // An update chain (UpdateChains.h: moment kernels read only by the step

@@ -282,7 +282,7 @@ TEST(NvrtcTest, TensorCoreAttentionUsesMmaSync) {
 // The multi-tensor kernels (runtime/cuda/MultiTensor.h) of gpt-tiny's unit
 // (the prelude once, then every kernel, as the runtime compiles it) compile
 // after it, without spills: AdamW's moment and parameter updates are each
-// one group.
+// one group, and so are gradient clipping's sums of squares.
 TEST(NvrtcTest, MultiTensorKernelsCompileForSm90) {
 #ifndef STRETTO_HAVE_NVRTC
   GTEST_SKIP() << "CUDA toolkit not found at configure time (STRETTO_HAVE_CUDA=OFF)";
@@ -294,6 +294,15 @@ TEST(NvrtcTest, MultiTensorKernelsCompileForSm90) {
   MultiTensorKernels multi = multiTensorKernels(unit.cuda);
   EXPECT_GE(multi.inputs.size(), 3u) << "AdamW's m, v and parameter updates";
   EXPECT_GE(multi.groupOf.size(), 3 * 29u) << "each of gpt-tiny's 30 parameters";
+  // Gradient clipping's sums of squares: one group (and its finish).
+  ASSERT_EQ(multi.sums.size(), 1u) << "gpt-tiny's gradients' sums of squares";
+  int summed = 0, split = 0;
+  for (auto &[kernel, group] : multi.groupOf)
+    summed += multi.sums.count(group) != 0;
+  for (const KernelSource &k : kernels) // (every whole-tensor sum has a split twin)
+    split += k.cuda.find("void " + k.name + "_parts(") != std::string::npos;
+  EXPECT_EQ(summed, split) << "every whole-tensor sum";
+  EXPECT_GE(summed, 29) << "each of gpt-tiny's 29 gradients";
   // Chain kernels (addChainKernels) of three and of two stages: they build
   // whatever stages they chain (which chains exist is the plan's business).
   std::vector<std::string> names;
@@ -310,6 +319,8 @@ TEST(NvrtcTest, MultiTensorKernelsCompileForSm90) {
     EXPECT_TRUE(std::stoi((*it)[1]) == 0 && std::stoi((*it)[2]) == 0) << r.log;
   for (auto &[name, n] : multi.inputs)
     EXPECT_NE(r.log.find("Function properties for " + name), std::string::npos) << name;
+  for (const std::string &name : multi.sums)
+    EXPECT_NE(r.log.find("Function properties for " + name + "_finish"), std::string::npos);
   for (auto &[signature, name] : multi.chains)
     EXPECT_NE(r.log.find("Function properties for " + name), std::string::npos) << signature;
   std::printf("[nvrtc] sm_90: %zu multi-tensor kernels for %zu of gpt-tiny's kernels\n",

@@ -38,6 +38,7 @@ struct DeviceModel {
   double mmaAttentionEfficiency = 0.25; // e_c of the fused attention's mma.sync (bf16 peak)
   double eagerLaunchSeconds = 5e-6;  // host time per eager kernel launch
   double graphGapSeconds = 0.2e-6;   // device gap between kernels of a replayed graph
+  double kernelFloorSeconds = 2e-6;  // a launch's least device time (a small kernel's)
 };
 
 /// The named model ("h200"), or null; `known` lists the names.
