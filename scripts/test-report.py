@@ -1,5 +1,7 @@
 #!/usr/bin/env python3
-"""Lists every test the last `ctest` run skipped, with its reason.
+"""Lists every test the last `ctest` run skipped, with its reason, then
+what each failed test said (its FAIL lines, GoogleTest failures, errors):
+last, where the tail of a CI log shows it.
 
     ctest --test-dir BUILD_DIR --output-junit ctest-results.xml
     scripts/test-report.py BUILD_DIR [--ci]
@@ -25,12 +27,32 @@ import xml.etree.ElementTree as ET
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
-def results(path):
-    """(name, output lines, skipped) of each test in ctest's JUnit file."""
+def results(path, failed=None):
+    """(name, output lines, skipped) of each test in ctest's JUnit file;
+    `failed`, where given, collects (name, output lines) of the failures."""
     for case in ET.parse(path).getroot().iter("testcase"):
         out = case.find("system-out")
         lines = (out.text or "").splitlines() if out is not None else []
+        if failed is not None and (case.find("failure") is not None or
+                                   case.get("status") == "fail"):
+            failed.append((case.get("name", "?"), lines))
         yield case.get("name", "?"), lines, case.find("skipped") is not None
+
+
+def why_failed(output, limit=60):
+    """The lines of a failed test's output that say what failed (a check's
+    FAIL line, GoogleTest's Failure and the lines after it, an error), at
+    most `limit`; its last lines where none does."""
+    picked, keep = [], 0
+    for line in output:
+        if re.search(r"^FAIL |: Failure$|^\[  FAILED  \]|[Ee]rror:|Traceback", line):
+            keep = 12
+        if keep:
+            picked.append(line[:300])
+            keep -= 1
+        if len(picked) >= limit:
+            break
+    return picked or [l[:300] for l in output[-limit // 2:]]
 
 
 def skip_reason(output):
@@ -88,13 +110,24 @@ def main():
         print(f"test-report: {path} does not exist (run ctest with --output-junit "
               "ctest-results.xml first)")
         return 1
-    skipped = []
-    for name, output, was_skipped in results(path):
+    skipped, failed = [], []
+    for name, output, was_skipped in results(path, failed):
         short = name.split("  # GetParam()")[0]
         if was_skipped:
             skipped.append((short, skip_reason(output)))
         if name == "lit":
             skipped.extend(lit_unsupported(output))
+    # What each failed test said, last (where a CI log's tail shows it).
+    rc = report_skips(skipped, ci)
+    for name, output in failed:
+        print(f"test-report: FAILED {name.split('  # GetParam()')[0]}:")
+        for line in why_failed(output):
+            print(f"  | {line}")
+    return rc
+
+
+def report_skips(skipped, ci):
+    """Prints the skipped tests; under CI, 1 where a skip is not allowed."""
     if not skipped:
         print("test-report: no test was skipped")
         return 0

@@ -486,9 +486,18 @@ HostTensor GossipReplica::mix(const Node &node0, const HostTensor &z, Exchange &
 /// replica that died.
 std::optional<HostTensor> GossipReplica::mixAllReduce(const Node &n, const HostTensor &z,
                                                       Exchange &x) {
-  if (topo != Topology::Complete || allReduceBroken ||
-      std::any_of(dead.begin(), dead.end(), [](bool d) { return d; }))
+  if (topo != Topology::Complete || allReduceBroken)
     return std::nullopt;
+  if (std::any_of(dead.begin(), dead.end(), [](bool d) { return d; })) {
+    // A replica dropped outside an all-reduce (rank 0 missing its report,
+    // a replica missing rank 0's acknowledgement): the others may not know
+    // yet and will fail this all-reduce, which the dead rank never joins,
+    // then exchange positions; so does this one, at the same node, instead
+    // of mixing pairwise while they wait for its position. No note: no
+    // one's all-reduce of this node can complete without this rank.
+    fallBackToPairwise(x.round, x.node, "a replica was dropped before it", -1);
+    return std::nullopt;
+  }
   const std::vector<int> &peers = x.peers;
   try {
     // Summed in f64 even for an f32 model: n·z_i − Σz is a small difference
@@ -557,8 +566,9 @@ void GossipReplica::fallBackToPairwise(int64_t round, int node, const std::strin
       } catch (const CommError &err) {
         drop(j, round, err.what());
       }
-  std::fprintf(stderr, "replica %d: the all-reduce failed (%s); exchanging pairwise "
-                       "from round %lld, node %lld on\n",
+  std::fprintf(stderr,
+               "replica %d: no more all-reduces (%s); exchanging pairwise "
+               "from round %lld, node %lld on\n",
                r, what.c_str(), (long long)(pairwiseFrom >> 20) + 1,
                (long long)(pairwiseFrom & ((1 << 20) - 1)));
 }

@@ -546,10 +546,14 @@ TEST(Gossip, KilledReplicaIsDroppedWithoutHang) {
 // SplitAllReduce fails the all-reduce call `at` (0-based, counted on each
 // rank: every rank makes the same calls) on the ranks in `failOn` after its
 // data moved; from then on every collective fails, as Gloo's closed mesh.
+// A rank in `dieOn` instead dies right after call `at` completed on it (its
+// next operation throws, and the replica leaves the group as a killed
+// process does): its peers' all-reduce completed too, and only rank 0
+// learns of the death before the next all-reduce (from the missing report).
 struct SplitAllReduce {
-  std::set<int> failOn;
+  std::set<int> failOn, dieOn;
   int64_t at = -1;
-  std::atomic<bool> broken{false};
+  std::atomic<bool> broken{false}, died{false};
   std::atomic<int64_t> rank0Calls{0};
   struct Comm final : Communicator {
     Comm(Communicator &in, SplitAllReduce &f) : in(in), f(f) {
@@ -561,11 +565,20 @@ struct SplitAllReduce {
     std::string transport() const override { return in.transport(); }
     std::unique_ptr<Request> isend(int p, uint64_t t, WireType w, const void *d,
                                    size_t n) override {
+      alive();
       return in.isend(p, t, w, d, n);
     }
-    void recv(int p, uint64_t t, WireType w, void *d, size_t n) override { in.recv(p, t, w, d, n); }
+    void recv(int p, uint64_t t, WireType w, void *d, size_t n) override {
+      alive();
+      in.recv(p, t, w, d, n);
+    }
     std::unique_ptr<Request> irecv(int p, uint64_t t, WireType w, void *d, size_t n) override {
+      alive();
       return in.irecv(p, t, w, d, n);
+    }
+    void alive() {
+      if (gone)
+        throw std::runtime_error("rank " + std::to_string(rank()) + " was killed");
     }
     void allReduceSum(double *d, size_t n) override {
       before();
@@ -587,6 +600,7 @@ struct SplitAllReduce {
     }
     void abort(const std::string &why) override { in.abort(why); }
     void before() {
+      alive();
       if (f.broken)
         throw CommError(-1, "rank " + std::to_string(rank()) + ": the mesh was closed");
     }
@@ -595,6 +609,11 @@ struct SplitAllReduce {
         ++f.rank0Calls;
       if (calls++ != f.at)
         return;
+      if (f.dieOn.count(rank())) {
+        gone = true;
+        f.died = true;
+        return;
+      }
       f.broken = true;
       if (f.failOn.count(rank()))
         throw CommError(-1, "rank " + std::to_string(rank()) +
@@ -603,6 +622,7 @@ struct SplitAllReduce {
     Communicator &in;
     SplitAllReduce &f;
     int64_t calls = 0;
+    bool gone = false;
   };
   std::vector<std::unique_ptr<Comm>> comms;
   std::mutex mu;
@@ -615,27 +635,42 @@ struct SplitAllReduce {
   }
 };
 
-TEST(Gossip, AnAllReduceFailedOnSomeRanksDropsNoLiveReplica) {
-  std::string trainer = "optimizer = \"sgd\", lr = 0.1, replicas = 4, sync = \"diloco\", "
-                        "local_steps = 2";
-  Graph g = compileOrDie(mlp("f32", trainer), withGossip());
-  auto src = data(g);
-  GossipOptions opt;
-  opt.rounds = 4;
-  // Rank 0's all-reduce calls by the end of each round's exchange, from a
-  // run without a fault (there are others before the first round).
+// Rank 0's all-reduce calls by the end of each round's exchange in a run of
+// `opt` without a fault (there are others before the first round).
+std::vector<int64_t> allReduceCallsByRoundEnd(const Graph &g, DataSource &src, GossipOptions opt) {
   SplitAllReduce counting;
   counting.install(opt);
   std::vector<int64_t> ends;
-  GossipOptions countOpt = opt;
-  countOpt.onRoundEnd = [&](int r, int64_t, const std::map<std::string, HostTensor> &) {
+  opt.onRoundEnd = [&](int r, int64_t, const std::map<std::string, HostTensor> &) {
     if (r == 0)
       ends.push_back(counting.rank0Calls);
   };
-  withDeadline(60, [&] { return runGossip(g, *src, countOpt); });
+  withDeadline(60, [&] { return runGossip(g, src, opt); });
+  return ends;
+}
+
+// Four DiLoCo replicas of an MLP for 4 rounds, and allReduceCallsByRoundEnd.
+struct FourDiLoCoReplicas {
+  Graph g = compileOrDie(mlp("f32", "optimizer = \"sgd\", lr = 0.1, replicas = 4, "
+                                    "sync = \"diloco\", local_steps = 2"),
+                         withGossip());
+  std::unique_ptr<DataSource> src = data(g);
+  GossipOptions opt = [] {
+    GossipOptions o;
+    o.rounds = 4;
+    return o;
+  }();
+  std::vector<int64_t> ends = allReduceCallsByRoundEnd(g, *src, opt);
+};
+
+TEST(Gossip, AnAllReduceFailedOnSomeRanksDropsNoLiveReplica) {
+  FourDiLoCoReplicas d;
+  const Graph &g = d.g;
+  DataSource *src = d.src.get();
+  const GossipOptions &opt = d.opt;
+  const std::vector<int64_t> &ends = d.ends;
   ASSERT_EQ(ends.size(), 4u);
   ASSERT_GE(ends[1] - ends[0], 2);
-  opt.communicatorFor = nullptr;
   struct Case {
     const char *what;
     std::set<int> failOn;
@@ -673,6 +708,38 @@ TEST(Gossip, AnAllReduceFailedOnSomeRanksDropsNoLiveReplica) {
     for (int64_t t = c.round + 1; t < 4; ++t)
       for (int r = 0; r < 4; ++r)
         EXPECT_GT((moved[{r, t}]), 0) << "replica " << r << " round " << t + 1;
+    EXPECT_TRUE(std::isfinite(res.rounds.back().loss));
+  }
+}
+
+// A replica that dies after its all-reduce of a round completed, before
+// its report reached rank 0: rank 0 drops it there and mixes no more by
+// all-reduce, while the others learn of the death only when their next
+// all-reduce fails. Rank 0 exchanges its position with them all the same
+// (GossipReplica::mixAllReduce), so the three survivors go on pairwise,
+// together, to the end; before, they waited for each other and dropped
+// one another (dist_test's killed DiLoCo replica, now and then).
+TEST(Gossip, AReplicaDeadAfterItsAllReduceLeavesTheOthersTogether) {
+  FourDiLoCoReplicas d;
+  ASSERT_EQ(d.ends.size(), 4u);
+  for (int dies : {2, 1}) {
+    SCOPED_TRACE("replica " + std::to_string(dies) + " dies after round 2's all-reduce");
+    SplitAllReduce fault;
+    fault.dieOn = {dies};
+    fault.at = d.ends[1] - 1; // the last all-reduce of round 2
+    GossipOptions o = d.opt;
+    fault.install(o);
+    GossipResult res = withDeadline(60, [&] { return runGossip(d.g, *d.src, o); });
+    EXPECT_TRUE(fault.died);
+    ASSERT_EQ(res.replicas.size(), 4u);
+    for (int r = 0; r < 4; ++r) {
+      EXPECT_EQ(res.replicas[r].dead, r == dies)
+          << "replica " << r << ": " << res.replicas[r].error;
+      if (r != dies)
+        EXPECT_EQ(res.replicas[r].rounds, 4) << "replica " << r;
+    }
+    ASSERT_EQ(res.rounds.size(), 4u);
+    EXPECT_EQ(res.rounds.back().live, 3);
     EXPECT_TRUE(std::isfinite(res.rounds.back().loss));
   }
 }
