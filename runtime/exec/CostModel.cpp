@@ -215,6 +215,17 @@ struct Costing {
       c.what = "newton_schulz " + shapeText(in(0));
       return c;
     }
+    case OpKind::NormGrad:
+      // The CUDA runtime's opNormGrad: dx row by row (x, the gain and dy
+      // read, dx written), each chunk of rows' partial gain (and bias)
+      // gradients, reading x and dy again, then the chunks added: three
+      // launches.
+      c.category = "runtime op";
+      c.what = "norm_grad " + shapeText(n.shape);
+      c.bytes += valueBytes(list, n.operands[0]) + valueBytes(list, n.operands[2]);
+      c.launches = 3;
+      c.seconds = memoryTime(c.bytes);
+      return c;
     case OpKind::Kernel:
       c.category = !n.ints.empty() && n.ints[0] == 1   ? "reduction kernel"
                    : !n.ints.empty() && n.ints[0] == 2 ? "row kernel"

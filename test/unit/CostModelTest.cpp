@@ -321,6 +321,29 @@ TEST(CostModel, GroupedWholeTensorSumsLaunchTwice) {
   EXPECT_LT(grouped.graphSeconds, plain.graphSeconds);
 }
 
+// A norm's backward (norm_grad: x, the gain, dy -> dx rows, then the
+// gain's and the bias's gradient rows) is three launches on a GPU (dx row
+// by row; each chunk of rows' partial parameter gradients; the chunks
+// added), and the second reads x and dy again.
+TEST(CostModel, NormGradIsThreeLaunchesReadingXAndDyTwice) {
+  const DeviceModel *d = roofline();
+  Graph g;
+  g.add(node(OpKind::Input, {}, {1024, 768}));
+  g.add(node(OpKind::Input, {}, {768}));
+  g.add(node(OpKind::Input, {}, {1024, 768}));
+  Node ng = node(OpKind::NormGrad, {0, 1, 2}, {1026, 768});
+  ng.flag = true; // (a layer norm: the bias's gradient too)
+  ng.floats = {1e-5};
+  g.add(ng);
+  StepCost c = predictStep(g, *d, CostPrecision::F32, 1, 1);
+  ASSERT_EQ(c.nodes.size(), 1u);
+  EXPECT_EQ(c.nodes[0].launches, 3);
+  EXPECT_EQ(c.nodes[0].what, "norm_grad 1026x768");
+  const double x = 4.0 * 1024 * 768;
+  EXPECT_DOUBLE_EQ(c.nodes[0].bytes, 2 * x /* x */ + 4.0 * 768 + 2 * x /* dy */ + 4.0 * 1026 * 768);
+  EXPECT_DOUBLE_EQ(c.nodes[0].seconds, c.nodes[0].bytes / (d->bandwidth * d->memoryEfficiency));
+}
+
 // A launch costs the device model's floor at least: a kernel over a few
 // elements is priced at the floor, not at its bytes' time; a large one at
 // its bytes' time.
