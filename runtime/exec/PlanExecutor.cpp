@@ -401,6 +401,33 @@ StepResult PlanExecutor::Impl::run(const PhasePlan &p, const TensorMap &inputs, 
   return result;
 }
 
+bool PlanExecutor::Impl::runLaunchGroup(const PhasePlan &p, const std::vector<int> &members,
+                                        const std::string &key, const std::function<bool()> &run) {
+  if (!profiling)
+    return run();
+  auto t0 = std::chrono::steady_clock::now();
+  if (!run())
+    return false;
+  dev->finish();
+  const double sec = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  auto &e = profile[OpKind::Kernel];
+  e.first += sec;
+  ++e.second;
+  const std::vector<Node> &nodes = graph.phase(p.phase);
+  KernelTime &k = kernelProfile[key + "[" + std::to_string(members.size()) + "]"];
+  k.seconds += sec;
+  ++k.calls;
+  const std::set<int> inside(members.begin(), members.end());
+  std::set<int> read;
+  for (int m : members) {
+    k.bytes += (p.slots[m].half ? 2.0 : 4.0) * static_cast<double>(numElements(nodes[m].shape));
+    for (int o : nodes[m].operands)
+      if (!inside.count(o) && read.insert(o).second)
+        k.bytes += (p.slots[o].half ? 2.0 : 4.0) * static_cast<double>(numElements(nodes[o].shape));
+  }
+  return true;
+}
+
 StepResult PlanExecutor::Impl::runRange(const PhasePlan &p, size_t begin, size_t end,
                                         float *arenaBase, const TensorMap &inputs, int64_t t) {
   cur = p.phase;
@@ -425,11 +452,13 @@ StepResult PlanExecutor::Impl::runRange(const PhasePlan &p, size_t begin, size_t
     ++chain;
   for (size_t k = begin; k < end; ++k) {
     if (chain < p.chains.size() && static_cast<size_t>(p.chains[chain].first) == k &&
-        static_cast<size_t>(p.chains[chain].end) <= end && !profiling) {
+        static_cast<size_t>(p.chains[chain].end) <= end) {
       const PhasePlan::ChainRun &run = p.chains[chain++];
-      for (int j = run.first; j < run.end; ++j)
-        bind(p.order[j]);
-      if (dev->execChain(*this, p, run)) {
+      std::vector<int> members(p.order.begin() + run.first, p.order.begin() + run.end);
+      for (int m : members)
+        bind(m);
+      if (runLaunchGroup(p, members, dev->chainKernel(run.signature),
+                         [&] { return dev->execChain(*this, p, run); })) {
         k = static_cast<size_t>(run.end) - 1;
         while (group < p.groups.size() && p.groups[group].first < run.end)
           ++group;
@@ -437,13 +466,14 @@ StepResult PlanExecutor::Impl::runRange(const PhasePlan &p, size_t begin, size_t
       }
     }
     if (group < p.groups.size() && static_cast<size_t>(p.groups[group].first) == k &&
-        static_cast<size_t>(p.groups[group].second) <= end && !profiling) {
+        static_cast<size_t>(p.groups[group].second) <= end) {
       std::vector<int> members(p.order.begin() + p.groups[group].first,
                                p.order.begin() + p.groups[group].second);
       ++group;
       for (int m : members)
         bind(m);
-      if (dev->execGroup(*this, p, members)) {
+      if (runLaunchGroup(p, members, dev->multiKernel(nodes[members.front()].name),
+                         [&] { return dev->execGroup(*this, p, members); })) {
         k += members.size() - 1;
         continue;
       }

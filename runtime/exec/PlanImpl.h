@@ -906,6 +906,13 @@ struct PlanExecutor::Impl {
                  const std::vector<int> &probes);
   // Runs positions [begin, end) of p's order over `arenaBase`, with value
   // pointers in `val` (kept by the caller for partial runs).
+  // A multi-tensor group or chain run (`members`, values bound) by `run`,
+  // timed as one entry `key`[members] of the profile where profiling (so a
+  // profiled update runs as an unprofiled one does): its bytes are
+  // the members' results and the operands no member produced. False (not
+  // run) where `run` declines.
+  bool runLaunchGroup(const PhasePlan &p, const std::vector<int> &members, const std::string &key,
+                      const std::function<bool()> &run);
   StepResult runRange(const PhasePlan &p, size_t begin, size_t end, float *arenaBase,
                       const TensorMap &inputs, int64_t t);
   // Where a state Read of a partial run reads (2BW redirects).

@@ -1186,6 +1186,39 @@ TEST(CompiledPath, GradientSumGroupSumsAsEachKernelsOwnLaunch) {
     gpu->free(p);
 }
 
+// --profile times a multi-tensor group or a chain as one entry (its
+// kernel's name and its members, "st_multi_0[12]") instead of running the
+// update one kernel at a time: a profiled update queues what an unprofiled
+// one queues and trains the same, bit for bit.
+TEST(CompiledPath, ProfiledUpdatesRunTheirGroupsAndChains) {
+  EmulatedCase ec("[model]\nkind = \"gpt\"\nlayers = 1\nheads = 2\nd_model = 16\nseq_len = 8\n"
+                  "batch = 4\nvocab = 128\n[train]\noptimizer = \"adamw\"\nlr = 3e-3\n"
+                  "grad_clip = 1.0\n[data]\npath = \"kjv\"\n",
+                  "profiled");
+  auto make = [&] { return ec.make({{"STRETTO_CUDA_GRAPHS", "0"}}, ec.c.cudaSource, true); };
+  std::unique_ptr<PlanExecutor> plain = make(), profiled = make();
+  profiled->setProfiling(true);
+  long long plainWork = 0, profiledWork = 0;
+  for (int step = 0; step < 3; ++step) {
+    auto batch = ec.data->batch(Split::Train, uint64_t(step), 0);
+    EXPECT_EQ(plain->microStep(batch).outputs, profiled->microStep(batch).outputs);
+    long long w = emulatedGpuDirectWork();
+    plain->update();
+    plainWork += emulatedGpuDirectWork() - w;
+    w = emulatedGpuDirectWork();
+    profiled->update();
+    profiledWork += emulatedGpuDirectWork() - w;
+  }
+  EXPECT_EQ(profiledWork, plainWork) << "the profiled update ran its kernels one by one";
+  for (const StateDecl &st : ec.c.graph.states)
+    EXPECT_EQ(plain->getState(st.name).data, profiled->getState(st.name).data) << st.name;
+  ::setenv("STRETTO_PROFILE_TOP", "1000", 1);
+  const std::string report = profiled->profileReport();
+  ::unsetenv("STRETTO_PROFILE_TOP");
+  EXPECT_NE(report.find("st_multi_chain_0["), std::string::npos) << report;
+  EXPECT_NE(report.find("st_multi_sum_0["), std::string::npos) << report;
+}
+
 // Update chains (UpdateChains.h) on the emulated GPU: a parameter's
 // moment kernels and its step kernel (AdamW; SGD's momentum and step) run
 // element by element in one chain kernel (MultiTensor.h's
