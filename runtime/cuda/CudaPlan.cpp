@@ -949,18 +949,18 @@ bool CudaPlanDevice::launchNonFiniteCheck(
   return true;
 }
 
-// A row-sum kernel with fewer rows than the device has multiprocessors and
-// long rows (a whole-tensor sum of squares for gradient clipping) runs as
-// its NAME_parts twin over rows x parts blocks, about 8 blocks a
-// multiprocessor, then st_row_sums adds each row's parts in order. False
-// (nothing queued) where that does not pay or the kernel has no twin (the
-// C++ twins of an emulated GPU).
 int64_t CudaPlanDevice::rowSumParts(int64_t rows, int64_t len, const std::string &name) const {
   const int sms = static_cast<int>(multiprocessors());
   const int64_t parts = std::min<int64_t>((len + 4095) / 4096, 8 * sms / rows);
   return rows >= sms || parts < 2 || !hasKernel(name + "_parts") ? 1 : parts;
 }
 
+// A row-sum kernel with fewer rows than the device has multiprocessors and
+// long rows (a whole-tensor sum of squares for gradient clipping) runs as
+// its NAME_parts twin over rows x parts blocks, about 8 blocks a
+// multiprocessor, then st_row_sums adds each row's parts in order. False
+// (nothing queued) where that does not pay or the kernel has no twin (the
+// C++ twins of an emulated GPU).
 bool CudaPlanDevice::splitRowSums(NodeCall &nc, std::vector<void *> &params) {
   const int64_t rows = std::max<int64_t>(nc.count, 1);
   int64_t len = 0;

@@ -39,6 +39,21 @@ functionsOf(const std::string &src, const std::string &head, const std::string &
   return out;
 }
 
+// The f32 input parameters (in0, in1, ...) of a helper's `params`.
+int inputsOf(const std::string &params) {
+  static const std::regex inParam("const float \\*__restrict__ in[0-9]+");
+  return static_cast<int>(std::distance(std::sregex_iterator(params.begin(), params.end(), inParam),
+                                        std::sregex_iterator()));
+}
+
+// "in0, in1, ..., " for n inputs: a wrapper's call of its helper.
+std::string inArgs(int n) {
+  std::string args;
+  for (int i = 0; i < n; ++i)
+    args += "in" + std::to_string(i) + ", ";
+  return args;
+}
+
 // Every element-wise kernel of the unit: its element function's parameters
 // and body, where its wrapper is the plain grid-stride loop calling it.
 std::vector<ElementKernel> elementKernels(const std::string &src) {
@@ -46,12 +61,8 @@ std::vector<ElementKernel> elementKernels(const std::string &src) {
   for (auto &[k, wrapper] : functionsOf(src, "ST_FN void ", "_element")) {
     // The wrapper right after: a grid-stride loop over a fixed count that
     // calls the element function with (in0, ..., out0, index).
-    static const std::regex inParam("const float \\*__restrict__ in[0-9]+");
-    k.inputs = static_cast<int>(std::distance(
-        std::sregex_iterator(k.params.begin(), k.params.end(), inParam), std::sregex_iterator()));
-    std::string args;
-    for (int i = 0; i < k.inputs; ++i)
-      args += "in" + std::to_string(i) + ", ";
+    k.inputs = inputsOf(k.params);
+    const std::string args = inArgs(k.inputs);
     const std::string expected = "extern \"C\" __global__ void " + k.name + "(";
     if (src.compare(wrapper, expected.size(), expected) != 0)
       continue;
@@ -84,11 +95,8 @@ std::vector<ElementKernel> sumKernels(const std::string &src) {
     const std::string rest = std::regex_replace(k.params, inParam, "");
     if (rest != "long long i")
       continue;
-    k.inputs = static_cast<int>(std::distance(
-        std::sregex_iterator(k.params.begin(), k.params.end(), inParam), std::sregex_iterator()));
-    std::string args;
-    for (int i = 0; i < k.inputs; ++i)
-      args += "in" + std::to_string(i) + ", ";
+    k.inputs = inputsOf(k.params);
+    const std::string args = inArgs(k.inputs);
     // The wrapper right after (Emitter.cpp's row sums): one row, its
     // elements at r * len + j, and the split twin.
     const std::string wrapper = "extern \"C\" __global__ void " + k.name + "(";
@@ -106,8 +114,9 @@ std::vector<ElementKernel> sumKernels(const std::string &src) {
   return out;
 }
 
-// A block's sum of `s` over its threads into warpSums[0..31] (Emitter.cpp's
-// row sums: a warp-shuffle tree, then the warps' sums by the first warp).
+// A block's sum of `s` over its threads, left in thread 0's `s`
+// (Emitter.cpp's row sums: a warp-shuffle tree into warpSums, then the
+// warps' sums by the first warp).
 const char *kBlockSum =
     "  for (int o = 16; o > 0; o >>= 1)\n"
     "    s += __shfl_down_sync(0xffffffffu, s, o);\n"

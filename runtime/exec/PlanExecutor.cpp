@@ -401,6 +401,12 @@ StepResult PlanExecutor::Impl::run(const PhasePlan &p, const TensorMap &inputs, 
   return result;
 }
 
+// Bytes of value v of plan p as stored: two an element for a bf16 value
+// held in two.
+static double storedBytes(const PhasePlan &p, const std::vector<Node> &nodes, int v) {
+  return (p.slots[v].half ? 2.0 : 4.0) * static_cast<double>(numElements(nodes[v].shape));
+}
+
 bool PlanExecutor::Impl::runLaunchGroup(const PhasePlan &p, const std::vector<int> &members,
                                         const std::string &key, const std::function<bool()> &run) {
   if (!profiling)
@@ -420,10 +426,10 @@ bool PlanExecutor::Impl::runLaunchGroup(const PhasePlan &p, const std::vector<in
   const std::set<int> inside(members.begin(), members.end());
   std::set<int> read;
   for (int m : members) {
-    k.bytes += (p.slots[m].half ? 2.0 : 4.0) * static_cast<double>(numElements(nodes[m].shape));
+    k.bytes += storedBytes(p, nodes, m);
     for (int o : nodes[m].operands)
       if (!inside.count(o) && read.insert(o).second)
-        k.bytes += (p.slots[o].half ? 2.0 : 4.0) * static_cast<double>(numElements(nodes[o].shape));
+        k.bytes += storedBytes(p, nodes, o);
   }
   return true;
 }
@@ -512,13 +518,9 @@ StepResult PlanExecutor::Impl::runRange(const PhasePlan &p, size_t begin, size_t
       k.seconds += sec;
       ++k.calls;
       if (pn.kind == OpKind::Kernel || memoryOp) {
-        // Bytes as stored: two an element for a bf16 value held in two.
-        auto bytesOf = [&](int v) {
-          return (p.slots[v].half ? 2.0 : 4.0) * static_cast<double>(numElements(nodes[v].shape));
-        };
-        k.bytes += bytesOf(i);
+        k.bytes += storedBytes(p, nodes, i);
         for (int o : pn.operands)
-          k.bytes += bytesOf(o);
+          k.bytes += storedBytes(p, nodes, o);
       } else if (pn.kind == OpKind::Gemm) {
         GemmDims g = gemmDims(pn, nodes[pn.operands[0]].shape, nodes[pn.operands[1]].shape);
         k.flops += 2.0 * g.batch * g.m * g.n * g.k;
