@@ -48,7 +48,21 @@ const char *kCudaPrelude =
     "#ifdef ST_BF16_AS_F32\n#define ST_BF16_SLOT float\n#define ST_STORE_BF16(v) st_round_bf16(v)\n"
     "#else\n#define ST_BF16_SLOT unsigned short\n"
     "#define ST_STORE_BF16(v) ((unsigned short)((unsigned)st_bits_of(st_round_bf16(v)) >> 16))\n"
-    "#endif\n#define ST_LOAD_BF16(x) st_widen(x)\n";
+    "#endif\n#define ST_LOAD_BF16(x) st_widen(x)\n"
+    // Eight elements as 16-byte words (an element-wise kernel's vector
+    // step: one 16-byte load a word instead of one load an element; the
+    // inputs are __restrict__, so read through the read-only path). The
+    // emulated GPU defines ST_WORD16 and the three words' accesses itself.
+    "#ifndef ST_VEC8\n#define ST_VEC8\n#ifndef ST_WORD16\n#define ST_WORD16 uint4\n"
+    "ST_FN uint4 st_ld16(const void *p) { return __ldg((const uint4 *)p); }\n"
+    "ST_FN uint4 st_word16(const void *p) { return *(const uint4 *)p; }\n"
+    "ST_FN void st_st16(void *p, uint4 w) { *(uint4 *)p = w; }\n#endif\n"
+    "template <typename X> ST_FN void st_load8(X *d, const X *p) {\n"
+    "  for (int q = 0; q < (int)sizeof(X) / 2; ++q)\n"
+    "    st_st16((char *)d + 16 * q, st_ld16((const char *)p + 16 * q));\n}\n"
+    "template <typename X> ST_FN void st_store8(X *p, const X *s) {\n"
+    "  for (int q = 0; q < (int)sizeof(X) / 2; ++q)\n"
+    "    st_st16((char *)p + 16 * q, st_word16((const char *)s + 16 * q));\n}\n#endif\n";
 
 // The scalar functions (st_<fn> of every element-wise op, f32 and f64) come
 // from KernelMath.inc (kKernelMathText), which the reference executor and
@@ -188,6 +202,7 @@ struct Prepared {
   std::string offsetParams;     // ", long long o1, ..." for strided inputs
   std::string statements;
   std::vector<std::string> yielded;
+  std::vector<bool> half; // operand stored in bf16 (loaded through ST_LOAD_BF16)
 };
 
 // A kernel's symbol and C element type (f32 and f64 only).
@@ -216,7 +231,7 @@ FailureOr<Prepared> prepare(Operation *op, Block &block, ValueRange inputs,
     auto sh = cast<RankedTensorType>(v.getType()).getShape();
     ks.inputShapes.emplace_back(sh.begin(), sh.end());
   }
-  std::vector<bool> half; // operand stored in bf16 (loaded through ST_LOAD_BF16)
+  std::vector<bool> &half = p.half;
   for (size_t k = 0; k < inputs.size(); ++k) {
     p.access.push_back(accessOf(ks.inputShapes[k], ks.iterationShape));
     half.push_back(storedInBf16(inputs[k]));
@@ -299,6 +314,48 @@ std::string cudaOffsets(const KernelSource &ks, const Prepared &p, const char *i
     if (p.access[k] == Access::Strided)
       s += ", " + offsetExpr(ks.inputShapes[k], ks.iterationShape, index);
   return s;
+}
+
+// CUDA: an element-wise kernel's vector step (before its element loops,
+// which then start at element n8): where every operand read or written at
+// the element's own index is 16-byte aligned, a thread takes eight
+// consecutive elements a step, grid-stride, loading each such operand's
+// eight with 16-byte words into registers, running the element function on
+// them there (index 0..7; broadcast operands read where they lie, at the
+// offsets of the element's own index) and storing the results as 16-byte
+// words. Each element's value is what the element loop computes.
+std::string cudaVectorStep(const KernelSource &ks, const Prepared &p, StringRef name, size_t nOut,
+                           const std::string &outT) {
+  const int64_t n8 = ks.numElements / 8 * 8;
+  if (n8 == 0)
+    return "";
+  std::string aligned, loads, args, stores;
+  for (size_t k = 0; k < p.access.size(); ++k) {
+    const std::string in = "in" + std::to_string(k), l = "l" + std::to_string(k);
+    if (p.access[k] != Access::Same) {
+      args += in + ", ";
+      continue;
+    }
+    aligned += "(unsigned long long)" + in + " | ";
+    loads += "      alignas(16) " + (p.half[k] ? std::string("ST_BF16_SLOT") : p.T) + " " + l +
+             "[8];\n      st_load8(" + l + ", " + in + " + v);\n";
+    args += l + ", ";
+  }
+  for (size_t k = 0; k < nOut; ++k) {
+    const std::string out = "out" + std::to_string(k), r = "r" + std::to_string(k);
+    aligned += "(unsigned long long)" + out + (k + 1 < nOut ? " | " : "");
+    loads += "      alignas(16) " + outT + " " + r + "[8];\n";
+    args += r + ", ";
+    stores += "      st_store8(" + out + " + v, " + r + ");\n";
+  }
+  const std::string n8Text = std::to_string(n8) + "LL";
+  std::string text = "  if (((" + aligned + ") & 15) == 0) {\n";
+  text += "    for (long long v = 8 * i; v < " + n8Text + "; v += 8 * s) {\n" + loads;
+  for (int j = 0; j < 8; ++j)
+    text += "      " + name.str() + "_element(" + args + std::to_string(j) +
+            cudaOffsets(ks, p, ("(v + " + std::to_string(j) + ")").c_str()) + ");\n";
+  text += stores + "    }\n    i += " + n8Text + ";\n  }\n";
+  return text;
 }
 
 std::string preludes(const char *target) {
@@ -403,16 +460,19 @@ FailureOr<KernelSource> stretto::kernel::emitElementwise(ElementwiseOp op, Strin
   cpp += "      " + name.str() + "_element(" + args + ", i0 + j" + offsetArgs + ");\n  }\n}\n";
   ks.cpp = cpp;
 
-  // CUDA C: a grid-stride loop, four elements a grid's width apart a step
-  // (each one coalesced; the restrict pointers let the compiler issue the
-  // four elements' loads before their stores: more bytes in flight a
-  // thread, which a grid of one wave, CudaPlan.cpp's opKernel, needs to
-  // reach the memory's bandwidth), then the rest one at a time; broadcast
-  // offsets from the element's index.
+  // CUDA C: the vector step where its operands are aligned (eight
+  // consecutive elements a thread a step, 16-byte loads and stores:
+  // cudaVectorStep), then a grid-stride loop, four elements a grid's width
+  // apart a step (each one coalesced; the restrict pointers let the
+  // compiler issue the four elements' loads before their stores: more
+  // bytes in flight a thread, which a grid of one wave, CudaPlan.cpp's
+  // opKernel, needs to reach the memory's bandwidth), then the rest one at
+  // a time; broadcast offsets from the element's index.
   std::string cuda = preludes(kCudaPrelude) + body;
   cuda += "extern \"C\" __global__ void " + name.str() + "(" + params + ") {\n";
   cuda += "  const long long s = (long long)gridDim.x * blockDim.x;\n";
   cuda += "  long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;\n";
+  cuda += cudaVectorStep(ks, p, name, nOut, outT);
   cuda += "  for (; i + 3 * s < " + n + "; i += 4 * s) {\n";
   for (const char *e : {"i", "i + s", "i + 2 * s", "i + 3 * s"})
     cuda += "    { const long long e = " + std::string(e) + "; " + name.str() + "_element(" + args +

@@ -667,9 +667,10 @@ void CudaPlanDevice::opKernel(NodeCall &nc) {
   else if (kind == 2) // a half-warp per row
     block = 256,
     grid = gridFor(16 * (nc.count / std::max<int64_t>(rowLen, 1)), block);
-  else if (kind == 0) // element-wise: one wave of blocks (16 of 128 threads a
-    // multiprocessor), each thread four elements a step (the emitter's loop)
-    grid = std::min<unsigned>(gridFor(nc.count, block), 16u * multiprocessors());
+  else if (kind == 0) // element-wise: a thread per eight elements (the
+    // emitter's vector step: eight a thread a step in 16-byte words), at
+    // most one wave of blocks (16 of 128 threads a multiprocessor)
+    grid = std::min<unsigned>(gridFor((nc.count + 7) / 8, block), 16u * multiprocessors());
   else // a thread per column
     grid = gridFor(nc.count, block);
   gpu->launch(kernelFns.at(nc.n.name), grid, block, params.data(), static_cast<int>(params.size()),

@@ -26,6 +26,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
 #include <functional>
@@ -60,7 +61,17 @@ train.model @g {
     %l3 = train.reduce_sum %sm [0, 1, 2] : tensor<2x32x32xf32> -> tensor<f32>
     %l = train.add %l0, %l1 : tensor<f32>
     %m = train.add %l2, %l3 : tensor<f32>
-    %n = train.add %l, %m : tensor<f32>
+    %o = train.input "o" : tensor<5x37xf32>
+    %orow = train.input "orow" : tensor<37xf32>
+    %o1 = train.mul %o, %orow : tensor<5x37xf32>, tensor<37xf32> -> tensor<5x37xf32>
+    %o2 = train.tanh %o1 : tensor<5x37xf32>
+    %o3 = train.reduce_sum %o2 [1] : tensor<5x37xf32> -> tensor<5xf32>
+    %o4 = train.reduce_sum %o2 [0] : tensor<5x37xf32> -> tensor<37xf32>
+    %l4 = train.reduce_sum %o3 [0] : tensor<5xf32> -> tensor<f32>
+    %l5 = train.reduce_sum %o4 [0] : tensor<37xf32> -> tensor<f32>
+    %n0 = train.add %l, %m : tensor<f32>
+    %n1 = train.add %l4, %l5 : tensor<f32>
+    %n = train.add %n0, %n1 : tensor<f32>
     train.yield %n : tensor<f32>
   }
 }
@@ -94,6 +105,11 @@ void build(const std::string &dir, Built &b) {
     symbols.push_back(k.name);
   }
   EXPECT_EQ(kinds, (std::set<std::string>{"elementwise", "row-sum", "column-sum", "rows"}));
+  // (an element-wise kernel whose count is not a multiple of its vector
+  // step's eight elements: Emitter.cpp)
+  EXPECT_TRUE(std::any_of(b.kernels.begin(), b.kernels.end(), [](const KernelSource &k) {
+    return k.kind == "elementwise" && k.numElements % 8 != 0;
+  }));
   b.host = std::make_unique<HostKernelCache>(dir);
   std::string error;
   b.twins = b.host->loadAll(cppUnit, symbols, error);
@@ -153,8 +169,9 @@ void compareWithTwins(const Built &b, Launcher &dev, bool exactRows) {
       grid = static_cast<unsigned>((16 * rows + block - 1) / block);
     else
       grid = static_cast<unsigned>((ks.numElements + block - 1) / block);
+    uint64_t readAt = out; // where check() reads the result
     auto check = [&](const char *how) {
-      dev.download(got.data(), out, got.size() * sizeof(float));
+      dev.download(got.data(), readAt, got.size() * sizeof(float));
       for (size_t e = 0; e < want.size(); ++e) {
         if (exactRows && ks.kind == "rows")
           ASSERT_EQ(got[e], want[e]) << how << ", element " << e;
@@ -171,14 +188,39 @@ void compareWithTwins(const Built &b, Launcher &dev, bool exactRows) {
       check("on one block of 64 threads");
     }
     // Element-wise kernels on a grid of one wave (CudaPlan.cpp's opKernel)
-    // take four elements a step, then the rest: on one block of 32 threads
-    // every thread runs both loops (the element counts here are not
-    // multiples of 4 x 32).
-    if (ks.kind == "elementwise" && ks.numElements > 4 * 32) {
+    // take eight elements a step (aligned operands), then the rest one at a
+    // time: on one block of 32 threads (5 x 37 elements: not a multiple of
+    // eight) both loops run.
+    if (ks.kind == "elementwise") {
       std::vector<float> zeros(got.size(), 0.0f);
       dev.upload(out, zeros.data(), zeros.size() * sizeof(float));
       dev.launch(ks.name, args, 1, 32);
       check("on one block of 32 threads");
+    }
+    // Element-wise kernels take eight elements a thread a step, in 16-byte
+    // words, where the operands read and written at the element's own index
+    // are 16-byte aligned (Emitter.cpp's vector step; the launches above):
+    // with every operand one element off that alignment, the element loops
+    // run alone, four a step and then one at a time on one block of 32
+    // threads (the emulated GPU traps on a misaligned 16-byte word).
+    if (ks.kind == "elementwise") {
+      std::vector<uint64_t> shifted;
+      for (size_t i = 0; i < ins.size(); ++i) {
+        uint64_t p = dev.alloc((ins[i].size() + 1) * sizeof(float));
+        dev.upload(p + sizeof(float), ins[i].data(), ins[i].size() * sizeof(float));
+        shifted.push_back(p);
+      }
+      uint64_t shiftedOut = dev.alloc((ks.numElements + 1) * sizeof(float));
+      shifted.push_back(shiftedOut);
+      std::vector<uint64_t> shiftedArgs;
+      for (uint64_t p : shifted)
+        shiftedArgs.push_back(p + sizeof(float));
+      readAt = shiftedOut + sizeof(float);
+      dev.launch(ks.name, shiftedArgs, 1, 32);
+      check("on operands one element off 16-byte alignment");
+      readAt = out;
+      for (uint64_t p : shifted)
+        dev.free(p);
     }
     for (int64_t parts : {3, 7}) { // 7 does not divide the rows' lengths here
       if (ks.kind != "row-sum")

@@ -392,6 +392,18 @@ extern "C" void st_emu_thread(unsigned b, unsigned t) {
 static inline float __int_as_float(int b) { float f; memcpy(&f, &b, 4); return f; }
 static inline unsigned __float_as_uint(float f) { unsigned u; memcpy(&u, &f, 4); return u; }
 static inline int __float_as_int(float f) { int i; memcpy(&i, &f, 4); return i; }
+// The element-wise kernels' 16-byte words (Emitter.cpp's ST_VEC8), with
+// the alignment the vector step promises checked.
+struct alignas(16) StWord16 { unsigned w[4]; };
+#define ST_WORD16 StWord16
+static void st_emu_aligned16(const void *p) {
+  if ((unsigned long long)p & 15) __builtin_trap();
+}
+static inline StWord16 st_ld16(const void *p) {
+  st_emu_aligned16(p); StWord16 w; memcpy(&w, p, 16); return w;
+}
+static inline StWord16 st_word16(const void *p) { return st_ld16(p); }
+static inline void st_st16(void *p, StWord16 w) { st_emu_aligned16(p); memcpy(p, &w, 16); }
 )";
 
 namespace stretto {

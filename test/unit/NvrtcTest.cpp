@@ -120,6 +120,7 @@ struct NvrtcResult {
   bool ok = false;
   std::string log;
   size_t cubinBytes = 0;
+  std::string ptx;
 };
 
 NvrtcResult compile(const KernelSource &k, const std::string &arch) {
@@ -142,6 +143,12 @@ NvrtcResult compile(const KernelSource &k, const std::string &arch) {
       r.cubinBytes > 0) {
     std::string cubin(r.cubinBytes, '\0');
     r.ok = nvrtcGetCUBIN(prog, cubin.data()) == NVRTC_SUCCESS;
+    size_t ptxSize = 0;
+    if (nvrtcGetPTXSize(prog, &ptxSize) == NVRTC_SUCCESS && ptxSize > 1) {
+      r.ptx.resize(ptxSize);
+      if (nvrtcGetPTX(prog, r.ptx.data()) != NVRTC_SUCCESS)
+        r.ptx.clear();
+    }
   }
   nvrtcDestroyProgram(&prog);
   return r;
@@ -357,6 +364,45 @@ TEST(NvrtcTest, Bf16StorageKernelsCompileForSm90) {
   }
   std::printf("[nvrtc] sm_90: gpt-tiny bf16, %zu kernels, %d with two-byte slots\n",
               kernels.size(), slots);
+#endif
+}
+
+// Element-wise kernels move the operands they read and write at the
+// element's own index in 16-byte words (Emitter.cpp's vector step): each
+// one's PTX loads them with ld.global.nc.v4 and stores with st.global.v4,
+// and keeps its eight elements in registers (no local memory), with f32
+// values and with two-byte bf16 slots.
+TEST(NvrtcTest, ElementwiseKernelsMoveSixteenByteWords) {
+#ifndef STRETTO_HAVE_NVRTC
+  GTEST_SKIP() << "CUDA toolkit not found at configure time (STRETTO_HAVE_CUDA=OFF)";
+#else
+  for (bool bf16 : {false, true}) {
+    SCOPED_TRACE(bf16 ? "bf16 storage" : "f32");
+    std::vector<KernelSource> kernels = gptTinyKernels(bf16);
+    ASSERT_FALSE(kernels.empty());
+    NvrtcResult r = compile(oneUnit(kernels, "gpt-tiny-unit"), "sm_90");
+    ASSERT_TRUE(r.ok) << r.log;
+    ASSERT_FALSE(r.ptx.empty());
+    int checked = 0, half = 0;
+    for (const KernelSource &k : kernels) {
+      if (k.kind != "elementwise" || k.numElements < 8)
+        continue;
+      size_t at = r.ptx.find(".entry " + k.name + "(");
+      ASSERT_NE(at, std::string::npos) << k.name;
+      const std::string entry = r.ptx.substr(at, r.ptx.find(".entry ", at + 1) - at);
+      EXPECT_NE(entry.find("ld.global.nc.v4."), std::string::npos) << k.name << ":\n" << entry;
+      EXPECT_NE(entry.find("st.global.v4."), std::string::npos) << k.name << ":\n" << entry;
+      EXPECT_EQ(entry.find(".local"), std::string::npos) << k.name << ":\n" << entry;
+      ++checked;
+      half += k.body.find("ST_BF16_SLOT") != std::string::npos;
+    }
+    EXPECT_GT(checked, 20);
+    if (bf16)
+      EXPECT_GT(half, 10);
+    std::printf("[nvrtc] sm_90: gpt-tiny %s, %d element-wise kernels in 16-byte words (%d with "
+                "two-byte slots)\n",
+                bf16 ? "bf16" : "f32", checked, half);
+  }
 #endif
 }
 

@@ -8,7 +8,12 @@
 // scalar at 0; the scalar ops; the store) and differ only in their preludes
 // and launch wrappers: C++ loops over rows x an inner extent with unit-stride
 // or invariant loads (b1 + j: vectorisable), CUDA computes o1 from the
-// element's index, four elements a grid's width apart a step, then the rest.
+// element's index: where the operands read and written at the element's
+// index (x, the result) are 16-byte aligned, eight consecutive elements a
+// thread a step through 16-byte words (the element function on registers,
+// index 0..7; the broadcast row read where it lies), then the rest (all of
+// it where they are not) four elements a grid's width apart a step, then
+// one at a time.
 // CHECK-LABEL: //=== m_step_k0 (C++) ===
 // CHECK-NEXT:  #include <math.h>
 // CHECK-NEXT:  #define ST_FN static inline
@@ -56,6 +61,17 @@
 // CHECK-NEXT:  extern "C" __global__ void m_step_k0(const float *__restrict__ in0, const float *__restrict__ in1, const float *__restrict__ in2, float *__restrict__ out0) {
 // CHECK-NEXT:    const long long s = (long long)gridDim.x * blockDim.x;
 // CHECK-NEXT:    long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+// CHECK-NEXT:    if ((((unsigned long long)in0 | (unsigned long long)out0) & 15) == 0) {
+// CHECK-NEXT:      for (long long v = 8 * i; v < 32LL; v += 8 * s) {
+// CHECK-NEXT:        alignas(16) float l0[8];
+// CHECK-NEXT:        st_load8(l0, in0 + v);
+// CHECK-NEXT:        alignas(16) float r0[8];
+// CHECK-NEXT:        m_step_k0_element(l0, in1, in2, r0, 0, ((v + 0) % 8LL));
+// CHECK:             m_step_k0_element(l0, in1, in2, r0, 7, ((v + 7) % 8LL));
+// CHECK-NEXT:        st_store8(out0 + v, r0);
+// CHECK-NEXT:      }
+// CHECK-NEXT:      i += 32LL;
+// CHECK-NEXT:    }
 // CHECK-NEXT:    for (; i + 3 * s < 32LL; i += 4 * s) {
 // CHECK-NEXT:      { const long long e = i; m_step_k0_element(in0, in1, in2, out0, e, (e % 8LL)); }
 // CHECK-NEXT:      { const long long e = i + s; m_step_k0_element(in0, in1, in2, out0, e, (e % 8LL)); }
