@@ -50,9 +50,11 @@ const char *kCudaPrelude =
     "#define ST_STORE_BF16(v) ((unsigned short)((unsigned)st_bits_of(st_round_bf16(v)) >> 16))\n"
     "#endif\n#define ST_LOAD_BF16(x) st_widen(x)\n"
     // Eight elements as 16-byte words (an element-wise kernel's vector
-    // step: one 16-byte load a word instead of one load an element; the
-    // inputs are __restrict__, so read through the read-only path). The
-    // emulated GPU defines ST_WORD16 and the three words' accesses itself.
+    // step: one 16-byte load a word instead of one load an element):
+    // st_load8 reads through the read-only path (a kernel's __restrict__
+    // inputs, which no thread writes), st_copy8 with plain loads (stores,
+    // and what the same kernel may have written: MultiTensor.h's chains).
+    // The emulated GPU defines ST_WORD16 and the three words' accesses.
     "#ifndef ST_VEC8\n#define ST_VEC8\n#ifndef ST_WORD16\n#define ST_WORD16 uint4\n"
     "ST_FN uint4 st_ld16(const void *p) { return __ldg((const uint4 *)p); }\n"
     "ST_FN uint4 st_word16(const void *p) { return *(const uint4 *)p; }\n"
@@ -60,7 +62,7 @@ const char *kCudaPrelude =
     "template <typename X> ST_FN void st_load8(X *d, const X *p) {\n"
     "  for (int q = 0; q < (int)sizeof(X) / 2; ++q)\n"
     "    st_st16((char *)d + 16 * q, st_ld16((const char *)p + 16 * q));\n}\n"
-    "template <typename X> ST_FN void st_store8(X *p, const X *s) {\n"
+    "template <typename X> ST_FN void st_copy8(X *p, const X *s) {\n"
     "  for (int q = 0; q < (int)sizeof(X) / 2; ++q)\n"
     "    st_st16((char *)p + 16 * q, st_word16((const char *)s + 16 * q));\n}\n#endif\n";
 
@@ -346,7 +348,7 @@ std::string cudaVectorStep(const KernelSource &ks, const Prepared &p, StringRef 
     aligned += "(unsigned long long)" + out + (k + 1 < nOut ? " | " : "");
     loads += "      alignas(16) " + outT + " " + r + "[8];\n";
     args += r + ", ";
-    stores += "      st_store8(" + out + " + v, " + r + ");\n";
+    stores += "      st_copy8(" + out + " + v, " + r + ");\n";
   }
   const std::string n8Text = std::to_string(n8) + "LL";
   std::string text = "  if (((" + aligned + ") & 15) == 0) {\n";

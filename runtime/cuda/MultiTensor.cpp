@@ -144,6 +144,70 @@ std::string entryOf(int w) {
          ": (long long)gridDim.x) - first;\n";
 }
 
+// One stage of a multi or chain kernel's entry: its element function, its
+// body (which says how it reads each input), its inputs' first table word
+// and its bad flag's variable; its output and flag pointers follow its
+// inputs in the entry.
+struct Stage {
+  std::string fn, body;
+  int inputs = 0, at = 0;
+  std::string bad;
+  std::string word(int k) const { return "e[" + std::to_string(at + k) + "]"; }
+  bool sameIndex(int k) const { // read at the element's own index, not [0]
+    return body.find("in" + std::to_string(k) + "[i]") != std::string::npos;
+  }
+};
+
+// A multi or chain kernel's element loops from `i` (a thread's first
+// element of its entry): Emitter.cpp's vector step where every pointer the
+// entry's stages read or write at the element's index is 16-byte aligned
+// (eight consecutive elements a thread a step, each stage's inputs loaded
+// as 16-byte words into registers, its element function run on them,
+// index 0..7, its results stored as 16-byte words and checked there; a
+// chain loads with plain loads, as a stage reads what an earlier one wrote
+// in this kernel), then the rest one element at a time, every stage in
+// order. The elements' values are those of the element loop.
+std::string elementLoops(const std::vector<Stage> &stages, bool chain) {
+  std::string aligned, vector, scalar;
+  for (const Stage &st : stages) {
+    const std::string p = st.fn.substr(0, st.fn.size() - 8) + "_";
+    std::string call, args;
+    for (int k = 0; k < st.inputs; ++k) {
+      const std::string ptr = "(const float *)" + st.word(k), l = p + "l" + std::to_string(k);
+      call += ptr + ", ";
+      if (!st.sameIndex(k)) {
+        args += ptr + ", ";
+        continue;
+      }
+      aligned += st.word(k) + " | ";
+      vector += "      alignas(16) float " + l + "[8];\n      " +
+                (chain ? "st_copy8(" : "st_load8(") + l + ", " + ptr + " + v);\n";
+      args += l + ", ";
+    }
+    const std::string out = "((float *)" + st.word(st.inputs) + ")",
+                      flag = "((float *)" + st.word(st.inputs + 1) + ")", r = p + "r";
+    aligned += st.word(st.inputs) + " | ";
+    vector += "      alignas(16) float " + r + "[8];\n";
+    for (int j = 0; j < 8; ++j)
+      vector += "      " + st.fn + "(" + args + r + ", " + std::to_string(j) + ");\n";
+    vector += "      st_copy8(" + out + " + v, " + r + ");\n" + "      if (" + flag +
+              ") /* a state's new value: x - x is 0 for finite x only */\n" +
+              "        for (int j = 0; j < 8; ++j)\n          " + st.bad + " = " + st.bad +
+              " || !(" + r + "[j] - " + r + "[j] == 0.0f);\n";
+    scalar += "    " + st.fn + "(" + call + out + ", i);\n" + "    if (" + flag + ") " + st.bad +
+              " = " + st.bad + " || !(" + out + "[i] - " + out + "[i] == 0.0f);\n";
+  }
+  aligned.resize(aligned.size() - 3);
+  return "  long long i = ((long long)blockIdx.x - first) * blockDim.x + threadIdx.x;\n"
+         "  if ((((unsigned long long)(" +
+         aligned +
+         ")) & 15) == 0) {\n"
+         "    const long long n8 = count / 8 * 8;\n"
+         "    for (long long v = 8 * i; v < n8; v += 8 * blocks * blockDim.x) {\n" +
+         vector + "    }\n    i += n8;\n  }\n" +
+         "  for (; i < count; i += blocks * blockDim.x) {\n" + scalar + "  }\n";
+}
+
 } // namespace
 
 MultiTensorKernels stretto::multiTensorKernels(const std::string &cudaSource) {
@@ -163,21 +227,13 @@ MultiTensorKernels stretto::multiTensorKernels(const std::string &cudaSource) {
       m.groupOf[e->name] = name;
     m.inputs[name] = n;
     m.elements[name] = {k.params, k.body, n};
-    std::string call;
-    for (int i = 0; i < n; ++i)
-      call += "(const float *)e[" + std::to_string(i) + "], ";
+    const Stage stage{name + "_element", k.body, n, 0, "bad"};
     m.source += "// " + name + ": (one launch of " + std::to_string(members.size()) +
                 " kernels like " + k.name + ")\n" + "ST_FN void " + name + "_element(" + k.params +
                 ") {\n" + k.body + "\n}\n" + "extern \"C\" __global__ void " + name +
-                "(const long long *__restrict__ table) {\n" + entryOf(w) +
-                "  float *out = (float *)e[" + std::to_string(n) + "], *flag = (float *)e[" +
-                std::to_string(n + 1) + "];\n" + "  bool bad = false;\n" +
-                "  for (long long i = ((long long)blockIdx.x - first) * blockDim.x + threadIdx.x; "
-                "i < count; i += blocks * blockDim.x) {\n" +
-                "    " + name + "_element(" + call + "out, i);\n" +
-                "    if (flag) /* a state's new value: x - x is 0 for finite x only */\n" +
-                "      bad = bad || !(out[i] - out[i] == 0.0f);\n" + "  }\n" + "  if (bad)\n" +
-                "    *flag = 1.0f;\n}\n\n";
+                "(const long long *__restrict__ table) {\n" + entryOf(w) + "  bool bad = false;\n" +
+                elementLoops({stage}, /*chain=*/false) + "  if (bad)\n    *(float *)e[" +
+                std::to_string(n + 1) + "] = 1.0f;\n}\n\n";
   }
   // Whole-tensor sums with one value function: a launch of every sum's
   // parts, then one that adds each sum's parts.
@@ -249,8 +305,8 @@ void stretto::addChainKernels(MultiTensorKernels &m,
     if (!known)
       continue;
     const std::string name = "st_multi_chain_" + std::to_string(m.chains.size());
-    std::string text = "// " + name + ": " + signature + ", element by element\n", loop;
-    std::vector<std::string> flags;
+    std::string text = "// " + name + ": " + signature + ", element by element\n";
+    std::vector<Stage> stages;
     int at = 0;
     for (size_t s = 0; s < chain.size(); ++s) {
       const MultiTensorKernels::Element &el = m.elements.at(chain[s]);
@@ -260,30 +316,18 @@ void stretto::addChainKernels(MultiTensorKernels &m,
         params.erase(r, 13);
       const std::string fn = name + "_s" + std::to_string(s) + "_element";
       text += "ST_FN void " + fn + "(" + params + ") {\n" + el.body + "\n}\n";
-      std::string call;
-      for (int i = 0; i < el.inputs; ++i)
-        call += "(const float *)e[" + std::to_string(at + i) + "], ";
-      const std::string out = "((float *)e[" + std::to_string(at + el.inputs) + "])",
-                        flag = "((float *)e[" + std::to_string(at + el.inputs + 1) + "])";
-      loop += "    " + fn + "(" + call + out + ", i);\n" + "    if (" + flag + ") bad" +
-              std::to_string(s) + " = bad" + std::to_string(s) + " || !(" + out + "[i] - " + out +
-              "[i] == 0.0f);\n";
-      flags.push_back(flag);
+      stages.push_back({fn, el.body, el.inputs, at, "bad" + std::to_string(s)});
       at += el.inputs + 2;
     }
     const int w = at + 2;
     text += "extern \"C\" __global__ void " + name + "(const long long *__restrict__ table) {\n" +
             entryOf(w);
-    for (size_t s = 0; s < chain.size(); ++s)
-      text += "  bool bad" + std::to_string(s) + " = false;\n";
-    text += "  for (long long i = ((long long)blockIdx.x - first) * blockDim.x + threadIdx.x; "
-            "i < count; i += blocks * blockDim.x) {\n" +
-            loop + "  }\n";
-    for (size_t s = 0; s < chain.size(); ++s)
-      text += "  if (bad" + std::to_string(s) +
-              ") /* a state's new value: x - x is 0 for finite "
-              "x only */\n    *" +
-              flags[s] + " = 1.0f;\n";
+    for (const Stage &st : stages)
+      text += "  bool " + st.bad + " = false;\n";
+    text += elementLoops(stages, /*chain=*/true);
+    for (const Stage &st : stages)
+      text += "  if (" + st.bad + ") /* a state's new value: x - x is 0 for finite x only */\n" +
+              "    *(float *)" + st.word(st.inputs + 1) + " = 1.0f;\n";
     text += "}\n\n";
     m.source += text;
     m.chains[signature] = name;

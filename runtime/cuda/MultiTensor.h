@@ -18,9 +18,12 @@
 // an inf or a NaN sets *flag to 1.
 //
 // A block finds its entry by binary search over the first blocks and runs
-// that entry's elements in a grid-stride loop over its own blocks. The
-// element function is copied, so every element computes exactly what the
-// single kernel computes.
+// that entry's elements in a grid-stride loop over its own blocks: where
+// the pointers it reads and writes at the element's index are 16-byte
+// aligned, eight consecutive elements a thread a step, loaded and stored
+// as 16-byte words (the element function on registers), then the rest one
+// at a time. The element function is copied, so every element computes
+// exactly what the single kernel computes.
 //
 // Whole-tensor sums (a gradient's sum of squares for clipping: a row-sum
 // kernel over one row) with the same value function run likewise as two
@@ -72,7 +75,9 @@ MultiTensorKernels multiTensorKernels(const std::string &cudaSource);
 /// stage in order, that stage's inputs, its output and its flag pointer,
 /// then the element count and the entry's first block; per element it
 /// runs each stage's element function in order, so a stage reads what an
-/// earlier one just wrote at that index (the copies have no __restrict__).
+/// earlier one just wrote at that index (the copies have no __restrict__;
+/// eight elements at a time, each stage's eight stored before the next
+/// stage loads them, with plain loads, not the read-only path).
 void addChainKernels(MultiTensorKernels &m, const std::vector<std::vector<std::string>> &stages);
 
 } // namespace stretto

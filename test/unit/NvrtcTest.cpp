@@ -330,6 +330,34 @@ TEST(NvrtcTest, MultiTensorKernelsCompileForSm90) {
     EXPECT_NE(r.log.find("Function properties for " + name + "_finish"), std::string::npos);
   for (auto &[signature, name] : multi.chains)
     EXPECT_NE(r.log.find("Function properties for " + name), std::string::npos) << signature;
+  // The element loops' vector step (MultiTensor.cpp's elementLoops): 16-byte
+  // loads (read-only in a group, plain in a chain, whose stages read what
+  // earlier ones wrote) and stores, eight elements in registers (a chain
+  // of AdamW's three stages included).
+  auto entry = [&](const std::string &name) {
+    size_t at = r.ptx.find(".entry " + name + "(");
+    return at == std::string::npos ? std::string()
+                                   : r.ptx.substr(at, r.ptx.find(".entry ", at + 1) - at);
+  };
+  std::vector<std::pair<std::string, bool>> words; // kernel, chain
+  for (auto &[name, n] : multi.inputs)
+    if (!multi.sums.count(name))
+      words.push_back({name, false});
+  for (auto &[signature, name] : multi.chains)
+    words.push_back({name, true});
+  for (auto &[name, chain] : words) {
+    const std::string text = entry(name);
+    ASSERT_FALSE(text.empty()) << name;
+    // (a table's pointers are generic: plain loads and stores are ld.v4 and
+    // st.v4, the read-only loads ld.global.nc.v4)
+    EXPECT_TRUE(std::regex_search(
+        text, std::regex(chain ? R"(\tld(\.global)?\.v4\.)" : R"(\tld\.global\.nc\.v4\.)")))
+        << name << ":\n"
+        << text;
+    EXPECT_TRUE(std::regex_search(text, std::regex(R"(\tst(\.global)?\.v4\.)"))) << name << ":\n"
+                                                                                 << text;
+    EXPECT_EQ(text.find(".local"), std::string::npos) << name << ":\n" << text;
+  }
   std::printf("[nvrtc] sm_90: %zu multi-tensor kernels for %zu of gpt-tiny's kernels\n",
               multi.inputs.size(), multi.groupOf.size());
 #endif

@@ -68,7 +68,7 @@
 // CHECK-NEXT:        alignas(16) float r0[8];
 // CHECK-NEXT:        m_step_k0_element(l0, in1, in2, r0, 0, ((v + 0) % 8LL));
 // CHECK:             m_step_k0_element(l0, in1, in2, r0, 7, ((v + 7) % 8LL));
-// CHECK-NEXT:        st_store8(out0 + v, r0);
+// CHECK-NEXT:        st_copy8(out0 + v, r0);
 // CHECK-NEXT:      }
 // CHECK-NEXT:      i += 32LL;
 // CHECK-NEXT:    }
