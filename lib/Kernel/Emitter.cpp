@@ -325,11 +325,16 @@ std::string cudaOffsets(const KernelSource &ks, const Prepared &p, const char *i
 // eight with 16-byte words into registers, running the element function on
 // them there (index 0..7; broadcast operands read where they lie, at the
 // offsets of the element's own index) and storing the results as 16-byte
-// words. Each element's value is what the element loop computes.
+// words. Each element's value is what the element loop computes. Kernels
+// of fewer than kVectorStepElements elements have none: their time is
+// their launch's, and a vector step is eight more copies of the element
+// function for NVRTC to compile (gpt-small: 222 of its 548 element-wise
+// kernels are that small).
+constexpr int64_t kVectorStepElements = 4096;
 std::string cudaVectorStep(const KernelSource &ks, const Prepared &p, StringRef name, size_t nOut,
                            const std::string &outT) {
   const int64_t n8 = ks.numElements / 8 * 8;
-  if (n8 == 0)
+  if (ks.numElements < kVectorStepElements)
     return "";
   std::string aligned, loads, args, stores;
   for (size_t k = 0; k < p.access.size(); ++k) {
@@ -463,23 +468,18 @@ FailureOr<KernelSource> stretto::kernel::emitElementwise(ElementwiseOp op, Strin
   ks.cpp = cpp;
 
   // CUDA C: the vector step where its operands are aligned (eight
-  // consecutive elements a thread a step, 16-byte loads and stores:
-  // cudaVectorStep), then a grid-stride loop, four elements a grid's width
-  // apart a step (each one coalesced; the restrict pointers let the
-  // compiler issue the four elements' loads before their stores: more
+  // consecutive elements a thread a step, 16-byte loads and stores: more
   // bytes in flight a thread, which a grid of one wave, CudaPlan.cpp's
-  // opKernel, needs to reach the memory's bandwidth), then the rest one at
-  // a time; broadcast offsets from the element's index.
+  // opKernel, needs to reach the memory's bandwidth; cudaVectorStep), then
+  // a grid-stride loop over the rest (all of them where an operand is not
+  // aligned, a view's rare case: one element a step, which keeps NVRTC's
+  // work to nine copies of the element function), broadcast offsets from
+  // the element's index.
   std::string cuda = preludes(kCudaPrelude) + body;
   cuda += "extern \"C\" __global__ void " + name.str() + "(" + params + ") {\n";
   cuda += "  const long long s = (long long)gridDim.x * blockDim.x;\n";
   cuda += "  long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;\n";
   cuda += cudaVectorStep(ks, p, name, nOut, outT);
-  cuda += "  for (; i + 3 * s < " + n + "; i += 4 * s) {\n";
-  for (const char *e : {"i", "i + s", "i + 2 * s", "i + 3 * s"})
-    cuda += "    { const long long e = " + std::string(e) + "; " + name.str() + "_element(" + args +
-            ", e" + cudaOffsets(ks, p, "e") + "); }\n";
-  cuda += "  }\n";
   cuda += "  for (; i < " + n + "; i += s)\n";
   cuda += "    " + name.str() + "_element(" + args + ", i" + cudaOffsets(ks, p) + ");\n}\n";
   ks.cuda = cuda;

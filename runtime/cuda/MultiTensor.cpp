@@ -68,13 +68,11 @@ std::vector<ElementKernel> elementKernels(const std::string &src) {
       continue;
     size_t wrapperEnd = src.find("\n}\n", wrapper);
     const std::string w = src.substr(wrapper, wrapperEnd - wrapper);
-    // (Emitter.cpp's loop: four elements a step, then one at a time; the
-    // element function called with its operands, out0 and the index only)
-    const std::regex step("\\{ const long long e = i; " + k.name + "_element\\(" + args +
-                          "out0, e\\); \\}\n");
+    // (Emitter.cpp's element loop, after its vector step: the element
+    // function called with its operands, out0 and the index only)
     const std::regex loop("\n  for \\(; i < [0-9]+LL; i \\+= s\\)\n    " + k.name + "_element\\(" +
                           args + "out0, i\\);$");
-    if (!std::regex_search(w, step) || !std::regex_search(w, loop) ||
+    if (!std::regex_search(w, loop) ||
         k.params.find("float *__restrict__ out0, long long i") == std::string::npos ||
         k.params.find("out1") != std::string::npos)
       continue;

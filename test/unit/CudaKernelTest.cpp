@@ -61,14 +61,14 @@ train.model @g {
     %l3 = train.reduce_sum %sm [0, 1, 2] : tensor<2x32x32xf32> -> tensor<f32>
     %l = train.add %l0, %l1 : tensor<f32>
     %m = train.add %l2, %l3 : tensor<f32>
-    %o = train.input "o" : tensor<5x37xf32>
-    %orow = train.input "orow" : tensor<37xf32>
-    %o1 = train.mul %o, %orow : tensor<5x37xf32>, tensor<37xf32> -> tensor<5x37xf32>
-    %o2 = train.tanh %o1 : tensor<5x37xf32>
-    %o3 = train.reduce_sum %o2 [1] : tensor<5x37xf32> -> tensor<5xf32>
-    %o4 = train.reduce_sum %o2 [0] : tensor<5x37xf32> -> tensor<37xf32>
-    %l4 = train.reduce_sum %o3 [0] : tensor<5xf32> -> tensor<f32>
-    %l5 = train.reduce_sum %o4 [0] : tensor<37xf32> -> tensor<f32>
+    %o = train.input "o" : tensor<67x73xf32>
+    %orow = train.input "orow" : tensor<73xf32>
+    %o1 = train.mul %o, %orow : tensor<67x73xf32>, tensor<73xf32> -> tensor<67x73xf32>
+    %o2 = train.tanh %o1 : tensor<67x73xf32>
+    %o3 = train.reduce_sum %o2 [1] : tensor<67x73xf32> -> tensor<67xf32>
+    %o4 = train.reduce_sum %o2 [0] : tensor<67x73xf32> -> tensor<73xf32>
+    %l4 = train.reduce_sum %o3 [0] : tensor<67xf32> -> tensor<f32>
+    %l5 = train.reduce_sum %o4 [0] : tensor<73xf32> -> tensor<f32>
     %n0 = train.add %l, %m : tensor<f32>
     %n1 = train.add %l4, %l5 : tensor<f32>
     %n = train.add %n0, %n1 : tensor<f32>
@@ -188,9 +188,9 @@ void compareWithTwins(const Built &b, Launcher &dev, bool exactRows) {
       check("on one block of 64 threads");
     }
     // Element-wise kernels on a grid of one wave (CudaPlan.cpp's opKernel)
-    // take eight elements a step (aligned operands), then the rest one at a
-    // time: on one block of 32 threads (5 x 37 elements: not a multiple of
-    // eight) both loops run.
+    // take eight elements a step (aligned operands; kernels of 4,096
+    // elements or more), then the rest one at a time: on one block of 32
+    // threads (67 x 73 elements: not a multiple of eight) both loops run.
     if (ks.kind == "elementwise") {
       std::vector<float> zeros(got.size(), 0.0f);
       dev.upload(out, zeros.data(), zeros.size() * sizeof(float));
@@ -201,8 +201,8 @@ void compareWithTwins(const Built &b, Launcher &dev, bool exactRows) {
     // words, where the operands read and written at the element's own index
     // are 16-byte aligned (Emitter.cpp's vector step; the launches above):
     // with every operand one element off that alignment, the element loops
-    // run alone, four a step and then one at a time on one block of 32
-    // threads (the emulated GPU traps on a misaligned 16-byte word).
+    // run alone, one element a thread a step on one block of 32 threads
+    // (the emulated GPU traps on a misaligned 16-byte word).
     if (ks.kind == "elementwise") {
       std::vector<uint64_t> shifted;
       for (size_t i = 0; i < ins.size(); ++i) {

@@ -413,7 +413,7 @@ TEST(NvrtcTest, ElementwiseKernelsMoveSixteenByteWords) {
     ASSERT_FALSE(r.ptx.empty());
     int checked = 0, half = 0;
     for (const KernelSource &k : kernels) {
-      if (k.kind != "elementwise" || k.numElements < 8)
+      if (k.kind != "elementwise" || k.numElements < 4096) // (kVectorStepElements)
         continue;
       size_t at = r.ptx.find(".entry " + k.name + "(");
       ASSERT_NE(at, std::string::npos) << k.name;

@@ -29,8 +29,8 @@ struct KernelSource {
   // CUDA C: extern "C" __global__ void name(const T *in0, ..., T *out0, ...):
   // elementwise, a grid-stride loop over numElements (any grid; eight
   // consecutive elements a thread a step in 16-byte words where the
-  // operands at the element's index are 16-byte aligned, else four a grid's
-  // width apart a step; then the rest); row sums, a block per
+  // operands at the element's index are 16-byte aligned; then the rest,
+  // one a thread a step); row sums, a block per
   // row (blockDim.x a multiple of 32), and NAME_parts(in0, ..., T *partials)
   // splitting each row over gridDim.x / rows blocks (exactly rows x parts
   // blocks; one partial sum each, in row-major order); column sums, a thread

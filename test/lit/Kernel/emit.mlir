@@ -8,12 +8,8 @@
 // scalar at 0; the scalar ops; the store) and differ only in their preludes
 // and launch wrappers: C++ loops over rows x an inner extent with unit-stride
 // or invariant loads (b1 + j: vectorisable), CUDA computes o1 from the
-// element's index: where the operands read and written at the element's
-// index (x, the result) are 16-byte aligned, eight consecutive elements a
-// thread a step through 16-byte words (the element function on registers,
-// index 0..7; the broadcast row read where it lies), then the rest (all of
-// it where they are not) four elements a grid's width apart a step, then
-// one at a time.
+// element's index, one element a thread a step (a kernel this small has no
+// vector step: the third kernel below has one).
 // CHECK-LABEL: //=== m_step_k0 (C++) ===
 // CHECK-NEXT:  #include <math.h>
 // CHECK-NEXT:  #define ST_FN static inline
@@ -61,23 +57,6 @@
 // CHECK-NEXT:  extern "C" __global__ void m_step_k0(const float *__restrict__ in0, const float *__restrict__ in1, const float *__restrict__ in2, float *__restrict__ out0) {
 // CHECK-NEXT:    const long long s = (long long)gridDim.x * blockDim.x;
 // CHECK-NEXT:    long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
-// CHECK-NEXT:    if ((((unsigned long long)in0 | (unsigned long long)out0) & 15) == 0) {
-// CHECK-NEXT:      for (long long v = 8 * i; v < 32LL; v += 8 * s) {
-// CHECK-NEXT:        alignas(16) float l0[8];
-// CHECK-NEXT:        st_load8(l0, in0 + v);
-// CHECK-NEXT:        alignas(16) float r0[8];
-// CHECK-NEXT:        m_step_k0_element(l0, in1, in2, r0, 0, ((v + 0) % 8LL));
-// CHECK:             m_step_k0_element(l0, in1, in2, r0, 7, ((v + 7) % 8LL));
-// CHECK-NEXT:        st_copy8(out0 + v, r0);
-// CHECK-NEXT:      }
-// CHECK-NEXT:      i += 32LL;
-// CHECK-NEXT:    }
-// CHECK-NEXT:    for (; i + 3 * s < 32LL; i += 4 * s) {
-// CHECK-NEXT:      { const long long e = i; m_step_k0_element(in0, in1, in2, out0, e, (e % 8LL)); }
-// CHECK-NEXT:      { const long long e = i + s; m_step_k0_element(in0, in1, in2, out0, e, (e % 8LL)); }
-// CHECK-NEXT:      { const long long e = i + 2 * s; m_step_k0_element(in0, in1, in2, out0, e, (e % 8LL)); }
-// CHECK-NEXT:      { const long long e = i + 3 * s; m_step_k0_element(in0, in1, in2, out0, e, (e % 8LL)); }
-// CHECK-NEXT:    }
 // CHECK-NEXT:    for (; i < 32LL; i += s)
 // CHECK-NEXT:      m_step_k0_element(in0, in1, in2, out0, i, (i % 8LL));
 // CHECK-NEXT:  }
@@ -92,6 +71,30 @@
 // The column is constant along each row: its offset does not advance with j.
 // CHECK:         const long long b1 = (i0 / 3LL);
 // CHECK:           m_step_k1_element(in0, in1, out0, i0 + j, b1);
+
+// The third, of 4,608 elements, has a vector step: where the operands read
+// and written at the element's index (g, the result) are 16-byte aligned,
+// eight consecutive elements a thread a step through 16-byte words (the
+// element function on registers, index 0..7; the broadcast row read where
+// it lies), then the rest (all of them where they are not) one at a time.
+// CHECK-LABEL: //=== m_step_k2 (CUDA) ===
+// CHECK:       extern "C" __global__ void m_step_k2(const float *__restrict__ in0, const float *__restrict__ in1, float *__restrict__ out0) {
+// CHECK-NEXT:    const long long s = (long long)gridDim.x * blockDim.x;
+// CHECK-NEXT:    long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x;
+// CHECK-NEXT:    if ((((unsigned long long)in0 | (unsigned long long)out0) & 15) == 0) {
+// CHECK-NEXT:      for (long long v = 8 * i; v < 4608LL; v += 8 * s) {
+// CHECK-NEXT:        alignas(16) float l0[8];
+// CHECK-NEXT:        st_load8(l0, in0 + v);
+// CHECK-NEXT:        alignas(16) float r0[8];
+// CHECK-NEXT:        m_step_k2_element(l0, in1, r0, 0, ((v + 0) % 72LL));
+// CHECK:             m_step_k2_element(l0, in1, r0, 7, ((v + 7) % 72LL));
+// CHECK-NEXT:        st_copy8(out0 + v, r0);
+// CHECK-NEXT:      }
+// CHECK-NEXT:      i += 4608LL;
+// CHECK-NEXT:    }
+// CHECK-NEXT:    for (; i < 4608LL; i += s)
+// CHECK-NEXT:      m_step_k2_element(in0, in1, out0, i, (i % 72LL));
+// CHECK-NEXT:  }
 
 // CUDA-ONLY-NOT: (C++)
 // CUDA-ONLY:     //=== m_step_k0 (CUDA) ===
@@ -113,6 +116,10 @@ train.model @m {
     %d = train.input "d" : tensor<4x3xf64>
     %e = train.add %d, %c : tensor<4x3xf64>, tensor<4x1xf64> -> tensor<4x3xf64>
     %f = train.exp %e : tensor<4x3xf64>
+    %g = train.input "g" : tensor<64x72xf32>
+    %h = train.input "h" : tensor<72xf32>
+    %p = train.mul %g, %h : tensor<64x72xf32>, tensor<72xf32> -> tensor<64x72xf32>
+    %q = train.tanh %p : tensor<64x72xf32>
     train.yield %l : tensor<f32>
   }
 }
