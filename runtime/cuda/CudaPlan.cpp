@@ -412,6 +412,11 @@ public:
   int64_t rowSumParts(int64_t rows, int64_t len, const std::string &name) const;
   // The block size of a row-sum kernel's own launch (one row a block).
   static constexpr unsigned kRowSumBlock = 128;
+  // An entry's blocks of 256 threads in a multi-tensor or chain launch: a
+  // thread per eight elements (their vector step), at most 1024.
+  static long long entryBlocks(long long count) {
+    return std::min<long long>(std::max<long long>((count + 2047) / 2048, 1), 1024);
+  }
 
   // Queues runtime op `name` over `items` work items (grid-stride loops)
   // with the given arguments (by value, in the kernel's order).
@@ -679,7 +684,8 @@ void CudaPlanDevice::opKernel(NodeCall &nc) {
 
 // Element-wise kernels with one element function (MultiTensor.h) as one
 // launch: a table of their pointers and counts, each kernel's share of the
-// grid (up to 1024 blocks of 256 threads), uploaded when it changes (the
+// grid (entryBlocks: a thread per eight elements, up to 1024 blocks of 256
+// threads), uploaded when it changes (the
 // buffers' addresses are fixed, so once). False (run one by one) where an
 // output overlaps another member's input or output, or the grid would not
 // fit.
@@ -718,7 +724,7 @@ bool CudaPlanDevice::execGroup(PlanExecutor::Impl &rt, const PhasePlan &p,
       checked.insert(rt.states[w->second].data);
     table.push_back(count);
     table.push_back(first);
-    first += std::min<long long>(std::max<long long>((count + 255) / 256, 1), 1024);
+    first += entryBlocks(count);
   }
   auto overlap = [](Range a, Range b) { return a.first < b.second && b.first < a.second; };
   for (size_t a = 0; a < members.size(); ++a)
@@ -879,7 +885,7 @@ bool CudaPlanDevice::execChain(PlanExecutor::Impl &rt, const PhasePlan &p,
     const long long count = numElements(nodes[entry.back()].shape);
     table.push_back(count);
     table.push_back(first);
-    first += std::min<long long>(std::max<long long>((count + 255) / 256, 1), 1024);
+    first += entryBlocks(count);
   }
   auto overlap = [](Range a, Range b) { return a.first < b.second && b.first < a.second; };
   for (size_t a = 0; a < run.entries.size(); ++a)
@@ -1607,10 +1613,22 @@ void CudaPlanDevice::opEmbedding(NodeCall &nc) {
 }
 
 void CudaPlanDevice::opScatterRows(NodeCall &nc) {
+  // Each id's rows linked in order (RuntimeOps.cu's st_scatter_links, then
+  // st_scatter_heads), then summed down the lists a thread per (id,
+  // column): the reference's order, in four launches.
   int64_t vocab = nc.n.shape[0], d = nc.n.shape[1], rows = numElements(nc.inShape(0));
   checkIds(nc, 0, vocab, "id");
-  gpu->memsetAsync(dptr(nc.out), 0, static_cast<size_t>(nc.count));
-  launch("st_scatter_rows", d, rows, d, nc.in(0), nc.in(1), nc.out);
+  const int64_t chunk = 256, chunks = (rows + chunk - 1) / chunk;
+  int *first = reinterpret_cast<int *>(
+          scratchFloats(alignUp(2 * chunks * vocab) + alignUp(rows) + alignUp(vocab))),
+      *last = first + chunks * vocab, *next = first + alignUp(2 * chunks * vocab),
+      *head = next + alignUp(rows);
+  gpu->memsetAsync(dptr(first), 0xffffffffu, static_cast<size_t>(chunks * vocab));
+  launch("st_scatter_links", rows, rows, vocab, chunk, nc.in(0), next, first, last);
+  launch("st_scatter_heads", vocab, chunks, vocab, static_cast<const int *>(first),
+         static_cast<const int *>(last), next, head);
+  launch("st_scatter_rows", vocab * d, vocab, d, static_cast<const int *>(head),
+         static_cast<const int *>(next), nc.in(1), nc.out);
 }
 
 void CudaPlanDevice::opOneHot(NodeCall &nc) {

@@ -226,6 +226,16 @@ struct Costing {
       c.launches = 3;
       c.seconds = memoryTime(c.bytes);
       return c;
+    case OpKind::ScatterRows:
+      // The CUDA runtime's opScatterRows: the chunks' first rows set to
+      // none, each id's rows linked (a thread a row, then a thread an id),
+      // then a thread per (id, column) adding its rows: four launches, g
+      // read and y written once.
+      c.category = "runtime op";
+      c.what = "scatter_rows " + shapeText(n.shape);
+      c.launches = 4;
+      c.seconds = memoryTime(c.bytes);
+      return c;
     case OpKind::Kernel:
       c.category = !n.ints.empty() && n.ints[0] == 1   ? "reduction kernel"
                    : !n.ints.empty() && n.ints[0] == 2 ? "row kernel"

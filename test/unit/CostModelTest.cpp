@@ -344,6 +344,23 @@ TEST(CostModel, NormGradIsThreeLaunchesReadingXAndDyTwice) {
   EXPECT_DOUBLE_EQ(c.nodes[0].seconds, c.nodes[0].bytes / (d->bandwidth * d->memoryEfficiency));
 }
 
+// scatter_rows as the CUDA runtime runs it: its lists' first rows set to
+// none, two launches linking each id's rows, one summing them (four
+// launches), moving the ids, g and y once.
+TEST(CostModel, ScatterRowsIsFourLaunchesMovingGAndYOnce) {
+  const DeviceModel *d = roofline();
+  Graph g;
+  g.add(node(OpKind::Input, {}, {32, 256}));
+  g.add(node(OpKind::Input, {}, {32, 256, 768}));
+  g.add(node(OpKind::ScatterRows, {0, 1}, {256, 768}));
+  StepCost c = predictStep(g, *d, CostPrecision::F32, 1, 1);
+  ASSERT_EQ(c.nodes.size(), 1u);
+  EXPECT_EQ(c.nodes[0].launches, 4);
+  EXPECT_EQ(c.nodes[0].what, "scatter_rows 256x768");
+  EXPECT_EQ(c.nodes[0].category, "runtime op");
+  EXPECT_DOUBLE_EQ(c.nodes[0].bytes, 4.0 * (32 * 256 + 32 * 256 * 768 + 256 * 768));
+}
+
 // A launch costs the device model's floor at least: a kernel over a few
 // elements is priced at the floor, not at its bytes' time; a large one at
 // its bytes' time.

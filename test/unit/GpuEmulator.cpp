@@ -582,6 +582,8 @@ std::map<std::string, EmuKernel> runtimeOps(bool blockReductions) {
   add("st_heads_gather", adapt(st_heads_gather));
   add("st_heads_scatter", adapt(st_heads_scatter));
   add("st_embedding", adapt(st_embedding));
+  add("st_scatter_links", adapt(st_scatter_links));
+  add("st_scatter_heads", adapt(st_scatter_heads));
   add("st_scatter_rows", adapt(st_scatter_rows));
   add("st_one_hot", adapt(st_one_hot));
   add("st_cross_entropy_rows", adapt(st_cross_entropy_rows));

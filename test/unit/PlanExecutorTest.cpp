@@ -387,6 +387,35 @@ TEST(PlanExecutor, IdOps) {
   }
 }
 
+// scatter_rows over many chunks of rows on the emulated GPU (CudaPlan.cpp's
+// opScatterRows: each id's rows linked in order across chunks of 256 rows,
+// then summed down the lists a thread per (id, column)) gives the
+// reference's sums bit for bit: an id in half the rows (its list crossing
+// every chunk), ids at a chunk's first and last rows, ids of one row, and
+// ids of none (rows of zeros). Linking a chunk's rows out of order, or
+// dropping a chunk's link, fails it.
+TEST(PlanExecutor, ScatterRowsOverManyChunksAddsInTheReferencesOrder) {
+  const int64_t rows = 2100, vocab = 50, d = 3;
+  Builder b;
+  int tok = b.input("tok", {rows}), g = b.input("g", {rows, d});
+  int s = b.node(OpKind::ScatterRows, {tok, g}, {vocab, d});
+  b.yieldSum(s);
+  HostTensor t = ids({rows}, 40, 29); // (ids 44 to 49 never appear)
+  for (int64_t r = 0; r < rows; r += 2)
+    t.data[r] = 7;
+  t.data[255] = 41, t.data[256] = 42, t.data[2099] = 43; // a chunk's last, the next's first
+  TensorMap in = {{"tok", t}, {"g", random({rows, d}, 31, -3, 3)}};
+  RefExecutor ref(b.g, Precision::F32);
+  std::unique_ptr<PlanExecutor> gpu = emulatedGpuExecutor(b.g, {});
+  const HostTensor want = ref.evaluate(in, {s}).probes.at(s),
+                   got = gpu->evaluate(in, {s}).probes.at(s);
+  ASSERT_EQ(want.shape, got.shape);
+  for (size_t e = 0; e < want.data.size(); ++e)
+    ASSERT_EQ(want.data[e], got.data[e]) << "id " << e / d << ", column " << e % d;
+  EXPECT_NE(got.data[41 * d], 0.0);
+  EXPECT_EQ(got.data[45 * d], 0.0);
+}
+
 TEST(PlanExecutor, MatmulGemmNewtonSchulz) {
   for (bool batchedRhs : {false, true}) {
     Builder b;
