@@ -1647,7 +1647,7 @@ void CudaPlanDevice::opCrossEntropy(NodeCall &nc) {
                  loss);
   else
     launch("st_cross_entropy_rows", rows, rows, c, nc.in(0), nc.in(1), loss);
-  launchShaped("st_mean", 1, 32, rows, static_cast<const float *>(loss), nc.out);
+  launchShaped("st_mean", 1, 256, rows, static_cast<const float *>(loss), nc.out);
 }
 
 void CudaPlanDevice::opStageSum(NodeCall &nc) {

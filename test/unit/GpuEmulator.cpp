@@ -312,7 +312,7 @@ ST_FN float st_binary(int op, float a, float b) {
 #undef __float_as_uint
 #undef __int_as_float
 
-// Host loops for the two block reductions, used unless a test asks for the
+// Host loops for the block reductions, used unless a test asks for the
 // real ones (cooperative blocks on real threads are slow): the reference's
 // serial order, so executor-level tests stay bit for bit.
 void host_row_sums(i64 rows, i64 len, const float *x, float *y) {
@@ -324,6 +324,14 @@ void host_row_sums(i64 rows, i64 len, const float *x, float *y) {
       s += x[r * len + j];
     y[r] = s;
   }
+}
+void host_mean(i64 n, const float *x, float *y) {
+  if (blockIdx.x != 0 || threadIdx.x != 0)
+    return;
+  float s = 0.0f;
+  for (i64 e = 0; e < n; ++e)
+    s += x[e];
+  y[0] = n ? s / (float)n : 0.0f;
 }
 void host_norm_plus_eps(i64 n, const float *x, float *norm) {
   if (blockIdx.x != 0 || threadIdx.x != 0)
@@ -591,7 +599,7 @@ std::map<std::string, EmuKernel> runtimeOps(bool blockReductions) {
   // launch too (grid-stride): the reference's order, bit for bit.
   addBlock("st_cross_entropy_block_rows", adapt(st_cross_entropy_block_rows),
            adapt(st_cross_entropy_rows));
-  add("st_mean", adapt(st_mean));
+  addBlock("st_mean", adapt(st_mean), adapt(host_mean));
   add("st_descend", adapt(st_descend));
   addBlock("st_norm_plus_eps", adapt(st_norm_plus_eps), adapt(host_norm_plus_eps));
   add("st_ns_start", adapt(st_ns_start));

@@ -968,7 +968,8 @@ TEST(PlanExecutor, RandomStepGraphsMatchTheReference) {
 // The CUDA runtime's block reductions (runtime/cuda/RuntimeOps.cu: warp
 // shuffles, shared memory, __syncthreads) as written, on the emulated GPU's
 // block threads, with CudaPlan.cpp's launch shapes (256 threads; a block per
-// row): row sums, Newton-Schulz's norm and cross-entropy, against f64.
+// row): row sums, Newton-Schulz's norm and cross-entropy, against f64; the
+// losses' mean against the serial sum, bit for bit.
 TEST(PlanExecutor, CudaBlockReductionsOnTheEmulatedGpu) {
   std::unique_ptr<GpuBackend> gpu = emulatedGpu({}, "", /*blockReductions=*/true);
   auto upload = [&](const std::vector<float> &v) {
@@ -1015,6 +1016,29 @@ TEST(PlanExecutor, CudaBlockReductionsOnTheEmulatedGpu) {
   EXPECT_NEAR(norm, std::sqrt(sq) + 1e-7, 1e-5 * std::sqrt(sq));
   gpu->free(dg);
   gpu->free(dnorm);
+
+  // The mean of the per-row losses: the block copies 2,048 at a time into
+  // shared memory, thread 0 adds them in order: the serial sum, bit for bit
+  // (none, a few, and several chunks with a short last one).
+  for (int64_t m : {0, 3, 5000}) {
+    std::vector<float> v(std::max<int64_t>(m, 1));
+    for (float &e : v)
+      e = std::ldexp(u(rng), static_cast<int>(rng() % 24) - 12);
+    float s = 0.0f;
+    for (int64_t e = 0; e < m; ++e)
+      s += v[e];
+    const float want = m ? s / static_cast<float>(m) : 0.0f;
+    GpuBackend::Ptr dv = upload(v), dmean = gpu->alloc(4);
+    const float *vp = reinterpret_cast<const float *>(dv);
+    float *mp = reinterpret_cast<float *>(dmean);
+    void *mean[] = {&m, &vp, &mp};
+    gpu->launch(gpu->opsFunction("st_mean"), 1, 256, mean, 3, "st_mean");
+    float got = -1;
+    gpu->downloadSync(&got, dmean, 4);
+    EXPECT_EQ(got, want) << "mean of " << m;
+    gpu->free(dv);
+    gpu->free(dmean);
+  }
 
   // Cross-entropy with a block per row (a vocabulary of 300 and of 1000).
   for (int64_t c : {300, 1000}) {
