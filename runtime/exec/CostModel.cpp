@@ -132,6 +132,27 @@ struct Costing {
     return c;
   }
 
+  // The CUDA runtime's own ops of several launches, priced by their bytes:
+  // opNormGrad (dx row by row: x, the gain and dy read, dx written; each
+  // chunk of rows' partial gain (and bias) gradients, reading x and dy
+  // again; the chunks added: three launches) and opScatterRows (the
+  // chunks' first rows set to none, each id's rows linked, a thread a row
+  // then a thread an id, then a thread per (id, column) adding its rows:
+  // four launches, g read and y written once).
+  NodeCost runtimeOpCost(const std::vector<Node> &list, const Node &n, NodeCost c,
+                         const std::string &shape) const {
+    c.category = "runtime op";
+    c.what = std::string(opKindName(n.kind)) + " " + shape;
+    if (n.kind == OpKind::NormGrad) {
+      c.bytes += valueBytes(list, n.operands[0]) + valueBytes(list, n.operands[2]);
+      c.launches = 3;
+    } else {
+      c.launches = 4;
+    }
+    c.seconds = memoryTime(c.bytes);
+    return c;
+  }
+
   NodeCost cost(const std::vector<Node> &list, const Node &n) const {
     NodeCost c;
     auto in = [&](size_t i) -> const Shape & { return list[n.operands[i]].shape; };
@@ -216,26 +237,8 @@ struct Costing {
       return c;
     }
     case OpKind::NormGrad:
-      // The CUDA runtime's opNormGrad: dx row by row (x, the gain and dy
-      // read, dx written), each chunk of rows' partial gain (and bias)
-      // gradients, reading x and dy again, then the chunks added: three
-      // launches.
-      c.category = "runtime op";
-      c.what = "norm_grad " + shapeText(n.shape);
-      c.bytes += valueBytes(list, n.operands[0]) + valueBytes(list, n.operands[2]);
-      c.launches = 3;
-      c.seconds = memoryTime(c.bytes);
-      return c;
     case OpKind::ScatterRows:
-      // The CUDA runtime's opScatterRows: the chunks' first rows set to
-      // none, each id's rows linked (a thread a row, then a thread an id),
-      // then a thread per (id, column) adding its rows: four launches, g
-      // read and y written once.
-      c.category = "runtime op";
-      c.what = "scatter_rows " + shapeText(n.shape);
-      c.launches = 4;
-      c.seconds = memoryTime(c.bytes);
-      return c;
+      return runtimeOpCost(list, n, c, shapeText(n.shape));
     case OpKind::Kernel:
       c.category = !n.ints.empty() && n.ints[0] == 1   ? "reduction kernel"
                    : !n.ints.empty() && n.ints[0] == 2 ? "row kernel"
