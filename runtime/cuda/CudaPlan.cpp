@@ -1698,11 +1698,17 @@ void CudaPlanDevice::opNewtonSchulz(NodeCall &nc) {
   const bool bf16 = nc.n.flag;
   const int64_t xs = alignUp(r * s), rr = alignUp(r * r), hs = alignUp((r * s + 1) / 2),
                 hr = alignUp((r * r + 1) / 2);
-  float *norm = scratchFloats(kAlign + 2 * xs + (bf16 ? hs + 2 * hr + rr : 2 * rr));
-  float *X = norm + kAlign, *BX = X + xs, *A = BX + xs, *B = A + rr; // f32 plan
-  float *Xh = BX + xs, *Ah = Xh + hs, *Bh = Ah + hr, *P = Bh + hr;  // bf16 matrices
+  // The norm's sums of squares: a block per span of 4,096 or more.
+  const int64_t parts = std::min<int64_t>((nc.count + 4095) / 4096, 1024),
+                span = (nc.count + parts - 1) / parts;
+  float *norm =
+      scratchFloats(kAlign + alignUp(parts) + 2 * xs + (bf16 ? hs + 2 * hr + rr : 2 * rr));
+  float *part = norm + kAlign, *X = part + alignUp(parts), *BX = X + xs, *A = BX + xs,
+        *B = A + rr;                                               // f32 plan
+  float *Xh = BX + xs, *Ah = Xh + hs, *Bh = Ah + hr, *P = Bh + hr; // bf16 matrices
   auto bits = [](float *p) { return reinterpret_cast<unsigned short *>(p); };
-  launchShaped("st_norm_plus_eps", 1, 256, nc.count, nc.in(0), norm);
+  launchShaped("st_sumsq_parts", static_cast<unsigned>(parts), 256, nc.count, span, nc.in(0), part);
+  launchShaped("st_norm_plus_eps", 1, 256, parts, static_cast<const float *>(part), norm);
   launch("st_ns_start", nc.count, m, nn, tr ? 1 : 0, nc.in(0), static_cast<const float *>(norm), X);
   GemmCall xxt, bb, bx;
   xxt.m = r, xxt.n = r, xxt.k = s, xxt.tb = true;

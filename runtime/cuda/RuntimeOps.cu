@@ -249,29 +249,14 @@ ST_NORM_PARTIALS_ENTRY(st_norm_param_partials_x16, unsigned short, float)
 ST_NORM_PARTIALS_ENTRY(st_norm_param_partials_dy16, float, unsigned short)
 ST_NORM_PARTIALS_ENTRY(st_norm_param_partials_x16_dy16, unsigned short, unsigned short)
 
-/* ... then the chunks in order (st_norm_param_combine's sum), a thread per
- * column: eight partials loaded, then added in order, so a thread has
- * eight loads in flight instead of waiting out each one before its add. */
-ST_FN float st_norm_param_combine8(const float *partials, i64 chunks, i64 d, i64 j) {
-  float s = 0.0f;
-  i64 c = 0;
-  for (; c + 8 <= chunks; c += 8) {
-    float v[8];
-    for (int k = 0; k < 8; ++k)
-      v[k] = partials[(c + k) * d + j];
-    for (int k = 0; k < 8; ++k)
-      s += v[k];
-  }
-  for (; c < chunks; ++c)
-    s += partials[c * d + j];
-  return s;
-}
+/* ... then the chunks in order (st_norm_param_combine, which loads eight
+ * partials before it adds them), a thread per column. */
 extern "C" __global__ void st_norm_param_grad(i64 d, i64 chunks, const float *pg,
                                               const float *pb, float *dgamma, float *dbeta) {
   ST_LOOP(j, d) {
-    dgamma[j] = st_norm_param_combine8(pg, chunks, d, j);
+    dgamma[j] = st_norm_param_combine(pg, chunks, d, j);
     if (pb)
-      dbeta[j] = st_norm_param_combine8(pb, chunks, d, j);
+      dbeta[j] = st_norm_param_combine(pb, chunks, d, j);
   }
 }
 
@@ -1326,11 +1311,24 @@ extern "C" __global__ void st_descend(i64 n, const float *p, const float *dir, c
   ST_LOOP(e, n) y[e] = p[e] - lr[0] * dir[e];
 }
 
-/* Newton-Schulz: norm[0] = sqrt(sum x^2) + 1e-7 (one block of 256). */
-extern "C" __global__ void st_norm_plus_eps(i64 n, const float *x, float *norm) {
+/* Newton-Schulz's norm in two launches: part[b] = the sum of squares of
+ * x[b span .. (b + 1) span) (a block of 256 per span; one block alone
+ * over all of a 768 x 3,072 matrix read it at one SM's rate), then
+ * norm[0] = sqrt(the parts' sum) + 1e-7 (one block of 256). The split is
+ * fixed by n: runs repeat bit for bit. */
+extern "C" __global__ void st_sumsq_parts(i64 n, i64 span, const float *x, float *part) {
+  const i64 lo = blockIdx.x * span, hi = lo + span < n ? lo + span : n;
   float v = 0.0f;
-  for (i64 e = threadIdx.x; e < n; e += blockDim.x)
+  for (i64 e = lo + threadIdx.x; e < hi; e += blockDim.x)
     v += x[e] * x[e];
+  v = st_block_sum(v);
+  if (threadIdx.x == 0)
+    part[blockIdx.x] = v;
+}
+extern "C" __global__ void st_norm_plus_eps(i64 parts, const float *part, float *norm) {
+  float v = 0.0f;
+  for (i64 e = threadIdx.x; e < parts; e += blockDim.x)
+    v += part[e];
   v = st_block_sum(v);
   if (threadIdx.x == 0)
     norm[0] = sqrtf(v) + 1e-7f;

@@ -138,7 +138,8 @@ struct Costing {
   // again; the chunks added: three launches) and opScatterRows (the
   // chunks' first rows set to none, each id's rows linked, a thread a row
   // then a thread an id, then a thread per (id, column) adding its rows:
-  // four launches, g read and y written once).
+  // four launches, g read and y written once) and opCrossEntropy (each
+  // row's loss written, then read by the mean: two launches).
   NodeCost runtimeOpCost(const std::vector<Node> &list, const Node &n, NodeCost c,
                          const std::string &shape) const {
     c.category = "runtime op";
@@ -146,6 +147,9 @@ struct Costing {
     if (n.kind == OpKind::NormGrad) {
       c.bytes += valueBytes(list, n.operands[0]) + valueBytes(list, n.operands[2]);
       c.launches = 3;
+    } else if (n.kind == OpKind::CrossEntropy) {
+      c.bytes += 2.0 * 4 * numelOf(list[n.operands[1]].shape); // the rows' losses
+      c.launches = 2;
     } else {
       c.launches = 4;
     }
@@ -229,8 +233,10 @@ struct Costing {
       c.category = "optimizer";
       // f32 GEMMs (optimizer math), bf16 ones where the plan rounds the
       // iteration's matrices (flag: train.newton_schulz's bf16); two
-      // element-wise launches a step either way.
-      c.launches = static_cast<int64_t>(5 * steps + 2 + (n.flag ? 1 : 0));
+      // element-wise launches a step either way; before the steps, the
+      // norm (two launches) and X = G / norm (one more rounding it to bf16),
+      // after them X copied out.
+      c.launches = static_cast<int64_t>(5 * steps + 4 + (n.flag ? 1 : 0));
       c.seconds = std::max(c.flops / ((n.flag ? d.bf16Flops : d.f32Flops) * d.gemmEfficiency),
                            memoryTime(c.bytes * steps));
       c.what = "newton_schulz " + shapeText(in(0));
@@ -238,6 +244,7 @@ struct Costing {
     }
     case OpKind::NormGrad:
     case OpKind::ScatterRows:
+    case OpKind::CrossEntropy:
       return runtimeOpCost(list, n, c, shapeText(n.shape));
     case OpKind::Kernel:
       c.category = !n.ints.empty() && n.ints[0] == 1   ? "reduction kernel"

@@ -361,6 +361,44 @@ TEST(CostModel, ScatterRowsIsFourLaunchesMovingGAndYOnce) {
   EXPECT_DOUBLE_EQ(c.nodes[0].bytes, 4.0 * (32 * 256 + 32 * 256 * 768 + 256 * 768));
 }
 
+// cross_entropy as the CUDA runtime runs it: each row's loss, then their
+// mean (two launches), the logits and the targets read once, the rows'
+// losses written and read back.
+TEST(CostModel, CrossEntropyIsTwoLaunchesThroughTheRowsLosses) {
+  const DeviceModel *d = roofline();
+  Graph g;
+  g.add(node(OpKind::Input, {}, {32, 256, 256}));
+  g.add(node(OpKind::Input, {}, {32, 256}));
+  g.add(node(OpKind::CrossEntropy, {0, 1}, {}));
+  StepCost c = predictStep(g, *d, CostPrecision::F32, 1, 1);
+  ASSERT_EQ(c.nodes.size(), 1u);
+  EXPECT_EQ(c.nodes[0].launches, 2);
+  EXPECT_EQ(c.nodes[0].what, "cross_entropy scalar");
+  const double rows = 32 * 256;
+  EXPECT_DOUBLE_EQ(c.nodes[0].bytes, 4.0 * (rows * 256 + rows + 1) + 2 * 4.0 * rows);
+}
+
+// newton_schulz as the CUDA runtime runs it: the norm (sums of squares a
+// block per span, then their sum), X = G / norm, five launches a step
+// (three GEMMs, two element-wise), X copied out; one launch more rounding
+// X to bf16 with bf16 matrices.
+TEST(CostModel, NewtonSchulzCountsItsNormStartAndCopyOut) {
+  const DeviceModel *d = roofline();
+  for (bool bf16 : {false, true}) {
+    Graph g;
+    g.add(node(OpKind::Input, {}, {768, 3072}));
+    Node ns = node(OpKind::NewtonSchulz, {0}, {768, 3072});
+    ns.ints = {5};
+    ns.floats = {3.4445, -4.7750, 2.0315};
+    ns.flag = bf16;
+    g.add(ns);
+    StepCost c = predictStep(g, *d, CostPrecision::F32, 1, 1);
+    ASSERT_EQ(c.nodes.size(), 1u);
+    EXPECT_EQ(c.nodes[0].launches, bf16 ? 30 : 29) << bf16;
+    EXPECT_EQ(c.nodes[0].what, "newton_schulz 768x3072");
+  }
+}
+
 // A launch costs the device model's floor at least: a kernel over a few
 // elements is priced at the floor, not at its bytes' time; a large one at
 // its bytes' time.

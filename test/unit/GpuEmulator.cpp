@@ -333,12 +333,22 @@ void host_mean(i64 n, const float *x, float *y) {
     s += x[e];
   y[0] = n ? s / (float)n : 0.0f;
 }
-void host_norm_plus_eps(i64 n, const float *x, float *norm) {
+// Newton-Schulz's norm: the sum of squares of all of x in order as part
+// 0, the other parts 0, then the parts added in order: the reference's sum.
+void host_sumsq_parts(i64 n, i64, const float *x, float *part) {
+  if (threadIdx.x != 0)
+    return;
+  float s = 0.0f;
+  for (i64 e = 0; blockIdx.x == 0 && e < n; ++e)
+    s += x[e] * x[e];
+  part[blockIdx.x] = s;
+}
+void host_norm_plus_eps(i64 parts, const float *part, float *norm) {
   if (blockIdx.x != 0 || threadIdx.x != 0)
     return;
   float s = 0.0f;
-  for (i64 e = 0; e < n; ++e)
-    s += x[e] * x[e];
+  for (i64 e = 0; e < parts; ++e)
+    s += part[e];
   norm[0] = std::sqrt(s) + 1e-7f;
 }
 // st_column_partials' stand-in: each column's rows in order (the
@@ -601,6 +611,7 @@ std::map<std::string, EmuKernel> runtimeOps(bool blockReductions) {
            adapt(st_cross_entropy_rows));
   addBlock("st_mean", adapt(st_mean), adapt(host_mean));
   add("st_descend", adapt(st_descend));
+  addBlock("st_sumsq_parts", adapt(st_sumsq_parts), adapt(host_sumsq_parts));
   addBlock("st_norm_plus_eps", adapt(st_norm_plus_eps), adapt(host_norm_plus_eps));
   add("st_ns_start", adapt(st_ns_start));
   add("st_axpy", adapt(st_axpy));

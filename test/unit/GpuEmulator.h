@@ -44,8 +44,9 @@ emulatedGpuExecutor(const Graph &graph, std::map<std::string, PlanExecutor::Kern
                     bool cooperativeTwins = false);
 
 /// The emulated GPU itself (kernel-level tests). `blockReductions`: the
-/// runtime's st_row_sums and st_norm_plus_eps run as written (blocks on
-/// real threads); else as host loops in the reference's order.
+/// runtime's block reductions (st_row_sums, st_sumsq_parts, st_mean, ...)
+/// run as written (blocks on real threads); else as host loops in the
+/// reference's order.
 std::unique_ptr<GpuBackend> emulatedGpu(std::map<std::string, PlanExecutor::KernelFn> kernels,
                                         const std::string &cudaSource,
                                         bool blockReductions = false);

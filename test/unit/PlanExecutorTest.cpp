@@ -1001,23 +1001,33 @@ TEST(PlanExecutor, CudaBlockReductionsOnTheEmulatedGpu) {
     gpu->free(dx);
     gpu->free(dy);
   }
-  int64_t n = 3000;
-  std::vector<float> g(n);
-  double sq = 0;
-  for (float &v : g) {
-    v = u(rng);
-    sq += double(v) * v;
+  // Newton-Schulz's norm: sums of squares a block per span, then the
+  // parts' sum (one part; three with a short last one; the last element
+  // large, so a part that stops short of its span's end shows).
+  for (auto [n, span] : {std::pair<int64_t, int64_t>{3000, 4096}, {3000, 1024}}) {
+    std::vector<float> g(n);
+    double sq = 0;
+    for (float &v : g)
+      v = u(rng);
+    g.back() = 50.0f;
+    for (float v : g)
+      sq += double(v) * v;
+    int64_t parts = (n + span - 1) / span;
+    GpuBackend::Ptr dg = upload(g), dpart = gpu->alloc(4 * parts), dnorm = gpu->alloc(4);
+    const float *gp = reinterpret_cast<const float *>(dg);
+    float *pp = reinterpret_cast<float *>(dpart), *np = reinterpret_cast<float *>(dnorm);
+    void *sums[] = {&n, &span, &gp, &pp};
+    gpu->launch(gpu->opsFunction("st_sumsq_parts"), static_cast<unsigned>(parts), 256, sums, 4,
+                "st_sumsq_parts");
+    const float *cp = pp;
+    void *norm[] = {&parts, &cp, &np};
+    gpu->launch(gpu->opsFunction("st_norm_plus_eps"), 1, 256, norm, 3, "st_norm_plus_eps");
+    float got = 0;
+    gpu->downloadSync(&got, dnorm, 4);
+    EXPECT_NEAR(got, std::sqrt(sq) + 1e-7, 1e-6 * std::sqrt(sq)) << n << " in spans of " << span;
+    for (GpuBackend::Ptr p : {dg, dpart, dnorm})
+      gpu->free(p);
   }
-  GpuBackend::Ptr dg = upload(g), dnorm = gpu->alloc(4);
-  const float *gp = reinterpret_cast<const float *>(dg);
-  float *np = reinterpret_cast<float *>(dnorm);
-  void *params[] = {&n, &gp, &np};
-  gpu->launch(gpu->opsFunction("st_norm_plus_eps"), 1, 256, params, 3, "st_norm_plus_eps");
-  float norm = 0;
-  gpu->downloadSync(&norm, dnorm, 4);
-  EXPECT_NEAR(norm, std::sqrt(sq) + 1e-7, 1e-5 * std::sqrt(sq));
-  gpu->free(dg);
-  gpu->free(dnorm);
 
   // The mean of the per-row losses: the block copies 2,048 at a time into
   // shared memory, thread 0 adds them in order: the serial sum, bit for bit
