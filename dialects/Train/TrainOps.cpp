@@ -1006,6 +1006,28 @@ LogicalResult NewtonSchulzOp::verify() {
   return success();
 }
 
+LogicalResult NewtonSchulzBatchOp::verify() {
+  if (getInputs().size() < 2)
+    return emitOpError() << "needs at least two matrices, got " << getInputs().size();
+  Type first = getInputs().front().getType();
+  for (auto [i, v] : llvm::enumerate(getInputs()))
+    if (v.getType() != first)
+      return emitOpError() << "needs matrices of one type: input " << i << " is " << v.getType()
+                           << ", input 0 " << first;
+  if (shapeOf(getInputs().front()).size() != 2)
+    return emitOpError() << "needs matrices, got " << first;
+  auto in = cast<RankedTensorType>(first);
+  auto out = cast<RankedTensorType>(getResult().getType());
+  SmallVector<int64_t> want{static_cast<int64_t>(getInputs().size()), in.getDimSize(0),
+                            in.getDimSize(1)};
+  if (out.getShape() != ArrayRef<int64_t>(want) || out.getElementType() != in.getElementType())
+    return emitOpError() << "result must be the " << want[0] << " matrices stacked, "
+                         << RankedTensorType::get(want, in.getElementType()) << ", got " << out;
+  if (getSteps() < 1)
+    return emitOpError() << "needs steps >= 1, got " << getSteps();
+  return success();
+}
+
 // Gossip ops
 
 // The gossip round is described by discardable attributes of the enclosing

@@ -622,6 +622,27 @@ def Train_NewtonSchulzOp : Train_Op<"newton_schulz", [Pure, SameOperandsAndResul
   let hasVerifier = 1;
 }
 
+def Train_NewtonSchulzBatchOp : Train_Op<"newton_schulz_batch", [Pure]> {
+  let summary = "train.newton_schulz of several matrices of one shape, stacked";
+  let description = [{
+    The k inputs, matrices of one type [m, n], each orthogonalised exactly
+    as `train.newton_schulz` with the same attributes orthogonalises it on
+    its own; the results stacked as [k, m, n], result i the i-th input's.
+    Made by `train-batch-newton-schulz`, so that a GPU runs the k
+    iterations' GEMMs as batched GEMMs (one launch a product for all k
+    matrices, not one a matrix).
+  }];
+  let arguments = (ins Variadic<Train_FloatTensor>:$inputs,
+                       DefaultValuedAttr<I64Attr, "5">:$steps,
+                       DefaultValuedAttr<F64Attr, "3.4445">:$a,
+                       DefaultValuedAttr<F64Attr, "-4.7750">:$b,
+                       DefaultValuedAttr<F64Attr, "2.0315">:$c,
+                       UnitAttr:$bf16);
+  let results = (outs Train_FloatTensor:$result);
+  let assemblyFormat = "$inputs attr-dict `:` type($inputs) `->` type($result)";
+  let hasVerifier = 1;
+}
+
 // Gossip ops (decentralized data parallelism; added by `train-gossip`)
 
 def Train_GossipMixOp : Train_Op<"gossip_mix", [HasParent<"OuterOp">,

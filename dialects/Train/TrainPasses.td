@@ -226,6 +226,40 @@ def TrainGossip : Pass<"train-gossip", "::stretto::train::ModelOp"> {
   ];
 }
 
+def TrainBatchNewtonSchulz : Pass<"train-batch-newton-schulz", "::stretto::train::ModelOp"> {
+  let summary = "Orthogonalises Muon's matrices of one shape together, as one batch";
+  let description = [{
+    Runs after `train-optimizer` (and `train-mixed-precision`, whose `bf16`
+    it keeps). Replaces the `train.newton_schulz` ops of one block that
+    agree on their matrix type, steps, coefficients, `bf16` and pipeline
+    stage by one `train.newton_schulz_batch` of their inputs and a
+    `train.slice` + `train.reshape` per result, so that a GPU runs each
+    product of the iteration for all of them as one batched GEMM (a
+    12-layer GPT's 48 Muon matrices: 4 batches, not 48 iterations). The
+    batch sits before the first reader of any of its results; an input
+    made later is moved there with the ops it needs (state reads and
+    writes keep their order per state; nothing that reads one of the
+    batch's results is moved). An op that cannot join a batch so stays as
+    it is. Each result is the same values `train.newton_schulz` makes: the
+    batch changes where the work runs, not what it computes. A batch holds
+    at most `max-elements` elements of input.
+
+    ```mlir
+    %o0 = train.newton_schulz %u0 : tensor<64x256xf32>
+    %o1 = train.newton_schulz %u1 : tensor<64x256xf32>
+    // becomes
+    %b = train.newton_schulz_batch %u0, %u1 : tensor<64x256xf32>, tensor<64x256xf32> -> tensor<2x64x256xf32>
+    %s0 = train.slice %b axis = 0 offset = 0 : tensor<2x64x256xf32> -> tensor<1x64x256xf32>
+    %o0 = train.reshape %s0 : tensor<1x64x256xf32> -> tensor<64x256xf32>
+    ```
+  }];
+  let options = [
+    Option<"maxElements", "max-elements", "int64_t", /*default=*/"int64_t(1) << 26",
+           "The most input elements one batch holds (its scratch on a GPU is "
+           "about four f32 copies of them)">,
+  ];
+}
+
 def TrainMixedPrecision : Pass<"train-mixed-precision", "::stretto::train::ModelOp"> {
   let summary = "Stores activations, their gradients and GEMM operands in bf16";
   let description = [{

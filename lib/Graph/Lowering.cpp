@@ -52,6 +52,8 @@ static std::optional<OpKind> kindOf(Operation *op) {
     if (opKindFromName(op->getName().stripDialect().str(), k) && k != OpKind::Kernel &&
         k != OpKind::Gemm)
       return k;
+    if (isa<NewtonSchulzBatchOp>(op)) // (the node of k operands: [k, m, n])
+      return OpKind::NewtonSchulz;
     return std::nullopt;
   }
   return llvm::TypeSwitch<Operation *, std::optional<OpKind>>(op)
@@ -214,6 +216,12 @@ static LogicalResult lowerPhase(Block &block, Phase phase, Graph &g) {
           n.floats = {o.getA().convertToDouble(), o.getB().convertToDouble(),
                       o.getC().convertToDouble()};
           n.flag = o.getBf16(); // its matrices rounded to bf16 (train-mixed-precision)
+        })
+        .Case([&](NewtonSchulzBatchOp o) {
+          n.ints = {static_cast<int64_t>(o.getSteps())};
+          n.floats = {o.getA().convertToDouble(), o.getB().convertToDouble(),
+                      o.getC().convertToDouble()};
+          n.flag = o.getBf16();
         });
     int id = g.add(std::move(n), phase);
     if (op.getNumResults() == 1)

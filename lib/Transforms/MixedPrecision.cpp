@@ -66,7 +66,7 @@ bool isView(Operation *op) {
 /// Ops whose results are reductions, statistics or hand-offs: stored f32.
 bool keepsF32(Operation *op) {
   return isa<ReadOp, InputOp, ConstantOp, StepCountOp, ReduceSumOp, ScatterRowsOp, CrossEntropyOp,
-             NormGradOp, StageSumOp, NewtonSchulzOp, DescendOp>(op);
+             NormGradOp, StageSumOp, NewtonSchulzOp, NewtonSchulzBatchOp, DescendOp>(op);
 }
 
 /// Ops whose result is bf16-exact when their float operands are: they pick
@@ -335,6 +335,7 @@ void MixedPrecisionPass::runOnOperation() {
   // Muon's orthogonalisation on bf16 tensor cores (its matrices rounded to
   // bf16, the products summed in f32), as Muon's reference runs it.
   model.walk([&](NewtonSchulzOp ns) { ns.setBf16(true); });
+  model.walk([&](NewtonSchulzBatchOp ns) { ns.setBf16(true); });
   model.walk([&](AttentionOp a) { a.setBf16(true); });
   model.walk([&](AttentionGradOp a) { a.setBf16(true); });
   // The plan records it (the runtime's GEMMs then take bf16 operands).

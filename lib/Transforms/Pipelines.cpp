@@ -38,4 +38,5 @@ void stretto::buildTrainingPipeline(OpPassManager &pm, const TrainingPipelineOpt
   model.addPass(createCSEPass());
   if (o.bf16)
     model.addPass(train::createTrainMixedPrecision());
+  model.addPass(train::createTrainBatchNewtonSchulz());
 }

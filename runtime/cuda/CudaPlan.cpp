@@ -1684,59 +1684,77 @@ void CudaPlanDevice::opDescend(NodeCall &nc) {
   launch("st_descend", nc.count, nc.count, nc.in(0), nc.in(1), nc.in(2), nc.out);
 }
 
+// One matrix, or a batch of them (train-batch-newton-schulz): each
+// matrix's norm and start on its own, then every step's products as
+// batched GEMMs and its element-wise updates as one launch over all of
+// them, the results stacked.
 void CudaPlanDevice::opNewtonSchulz(NodeCall &nc) {
-  int64_t m = nc.n.shape[0], nn = nc.n.shape[1], steps = nc.n.ints[0];
+  const int64_t batch = static_cast<int64_t>(nc.n.operands.size());
+  const int64_t m = nc.inShape(0)[0], nn = nc.inShape(0)[1], count = m * nn, steps = nc.n.ints[0];
   float a = static_cast<float>(nc.n.floats[0]), b = static_cast<float>(nc.n.floats[1]),
         c = static_cast<float>(nc.n.floats[2]);
   bool tr = m > nn;
   int64_t r = tr ? nn : m, s = tr ? m : nn;
-  // Scratch: norm, X [r, s] in f32, then A, B [r, r] and BX [r, s] in f32
-  // (an f32 plan: optimizer math is not a model GEMM) or, with bf16
-  // matrices (train.newton_schulz's bf16), Xh, Ah, Bh in bf16, P [r, r]
-  // and BX in f32: cuBLASLt reads the bf16 matrices where they are and
-  // writes A in bf16, each matrix rounded where the reference rounds it.
+  // Scratch: the norms and their parts, X [batch, r, s] in f32, then A, B
+  // [batch, r, r] and BX [batch, r, s] in f32 (an f32 plan: optimizer
+  // math is not a model GEMM) or, with bf16 matrices
+  // (train.newton_schulz's bf16), Xh, Ah, Bh in bf16, P [batch, r, r] and
+  // BX in f32: cuBLASLt reads the bf16 matrices where they are and writes
+  // A in bf16, each matrix rounded where the reference rounds it.
   const bool bf16 = nc.n.flag;
-  const int64_t xs = alignUp(r * s), rr = alignUp(r * r), hs = alignUp((r * s + 1) / 2),
-                hr = alignUp((r * r + 1) / 2);
-  // The norm's sums of squares: a block per span of 4,096 or more.
-  const int64_t parts = std::min<int64_t>((nc.count + 4095) / 4096, 1024),
-                span = (nc.count + parts - 1) / parts;
-  float *norm =
-      scratchFloats(kAlign + alignUp(parts) + 2 * xs + (bf16 ? hs + 2 * hr + rr : 2 * rr));
-  float *part = norm + kAlign, *X = part + alignUp(parts), *BX = X + xs, *A = BX + xs,
-        *B = A + rr;                                               // f32 plan
+  const int64_t xs = alignUp(batch * r * s), rr = alignUp(batch * r * r),
+                hs = alignUp((batch * r * s + 1) / 2), hr = alignUp((batch * r * r + 1) / 2);
+  // A norm's sums of squares: a block per span of 4,096 or more.
+  const int64_t parts = std::min<int64_t>((count + 4095) / 4096, 1024),
+                span = (count + parts - 1) / parts;
+  float *norm = scratchFloats(alignUp(batch) + alignUp(batch * parts) + 2 * xs +
+                              (bf16 ? hs + 2 * hr + rr : 2 * rr));
+  float *part = norm + alignUp(batch), *X = part + alignUp(batch * parts), *BX = X + xs,
+        *A = BX + xs, *B = A + rr;                                 // f32 plan
   float *Xh = BX + xs, *Ah = Xh + hs, *Bh = Ah + hr, *P = Bh + hr; // bf16 matrices
   auto bits = [](float *p) { return reinterpret_cast<unsigned short *>(p); };
-  launchShaped("st_sumsq_parts", static_cast<unsigned>(parts), 256, nc.count, span, nc.in(0), part);
-  launchShaped("st_norm_plus_eps", 1, 256, parts, static_cast<const float *>(part), norm);
-  launch("st_ns_start", nc.count, m, nn, tr ? 1 : 0, nc.in(0), static_cast<const float *>(norm), X);
+  for (int64_t k = 0; k < batch; ++k) {
+    const float *g = nc.in(static_cast<int>(k));
+    launchShaped("st_sumsq_parts", static_cast<unsigned>(parts), 256, count, span, g,
+                 part + k * parts);
+    launchShaped("st_norm_plus_eps", 1, 256, parts, static_cast<const float *>(part + k * parts),
+                 norm + k);
+    launch("st_ns_start", count, m, nn, tr ? 1 : 0, g, static_cast<const float *>(norm + k),
+           X + k * r * s);
+  }
   GemmCall xxt, bb, bx;
   xxt.m = r, xxt.n = r, xxt.k = s, xxt.tb = true;
   bb.m = r, bb.n = r, bb.k = r, bb.alpha = c;
   bx.m = r, bx.n = s, bx.k = r;
+  xxt.batch = bb.batch = bx.batch = batch;
+  xxt.strideA = xxt.strideB = r * s, xxt.strideC = r * r;
+  bb.strideA = bb.strideB = bb.strideC = r * r;
+  bx.strideA = r * r, bx.strideB = bx.strideC = r * s;
   xxt.bf16 = bb.bf16 = bx.bf16 = xxt.bf16Out = bf16;
+  const int64_t xn = batch * r * s, an = batch * r * r;
   if (bf16)
-    launch("st_ns_x16", r * s, r * s, 1.0f, X, static_cast<const float *>(nullptr), bits(Xh));
+    launch("st_ns_x16", xn, xn, 1.0f, X, static_cast<const float *>(nullptr), bits(Xh));
   for (int64_t st = 0; st < steps; ++st) {
     if (bf16) {
       gpu->gemm(xxt, Xh, Xh, Ah); // A = round(X X^T)
       gpu->gemm(bb, Ah, Ah, P);   // P = c A A
-      launch("st_ns_b16", r * r, r * r, b, static_cast<const unsigned short *>(bits(Ah)),
+      launch("st_ns_b16", an, an, b, static_cast<const unsigned short *>(bits(Ah)),
              static_cast<const float *>(P), bits(Bh)); // B = round(b A + P)
       gpu->gemm(bx, Bh, Xh, BX);                       // BX = B X
-      launch("st_ns_x16", r * s, r * s, a, X, static_cast<const float *>(BX),
+      launch("st_ns_x16", xn, xn, a, X, static_cast<const float *>(BX),
              bits(Xh)); // X = round(a X + BX)
     } else {
-      gpu->gemm(xxt, X, X, A);                                              // A = X X^T
-      gpu->gemm(bb, A, A, B);                                               // B = c A A
-      launch("st_axpy", r * r, r * r, b, static_cast<const float *>(A), B); // B += b A
-      gpu->gemm(bx, B, X, BX);                                              // BX = B X
-      launch("st_scale_add", r * s, r * s, a, X,
+      gpu->gemm(xxt, X, X, A);                                        // A = X X^T
+      gpu->gemm(bb, A, A, B);                                         // B = c A A
+      launch("st_axpy", an, an, b, static_cast<const float *>(A), B); // B += b A
+      gpu->gemm(bx, B, X, BX);                                        // BX = B X
+      launch("st_scale_add", xn, xn, a, X,
              static_cast<const float *>(BX)); // X = a X + BX
     }
   }
-  if (tr) { // out [m, n] = X^T
-    std::vector<int64_t> st = {1, m};
+  if (tr) { // out [.., m, n] = each X^T
+    std::vector<int64_t> st =
+        batch > 1 ? std::vector<int64_t>{m * nn, 1, m} : std::vector<int64_t>{1, m};
     launch("st_gather", nc.count, nc.count, static_cast<const float *>(X), int64_t(0), nc.out,
            spaceOf(nc.n.shape, st));
   } else {

@@ -225,21 +225,23 @@ struct Costing {
     }
     case OpKind::NewtonSchulz: {
       // Per iteration on G [m, n], s = min(m, n), l = max: A = X Xᵀ, B =
-      // bA + cA², X' = aX + BX: 4 s² l + 2 s³ FLOPs in three GEMMs.
+      // bA + cA², X' = aX + BX: 4 s² l + 2 s³ FLOPs in three GEMMs, for
+      // each matrix of a batch (its operands).
       double m = static_cast<double>(in(0)[0]), k = static_cast<double>(in(0)[1]);
       double s = std::min(m, k), l = std::max(m, k);
       double steps = n.ints.empty() ? 5 : static_cast<double>(n.ints[0]);
-      c.flops = steps * (4 * s * s * l + 2 * s * s * s);
+      const auto batch = static_cast<int64_t>(n.operands.size());
+      c.flops = static_cast<double>(batch) * steps * (4 * s * s * l + 2 * s * s * s);
       c.category = "optimizer";
       // f32 GEMMs (optimizer math), bf16 ones where the plan rounds the
-      // iteration's matrices (flag: train.newton_schulz's bf16); two
-      // element-wise launches a step either way; before the steps, the
-      // norm (two launches) and X = G / norm (one more rounding it to bf16),
-      // after them X copied out.
-      c.launches = static_cast<int64_t>(5 * steps + 4 + (n.flag ? 1 : 0));
+      // iteration's matrices (flag: train.newton_schulz's bf16); each
+      // step's three (batched) GEMMs and two element-wise launches; before
+      // the steps, each matrix's norm (two launches) and X = G / norm (one
+      // more rounding all of X to bf16), after them X copied out.
+      c.launches = static_cast<int64_t>(5 * steps) + 3 * batch + 1 + (n.flag ? 1 : 0);
       c.seconds = std::max(c.flops / ((n.flag ? d.bf16Flops : d.f32Flops) * d.gemmEfficiency),
                            memoryTime(c.bytes * steps));
-      c.what = "newton_schulz " + shapeText(in(0));
+      c.what = "newton_schulz " + (batch > 1 ? std::to_string(batch) + "x" : "") + shapeText(in(0));
       return c;
     }
     case OpKind::NormGrad:

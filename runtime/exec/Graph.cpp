@@ -495,7 +495,14 @@ void checkNewtonSchulz(const NodeCheck &nc) {
   nc.needFloats(3);
   if (nc.opShape(0).size() != 2)
     nc.fail("operand must be a matrix");
-  nc.needShape(nc.opShape(0), "newton_schulz");
+  for (int k = 1; k < nc.have; ++k)
+    if (nc.opShape(k) != nc.opShape(0))
+      nc.fail("a batch needs matrices of one shape: operand " + std::to_string(k) + " is " +
+              shapeToString(nc.opShape(k)) + ", operand 0 " + shapeToString(nc.opShape(0)));
+  Shape want = nc.opShape(0);
+  if (nc.have > 1)
+    want.insert(want.begin(), nc.have);
+  nc.needShape(want, "newton_schulz");
 }
 
 // Each kind's own checks, in one table (OpTable.h).

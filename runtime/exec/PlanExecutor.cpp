@@ -358,6 +358,8 @@ private:
   void attentionGradF32(NodeCall &nc, const AttentionDims &a, const float *q, const float *k,
                         const float *v, const float *g, float *out); // likewise
   void packedAttentionF32(NodeCall &nc);                             // either, of a packed qkv
+  // opNewtonSchulz's iteration of one matrix g (of operand 0's shape) into out.
+  void newtonSchulzOne(NodeCall &nc, const float *g, float *out);
 
   // bf16 GEMMs: each operand is replaced by a copy rounded to bf16 (round
   // to nearest even); BLAS then sums the exact products in f32, which is
@@ -1062,13 +1064,20 @@ void HostDevice::opDescend(NodeCall &nc) {
     nc.out[e] = pp[e] - lr * dir[e];
 }
 
+// One matrix, or a batch (each operand on its own, the results stacked).
 void HostDevice::opNewtonSchulz(NodeCall &nc) {
-  int64_t m = nc.n.shape[0], nn = nc.n.shape[1], steps = nc.n.ints[0];
+  const int64_t count = numElements(nc.inShape(0));
+  for (size_t k = 0; k < nc.n.operands.size(); ++k)
+    newtonSchulzOne(nc, nc.in(static_cast<int>(k)), nc.out + k * count);
+}
+
+void HostDevice::newtonSchulzOne(NodeCall &nc, const float *g, float *out) {
+  int64_t m = nc.inShape(0)[0], nn = nc.inShape(0)[1], steps = nc.n.ints[0];
+  const int64_t count = m * nn;
   float a = static_cast<float>(nc.n.floats[0]), b = static_cast<float>(nc.n.floats[1]),
         c = static_cast<float>(nc.n.floats[2]);
-  const float *g = nc.in(0);
   float norm = 0;
-  for (int64_t e = 0; e < nc.count; ++e)
+  for (int64_t e = 0; e < count; ++e)
     norm += g[e] * g[e];
   norm = std::sqrt(norm) + 1e-7f;
   // Work on the wide orientation so X X^T is the small Gram matrix:
@@ -1082,7 +1091,7 @@ void HostDevice::opNewtonSchulz(NodeCall &nc) {
       for (int64_t j = 0; j < nn; ++j)
         X[j * m + i2] = g[i2 * nn + j] / norm;
   } else {
-    for (int64_t e = 0; e < nc.count; ++e)
+    for (int64_t e = 0; e < count; ++e)
       X[e] = g[e] / norm;
   }
   // bf16 (train.newton_schulz's bf16): X, A, B and each step's X rounded.
@@ -1109,9 +1118,9 @@ void HostDevice::opNewtonSchulz(NodeCall &nc) {
   if (tr) {
     for (int64_t i2 = 0; i2 < m; ++i2)
       for (int64_t j = 0; j < nn; ++j)
-        nc.out[i2 * nn + j] = X[j * m + i2];
+        out[i2 * nn + j] = X[j * m + i2];
   } else {
-    std::memcpy(nc.out, X, sizeof(float) * nc.count);
+    std::memcpy(out, X, sizeof(float) * count);
   }
 }
 

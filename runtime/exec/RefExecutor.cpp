@@ -859,10 +859,16 @@ template <typename T> void RefExecutor::Impl::opCrossEntropy(RefCall<T> &nc) {
   nc.out.assign(1, tgt.empty() ? T(0) : total / T(tgt.size()));
 }
 
+// One matrix, or a batch: each operand on its own, the results stacked.
 template <typename T> void RefExecutor::Impl::opNewtonSchulz(RefCall<T> &nc) {
-  nc.out = newtonSchulz(nc.in(0), nc.n.shape[0], nc.n.shape[1], nc.n.ints[0],
-                        static_cast<T>(nc.n.floats[0]), static_cast<T>(nc.n.floats[1]),
-                        static_cast<T>(nc.n.floats[2]), nc.n.flag);
+  const Shape &g = nc.nodes[nc.n.operands[0]].shape;
+  nc.out.clear();
+  for (size_t k = 0; k < nc.n.operands.size(); ++k) {
+    Buf<T> o = newtonSchulz(nc.in(static_cast<int>(k)), g[0], g[1], nc.n.ints[0],
+                            static_cast<T>(nc.n.floats[0]), static_cast<T>(nc.n.floats[1]),
+                            static_cast<T>(nc.n.floats[2]), nc.n.flag);
+    nc.out.insert(nc.out.end(), o.begin(), o.end());
+  }
 }
 
 RefExecutor::RefExecutor(const Graph &graph, Precision precision)

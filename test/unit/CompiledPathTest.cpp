@@ -1713,8 +1713,10 @@ INSTANTIATE_TEST_SUITE_P(
         "batch = 4\nvocab = 128\n[train]\noptimizer = \"adamw\"\nlr = 3e-3\n"
         "weight_decay = 0.1\ngrad_clip = 1.0\nschedule = \"cosine\"\nwarmup_steps = 2\n"
         "steps = 10\n[data]\npath = \"kjv\"\n",
-        // Muon (Newton-Schulz stays a reference op; its GEMMs are the update's).
-        "[model]\nkind = \"gpt\"\nlayers = 1\nheads = 2\nd_model = 16\nseq_len = 8\n"
+        // Muon (Newton-Schulz is a runtime op; its GEMMs are the update's),
+        // two layers: each matrix shape's two iterations one batch
+        // (train-batch-newton-schulz).
+        "[model]\nkind = \"gpt\"\nlayers = 2\nheads = 2\nd_model = 16\nseq_len = 8\n"
         "batch = 4\nvocab = 128\n[train]\noptimizer = \"muon\"\nlr = 3e-3\n"
         "[data]\npath = \"kjv\"\n",
         // PipeDream-2BW on one stage (the one-step delay is in the IR: the
@@ -1733,8 +1735,6 @@ INSTANTIATE_TEST_SUITE_P(
         "[model]\nkind = \"gpt\"\nlayers = 1\nheads = 2\nd_model = 16\nseq_len = 8\n"
         "batch = 4\nvocab = 128\nmlp = \"swiglu\"\n[train]\noptimizer = \"adamw\"\n"
         "lr = 3e-3\n[data]\npath = \"kjv\"\n"),
-    [](const testing::TestParamInfo<const char *> &i) {
-      return std::string(kCaseNames[i.index]);
-    });
+    [](const testing::TestParamInfo<const char *> &i) { return std::string(kCaseNames[i.index]); });
 
 } // namespace

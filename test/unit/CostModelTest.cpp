@@ -378,25 +378,35 @@ TEST(CostModel, CrossEntropyIsTwoLaunchesThroughTheRowsLosses) {
   EXPECT_DOUBLE_EQ(c.nodes[0].bytes, 4.0 * (rows * 256 + rows + 1) + 2 * 4.0 * rows);
 }
 
-// newton_schulz as the CUDA runtime runs it: the norm (sums of squares a
-// block per span, then their sum), X = G / norm, five launches a step
-// (three GEMMs, two element-wise), X copied out; one launch more rounding
-// X to bf16 with bf16 matrices.
+// newton_schulz as the CUDA runtime runs it: each matrix's norm (sums of
+// squares a block per span, then their sum) and X = G / norm, five
+// launches a step (three GEMMs, batched over a batch's matrices, and two
+// element-wise), X copied out; one launch more rounding X to bf16 with
+// bf16 matrices. A batch of three: three times the FLOPs.
 TEST(CostModel, NewtonSchulzCountsItsNormStartAndCopyOut) {
   const DeviceModel *d = roofline();
-  for (bool bf16 : {false, true}) {
-    Graph g;
-    g.add(node(OpKind::Input, {}, {768, 3072}));
-    Node ns = node(OpKind::NewtonSchulz, {0}, {768, 3072});
-    ns.ints = {5};
-    ns.floats = {3.4445, -4.7750, 2.0315};
-    ns.flag = bf16;
-    g.add(ns);
-    StepCost c = predictStep(g, *d, CostPrecision::F32, 1, 1);
-    ASSERT_EQ(c.nodes.size(), 1u);
-    EXPECT_EQ(c.nodes[0].launches, bf16 ? 30 : 29) << bf16;
-    EXPECT_EQ(c.nodes[0].what, "newton_schulz 768x3072");
-  }
+  double single = 0;
+  for (int batch : {1, 3})
+    for (bool bf16 : {false, true}) {
+      Graph g;
+      std::vector<int> in;
+      for (int k = 0; k < batch; ++k)
+        in.push_back(g.add(node(OpKind::Input, {}, {768, 3072})));
+      Node ns =
+          node(OpKind::NewtonSchulz, in, batch > 1 ? Shape{batch, 768, 3072} : Shape{768, 3072});
+      ns.ints = {5};
+      ns.floats = {3.4445, -4.7750, 2.0315};
+      ns.flag = bf16;
+      g.add(ns);
+      StepCost c = predictStep(g, *d, CostPrecision::F32, 1, 1);
+      ASSERT_EQ(c.nodes.size(), 1u);
+      EXPECT_EQ(c.nodes[0].launches, 5 * 5 + 3 * batch + 1 + (bf16 ? 1 : 0)) << batch << bf16;
+      EXPECT_EQ(c.nodes[0].what, batch > 1 ? "newton_schulz 3x768x3072" : "newton_schulz 768x3072");
+      if (batch == 1)
+        single = c.nodes[0].flops;
+      else
+        EXPECT_DOUBLE_EQ(c.nodes[0].flops, 3 * single);
+    }
 }
 
 // A launch costs the device model's floor at least: a kernel over a few

@@ -655,6 +655,65 @@ TEST(PlanExecutor, Bf16NewtonSchulzRoundsItsMatrices) {
   }
 }
 
+// A batch of Newton-Schulz iterations (train-batch-newton-schulz: k
+// operands, result [k, m, n]) is each matrix's own iteration, bit for bit,
+// on the reference, the host and the emulated GPU, in f32 and with bf16
+// matrices, wide and tall; on the GPU its steps' element-wise updates are
+// one launch for the batch (five, not fifteen).
+TEST(PlanExecutor, BatchedNewtonSchulzIsEachMatrixOnItsOwn) {
+  for (bool bf16 : {false, true})
+    for (Shape s : {Shape{4, 6}, Shape{6, 4}}) {
+      Builder one, batch;
+      TensorMap in;
+      std::vector<int> singles, gs;
+      for (int k = 0; k < 3; ++k) {
+        const std::string name = "g" + std::to_string(k);
+        in[name] = random(s, 40 + k);
+        int g = one.input(name, s);
+        singles.push_back(one.node(OpKind::NewtonSchulz, {g}, s, {5}, {3.4445, -4.7750, 2.0315}));
+        one.g.nodes[singles.back()].flag = bf16;
+        gs.push_back(batch.input(name, s));
+      }
+      int o = batch.node(OpKind::NewtonSchulz, gs, {3, s[0], s[1]}, {5}, {3.4445, -4.7750, 2.0315});
+      batch.g.nodes[o].flag = bf16;
+      int sum = one.node(OpKind::Add, {singles[0], singles[1]}, s);
+      one.yieldSum(one.node(OpKind::Add, {sum, singles[2]}, s));
+      batch.yieldSum(o);
+      auto check = [&](const HostTensor &got, const std::vector<HostTensor> &want,
+                       const std::string &where) {
+        ASSERT_EQ(got.data.size(), 3 * want[0].data.size()) << where;
+        for (size_t k = 0; k < 3; ++k)
+          for (size_t e = 0; e < want[k].data.size(); ++e)
+            ASSERT_EQ(got.data[k * want[k].data.size() + e], want[k].data[e])
+                << where << ", " << shapeToString(s) << (bf16 ? " bf16" : " f32") << ", matrix "
+                << k << ", element " << e;
+      };
+      const std::vector<int> probeSingles(singles);
+      {
+        RefExecutor a(one.g, Precision::F32), b(batch.g, Precision::F32);
+        const auto got = b.evaluate(in, {o}).probes.at(o);
+        const auto want = a.evaluate(in, probeSingles).probes;
+        check(got, {want.at(singles[0]), want.at(singles[1]), want.at(singles[2])}, "reference");
+      }
+      {
+        PlanExecutor a(one.g, {}), b(batch.g, {});
+        const auto got = b.evaluate(in, {o}).probes.at(o);
+        const auto want = a.evaluate(in, probeSingles).probes;
+        check(got, {want.at(singles[0]), want.at(singles[1]), want.at(singles[2])}, "cpu");
+      }
+      {
+        std::unique_ptr<PlanExecutor> a = emulatedGpuExecutor(one.g, {}),
+                                      b = emulatedGpuExecutor(batch.g, {});
+        const auto want = a->evaluate(in, probeSingles).probes;
+        const char *step = bf16 ? "st_ns_x16" : "st_scale_add";
+        const long long before = emulatedGpuLaunchesOf(step);
+        const auto got = b->evaluate(in, {o}).probes.at(o);
+        EXPECT_EQ(emulatedGpuLaunchesOf(step) - before, bf16 ? 6 : 5) << "steps not batched";
+        check(got, {want.at(singles[0]), want.at(singles[1]), want.at(singles[2])}, "emulated GPU");
+      }
+    }
+}
+
 // A step and an update with states: SGD on w, a counter, and a write whose
 // value is another state's old value (it must not see that state's new one).
 Graph statefulGraph() {

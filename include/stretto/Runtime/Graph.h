@@ -75,7 +75,9 @@ const char *dtypeName(DType t);
 //    Transfer:   operands {x}; ints {from, to}: x moved between stages
 //  Optimizer:
 //    NewtonSchulz: operands {G [m, n]}; ints {steps}; floats {a, b, c};
-//                flag=bf16: X, A, B and each step's X rounded to bf16
+//                flag=bf16: X, A, B and each step's X rounded to bf16;
+//                or operands {G_0, ..., G_k-1}, k >= 2 matrices [m, n]:
+//                each one's result, stacked [k, m, n] (a batch)
 //    Descend:    operands {p, dir, lr}: p - lr * dir
 //    StageSum:   operands {x_0, ..., x_k} scalars: their sum; ints {1} (a
 //                pipeline stage's copy, planStages): plus the other stages'

@@ -1094,6 +1094,62 @@ train.model @m {
 
 // -----
 
+// newton_schulz_batch stacks two or more matrices.
+train.model @m {
+  train.step {
+    %g = train.input "g" : tensor<4x8xf32>
+    // expected-error @+1 {{'train.newton_schulz_batch' op needs at least two matrices, got 1}}
+    %c = train.newton_schulz_batch %g : tensor<4x8xf32> -> tensor<1x4x8xf32>
+  }
+}
+
+// -----
+
+// newton_schulz_batch's matrices are of one type.
+train.model @m {
+  train.step {
+    %g = train.input "g" : tensor<4x8xf32>
+    %h = train.input "h" : tensor<8x4xf32>
+    // expected-error @+1 {{'train.newton_schulz_batch' op needs matrices of one type: input 1 is 'tensor<8x4xf32>', input 0 'tensor<4x8xf32>'}}
+    %c = train.newton_schulz_batch %g, %h : tensor<4x8xf32>, tensor<8x4xf32> -> tensor<2x4x8xf32>
+  }
+}
+
+// -----
+
+// newton_schulz_batch's inputs are matrices.
+train.model @m {
+  train.step {
+    %g = train.input "g" : tensor<2x4x8xf32>
+    // expected-error @+1 {{'train.newton_schulz_batch' op needs matrices, got 'tensor<2x4x8xf32>'}}
+    %c = train.newton_schulz_batch %g, %g : tensor<2x4x8xf32>, tensor<2x4x8xf32> -> tensor<2x2x4x8xf32>
+  }
+}
+
+// -----
+
+// newton_schulz_batch's result is its inputs' results stacked.
+train.model @m {
+  train.step {
+    %g = train.input "g" : tensor<4x8xf32>
+    // expected-error @+1 {{'train.newton_schulz_batch' op result must be the 3 matrices stacked, 'tensor<3x4x8xf32>', got 'tensor<2x4x8xf32>'}}
+    %c = train.newton_schulz_batch %g, %g, %g : tensor<4x8xf32>, tensor<4x8xf32>, tensor<4x8xf32> -> tensor<2x4x8xf32>
+  }
+}
+
+// -----
+
+// newton_schulz_batch needs at least one iteration.
+train.model @m {
+  train.step {
+    %g = train.input "g" : tensor<4x8xf32>
+    // expected-error @+1 {{'train.newton_schulz_batch' op needs steps >= 1, got 0}}
+    %c = train.newton_schulz_batch %g, %g {steps = 0 : i64} : tensor<4x8xf32>, tensor<4x8xf32> -> tensor<2x4x8xf32>
+  }
+}
+
+// -----
+
 // A transpose result of another rank than the permutation (found by fuzzing:
 // the verifier used to index past the result's dims).
 train.model @transpose_rank {

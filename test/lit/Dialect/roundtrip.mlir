@@ -256,6 +256,8 @@ train.model @optimizer_ops {
     // Explicitly giving the defaults prints nothing extra.
     // CHECK: train.newton_schulz %[[G]] : tensor<4x8xf32>
     %o5 = train.newton_schulz %g {steps = 5 : i64, a = 3.4445 : f64, b = -4.7750 : f64, c = 2.0315 : f64} : tensor<4x8xf32>
+    // CHECK: train.newton_schulz_batch %[[G]], %[[G]] {bf16, steps = 3 : i64} : tensor<4x8xf32>, tensor<4x8xf32> -> tensor<2x4x8xf32>
+    %ob = train.newton_schulz_batch %g, %g {steps = 3 : i64, bf16} : tensor<4x8xf32>, tensor<4x8xf32> -> tensor<2x4x8xf32>
     %l = train.reduce_sum %o [0, 1] : tensor<4x8xf32> -> tensor<f32>
     train.yield %l : tensor<f32>
   }
