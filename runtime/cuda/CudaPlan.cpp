@@ -80,6 +80,16 @@ std::string cudaRuntimeSource() {
          kKernelMathText + runtimeOpDispatch() + kRuntimeOpsText;
 }
 
+std::vector<std::string> cudaRuntimeUnits() {
+  // RuntimeOps.cu's parts: 0 and 5 the ops, 1 the attention on CUDA cores,
+  // 2..4 on tensor cores (its largest compile, one head dim a part).
+  const std::string all = cudaRuntimeSource();
+  std::vector<std::string> units;
+  for (int part = 0; part <= 5; ++part)
+    units.push_back("#define ST_OPS_PART " + std::to_string(part) + "\n" + all);
+  return units;
+}
+
 std::string runtimeOpDispatch() {
   // st_unary / st_binary: op code (opCode, the op's place in its class) ->
   // the op table's scalar function. An op without a code yields NaN.
@@ -1783,7 +1793,7 @@ class CudaBackend final : public GpuBackend {
 public:
   std::unique_ptr<CudaDevice> dev;
   std::unique_ptr<CublasLt> blas;
-  void *opsModule = nullptr;
+  std::vector<void *> opsModules;   // the runtime's own kernels, in parts
   std::vector<void *> modelModules; // the model's kernels, compiled in parts
 
   ~CudaBackend() override { blas.reset(); }
@@ -1821,7 +1831,12 @@ public:
     dev->downloadSync(dst, src, bytes);
   }
   void synchronize() override { dev->synchronize(); }
-  void *opsFunction(const std::string &name) override { return dev->function(opsModule, name); }
+  void *opsFunction(const std::string &name) override {
+    for (void *m : opsModules)
+      if (void *f = dev->function(m, name))
+        return f;
+    return nullptr;
+  }
   void *modelFunction(const std::string &name) override {
     for (void *m : modelModules)
       if (void *f = dev->function(m, name))
@@ -1915,56 +1930,44 @@ std::unique_ptr<PlanExecutor> PlanExecutor::onCuda(const Graph &graph, const Cud
   if (!nvrtc.available(why))
     return nullptr;
   std::string arch = gpu->dev->arch(), error;
-  CudaBinary ops;
-  // NVRTC (or its cache) for one unit, noted as a start-up phase.
-  auto build = [&](const char *phase, const std::string &source,
-                   CudaBinary &bin) {
-    StartupTimer t(phase);
-    const int64_t hits = nvrtc.stats().hits;
-    bool ok = nvrtc.compile(source, arch, bin, error);
-    t.note = nvrtc.stats().hits > hits ? "cache hit" : "compiled";
-    return ok;
-  };
-  if (!build("NVRTC runtime ops", cudaRuntimeSource(), ops))
-    throw std::runtime_error("the CUDA runtime's own kernels do not compile for " + arch + ": " +
-                             error);
-  {
-    StartupTimer t("module load");
-    gpu->opsModule = gpu->dev->loadModule(ops.cubin);
-  }
   MultiTensorKernels multi = wantedMultiTensorKernels(kernels.source, graph);
   const bool halves = wantedBf16Storage();
   int kernelNodes = 0;
   for (Phase ph : {Phase::Step, Phase::Update, Phase::Outer})
     for (const Node &n : graph.phase(ph))
       kernelNodes += n.kind == OpKind::Kernel;
-  if (kernelNodes > 0) {
-    // The model's kernels in parts of at least 32, compiled in parallel on
-    // the host's cores (each part cached on its own).
-    const int threads =
-        static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
-    std::vector<std::string> parts =
-        splitCudaUnit(kernels.source + multi.source,
-                      std::min(threads, kernelNodes / 32 + 1));
-    if (!halves)
-      for (std::string &part : parts)
-        part = kBf16AsF32Define + part;
-    std::vector<CudaBinary> bins;
+  // The runtime's own kernels in their parts, then the model's in parts of
+  // at least 32: all compiled at once on the host's cores, each unit
+  // cached on its own (cold, a start waits for the longest unit, not for
+  // their sum).
+  const int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  std::vector<std::string> units = cudaRuntimeUnits();
+  const size_t opsUnits = units.size();
+  if (kernelNodes > 0)
+    for (std::string &part :
+         splitCudaUnit(kernels.source + multi.source, std::min(threads, kernelNodes / 32 + 1)))
+      units.push_back(halves ? std::move(part) : kBf16AsF32Define + part);
+  std::vector<CudaBinary> bins;
+  {
+    StartupTimer t("NVRTC kernels");
     int hits = 0;
-    {
-      StartupTimer t("NVRTC model kernels");
-      bool ok = compileCudaUnits(kernels.cacheDir, parts, arch, threads, bins,
-                                 hits, error);
-      t.note = std::to_string(parts.size()) + " parts, " +
-               std::to_string(hits) + " cached";
-      if (!ok)
-        throw std::runtime_error(
-            "the model's CUDA kernels do not compile for " + arch + ": " +
-            error);
+    const bool ok = compileCudaUnits(kernels.cacheDir, units, arch, threads, bins, hits, error);
+    t.note = std::to_string(opsUnits) + " runtime and " + std::to_string(units.size() - opsUnits) +
+             " model units, " + std::to_string(hits) + " cached";
+    if (!ok) {
+      bool runtime = false;
+      for (size_t k = 0; k < opsUnits; ++k)
+        runtime = runtime || bins[k].cubin.empty();
+      throw std::runtime_error(
+          std::string(runtime ? "the CUDA runtime's own kernels" : "the model's CUDA kernels") +
+          " do not compile for " + arch + ": " + error);
     }
+  }
+  {
     StartupTimer t("module load");
-    for (const CudaBinary &b : bins)
-      gpu->modelModules.push_back(gpu->dev->loadModule(b.cubin));
+    for (size_t k = 0; k < bins.size(); ++k)
+      (k < opsUnits ? gpu->opsModules : gpu->modelModules)
+          .push_back(gpu->dev->loadModule(bins[k].cubin));
   }
   return makeGpuPlanExecutor(graph, std::move(gpu), gemm, std::move(multi), halves);
 }

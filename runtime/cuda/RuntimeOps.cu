@@ -16,6 +16,18 @@
 
 typedef long long i64;
 
+/* The kernels come in parts, each its own NVRTC unit (compiled in parallel
+ * at start-up: cudaRuntimeUnits in CudaPlan.cpp): ST_OPS_PART k keeps part
+ * k's kernels: 0 the general ops, 1 the fused attention on CUDA cores,
+ * 2..4 on tensor cores for head dims 16, 32, 64, 5 the ops after them
+ * (embedding, cross-entropy, the optimizer's, epilogue fallbacks).
+ * Undefined: all of them in one (the emulated GPU). The helpers stay in
+ * every part (unused ones cost a parse, not a compile). */
+#ifndef ST_OPS_PART
+#define ST_OPS_PART -1
+#endif
+#define ST_OPS_IN(k) (ST_OPS_PART < 0 || ST_OPS_PART == (k))
+
 #define ST_LOOP(i, n)                                                          \
   for (i64 i = blockIdx.x * (i64)blockDim.x + threadIdx.x; i < (n);            \
        i += (i64)gridDim.x * blockDim.x)
@@ -57,6 +69,24 @@ ST_FN i64 st_at(const StSpace &s, i64 e, const i64 *st) {
 
 /* st_unary(op, x) and st_binary(op, a, b), the element-wise ops by code,
    are generated from the op table (runtimeOpDispatch() in CudaPlan.cpp). */
+/* Block reduction of one float per thread (blockDim.x == 256); thread 0
+ * gets the sum. Fixed order for a given blockDim. */
+ST_FN float st_block_sum(float v) {
+  __shared__ float warpSums[8];
+  for (int o = 16; o > 0; o >>= 1)
+    v += __shfl_down_sync(0xffffffffu, v, o);
+  if ((threadIdx.x & 31) == 0)
+    warpSums[threadIdx.x >> 5] = v;
+  __syncthreads();
+  float s = 0.0f;
+  if (threadIdx.x == 0)
+    for (int w = 0; w < 8; ++w)
+      s += warpSums[w];
+  __syncthreads();
+  return s;
+}
+
+#if ST_OPS_IN(0)
 
 extern "C" __global__ void st_unary_op(int op, i64 n, const float *x, float *y, StSpace s) {
   ST_LOOP(e, n) y[e] = st_unary(op, x[s.rank ? st_at(s, e, s.a) : e]);
@@ -111,23 +141,6 @@ extern "C" __global__ void st_accumulate(i64 n, float *y, const float *x) {
 }
 
 extern "C" __global__ void st_divide(i64 n, float *y, float d) { ST_LOOP(e, n) y[e] /= d; }
-
-/* Block reduction of one float per thread (blockDim.x == 256); thread 0
- * gets the sum. Fixed order for a given blockDim. */
-ST_FN float st_block_sum(float v) {
-  __shared__ float warpSums[8];
-  for (int o = 16; o > 0; o >>= 1)
-    v += __shfl_down_sync(0xffffffffu, v, o);
-  if ((threadIdx.x & 31) == 0)
-    warpSums[threadIdx.x >> 5] = v;
-  __syncthreads();
-  float s = 0.0f;
-  if (threadIdx.x == 0)
-    for (int w = 0; w < 8; ++w)
-      s += warpSums[w];
-  __syncthreads();
-  return s;
-}
 
 /* y[r] = sum_j x[r, j]: a block per row. */
 extern "C" __global__ void st_row_sums(i64 rows, i64 len, const float *x, float *y) {
@@ -350,6 +363,7 @@ extern "C" __global__ void st_column_combine(i64 outer, i64 chunks, i64 inner, c
     y[e] = s;
   }
 }
+#endif /* ST_OPS_IN(0) */
 
 /* Fused causal (or full) attention without the T x T matrix, a thread per
  * query row (forward, dQ) or key row (dK, dV), head dims D of 8 to 64
@@ -564,10 +578,12 @@ ST_FN void st_flash_bwd_kv(i64 keys, i64 tq, i64 tk, int causal, float scale, co
                                                   int bf16) {                                    \
     st_flash_bwd_kv<D>(keys, tq, tk, causal, scale, q, k, v, g, stats, dk, dv, bf16);            \
   }
+#if ST_OPS_IN(1)
 ST_FLASH_FOR(8)
 ST_FLASH_FOR(16)
 ST_FLASH_FOR(32)
 ST_FLASH_FOR(64)
+#endif
 
 /* ---- Fused attention on tensor cores ----------------------------------
  * The same attention as st_flash_* above (online softmax, no T x T
@@ -1134,10 +1150,17 @@ ST_FN void st_flash_mma_bwd_kv(i64 bh, i64 tq, i64 tk, int causal, float scale, 
                            StIn{k, halves & 2}, StIn{v, halves & 4}, StIn{g, halves & 8}, stats, \
                            dk, dv, halves);                                                      \
   }
+#if ST_OPS_IN(2)
 ST_FLASH_MMA_FOR(16)
+#endif
+#if ST_OPS_IN(3)
 ST_FLASH_MMA_FOR(32)
+#endif
+#if ST_OPS_IN(4)
 ST_FLASH_MMA_FOR(64)
+#endif
 
+#if ST_OPS_IN(5)
 /* The packed heads (kernel-attention-layout) for the kernels that read
  * [BH, T, D] floats: dst[bh, t, :] = the row at StRows r of src (floats,
  * or two-byte bf16 where half), widened; and the result put back, rounded
@@ -1492,3 +1515,4 @@ extern "C" __global__ void st_gelu_aux(i64 count, i64 n, const float *x, const f
 extern "C" __global__ void st_to_bf16(i64 n, const float *x, unsigned short *y) {
   ST_LOOP(e, n) y[e] = (unsigned short)((unsigned int)st_bits_of(st_round_bf16(x[e])) >> 16);
 }
+#endif /* ST_OPS_IN(5) */

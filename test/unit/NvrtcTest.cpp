@@ -26,9 +26,11 @@
 #include <nvrtc.h>
 #endif
 
-#include <regex>
 #include "cuda/GpuBackend.h"
 #include "cuda/MultiTensor.h"
+#include <map>
+#include <regex>
+#include <set>
 
 #include <string>
 #include <vector>
@@ -209,33 +211,53 @@ TEST(NvrtcTest, RuntimeKernelsCompileForSm90AndSm80) {
 #ifndef STRETTO_HAVE_NVRTC
   GTEST_SKIP() << "CUDA toolkit not found at configure time (STRETTO_HAVE_CUDA=OFF)";
 #else
-  KernelSource ops;
-  ops.name = "runtime-ops";
-  ops.cuda = cudaRuntimeSource();
-  std::regex fn(R"(Function properties for (\w+))"), spill(R"((\d+) bytes spill stores, (\d+) bytes spill loads)");
+  // sm_90: the units the runtime compiles at start-up (cudaRuntimeUnits),
+  // every kernel in exactly one of them; sm_80: all in one unit.
+  const std::string all = cudaRuntimeSource();
+  size_t declared = 0; // every extern "C" __global__ of RuntimeOps.cu (a macro's once)
+  for (size_t at = all.find("__global__"); at != std::string::npos;
+       at = all.find("__global__", at + 1))
+    ++declared;
+  std::regex fn(R"(Function properties for (\w+))"),
+      spill(R"((\d+) bytes spill stores, (\d+) bytes spill loads)");
+  std::vector<std::set<std::string>> kernels; // per arch
   for (const char *arch : {"sm_90", "sm_80"}) {
-    NvrtcResult r = compile(ops, arch);
-    ASSERT_TRUE(r.ok) << arch << ":\n" << r.log;
-    int functions = 0;
-    for (auto it = std::sregex_iterator(r.log.begin(), r.log.end(), fn);
-         it != std::sregex_iterator(); ++it)
-      ++functions;
-    // Every extern "C" __global__ of RuntimeOps.cu is in the cubin.
-    size_t declared = 0;
-    for (size_t at = ops.cuda.find("__global__"); at != std::string::npos;
-         at = ops.cuda.find("__global__", at + 1))
-      ++declared;
-    EXPECT_GE(functions, static_cast<int>(declared)) << r.log;
-    for (auto it = std::sregex_iterator(r.log.begin(), r.log.end(), spill);
-         it != std::sregex_iterator(); ++it)
-      EXPECT_TRUE(std::stoi((*it)[1]) == 0 && std::stoi((*it)[2]) == 0) << arch << ":\n" << r.log;
-    std::printf("[nvrtc] %s: %zu runtime kernels compiled\n", arch, declared);
-    std::regex regs(R"(Function properties for (st_flash_mma_\w+)[\s\S]*?Used (\d+) registers)");
-    for (auto it = std::sregex_iterator(r.log.begin(), r.log.end(), regs);
-         it != std::sregex_iterator(); ++it)
-      std::printf("[nvrtc] %s: %s: %s registers\n", arch, (*it)[1].str().c_str(),
-                  (*it)[2].str().c_str());
+    const std::vector<std::string> units =
+        std::string(arch) == "sm_90" ? cudaRuntimeUnits() : std::vector<std::string>{all};
+    std::map<std::string, int> unitOf;
+    for (size_t u = 0; u < units.size(); ++u) {
+      KernelSource ops;
+      ops.name = "runtime-ops-" + std::to_string(u);
+      ops.cuda = units[u];
+      NvrtcResult r = compile(ops, arch);
+      ASSERT_TRUE(r.ok) << arch << ", unit " << u << ":\n" << r.log;
+      for (auto it = std::sregex_iterator(r.log.begin(), r.log.end(), fn);
+           it != std::sregex_iterator(); ++it) {
+        auto [at, fresh] = unitOf.emplace((*it)[1].str(), static_cast<int>(u));
+        EXPECT_TRUE(fresh) << (*it)[1] << " is in units " << at->second << " and " << u;
+      }
+      EXPECT_NE(r.log.find("Function properties for"), std::string::npos)
+          << "unit " << u << " has no kernel";
+      for (auto it = std::sregex_iterator(r.log.begin(), r.log.end(), spill);
+           it != std::sregex_iterator(); ++it)
+        EXPECT_TRUE(std::stoi((*it)[1]) == 0 && std::stoi((*it)[2]) == 0) << arch << ":\n" << r.log;
+      std::regex regs(R"(Function properties for (st_flash_mma_\w+)[\s\S]*?Used (\d+) registers)");
+      for (auto it = std::sregex_iterator(r.log.begin(), r.log.end(), regs);
+           it != std::sregex_iterator(); ++it)
+        std::printf("[nvrtc] %s: %s: %s registers\n", arch, (*it)[1].str().c_str(),
+                    (*it)[2].str().c_str());
+    }
+    EXPECT_GE(unitOf.size(), declared) << arch;
+    for (const char *name : {"st_unary_op", "st_flash_fwd_d64", "st_flash_mma_bwd_kv_d16",
+                             "st_flash_mma_fwd_d64", "st_mean", "st_to_bf16"})
+      EXPECT_EQ(unitOf.count(name), 1u) << name << " for " << arch;
+    std::printf("[nvrtc] %s: %zu runtime kernels in %zu unit(s)\n", arch, unitOf.size(),
+                units.size());
+    kernels.emplace_back();
+    for (const auto &[name, unit] : unitOf)
+      kernels.back().insert(name);
   }
+  EXPECT_EQ(kernels[0], kernels[1]) << "the units do not hold every kernel of the one unit";
 #endif
 }
 

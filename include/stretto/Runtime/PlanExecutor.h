@@ -68,8 +68,12 @@ struct CudaKernelSet {
 };
 
 /// The CUDA runtime's own kernels (runtime/cuda/RuntimeOps.cu after the
-/// shared math), as NVRTC compiles them: for --dump and the NVRTC tests.
+/// shared math) in one unit: for --dump and the NVRTC tests.
 std::string cudaRuntimeSource();
+/// The same kernels as the units the runtime compiles at start-up, in
+/// parallel: cudaRuntimeSource() keeping one part of them each
+/// (RuntimeOps.cu's ST_OPS_PART), every kernel in exactly one.
+std::vector<std::string> cudaRuntimeUnits();
 /// The CUDA runtime's st_unary(op, x) and st_binary(op, a, b): each
 /// element-wise op's code (opCode) dispatched to its scalar function,
 /// generated from the op table (stretto/Ops.def).
