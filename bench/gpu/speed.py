@@ -46,6 +46,13 @@ that bundle.sh packed from them):
   - The parameter counts of both sides are compared (the plan's states
     against the PyTorch tensors): a mismatch is a failure.
 
+Start-up (issue 28's target: gpt-small's first step within 15 s cold, 2 s
+warm): before everything else, the last model's bf16 plan (else f32) runs 2
+steps with --profile twice on a kernel cache of its own, first empty (cold:
+NVRTC compiles every unit, cuBLASLt's algorithms are timed) then filled
+(warm); reported as the --profile start-up phases plus step 1's seconds
+from metrics.csv, and the process's wall time.
+
 Method (the project's rule for speed): a warm-up pass first (one short
 Stretto run per model, which fills the kernel caches, and torch.compile's
 compilation of each model), discarded; then rounds, each running every side
@@ -345,6 +352,42 @@ class Stretto:
             r = subprocess.run(cmd, env=self.env, capture_output=True, text=True)
             rc, log = rc or r.returncode, log + r.stdout + r.stderr
         return rc, time.perf_counter() - t0, log
+
+    def startup(self, model):
+        """Time to the end of step 1 of the model's bf16 plan (else f32), with an
+        empty kernel cache of its own (cold: NVRTC compiles every unit, the
+        GEMM algorithms are timed) and then again with that cache (warm):
+        {"cold"|"warm": {"wall_s", "phases_s", "step1_s", "phases"}} or {"error"}."""
+        cache = os.path.join(self.work, "startup-cache")
+        shutil.rmtree(cache, ignore_errors=True)
+        env = dict(self.env, STRETTO_CACHE_DIR=cache)
+        plan = self.plan(model, "bf16")
+        out = {"plan": os.path.basename(plan)}
+        for kind in ("cold", "warm"):
+            run = os.path.join(run_root(self.a), "startup-%s-%s" % (model, kind))
+            shutil.rmtree(run, ignore_errors=True)
+            cmd = [self.bin, plan, "--device=" + self.a.device, "--steps", "2", "--log-interval",
+                   "1", "--profile", "--data", self.data, "--out", run]
+            t0 = time.perf_counter()
+            r = subprocess.run(cmd, env=env, capture_output=True, text=True)
+            wall = time.perf_counter() - t0
+            log = r.stdout + r.stderr
+            try:
+                if r.returncode != 0:
+                    raise ValueError("exit status %d: %s" % (r.returncode, last_lines(log)))
+                m = re.search(r"^start-up: (.*); ([0-9.]+) s in all$", log, re.M)
+                if not m:
+                    raise ValueError("no start-up line in the --profile report")
+                rows = read_metrics(os.path.join(run, "metrics.csv"))
+                out[kind] = {"wall_s": wall, "phases_s": float(m.group(2)),
+                             "step1_s": rows[0]["elapsed"], "phases": m.group(1)}
+            except (OSError, ValueError, KeyError, IndexError) as e:
+                out["error"] = "%s run: %s" % (kind, e)
+                break
+            finally:
+                shutil.rmtree(run, ignore_errors=True)
+        shutil.rmtree(cache, ignore_errors=True)
+        return out
 
     def profile(self, model, precision, steps):
         cmd = [self.bin, self.plan(model, precision), "--device=" + self.a.device, "--precision",
@@ -780,6 +823,13 @@ def main():
             print("FAILED: " + f)
         return 1
 
+    # Start-up of the largest model, cold (a kernel cache of its own, empty)
+    # and warm, to the end of its first step.
+    sm = a.models[-1]
+    meta["startup"] = dict(stretto.startup(sm), model=sm)
+    print("start-up: " + startup_line(meta["startup"]), flush=True)
+    if "error" in meta["startup"]:
+        failures.append("%s: the start-up runs failed: %s" % (sm, meta["startup"]["error"]))
     # The warm-up pass: kernel caches and torch.compile, discarded.
     print("\n-- warm-up pass (discarded) --", flush=True)
     for m in a.models:
@@ -902,6 +952,8 @@ def write(a, meta, results, head, rounds_done, txt, jsn, profile):
             o.split(": ", 1)[1] for o in meta["order"][:len(meta["order"]) // max(rounds_done, 1)]
             if o.startswith(a.models[0] + ":")) if rounds_done else DASH))
     lines.append("warm-up pass: " + "; ".join(meta["warmup"]))
+    if meta.get("startup"):
+        lines.append("start-up to the end of step 1: " + startup_line(meta["startup"]))
     if meta.get("device_model_note"):
         lines.append("cost model: " + meta["device_model_note"])
     lines += report(a, meta, results)
@@ -930,6 +982,23 @@ def _finite(x):
     return x
 
 
+def startup_line(st):
+    """meta["startup"] as one line: cold and warm, each its start-up phases
+    plus step 1, and the phases."""
+    parts = []
+    for kind in ("cold", "warm"):
+        if kind in st:
+            k = st[kind]
+            parts.append("%s %.2f s (start-up %.2f s + step 1 %.2f s; process %.2f s)" % (
+                kind, k["phases_s"] + k["step1_s"], k["phases_s"], k["step1_s"], k["wall_s"]))
+    text = "%s, %s: %s" % (st.get("model"), st.get("plan"), "; ".join(parts) or DASH)
+    if "error" in st:
+        text += " (%s)" % st["error"]
+    if "cold" in st:
+        text += "; cold phases: " + st["cold"]["phases"]
+    return text
+
+
 def smoke_checks(a, txt, jsn, with_torch):
     """What --smoke checks in what it wrote; a list of failures."""
     bad = []
@@ -945,9 +1014,14 @@ def smoke_checks(a, txt, jsn, with_torch):
                  "rounds run: ", "ratios (of medians", "== the per-kernel profile",
                  "--device-model", "| Stretto f32 |", "| Stretto bf16 |",
                  "| Stretto f32, no CUDA graphs |", "stretto f32, no graphs",
-                 "| Stretto bf16, values in four bytes |", "stretto bf16, 4-byte"):
+                 "| Stretto bf16, values in four bytes |", "stretto bf16, 4-byte",
+                 "start-up to the end of step 1: "):
         if line not in text:
             bad.append("the text lacks %r" % line)
+    st = meta.get("startup") or {}
+    if "error" in st or not all(k in st and st[k]["phases_s"] >= 0 and st[k]["step1_s"] > 0
+                                for k in ("cold", "warm")) or not st["cold"]["phases_s"] > 0:
+        bad.append("the start-up runs measured no cold and warm start: %s" % st)
     if meta.get("rounds_done") != a.rounds:
         bad.append("%s rounds run, not %d" % (meta.get("rounds_done"), a.rounds))
     one = []
