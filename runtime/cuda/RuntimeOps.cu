@@ -10,7 +10,7 @@
  * kernels' own. Each follows the reference executor's formula
  * (runtime/exec/OpSemantics.h); sums are in a fixed order for a given launch, so
  * runs repeat bit for bit. Launch contracts: grid-stride loops everywhere;
- * st_row_sums and st_sum_squares need blockDim.x == 256, the *_rows16
+ * the kernels that use st_block_sum need blockDim.x == 256, the *_rows16
  * kernels a multiple of 32.
  *===----------------------------------------------------------------------===*/
 
@@ -67,8 +67,6 @@ ST_FN i64 st_at(const StSpace &s, i64 e, const i64 *st) {
   return off;
 }
 
-/* st_unary(op, x) and st_binary(op, a, b), the element-wise ops by code,
-   are generated from the op table (runtimeOpDispatch() in CudaPlan.cpp). */
 /* Block reduction of one float per thread (blockDim.x == 256); thread 0
  * gets the sum. Fixed order for a given blockDim. */
 ST_FN float st_block_sum(float v) {
@@ -87,6 +85,9 @@ ST_FN float st_block_sum(float v) {
 }
 
 #if ST_OPS_IN(0)
+
+/* st_unary(op, x) and st_binary(op, a, b), the element-wise ops by code,
+   are generated from the op table (runtimeOpDispatch() in CudaPlan.cpp). */
 
 extern "C" __global__ void st_unary_op(int op, i64 n, const float *x, float *y, StSpace s) {
   ST_LOOP(e, n) y[e] = st_unary(op, x[s.rank ? st_at(s, e, s.a) : e]);

@@ -861,7 +861,7 @@ template <typename T> void RefExecutor::Impl::opCrossEntropy(RefCall<T> &nc) {
 
 // One matrix, or a batch: each operand on its own, the results stacked.
 template <typename T> void RefExecutor::Impl::opNewtonSchulz(RefCall<T> &nc) {
-  const Shape &g = nc.nodes[nc.n.operands[0]].shape;
+  const Shape &g = nc.inShape(0);
   nc.out.clear();
   for (size_t k = 0; k < nc.n.operands.size(); ++k) {
     Buf<T> o = newtonSchulz(nc.in(static_cast<int>(k)), g[0], g[1], nc.n.ints[0],

@@ -679,38 +679,29 @@ TEST(PlanExecutor, BatchedNewtonSchulzIsEachMatrixOnItsOwn) {
       int sum = one.node(OpKind::Add, {singles[0], singles[1]}, s);
       one.yieldSum(one.node(OpKind::Add, {sum, singles[2]}, s));
       batch.yieldSum(o);
-      auto check = [&](const HostTensor &got, const std::vector<HostTensor> &want,
-                       const std::string &where) {
-        ASSERT_EQ(got.data.size(), 3 * want[0].data.size()) << where;
+      // The batch on `batched` against each matrix's own node on `single`.
+      auto check = [&](Executor &single, Executor &batched, const std::string &where) {
+        const auto want = single.evaluate(in, singles).probes;
+        const HostTensor got = batched.evaluate(in, {o}).probes.at(o);
+        const size_t n = want.at(singles[0]).data.size();
+        ASSERT_EQ(got.data.size(), 3 * n) << where;
         for (size_t k = 0; k < 3; ++k)
-          for (size_t e = 0; e < want[k].data.size(); ++e)
-            ASSERT_EQ(got.data[k * want[k].data.size() + e], want[k].data[e])
+          for (size_t e = 0; e < n; ++e)
+            ASSERT_EQ(got.data[k * n + e], want.at(singles[k]).data[e])
                 << where << ", " << shapeToString(s) << (bf16 ? " bf16" : " f32") << ", matrix "
                 << k << ", element " << e;
       };
-      const std::vector<int> probeSingles(singles);
-      {
-        RefExecutor a(one.g, Precision::F32), b(batch.g, Precision::F32);
-        const auto got = b.evaluate(in, {o}).probes.at(o);
-        const auto want = a.evaluate(in, probeSingles).probes;
-        check(got, {want.at(singles[0]), want.at(singles[1]), want.at(singles[2])}, "reference");
-      }
-      {
-        PlanExecutor a(one.g, {}), b(batch.g, {});
-        const auto got = b.evaluate(in, {o}).probes.at(o);
-        const auto want = a.evaluate(in, probeSingles).probes;
-        check(got, {want.at(singles[0]), want.at(singles[1]), want.at(singles[2])}, "cpu");
-      }
-      {
-        std::unique_ptr<PlanExecutor> a = emulatedGpuExecutor(one.g, {}),
-                                      b = emulatedGpuExecutor(batch.g, {});
-        const auto want = a->evaluate(in, probeSingles).probes;
-        const char *step = bf16 ? "st_ns_x16" : "st_scale_add";
-        const long long before = emulatedGpuLaunchesOf(step);
-        const auto got = b->evaluate(in, {o}).probes.at(o);
-        EXPECT_EQ(emulatedGpuLaunchesOf(step) - before, bf16 ? 6 : 5) << "steps not batched";
-        check(got, {want.at(singles[0]), want.at(singles[1]), want.at(singles[2])}, "emulated GPU");
-      }
+      RefExecutor refOne(one.g, Precision::F32), refBatch(batch.g, Precision::F32);
+      check(refOne, refBatch, "reference");
+      PlanExecutor cpuOne(one.g, {}), cpuBatch(batch.g, {});
+      check(cpuOne, cpuBatch, "cpu");
+      std::unique_ptr<PlanExecutor> gpuOne = emulatedGpuExecutor(one.g, {}),
+                                    gpuBatch = emulatedGpuExecutor(batch.g, {});
+      const char *step = bf16 ? "st_ns_x16" : "st_scale_add";
+      const long long before = emulatedGpuLaunchesOf(step);
+      gpuBatch->evaluate(in, {o});
+      EXPECT_EQ(emulatedGpuLaunchesOf(step) - before, bf16 ? 6 : 5) << "steps not batched";
+      check(*gpuOne, *gpuBatch, "emulated GPU");
     }
 }
 

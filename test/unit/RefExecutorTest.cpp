@@ -166,6 +166,32 @@ static std::string validationError(const Graph &g) {
   }
 }
 
+// newton_schulz of one matrix [m, n] -> [m, n], or a batch of k >= 2
+// matrices of one shape -> [k, m, n]; anything else is refused.
+TEST(Graph, ValidateNewtonSchulzBatches) {
+  auto ns = [](std::vector<Shape> in, Shape out) {
+    Graph g;
+    std::vector<int> ops;
+    for (const Shape &s : in)
+      ops.push_back(constant(g, s, {1}));
+    Node n = mk(OpKind::NewtonSchulz, ops, out);
+    n.ints = {5};
+    n.floats = {3.4445, -4.7750, 2.0315};
+    g.add(n);
+    return validationError(g);
+  };
+  EXPECT_EQ(ns({{4, 6}}, {4, 6}), "");
+  EXPECT_EQ(ns({{4, 6}, {4, 6}, {4, 6}}, {3, 4, 6}), "");
+  EXPECT_NE(ns({{4, 6}, {6, 4}}, {2, 4, 6})
+                .find("a batch needs matrices of one shape: operand 1 is "
+                      "[6, 4], operand 0 [4, 6]"),
+            std::string::npos)
+      << ns({{4, 6}, {6, 4}}, {2, 4, 6});
+  EXPECT_NE(ns({{4, 6}, {4, 6}}, {4, 6}).find("expected [2, 4, 6]"), std::string::npos)
+      << ns({{4, 6}, {4, 6}}, {4, 6});
+  EXPECT_NE(ns({{2, 4, 6}}, {2, 4, 6}).find("operand must be a matrix"), std::string::npos);
+}
+
 TEST(Graph, ValidatePackedAttention) {
   auto attention = [](Shape qkv, Shape out, Shape grad) {
     Graph g;
