@@ -909,6 +909,9 @@ LogicalResult NormGradOp::verify() {
     return emitOpError() << "result " << getType() << " should stack " << rows
                          << " rows of dx, dgamma" << (getCentered() ? " and dbeta" : "")
                          << " as " << RankedTensorType::get(expected, elemOf(getInput()));
+  if (getAddend() && getAddend().getType() != getInput().getType())
+    return emitOpError() << "addend " << getAddend().getType() << " must have the input's type "
+                         << getInput().getType();
   return success();
 }
 

@@ -467,11 +467,20 @@ def Train_NormGradOp : Train_Op<"norm_grad", [Pure, AllTypesMatch<["input", "gra
     Autodiff emits it so that the executors run one pass over the rows (the
     row's statistics recomputed, as the forward computes them) and one over
     column blocks, instead of a dozen element-wise and reduction passes.
+
+    With `plus %addend` (of `input`'s type; `kernel-norm-grad-epilogue`
+    sets it) the dx rows are `dx + addend`: the residual stream's gradient
+    added in the same pass over the rows, not by a kernel of its own. With
+    the discardable attribute `kernel.store_bf16` (the same pass) the rows
+    are rounded to bf16, and with an addend `bf16(addend + bf16(dx))`;
+    dgamma and dbeta stay f32. The CUDA runtime then keeps the rows in two
+    bytes an element.
   }];
   let arguments = (ins Train_FloatTensor:$input, Train_FloatTensor:$gamma,
-                       Train_FloatTensor:$grad, F64Attr:$eps, UnitAttr:$centered);
+                       Train_FloatTensor:$grad, Optional<Train_FloatTensor>:$addend,
+                       F64Attr:$eps, UnitAttr:$centered);
   let results = (outs Train_FloatTensor:$result);
-  let assemblyFormat = "$input `,` $gamma `,` $grad (`centered` $centered^)? attr-dict `:` type($input) `,` type($gamma) `->` type($result)";
+  let assemblyFormat = "$input `,` $gamma `,` $grad (`plus` $addend^ `:` type($addend))? (`centered` $centered^)? attr-dict `:` type($input) `,` type($gamma) `->` type($result)";
   let hasVerifier = 1;
 }
 

@@ -268,9 +268,9 @@ static void normVJP(OpBuilder &b, Location loc, Value x, Value gamma, Value beta
   const bool centered = static_cast<bool>(beta);
   const int64_t d = type.getShape().back(), rows = d ? type.getNumElements() / d : 0;
   Type elem = type.getElementType();
-  Value all = b.create<NormGradOp>(
-      loc, RankedTensorType::get({rows + (centered ? 2 : 1), d}, elem), x, gamma, g,
-      b.getF64FloatAttr(eps), centered ? b.getUnitAttr() : UnitAttr());
+  Value all = b.create<NormGradOp>(loc, RankedTensorType::get({rows + (centered ? 2 : 1), d}, elem),
+                                   x, gamma, g, Value(), b.getF64FloatAttr(eps),
+                                   centered ? b.getUnitAttr() : UnitAttr());
   auto part = [&](int64_t offset, int64_t n, Type like) {
     Value s = b.create<SliceOp>(loc, RankedTensorType::get({n, d}, elem), all,
                                 b.getI64IntegerAttr(0), b.getI64IntegerAttr(offset));

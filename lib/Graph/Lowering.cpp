@@ -193,6 +193,8 @@ static LogicalResult lowerPhase(Block &block, Phase phase, Graph &g) {
         .Case([&](NormGradOp o) {
           n.floats = {o.getEps().convertToDouble()};
           n.flag = o.getCentered();
+          if (o->hasAttr("kernel.store_bf16")) // rows rounded (kernel-norm-grad-epilogue)
+            n.dtype = DType::BF16;
         })
         .Case([&](AttentionOp o) {
           n.floats = {o.getScale().convertToDouble()};

@@ -19,10 +19,9 @@ namespace stretto::kernel {
 
 using namespace mlir;
 using namespace stretto;
+using kernel::sameStage;
 
 namespace {
-
-bool sameStage(Operation *a, Operation *b) { return a->getAttr("stage") == b->getAttr("stage"); }
 
 bool isPerm(train::TransposeOp t, ArrayRef<int64_t> perm) { return t && t.getPerm() == perm; }
 

@@ -21,6 +21,7 @@ void stretto::buildKernelPipeline(OpPassManager &pm, const KernelPipelineOptions
   model.addPass(kernel::createKernelFuseElementwise());
   model.addPass(kernel::createKernelFuseReductions());
   model.addPass(kernel::createKernelBf16Storage());
+  model.addPass(kernel::createKernelNormGradEpilogue());
   model.addPass(kernel::createKernelGemmEpilogue());
   if (options.attentionLayout)
     model.addPass(kernel::createKernelAttentionLayout());

@@ -373,6 +373,13 @@ std::string preludes(const char *target) {
 
 bool stretto::kernel::storedInBf16(Value v) {
   while (Operation *def = v.getDefiningOp()) {
+    // norm_grad's rows rounded (kernel-norm-grad-epilogue) are in two
+    // bytes, its gain and bias rows after them in four.
+    if (auto slice = dyn_cast<train::SliceOp>(def))
+      if (auto grad = slice.getInput().getDefiningOp<train::NormGradOp>())
+        return grad->hasAttr(kStoreBf16Attr) && slice.getAxis() == 0 &&
+               slice.getOffset() < cast<RankedTensorType>(grad.getType()).getDimSize(0) -
+                                       (grad.getCentered() ? 2 : 1);
     // (a slice of a bf16 value is a leading-row view: kernel-bf16-storage)
     if (isa<train::ReshapeOp, train::TransposeOp, train::SliceOp>(def)) {
       v = def->getOperand(0);

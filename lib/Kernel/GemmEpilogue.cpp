@@ -21,6 +21,7 @@ namespace stretto::kernel {
 
 using namespace mlir;
 using namespace stretto;
+using kernel::sameStage;
 
 namespace {
 
@@ -37,8 +38,6 @@ struct Fold {
   Operation *op = nullptr, *scale = nullptr;
   Value operand;
 };
-
-bool sameStage(Operation *a, Operation *b) { return a->getAttr("stage") == b->getAttr("stage"); }
 
 /// The block argument of `body` that `v` is (not `not`), or null.
 BlockArgument argOf(Value v, Block &body, unsigned other) {

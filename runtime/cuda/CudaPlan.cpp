@@ -1287,12 +1287,24 @@ void CudaPlanDevice::opNormGrad(NodeCall &nc) {
   // x or dy in bf16, two bytes an element (kernel-bf16-storage): the _x16
   // and _dy16 forms.
   const std::string x16 = std::string(nc.half(0) ? "_x16" : "") + (nc.half(2) ? "_dy16" : "");
+  // The rows' epilogue (kernel-norm-grad-epilogue: RuntimeOps.cu's
+  // st_norm_grad_put): rounded, an addend, the rows in two bytes where the
+  // plan keeps them so (Slot::halfLead; the gain and bias rows after them
+  // in four, from halfLeadFloats on).
+  enum { kRound = 1, kAdd = 2, kAdd16 = 4, kOut16 = 8 }; // RuntimeOps.cu's ST_NG_*
+  const int64_t halfRows = nc.p.slots[nc.i].halfLead; // elements in two bytes
+  const bool addend = nc.n.operands.size() == 4, half = halfRows > 0;
+  const int epi = (nc.n.dtype == DType::BF16 ? kRound : 0) | (addend ? kAdd : 0) |
+                  (addend && nc.half(3) ? kAdd16 : 0) | (half ? kOut16 : 0);
+  const void *add = addend ? nc.in(3) : nullptr;
+  void *dx = nc.out;
   launchHalfRows(("st_norm_grad_rows16" + x16).c_str(), rows, rows, d,
-                 static_cast<float>(nc.n.floats[0]), nc.n.flag ? 1 : 0,
-                 nc.in(0), nc.in(1), nc.in(2), nc.out, mean, rstd);
+                 static_cast<float>(nc.n.floats[0]), nc.n.flag ? 1 : 0, nc.in(0), nc.in(1),
+                 nc.in(2), epi, add, dx, mean, rstd);
   launch(("st_norm_param_partials" + x16).c_str(), chunks * d, rows, d, per, chunks, nc.in(0),
          nc.in(2), static_cast<const float *>(mean), static_cast<const float *>(rstd), pg, pb);
-  float *dgamma = nc.out + rows * d, *dbeta = nc.n.flag ? dgamma + d : nullptr;
+  float *dgamma = nc.out + (half ? planning::halfLeadFloats(halfRows) : rows * d);
+  float *dbeta = nc.n.flag ? dgamma + d : nullptr;
   launch("st_norm_param_grad", d, d, chunks, static_cast<const float *>(pg),
          static_cast<const float *>(pb), dgamma, dbeta);
 }

@@ -205,26 +205,50 @@ extern "C" __global__ void st_norm_rows(i64 rows, i64 d, float eps, const float 
   }
 }
 
-/* norm_grad (KernelMath.inc's st_norm_grad_row): dx of each row, its
- * mean and rstd into mean[r], rstd[r]. A thread per row. The *_x16 forms
- * take x in bf16, two bytes an element (kernel-bf16-storage), the *_dy16
- * forms dy. */
+/* norm_grad's epilogue (kernel-norm-grad-epilogue; OpSemantics.h's
+ * normGradEpilogue) on element i of the rows, `epi` of these bits: the
+ * value rounded to bf16 (ST_NG_ROUND), plus element i of `add`, four bytes
+ * an element or two (ST_NG_ADD16), rounded again; then stored in four
+ * bytes, or in two (ST_NG_OUT16: the bf16's bits, exact as it is
+ * rounded). */
+#define ST_NG_ROUND 1
+#define ST_NG_ADD 2
+#define ST_NG_ADD16 4
+#define ST_NG_OUT16 8
+ST_FN void st_norm_grad_put(int epi, const void *add, void *dx, i64 i, float v) {
+  if (epi & ST_NG_ROUND)
+    v = st_round_bf16(v);
+  if (epi & ST_NG_ADD) {
+    const float a = (epi & ST_NG_ADD16) ? st_widen(((const unsigned short *)add)[i])
+                                        : ((const float *)add)[i];
+    v = (epi & ST_NG_ROUND) ? st_round_bf16(a + v) : a + v;
+  }
+  if (epi & ST_NG_OUT16)
+    ((unsigned short *)dx)[i] = (unsigned short)((unsigned int)st_bits_of(v) >> 16);
+  else
+    ((float *)dx)[i] = v;
+}
+
+/* norm_grad (KernelMath.inc's st_norm_grad_row): dx of each row through
+ * the epilogue, its mean and rstd into mean[r], rstd[r]. A thread per row.
+ * The *_x16 forms take x in bf16, two bytes an element
+ * (kernel-bf16-storage), the *_dy16 forms dy. */
 template <typename X, typename DY>
 ST_FN void st_norm_grad_rows_of(i64 rows, i64 d, float eps, int centered, const X *x,
-                                const float *gamma, const DY *dy, float *dx, float *mean,
-                                float *rstd) {
+                                const float *gamma, const DY *dy, int epi, const void *add,
+                                void *dx, float *mean, float *rstd) {
   ST_LOOP(r, rows) {
-    st_norm_grad_row(x + r * d, gamma, dy + r * d, dx + r * d, d, eps, centered != 0, mean + r,
-                     rstd + r);
+    st_norm_grad_row_put(x + r * d, gamma, dy + r * d, d, eps, centered != 0, mean + r, rstd + r,
+                         [&](i64 j, float v) { st_norm_grad_put(epi, add, dx, r * d + j, v); });
   }
 }
 /* The norm_grad row kernels' entry points: NAME over x of type X and dy
  * of type DY. */
 #define ST_NORM_GRAD_ENTRY(NAME, OF, X, DY)                                                      \
   extern "C" __global__ void NAME(i64 rows, i64 d, float eps, int centered, const X *x,          \
-                                  const float *gamma, const DY *dy, float *dx, float *mean,      \
-                                  float *rstd) {                                                 \
-    OF(rows, d, eps, centered, x, gamma, dy, dx, mean, rstd);                                    \
+                                  const float *gamma, const DY *dy, int epi, const void *add,    \
+                                  void *dx, float *mean, float *rstd) {                          \
+    OF(rows, d, eps, centered, x, gamma, dy, epi, add, dx, mean, rstd);                          \
   }
 ST_NORM_GRAD_ENTRY(st_norm_grad_rows, st_norm_grad_rows_of, float, float)
 ST_NORM_GRAD_ENTRY(st_norm_grad_rows_x16, st_norm_grad_rows_of, unsigned short, float)
@@ -312,11 +336,13 @@ extern "C" __global__ void st_norm_rows16(i64 rows, i64 d, float eps, const floa
 
 template <typename X, typename DY>
 ST_FN void st_norm_grad_rows16_of(i64 rows, i64 d, float eps, int centered, const X *x,
-                                  const float *gamma, const DY *dy, float *dx, float *mean,
-                                  float *rstd) {
+                                  const float *gamma, const DY *dy, int epi, const void *add,
+                                  void *dx, float *mean, float *rstd) {
   ST_HALF_ROWS(rows, {
-    st_norm_grad_row16(x + rr * d, gamma, dy + rr * d, dx + rr * d, ok ? d : 0, eps,
-                       centered != 0, mean + rr, rstd + rr);
+    st_norm_grad_row16_put(x + rr * d, gamma, dy + rr * d, ok ? d : 0, eps, centered != 0,
+                           mean + rr, rstd + rr, [&](i64 j, float v) {
+                             st_norm_grad_put(epi, add, dx, rr * d + j, v);
+                           });
   })
 }
 ST_NORM_GRAD_ENTRY(st_norm_grad_rows16, st_norm_grad_rows16_of, float, float)

@@ -50,8 +50,14 @@ struct Costing {
 
   /// Bytes of node i's value as stored.
   double valueBytes(const std::vector<Node> &list, int i) const {
-    return static_cast<double>(numelOf(list[i].shape)) * (half && (*half)[i] ? 2.0 : elem);
+    const double n = static_cast<double>(numelOf(list[i].shape));
+    if (half && (*half)[i] == kRowsHalf) { // norm_grad: its dx rows in two bytes
+      const double params = static_cast<double>((list[i].flag ? 2 : 1) * list[i].shape.back());
+      return 2.0 * (n - params) + elem * params;
+    }
+    return n * (half && (*half)[i] ? 2.0 : elem);
   }
+  static constexpr char kRowsHalf = 2; // `half`'s mark for a norm_grad's rows
 
   double peak() const {
     return precision == CostPrecision::BF16   ? d.bf16Flops
@@ -133,7 +139,8 @@ struct Costing {
   }
 
   // The CUDA runtime's own ops of several launches, priced by their bytes:
-  // opNormGrad (dx row by row: x, the gain and dy read, dx written; each
+  // opNormGrad (dx row by row: x, the gain, dy and any addend read, dx
+  // written; each
   // chunk of rows' partial gain (and bias) gradients, reading x and dy
   // again; the chunks added: three launches) and opScatterRows (the
   // chunks' first rows set to none, each id's rows linked, a thread a row
@@ -369,16 +376,29 @@ StepCost stretto::predictStep(const Graph &graph, const DeviceModel &device,
     // bf16 runs: which values the CUDA runtime keeps in two bytes (a
     // store_bf16 kernel's, and reshapes, transposes and slices, views, of
     // one).
+    // A norm_grad whose dx rows are rounded keeps them in two bytes, its
+    // gain and bias rows in four (Costing::kRowsHalf): a slice of the rows
+    // is in two.
     std::vector<char> half(list.size(), 0);
+    const bool halves = precision == CostPrecision::BF16 && twoByteBf16;
     for (size_t i = 0; i < list.size(); ++i) {
       const Node &n = list[i];
-      half[i] = precision == CostPrecision::BF16 && twoByteBf16 &&
-                (((n.kind == OpKind::Kernel || n.kind == OpKind::Gemm ||
-                   n.kind == OpKind::Attention || n.kind == OpKind::AttentionGrad) &&
-                  n.dtype == DType::BF16) ||
-                 ((n.kind == OpKind::Reshape || n.kind == OpKind::Transpose ||
-                   n.kind == OpKind::Slice) &&
-                  half[n.operands[0]]));
+      if (halves && n.kind == OpKind::NormGrad && n.dtype == DType::BF16) {
+        half[i] = Costing::kRowsHalf;
+        continue;
+      }
+      if (halves && n.kind == OpKind::Slice && half[n.operands[0]] == Costing::kRowsHalf) {
+        const Node &g = list[n.operands[0]];
+        half[i] = n.ints[1] < g.shape[0] - (g.flag ? 2 : 1);
+        continue;
+      }
+      half[i] =
+          halves &&
+          (((n.kind == OpKind::Kernel || n.kind == OpKind::Gemm || n.kind == OpKind::Attention ||
+             n.kind == OpKind::AttentionGrad) &&
+            n.dtype == DType::BF16) ||
+           ((n.kind == OpKind::Reshape || n.kind == OpKind::Transpose || n.kind == OpKind::Slice) &&
+            half[n.operands[0]]));
     }
     Costing costing{device, precision, elem, &half, bf16Plan};
     for (const Node &n : list) {

@@ -341,6 +341,9 @@ void checkNorm(const NodeCheck &nc) {
 }
 
 void checkNormGrad(const NodeCheck &nc) {
+  if (nc.have != 3 && nc.have != 4)
+    nc.fail("expects 3 operands (x, gamma, dy) or 4 (and an addend), has " +
+            std::to_string(nc.have));
   const Shape &x = nc.opShape(0);
   nc.needFloats(1);
   if (x.empty())
@@ -350,6 +353,9 @@ void checkNormGrad(const NodeCheck &nc) {
             std::to_string(x.back()) + " features");
   if (nc.opShape(2) != x)
     nc.fail("grad " + shapeToString(nc.opShape(2)) + " and x " + shapeToString(x) +
+            " must share one shape");
+  if (nc.have == 4 && nc.opShape(3) != x)
+    nc.fail("addend " + shapeToString(nc.opShape(3)) + " and x " + shapeToString(x) +
             " must share one shape");
   const int64_t d = x.back(), rows = d ? numElements(x) / d : 0;
   nc.needShape(Shape{rows + (nc.n.flag ? 2 : 1), d}, "norm_grad");

@@ -110,6 +110,18 @@ void normGradChunk(const T *x, const T *gamma, const T *dy, T *dx, int64_t n, in
                    bool centered, T *pg, T *pb) {
   kernelmath::st_norm_grad_chunk(x, gamma, dy, dx, n, d, eps, centered, pg, pb);
 }
+// norm_grad's epilogue (kernel-norm-grad-epilogue) on n elements of dx,
+// in place: rounded to bf16 where `round`, plus the addend where there is
+// one (rounded again): bf16(addend + bf16(dx)), as the residual add's
+// kernel it replaces computed it.
+template <typename T> void normGradEpilogue(T *dx, const T *addend, int64_t n, bool round) {
+  for (int64_t e = 0; e < n; ++e) {
+    T v = round ? kernelmath::st_round_bf16(dx[e]) : dx[e];
+    if (addend)
+      v = round ? kernelmath::st_round_bf16(addend[e] + v) : addend[e] + v;
+    dx[e] = v;
+  }
+}
 // dgamma (and dbeta; pb, dbeta null: RmsNorm) from `chunks` partials.
 template <typename T>
 void normParamGrads(const T *pg, const T *pb, int64_t chunks, int64_t d, T *dgamma, T *dbeta) {

@@ -399,14 +399,16 @@ StepResult PlanExecutor::Impl::run(const PhasePlan &p, const TensorMap &inputs, 
   StepResult result = runRange(p, 0, p.order.size(), arena.data, inputs, t);
   if (probesOut)
     for (int k : probes)
-      result.probes[k] = hostTensor(nodes[k].shape, val[k], p.slots[k].half);
+      result.probes[k] = hostTensor(nodes[k].shape, val[k], p.slots[k].half, p.slots[k].halfLead);
   return result;
 }
 
 // Bytes of value v of plan p as stored: two an element for a bf16 value
 // held in two.
 static double storedBytes(const PhasePlan &p, const std::vector<Node> &nodes, int v) {
-  return (p.slots[v].half ? 2.0 : 4.0) * static_cast<double>(numElements(nodes[v].shape));
+  const double n = static_cast<double>(numElements(nodes[v].shape));
+  const double lead = static_cast<double>(p.slots[v].halfLead); // (two bytes each)
+  return (p.slots[v].half ? 2.0 : 4.0) * (n - lead) + 2.0 * lead;
 }
 
 bool PlanExecutor::Impl::runLaunchGroup(const PhasePlan &p, const std::vector<int> &members,
@@ -833,6 +835,11 @@ void HostDevice::opNormGrad(NodeCall &nc) {
   }
   float *dgamma = nc.out + rows * d;
   normParamGrads(pg, pb, chunks, d, dgamma, pb ? dgamma + d : nullptr);
+  // The rows' epilogue (kernel-norm-grad-epilogue): rounded in four bytes
+  // here, the addend added.
+  const bool round = nc.n.dtype == DType::BF16;
+  if (round || nc.n.operands.size() == 4)
+    normGradEpilogue(nc.out, nc.n.operands.size() == 4 ? nc.in(3) : nullptr, rows * d, round);
 }
 
 // A result stored in bf16 (kernel-bf16-storage folded the rounding kernel
@@ -1157,7 +1164,7 @@ bool PlanExecutor::supports(const Graph &graph, std::string &why) {
       if (n.dtype != DType::F32 && n.dtype != DType::I32 && !isSink(n.kind) &&
           !(n.dtype == DType::BF16 &&
             (n.kind == OpKind::Kernel || n.kind == OpKind::Gemm || n.kind == OpKind::Attention ||
-             n.kind == OpKind::AttentionGrad))) { // store_bf16
+             n.kind == OpKind::AttentionGrad || n.kind == OpKind::NormGrad))) { // store_bf16
         why = std::string(opKindName(n.kind)) + " at " + n.loc + " is " + dtypeName(n.dtype) +
               " (only f32 so far)";
         return false;

@@ -53,7 +53,15 @@ struct Slot {
   int ref = -1;       // Alias: node; State/GradSum/Constant: index
   int dies = -1;      // the last node of the plan reading this buffer
   bool half = false;  // bf16 in two bytes an element (PlanDevice::storesBf16Halves)
+  // Elements at the front stored in two bytes, the rest in four from
+  // halfLeadFloats(halfLead) on: a norm_grad whose dx rows are rounded
+  // (dtype BF16, kernel-norm-grad-epilogue), dgamma and dbeta after them.
+  int64_t halfLead = 0;
 };
+
+// Where the four-byte part of a slot with `halfLead` two-byte elements
+// starts, in floats (aligned, for the vector loads of its readers).
+inline int64_t halfLeadFloats(int64_t halfLead) { return alignUp((halfLead + 1) / 2); }
 
 struct PhasePlan {
   Phase phase = Phase::Step;
@@ -350,6 +358,21 @@ struct PlanExecutor::Impl {
                         bool inArena) {
     Slot &s = p.slots[static_cast<size_t>(&n - nodes.data())];
     const ops::Window w = ops::windowOf(n, nodes[n.operands[0]].shape);
+    if (const int64_t lead = p.slots[n.operands[0]].halfLead; lead > 0) {
+      // Of a value two bytes an element at the front, four after: a view of
+      // whole leading rows within one part (norm_grad's dx rows, its gain or
+      // bias row).
+      const int64_t from = n.ints[1] * w.inner, to = from + numElements(n.shape);
+      if (w.outer == 1 && inArena && (to <= lead || from >= lead) && from % 2 == 0) {
+        s.where = Where::Alias, s.ref = n.operands[0], s.half = to <= lead;
+        s.offset = s.half ? from / 2 : planning::halfLeadFloats(lead) + (from - lead);
+        return "";
+      }
+      return "a slice across the two-byte rows and the four-byte rows of node " +
+             std::to_string(n.operands[0]) +
+             " (norm_grad's rows rounded to bf16, kernel-norm-grad-epilogue): only views of "
+             "whole leading rows within one part can read it";
+    }
     const bool half = p.slots[n.operands[0]].half; // two bytes an element
     if (w.outer == 1 && inArena && (!half || (n.ints[1] * w.inner) % 2 == 0)) {
       s.where = Where::Alias, s.ref = n.operands[0], s.half = half;
@@ -447,6 +470,12 @@ struct PlanExecutor::Impl {
           s.half = true;
           s.size = std::max<int64_t>((numElements(n.shape) + 1) / 2, 1);
         }
+        // norm_grad's rounded dx rows in two bytes, dgamma and dbeta in four.
+        if (n.kind == OpKind::NormGrad && n.dtype == DType::BF16 && dev->storesBf16Halves()) {
+          const int64_t d = n.shape.back(), params = n.flag ? 2 : 1;
+          s.halfLead = numElements(n.shape) - params * d;
+          s.size = planning::halfLeadFloats(s.halfLead) + params * d;
+        }
         p.unplannedFloats += alignUp(s.size);
         break;
       }
@@ -465,6 +494,11 @@ struct PlanExecutor::Impl {
           fail(i, std::string(opKindName(n.kind)) + " reads node " + std::to_string(o) +
                       ", a value stored in bf16 (kernel-bf16-storage), which this op cannot "
                       "read on this device");
+        } else if (p.slots[o].halfLead > 0 && n.kind != OpKind::Slice) {
+          cur = phase;
+          fail(i, std::string(opKindName(n.kind)) + " reads node " + std::to_string(o) +
+                      " whole, whose rows are in two bytes and the rest in four "
+                      "(kernel-norm-grad-epilogue): only slices can read it");
         }
     }
     // A Write whose value is a state's old value, of a state this phase
@@ -770,7 +804,15 @@ struct PlanExecutor::Impl {
       dev->download(v.data(), src, n);
     return v;
   }
-  HostTensor hostTensor(const Shape &shape, const float *src, bool half = false) const {
+  HostTensor hostTensor(const Shape &shape, const float *src, bool half = false,
+                        int64_t halfLead = 0) const {
+    if (halfLead > 0) { // two bytes an element, then four (Slot::halfLead)
+      std::vector<double> v = hostTensor(Shape{halfLead}, src, true).data;
+      std::vector<float> rest =
+          download(src + planning::halfLeadFloats(halfLead), numElements(shape) - halfLead);
+      v.insert(v.end(), rest.begin(), rest.end());
+      return HostTensor{shape, std::move(v)};
+    }
     if (half) { // two bytes an element: the bf16's bits
       const int64_t n = numElements(shape);
       std::vector<float> packed = download(src, (n + 1) / 2);

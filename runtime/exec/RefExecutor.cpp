@@ -532,7 +532,7 @@ RefExecutor::Impl::run(const std::map<std::string, HostTensor> &inputs,
     (this->*h)(nc);
     Buf<T> &out = nc.out;
 
-    if (std::is_same<T, float>::value && n.dtype == DType::BF16)
+    if (std::is_same<T, float>::value && n.dtype == DType::BF16 && n.kind != OpKind::NormGrad)
       for (T &v : out)
         v = static_cast<T>(roundToBF16(static_cast<float>(v)));
     vals[i] = std::move(out);
@@ -777,6 +777,13 @@ template <typename T> void RefExecutor::Impl::opNorm(RefCall<T> &nc) {
 template <typename T> void RefExecutor::Impl::opNormGrad(RefCall<T> &nc) {
   nc.out = normGrad(nc.in(0), nc.in(1), nc.in(2), nc.inShape(0).back(),
                     static_cast<T>(nc.n.floats[0]), nc.n.flag);
+  // The rows' epilogue (kernel-norm-grad-epilogue); the run loop does not
+  // round this node's result as a whole, whose gain and bias rows stay f32
+  // (and in f64, as every bf16 node, nothing is rounded).
+  const bool round = std::is_same<T, float>::value && nc.n.dtype == DType::BF16;
+  if (round || nc.n.operands.size() == 4)
+    normGradEpilogue(nc.out.data(), nc.n.operands.size() == 4 ? nc.in(3).data() : nullptr,
+                     static_cast<int64_t>(nc.in(0).size()), round);
 }
 
 // A packed attention (kernel-attention-layout) as its definition says

@@ -1488,6 +1488,31 @@ TEST(CompiledPath, TensorCoreAttentionReadsBf16InTwoBytes) {
     EXPECT_EQ(four->getState(s.name).data, two->getState(s.name).data) << s.name;
 }
 
+// kernel-norm-grad-epilogue in a compiled GPT (two layers): in f32 each
+// block's two norm_grads add the residual stream's gradient themselves (an
+// addend); in bf16 they round their rows too, as the final norm's does
+// (without an addend), except the first block's first: its sum is the
+// embedding's gradient, read by scatter_rows, which takes no two-byte
+// values, so its kernel (rounding and adding in four bytes) stays.
+TEST(CompiledPath, NormGradsTakeTheResidualAdd) {
+  const std::string gpt = "[model]\nkind = \"gpt\"\nlayers = 2\nheads = 2\nd_model = 16\nseq_len = "
+                          "8\nbatch = 4\nvocab = 128\n[train]\noptimizer = \"adamw\"\n[data]\npath "
+                          "= \"kjv\"\n";
+  for (bool bf16 : {false, true}) {
+    EmulatedCase ec(bf16 ? withBf16Storage(gpt) : gpt, bf16 ? "ng-bf16" : "ng-f32");
+    int grads = 0, addends = 0, rounded = 0;
+    for (const Node &n : ec.c.graph.nodes)
+      if (n.kind == OpKind::NormGrad) {
+        ++grads;
+        addends += n.operands.size() == 4;
+        rounded += n.dtype == DType::BF16;
+      }
+    EXPECT_EQ(grads, 5) << bf16;
+    EXPECT_EQ(addends, bf16 ? 3 : 4) << bf16;
+    EXPECT_EQ(rounded, bf16 ? 4 : 0);
+  }
+}
+
 // kernel-attention-layout: the attention reads q, k and v where the fused
 // QKV GEMM wrote them and writes its result (and the backward dq, dk, dv)
 // where the next GEMM reads them, so the plan has no head transposes. Each

@@ -342,6 +342,27 @@ TEST(CostModel, NormGradIsThreeLaunchesReadingXAndDyTwice) {
   const double x = 4.0 * 1024 * 768;
   EXPECT_DOUBLE_EQ(c.nodes[0].bytes, 2 * x /* x */ + 4.0 * 768 + 2 * x /* dy */ + 4.0 * 1026 * 768);
   EXPECT_DOUBLE_EQ(c.nodes[0].seconds, c.nodes[0].bytes / (d->bandwidth * d->memoryEfficiency));
+  // With an addend and its rows rounded (kernel-norm-grad-epilogue), in a
+  // bf16 run: the addend read, the rows written in two bytes, the gain
+  // and bias rows in four; a slice of the rows is two bytes an element
+  // to its reader, one of the gain four.
+  g.nodes[3].operands.push_back(0);
+  g.nodes[3].dtype = DType::BF16;
+  Node rows = node(OpKind::Slice, {3}, {1024, 768});
+  rows.ints = {0, 0};
+  g.add(rows);
+  Node gain = node(OpKind::Slice, {3}, {1, 768});
+  gain.ints = {0, 1024};
+  g.add(gain);
+  g.add(node(OpKind::Add, {4, 4}, {1024, 768}));
+  g.add(node(OpKind::Add, {5, 5}, {1, 768}));
+  c = predictStep(g, *d, CostPrecision::BF16, 1, 1, /*twoByteBf16=*/true);
+  ASSERT_EQ(c.nodes.size(), 3u);
+  EXPECT_DOUBLE_EQ(c.nodes[0].bytes, 3 * x /* x, dy, the addend */ + 4.0 * 768 +
+                                         2 * x /* x and dy again */ + 2.0 * 1024 * 768 +
+                                         4.0 * 2 * 768);
+  EXPECT_DOUBLE_EQ(c.nodes[1].bytes, 2 * 2.0 * 1024 * 768 + x) << "the rows read twice";
+  EXPECT_DOUBLE_EQ(c.nodes[2].bytes, 3 * 4.0 * 768) << "the gain read twice";
 }
 
 // scatter_rows as the CUDA runtime runs it: its lists' first rows set to

@@ -192,6 +192,29 @@ TEST(Graph, ValidateNewtonSchulzBatches) {
   EXPECT_NE(ns({{2, 4, 6}}, {2, 4, 6}).find("operand must be a matrix"), std::string::npos);
 }
 
+// norm_grad: x, gamma, dy, and an addend of x's shape where there is one
+// (kernel-norm-grad-epilogue).
+TEST(Graph, ValidateNormGradAddend) {
+  auto grad = [](std::vector<Shape> in) {
+    Graph g;
+    std::vector<int> ops;
+    for (const Shape &s : in)
+      ops.push_back(constant(g, s, {1}));
+    Node n = mk(OpKind::NormGrad, ops, {6, 8});
+    n.floats = {1e-5};
+    n.flag = true;
+    g.add(n);
+    return validationError(g);
+  };
+  EXPECT_EQ(grad({{4, 8}, {8}, {4, 8}}), "");
+  EXPECT_EQ(grad({{4, 8}, {8}, {4, 8}, {4, 8}}), "");
+  EXPECT_NE(grad({{4, 8}, {8}, {4, 8}, {8}}).find("addend [8] and x [4, 8] must share one shape"),
+            std::string::npos)
+      << grad({{4, 8}, {8}, {4, 8}, {8}});
+  EXPECT_NE(grad({{4, 8}, {8}}).find("expects 3 operands (x, gamma, dy) or 4"), std::string::npos)
+      << grad({{4, 8}, {8}});
+}
+
 TEST(Graph, ValidatePackedAttention) {
   auto attention = [](Shape qkv, Shape out, Shape grad) {
     Graph g;

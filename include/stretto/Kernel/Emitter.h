@@ -52,6 +52,11 @@ bool roundedFirstByEveryReader(mlir::Value v);
 /// train.attention or train.attention_grad whose rounding kernel it folded
 /// in: the result is rounded to bf16 and stored as a store_bf16 value is.
 inline constexpr const char *kStoreBf16Attr = "kernel.store_bf16";
+/// Whether two ops are on one pipeline stage (the same "stage" attribute,
+/// or none): the kernel passes fold ops of one stage only.
+inline bool sameStage(mlir::Operation *a, mlir::Operation *b) {
+  return a->getAttr("stage") == b->getAttr("stage");
+}
 
 bool uniformInnerRun(llvm::ArrayRef<std::vector<int64_t>> inputShapes,
                      llvm::ArrayRef<int64_t> space, size_t firstDim);

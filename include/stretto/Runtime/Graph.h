@@ -59,9 +59,12 @@ const char *dtypeName(DType t);
 //    Softmax:    last axis; flag=causal: over [..., T, T], j > i gets prob 0
 //    LayerNorm:  operands {x, gamma, beta}; floats {eps}; biased variance
 //    RmsNorm:    operands {x, gamma}; floats {eps}
-//    NormGrad:   operands {x, gamma, dy}; floats {eps}; flag=centered
-//                (LayerNorm, else RmsNorm): [R + 2 (RmsNorm: 1), D] stacking
-//                dx as R = numel(x) / D rows, then dgamma (and dbeta)
+//    NormGrad:   operands {x, gamma, dy} or {x, gamma, dy, addend}; floats
+//                {eps}; flag=centered (LayerNorm, else RmsNorm): [R + 2
+//                (RmsNorm: 1), D] stacking dx (+ addend, of x's shape) as
+//                R = numel(x) / D rows, then dgamma (and dbeta); dtype BF16
+//                (kernel-norm-grad-epilogue): the R rows rounded to bf16 (with
+//                an addend: bf16(addend + bf16(dx))), dgamma and dbeta f32
 //    Attention:  operands {q, k, v} [B, H, T, D]; floats {scale}; flag=causal;
 //                or {qkv} [B, T, 3, H, D] (kernel-attention-layout: q, k, v
 //                its parts, read in place) -> [B, T, H, D]

@@ -907,6 +907,19 @@ train.model @m {
 
 // -----
 
+// norm_grad's addend (kernel-norm-grad-epilogue) has the input's type.
+train.model @m {
+  train.step {
+    %x = train.input "x" : tensor<2x4xf32>
+    %g = train.input "g" : tensor<4xf32>
+    %r = train.input "r" : tensor<8xf32>
+    // expected-error @+1 {{'train.norm_grad' op addend 'tensor<8xf32>' must have the input's type 'tensor<2x4xf32>'}}
+    %c = train.norm_grad %x, %g, %x plus %r : tensor<8xf32> centered {eps = 1.0e-5 : f64} : tensor<2x4xf32>, tensor<4xf32> -> tensor<4x4xf32>
+  }
+}
+
+// -----
+
 // norm_grad's gamma holds the D features.
 train.model @m {
   train.step {

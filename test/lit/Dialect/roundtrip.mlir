@@ -223,6 +223,9 @@ train.model @modelops {
     %lng = train.norm_grad %e, %g, %e centered {eps = 1.0e-3 : f64} : tensor<2x3x4xf32>, tensor<4xf32> -> tensor<8x4xf32>
     // CHECK: train.norm_grad %[[E]], %[[G]], %[[E]] {eps = 1.000000e-05 : f64} : tensor<2x3x4xf32>, tensor<4xf32> -> tensor<7x4xf32>
     %rng = train.norm_grad %e, %g, %e {eps = 1.0e-5 : f64} : tensor<2x3x4xf32>, tensor<4xf32> -> tensor<7x4xf32>
+    // With an addend (kernel-norm-grad-epilogue), and rows rounded to bf16.
+    // CHECK: train.norm_grad %[[E]], %[[G]], %[[E]] plus %[[LN]] : tensor<2x3x4xf32> centered {eps = 1.000000e-05 : f64, kernel.store_bf16} : tensor<2x3x4xf32>, tensor<4xf32> -> tensor<8x4xf32>
+    %lnga = train.norm_grad %e, %g, %e plus %ln : tensor<2x3x4xf32> centered {eps = 1.0e-5 : f64, kernel.store_bf16} : tensor<2x3x4xf32>, tensor<4xf32> -> tensor<8x4xf32>
     // CHECK: %[[RN:.*]] = train.rms_norm %[[LN]], %[[G]] : tensor<2x3x4xf32>, tensor<4xf32>
     %rn = train.rms_norm %ln, %g : tensor<2x3x4xf32>, tensor<4xf32>
     // CHECK: train.rms_norm %[[LN]], %[[G]] {eps = 2.500000e-01 : f64} : tensor<2x3x4xf32>, tensor<4xf32>
