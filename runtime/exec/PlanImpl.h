@@ -363,7 +363,7 @@ struct PlanExecutor::Impl {
       // whole leading rows within one part (norm_grad's dx rows, its gain or
       // bias row).
       const int64_t from = n.ints[1] * w.inner, to = from + numElements(n.shape);
-      if (w.outer == 1 && inArena && (to <= lead || from >= lead) && from % 2 == 0) {
+      if (w.outer == 1 && inArena && (to <= lead ? from % 2 == 0 : from >= lead)) {
         s.where = Where::Alias, s.ref = n.operands[0], s.half = to <= lead;
         s.offset = s.half ? from / 2 : planning::halfLeadFloats(lead) + (from - lead);
         return "";

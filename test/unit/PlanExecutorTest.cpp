@@ -665,70 +665,73 @@ TEST(PlanExecutor, NormGradEpilogueIsTheOpsItReplaces) {
   for (bool centered : {true, false})
     for (bool bf16 : {false, true})
       for (bool addend : {true, false}) {
-        if (!bf16 && !addend)
-          continue; // (nothing to fold)
-        const Shape xs{130, 24};
-        const int64_t rows = xs[0], d = xs[1], params = centered ? 2 : 1;
-        const TensorMap in{{"x", random(xs, 31, -3, 5)},
-                           {"g", random({d}, 32)},
-                           {"dy", random(xs, 33)},
-                           {"r", random(xs, 34)}};
-        const std::string what = std::string(centered ? "layer_norm" : "rms_norm") +
-                                 (bf16 ? ", bf16" : ", f32") + (addend ? ", addend" : "");
-        // The ops it replaces, on the reference.
-        Builder plain;
-        int x = plain.input("x", xs), g = plain.input("g", {d}), dy = plain.input("dy", xs),
-            r = plain.input("r", xs);
-        int n = plain.node(OpKind::NormGrad, {x, g, dy}, {rows + params, d}, {}, {1e-5}, centered);
-        int v = plain.node(OpKind::Slice, {n}, xs, {0, 0});
-        if (bf16)
-          v = plain.node(OpKind::RoundBf16, {v}, xs);
-        if (addend)
-          v = plain.node(OpKind::Add, {r, v}, xs);
-        if (addend && bf16)
-          v = plain.node(OpKind::RoundBf16, {v}, xs);
-        const int pp = plain.node(OpKind::Slice, {n}, {params, d}, {0, rows});
-        plain.yieldSum(v);
-        const StepResult want = RefExecutor(plain.g, Precision::F32).evaluate(in, {v, pp});
-        // The norm_grad that does it.
-        Builder fused;
-        x = fused.input("x", xs), g = fused.input("g", {d}), dy = fused.input("dy", xs),
-        r = fused.input("r", xs);
-        std::vector<int> ops{x, g, dy};
-        if (addend)
-          ops.push_back(r);
-        n = fused.node(OpKind::NormGrad, ops, {rows + params, d}, {}, {1e-5}, centered);
-        fused.g.nodes[n].dtype = bf16 ? DType::BF16 : DType::F32;
-        const int fr = fused.node(OpKind::Slice, {n}, xs, {0, 0});
-        const int fp = fused.node(OpKind::Slice, {n}, {params, d}, {0, rows});
-        fused.yieldSum(fr);
-        RefExecutor ref(fused.g, Precision::F32);
-        PlanExecutor host(fused.g, {});
-        std::unique_ptr<PlanExecutor> gpu = emulatedGpuExecutor(fused.g, {});
-        // A GPU that keeps bf16 values in two bytes (as with a model's CUDA
-        // C, here none): the rounded rows in two, dgamma and dbeta after
-        // them in four, each read through its slice.
-        std::unique_ptr<PlanExecutor> halves =
-            emulatedGpuExecutor(fused.g, {}, GemmPrecision::F32, "// no kernels\n");
-        for (Executor *e :
-             std::initializer_list<Executor *>{&ref, &host, gpu.get(), halves.get()}) {
-          const StepResult got = e->evaluate(in, {fr, fp});
-          EXPECT_EQ(got.probes.at(fr).data, want.probes.at(v).data) << what << ": the rows";
-          EXPECT_EQ(got.probes.at(fp).data, want.probes.at(pp).data) << what << ": dgamma";
-        }
-        if (bf16)
-          for (double e : want.probes.at(v).data)
-            ASSERT_EQ(roundToBF16(static_cast<float>(e)), static_cast<float>(e)) << what;
-        // Read whole (not through a slice), such a value cannot be.
-        if (bf16) {
-          fused.g.nodes[fused.g.nodes.size() - 2].operands = {n}; // the loss: its sum
-          fused.g.nodes[fused.g.nodes.size() - 2].ints = {0, 1};
-          try {
-            emulatedGpuExecutor(fused.g, {}, GemmPrecision::F32, "// no kernels\n");
-            ADD_FAILURE() << what << ": a whole read of two-byte rows planned";
-          } catch (const std::exception &e) {
-            EXPECT_NE(std::string(e.what()).find("only slices can read it"), std::string::npos)
-                << e.what();
+        for (Shape xs : {Shape{130, 24}, Shape{7, 5}}) { // (7 x 5: the gain at an odd element)
+          if (!bf16 && !addend)
+            continue; // (nothing to fold)
+          const int64_t rows = xs[0], d = xs[1], params = centered ? 2 : 1;
+          const TensorMap in{{"x", random(xs, 31, -3, 5)},
+                             {"g", random({d}, 32)},
+                             {"dy", random(xs, 33)},
+                             {"r", random(xs, 34)}};
+          const std::string what = std::string(centered ? "layer_norm" : "rms_norm") +
+                                   (bf16 ? ", bf16" : ", f32") + (addend ? ", addend " : " ") +
+                                   shapeToString(xs);
+          // The ops it replaces, on the reference.
+          Builder plain;
+          int x = plain.input("x", xs), g = plain.input("g", {d}), dy = plain.input("dy", xs),
+              r = plain.input("r", xs);
+          int n =
+              plain.node(OpKind::NormGrad, {x, g, dy}, {rows + params, d}, {}, {1e-5}, centered);
+          int v = plain.node(OpKind::Slice, {n}, xs, {0, 0});
+          if (bf16)
+            v = plain.node(OpKind::RoundBf16, {v}, xs);
+          if (addend)
+            v = plain.node(OpKind::Add, {r, v}, xs);
+          if (addend && bf16)
+            v = plain.node(OpKind::RoundBf16, {v}, xs);
+          const int pp = plain.node(OpKind::Slice, {n}, {params, d}, {0, rows});
+          plain.yieldSum(v);
+          const StepResult want = RefExecutor(plain.g, Precision::F32).evaluate(in, {v, pp});
+          // The norm_grad that does it.
+          Builder fused;
+          x = fused.input("x", xs), g = fused.input("g", {d}), dy = fused.input("dy", xs),
+          r = fused.input("r", xs);
+          std::vector<int> ops{x, g, dy};
+          if (addend)
+            ops.push_back(r);
+          n = fused.node(OpKind::NormGrad, ops, {rows + params, d}, {}, {1e-5}, centered);
+          fused.g.nodes[n].dtype = bf16 ? DType::BF16 : DType::F32;
+          const int fr = fused.node(OpKind::Slice, {n}, xs, {0, 0});
+          const int fp = fused.node(OpKind::Slice, {n}, {params, d}, {0, rows});
+          fused.yieldSum(fr);
+          RefExecutor ref(fused.g, Precision::F32);
+          PlanExecutor host(fused.g, {});
+          std::unique_ptr<PlanExecutor> gpu = emulatedGpuExecutor(fused.g, {});
+          // A GPU that keeps bf16 values in two bytes (as with a model's CUDA
+          // C, here none): the rounded rows in two, dgamma and dbeta after
+          // them in four, each read through its slice.
+          std::unique_ptr<PlanExecutor> halves =
+              emulatedGpuExecutor(fused.g, {}, GemmPrecision::F32, "// no kernels\n");
+          for (Executor *e :
+               std::initializer_list<Executor *>{&ref, &host, gpu.get(), halves.get()}) {
+            const StepResult got = e->evaluate(in, {fr, fp});
+            EXPECT_EQ(got.probes.at(fr).data, want.probes.at(v).data) << what << ": the rows";
+            EXPECT_EQ(got.probes.at(fp).data, want.probes.at(pp).data) << what << ": dgamma";
+          }
+          if (bf16)
+            for (double e : want.probes.at(v).data)
+              ASSERT_EQ(roundToBF16(static_cast<float>(e)), static_cast<float>(e)) << what;
+          // Read whole (not through a slice), such a value cannot be.
+          if (bf16) {
+            fused.g.nodes[fused.g.nodes.size() - 2].operands = {n}; // the loss: its sum
+            fused.g.nodes[fused.g.nodes.size() - 2].ints = {0, 1};
+            try {
+              emulatedGpuExecutor(fused.g, {}, GemmPrecision::F32, "// no kernels\n");
+              ADD_FAILURE() << what << ": a whole read of two-byte rows planned";
+            } catch (const std::exception &e) {
+              EXPECT_NE(std::string(e.what()).find("only slices can read it"), std::string::npos)
+                  << e.what();
+            }
           }
         }
       }
