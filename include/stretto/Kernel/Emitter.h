@@ -41,8 +41,9 @@ std::string joinCudaSources(const std::vector<KernelSource> &kernels);
 /// constant: then a C++ loop over those dims has unit-stride or invariant
 /// loads. kernel-fuse-reductions only forms reductions that pass this.
 /// Whether `v` lives in bf16: a store_bf16 kernel's or GEMM's result, or a
-/// reshape or transpose of one (kernel-bf16-storage). Kernels read such an operand
-/// through the prelude's ST_LOAD_BF16.
+/// reshape or transpose of one (kernel-bf16-storage), or the dx rows of a
+/// train.norm_grad with kernel.store_bf16 (kernel-norm-grad-epilogue).
+/// Kernels read such an operand through the prelude's ST_LOAD_BF16.
 bool storedInBf16(mlir::Value v);
 /// Every reader of `v` (through reshapes) is a fused kernel that rounds it
 /// to bf16 before anything else: storing v rounded changes no value
