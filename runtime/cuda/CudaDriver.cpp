@@ -56,6 +56,9 @@ struct CudaDevice::Api {
   int (*memFreeHost)(void *) = nullptr;
   int (*dtohAsync)(void *, Ptr, size_t, void *) = nullptr;
   int (*eventQuery)(void *) = nullptr;
+  // The copy stream's (bound apart too).
+  int (*eventRecordWithFlags)(void *, void *, unsigned) = nullptr;
+  int (*streamWaitEvent)(void *, void *, unsigned) = nullptr;
 
   bool load() {
     if (!lib.open({"libcuda.so.1"}))
@@ -111,6 +114,13 @@ struct CudaDevice::Api {
     sym(eventQuery, "cuEventQuery");
     return lib.missing() == before;
   }
+  bool loadCopyStream() {
+    std::string before = lib.missing();
+    auto sym = [&](auto &fn, const char *name) { lib.bind(fn, name); };
+    sym(eventRecordWithFlags, "cuEventRecordWithFlags");
+    sym(streamWaitEvent, "cuStreamWaitEvent");
+    return lib.missing() == before;
+  }
 };
 
 std::unique_ptr<CudaDevice> CudaDevice::open(std::string &why) {
@@ -155,6 +165,7 @@ std::unique_ptr<CudaDevice> CudaDevice::open(std::string &why) {
     d->sms_ = 0;
   d->name_ = name;
   d->graphApi_ = a.loadGraphs();
+  d->copyApi_ = d->graphApi_ && a.loadCopyStream();
   return d;
 }
 
@@ -167,6 +178,14 @@ CudaDevice::~CudaDevice() {
     for (void *e : fenceEvents_)
       if (e)
         api_->eventDestroy(e);
+    if (copyStream_) {
+      api_->streamSynchronize(copyStream_);
+      api_->streamDestroy(copyStream_);
+    }
+    for (void *e : marks_)
+      api_->eventDestroy(e);
+    if (joinEvent_)
+      api_->eventDestroy(joinEvent_);
     api_->streamDestroy(stream_);
   }
   if (api_)
@@ -340,6 +359,43 @@ void CudaDevice::abandonCapture() {
   capturing_ = false;
   if (api_->endCapture(stream_, &graph) == 0 && graph)
     api_->graphDestroy(graph);
+}
+
+int CudaDevice::newMark() {
+  makeCurrent();
+  void *e = nullptr;
+  check(api_->eventCreate(&e, 2 /* CU_EVENT_DISABLE_TIMING */), "cuEventCreate");
+  marks_.push_back(e);
+  return static_cast<int>(marks_.size()) - 1;
+}
+
+void CudaDevice::recordMark(int mark) {
+  makeCurrent();
+  // Under capture an external event record node: each launch of the graph
+  // records the event where the graph reaches it.
+  check(api_->eventRecordWithFlags(marks_.at(static_cast<size_t>(mark)), stream_,
+                                   capturing_ ? 1u /* CU_EVENT_RECORD_EXTERNAL */ : 0u),
+        "cuEventRecordWithFlags");
+}
+
+void CudaDevice::uploadAfter(int mark, Ptr dst, const void *src, size_t bytes) {
+  makeCurrent();
+  if (!copyStream_)
+    check(api_->streamCreate(&copyStream_, 1 /* CU_STREAM_NON_BLOCKING */), "cuStreamCreate");
+  check(api_->streamWaitEvent(copyStream_, marks_.at(static_cast<size_t>(mark)), 0),
+        "cuStreamWaitEvent");
+  if (bytes)
+    check(api_->htodAsync(dst, src, bytes, copyStream_), "cuMemcpyHtoDAsync");
+}
+
+void CudaDevice::joinCopies() {
+  makeCurrent();
+  if (!copyStream_)
+    return;
+  if (!joinEvent_)
+    check(api_->eventCreate(&joinEvent_, 2 /* CU_EVENT_DISABLE_TIMING */), "cuEventCreate");
+  check(api_->eventRecord(joinEvent_, copyStream_), "cuEventRecord");
+  check(api_->streamWaitEvent(stream_, joinEvent_, 0), "cuStreamWaitEvent");
 }
 
 void CudaDevice::launchGraph(int id) {

@@ -274,6 +274,8 @@ public:
     const Recording &r = graphs.at(graph);
     for (const HostWork &w : r.before) // (each input: its copy up, queued)
       w(inputs, t);
+    if (!r.before.empty())
+      gpu->joinCopies();
     gpu->launchGraph(graph);
     yielded = r.yields;
     if (yieldSink && yielded > 0) { // left on their way to the host
@@ -339,7 +341,11 @@ public:
     yielded = 0;
   }
   // Node (phase, i)'s stage of n floats: made by an eager run, read by
-  // recordings.
+  // recordings; and its mark (GpuBackend::newMark), recorded in the graph
+  // after the graph's read of the stage: the next step's copy up (on the
+  // copy stream) waits for it, so that it overwrites the stage while the
+  // graph goes on, not before the graph has read it.
+  std::map<std::pair<int, int>, int> stageMarks;
   Ptr stage(const NodeCall &nc, int64_t n) {
     auto key = std::make_pair(static_cast<int>(nc.p.phase), nc.i);
     auto it = stages.find(key);
@@ -348,23 +354,28 @@ public:
     if (!gpu->canRecord())
       return 0;
     hostWork("an input's stage");
+    stageMarks[key] = gpu->newMark();
     return stages[key] = gpu->alloc(sizeof(float) * static_cast<size_t>(n));
   }
   // The host work of a recorded Input or StepCount node: `fill` writes its
   // n floats into page-locked memory, then their copy to its stage is
-  // queued (before the graph, which copies the stage to the node's value).
+  // queued on the copy stream, after the last launch's read of the stage
+  // (its mark), and the stream waits for the copies before the graph
+  // (replay's joinCopies), which copies the stage to the node's value.
   void recordInput(const NodeCall &nc, int64_t n,
                    std::function<void(float *, const TensorMap &, int64_t)> fill) {
     const Ptr to = stage(nc, n);
     if (!to)
       throw NotRecordable("an input without a stage");
+    const int mark = stageMarks.at({static_cast<int>(nc.p.phase), nc.i});
     const int64_t use = (static_cast<int64_t>(nc.p.phase) << 32) + nc.i;
-    open.before.push_back([this, to, use, n, fill](const TensorMap &inputs, int64_t t) {
+    open.before.push_back([this, to, use, n, fill, mark](const TensorMap &inputs, int64_t t) {
       float *p = takePinned(use, n);
       fill(p, inputs, t);
-      gpu->uploadAsync(to, p, sizeof(float) * static_cast<size_t>(n));
+      gpu->uploadAfter(mark, to, p, sizeof(float) * static_cast<size_t>(n));
     });
     copy(nc.out, reinterpret_cast<const float *>(to), n);
+    gpu->recordMark(mark);
   }
 
   const char *name() const override { return deviceName.c_str(); }
@@ -1863,6 +1874,23 @@ public:
     blas->gemm(g, a, b, c);
   }
   bool canRecord() const override { return dev->canCapture(); }
+  // The copy stream, unless the driver lacks it or STRETTO_COPY_STREAM=0.
+  bool copyStream = false;
+  int newMark() override { return copyStream ? dev->newMark() : -1; }
+  void recordMark(int mark) override {
+    if (mark >= 0)
+      dev->recordMark(mark);
+  }
+  void uploadAfter(int mark, Ptr dst, const void *src, size_t bytes) override {
+    if (mark >= 0)
+      dev->uploadAfter(mark, dst, src, bytes);
+    else
+      dev->uploadAsync(dst, src, bytes);
+  }
+  void joinCopies() override {
+    if (copyStream)
+      dev->joinCopies();
+  }
   bool bf16TensorCores() const override {
     const std::string a = dev->arch(); // sm_XY
     return a.size() >= 5 && std::atoi(a.c_str() + 3) >= 80;
@@ -1926,6 +1954,9 @@ std::unique_ptr<PlanExecutor> PlanExecutor::onCuda(const Graph &graph, const Cud
   }
   if (!gpu->dev)
     return nullptr;
+  // A step's inputs copied up on a stream of their own while the step
+  // before runs (STRETTO_COPY_STREAM=0: on the stream, before the graph).
+  gpu->copyStream = gpu->dev->canCopyAhead() && envSwitchOn("STRETTO_COPY_STREAM");
   {
     StartupTimer t("cuBLASLt");
     gpu->blas = CublasLt::open(*gpu->dev, why);

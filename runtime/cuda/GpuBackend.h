@@ -85,6 +85,21 @@ public:
   /// with the backend.
   virtual void *hostAlloc(size_t bytes) = 0;
 
+  // --- A copy stream (a step's inputs copied up while the one before runs) ---
+  /// A mark: recordMark queues it (recorded in a graph: each launch of the
+  /// graph records it where the graph reaches it). uploadAfter queues a
+  /// copy from hostAlloc'd `src` on a stream of its own, after the work
+  /// before the mark's latest record; joinCopies makes the stream wait for
+  /// every such copy so far. The defaults (no copy stream): no marks, the
+  /// copy queued on the stream.
+  virtual int newMark() { return -1; }
+  virtual void recordMark(int mark) { (void)mark; }
+  virtual void uploadAfter(int mark, Ptr dst, const void *src, size_t bytes) {
+    (void)mark;
+    uploadAsync(dst, src, bytes);
+  }
+  virtual void joinCopies() {}
+
   // --- Work the host does not wait for (queued steps) ---
   /// Queues a copy to `dst` (hostAlloc'd memory), which holds it once a
   /// fence queued after it has passed. The default waits now.

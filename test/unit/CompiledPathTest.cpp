@@ -794,7 +794,6 @@ TEST_P(CompiledPath, CudaGraphsReplayStepsBitForBit) {
 // page-locked buffer taken again before its copy ran, shows as a wrong
 // loss, and a wait for the step ahead as an idle wait.
 TEST_P(CompiledPath, QueuedStepsKeepTheDeviceBusy) {
-  emulateLazyStreams(true);
   EmulatedCase ec(GetParam(), "queued");
   Compiled &c = ec.c;
   auto &data = ec.data;
@@ -805,38 +804,48 @@ TEST_P(CompiledPath, QueuedStepsKeepTheDeviceBusy) {
       b.push_back(data->batch(Split::Train, uint64_t(step), k));
     return b;
   };
-  std::unique_ptr<PlanExecutor> waits = ec.make({}, c.cudaSource, true),
-                                queued = ec.make({}, c.cudaSource, true);
-  emulateLazyStreams(false);
-  EXPECT_TRUE(queued->queuesSteps());
-  constexpr int kSteps = 7;
-  queued->queueStep(batches(0));
-  for (int step = 0; step < kSteps; ++step) {
-    double want = 0;
-    long long idle = emulatedGpuIdleWaits();
-    for (const TensorMap &b : batches(step))
-      want += waits->microStep(b).outputs.at(0);
-    waits->update();
-    EXPECT_EQ(waits->nonFiniteState(), "") << "step " << step;
-    if (step >= 3)
-      EXPECT_GE(emulatedGpuIdleWaits() - idle, 1) << "step " << step;
-    if (step + 1 < kSteps)
-      queued->queueStep(batches(step + 1));
-    idle = emulatedGpuIdleWaits();
-    const long long waited = emulatedGpuHostWaits();
-    Executor::StepOutcome got = queued->finishStep();
-    EXPECT_EQ(got.lossSum, want) << "step " << step;
-    EXPECT_EQ(got.nonFinite, "") << "step " << step;
-    EXPECT_TRUE(got.updated);
-    if (step >= 3 && step + 1 < kSteps) {
-      EXPECT_EQ(emulatedGpuIdleWaits() - idle, 0) << "step " << step;
-      EXPECT_GE(emulatedGpuHostWaits() - waited, 1) << "step " << step;
+  // The inputs' copies on the copy stream as early as their marks let them
+  // run (a stage overwritten before its graph read it would show), then as
+  // late as the joins let them (a graph launched before its inputs' copies
+  // would show).
+  for (int timing : {1, 2}) {
+    SCOPED_TRACE(timing == 1 ? "copies early" : "copies late");
+    emulateLazyStreams(true);
+    emulateCopyStream(timing);
+    std::unique_ptr<PlanExecutor> waits = ec.make({}, c.cudaSource, true),
+                                  queued = ec.make({}, c.cudaSource, true);
+    emulateCopyStream(1);
+    emulateLazyStreams(false);
+    EXPECT_TRUE(queued->queuesSteps());
+    constexpr int kSteps = 7;
+    queued->queueStep(batches(0));
+    for (int step = 0; step < kSteps; ++step) {
+      double want = 0;
+      long long idle = emulatedGpuIdleWaits();
+      for (const TensorMap &b : batches(step))
+        want += waits->microStep(b).outputs.at(0);
+      waits->update();
+      EXPECT_EQ(waits->nonFiniteState(), "") << "step " << step;
+      if (step >= 3)
+        EXPECT_GE(emulatedGpuIdleWaits() - idle, 1) << "step " << step;
+      if (step + 1 < kSteps)
+        queued->queueStep(batches(step + 1));
+      idle = emulatedGpuIdleWaits();
+      const long long waited = emulatedGpuHostWaits();
+      Executor::StepOutcome got = queued->finishStep();
+      EXPECT_EQ(got.lossSum, want) << "step " << step;
+      EXPECT_EQ(got.nonFinite, "") << "step " << step;
+      EXPECT_TRUE(got.updated);
+      if (step >= 3 && step + 1 < kSteps) {
+        EXPECT_EQ(emulatedGpuIdleWaits() - idle, 0) << "step " << step;
+        EXPECT_GE(emulatedGpuHostWaits() - waited, 1) << "step " << step;
+      }
     }
+    EXPECT_THROW(queued->finishStep(), std::runtime_error);
+    EXPECT_GT(queued->stats().graphLaunches, 0);
+    for (const StateDecl &s : c.graph.states)
+      EXPECT_EQ(waits->getState(s.name).data, queued->getState(s.name).data) << s.name;
   }
-  EXPECT_THROW(queued->finishStep(), std::runtime_error);
-  EXPECT_GT(queued->stats().graphLaunches, 0);
-  for (const StateDecl &s : c.graph.states)
-    EXPECT_EQ(waits->getState(s.name).data, queued->getState(s.name).data) << s.name;
 }
 
 // Queued steps on an emulated GPU that runs every piece of work the moment

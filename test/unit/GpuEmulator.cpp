@@ -435,6 +435,7 @@ std::atomic<long long> gDirectWork{0};
 std::atomic<long long> gDownloadedBytes{0};
 std::atomic<bool> gTensorCores{false};
 std::atomic<bool> gLazyStreams{false};
+std::atomic<int> gCopyStream{1};
 std::atomic<long long> gHostWaits{0}, gIdleWaits{0};
 std::mutex gLaunchCountsLock;
 std::map<std::string, long long> gLaunchCounts; // launches run, by kernel name
@@ -700,6 +701,7 @@ public:
   void queue(std::function<void()> work) {
     if (recording) {
       tape.push_back(std::move(work));
+      tapeMarks.push_back(-1);
       return;
     }
     ++gDirectWork;
@@ -721,8 +723,63 @@ public:
       ++doneWork;
       w();
     }
+    if (upTo < 0) // (late copies nothing waited for: after everything)
+      for (std::function<void()> &c : std::exchange(lateCopies, {}))
+        c();
     if (pending.empty())
       ++gIdleWaits;
+  }
+
+  // The copy stream (see emulateCopyStream). A mark's latest record: the
+  // number of the stream item that records it (done once doneWork reaches
+  // it; 0: none yet).
+  int newMark() override {
+    if (copyTiming == 0)
+      return -1;
+    markAt.push_back(0);
+    return static_cast<int>(markAt.size()) - 1;
+  }
+  void recordMark(int mark) override {
+    if (mark < 0)
+      return;
+    if (recording) {
+      tape.push_back([] {});
+      tapeMarks.push_back(mark);
+      return;
+    }
+    run([] {});
+    markAt.at(static_cast<size_t>(mark)) = queuedWork;
+  }
+  void uploadAfter(int mark, Ptr dst, const void *src, size_t bytes) override {
+    if (mark < 0)
+      return uploadAsync(dst, src, bytes);
+    notCapturing("a copy on the copy stream");
+    if (!isHostAlloc(src, bytes))
+      throw std::runtime_error("emulated GPU: a copy-stream upload from pageable host memory");
+    std::function<void()> copy = [=] { std::memcpy(reinterpret_cast<void *>(dst), src, bytes); };
+    if (!lazy) { // (the mark has run: everything runs at once)
+      ++gDirectWork;
+      return copy();
+    }
+    if (copyTiming == 2) {
+      lateCopies.push_back(std::move(copy));
+      return;
+    }
+    const long long at = markAt.at(static_cast<size_t>(mark));
+    if (at <= doneWork) // the mark has passed: the copy runs now
+      return copy();
+    // Right after the mark's item: items after it move one on, and so do
+    // the fences and marks that count them.
+    pending.insert(pending.begin() + (at - doneWork), std::move(copy));
+    ++queuedWork;
+    for (long long &f : fences)
+      f += f > at;
+    for (long long &m : markAt)
+      m += m > at;
+  }
+  void joinCopies() override {
+    for (std::function<void()> &c : std::exchange(lateCopies, {}))
+      run(std::move(c));
   }
   void uploadAsync(Ptr dst, const void *src, size_t bytes) override {
     if (recording && !isHostAlloc(src, bytes))
@@ -789,20 +846,31 @@ public:
       throw std::runtime_error("emulated GPU: endRecording without a capture");
     recording = false;
     graphs.push_back(std::move(tape));
+    graphMarks.push_back(std::move(tapeMarks));
     tape.clear();
+    tapeMarks.clear();
     return static_cast<int>(graphs.size()) - 1;
   }
   void abandonRecording() override {
     recording = false;
     tape.clear();
+    tapeMarks.clear();
   }
   void launchGraph(int id) override {
     notCapturing("a graph launch");
     ++gGraphLaunches;
-    for (const std::function<void()> &work : graphs.at(static_cast<size_t>(id)))
-      run(work);
+    const std::vector<std::function<void()>> &work = graphs.at(static_cast<size_t>(id));
+    const std::vector<int> &marks = graphMarks.at(static_cast<size_t>(id));
+    for (size_t k = 0; k < work.size(); ++k) {
+      run(work[k]);
+      if (marks[k] >= 0) // (each launch records the mark where it reaches it)
+        markAt.at(static_cast<size_t>(marks[k])) = lazy ? queuedWork : doneWork;
+    }
   }
-  void dropGraphs() override { graphs.clear(); }
+  void dropGraphs() override {
+    graphs.clear();
+    graphMarks.clear();
+  }
   void *hostAlloc(size_t bytes) override {
     hostBlocks.emplace_back(new char[bytes ? bytes : 1], bytes);
     return hostBlocks.back().first.get();
@@ -994,6 +1062,11 @@ private:
   bool tensorCores = gTensorCores.load(); // as emulateTensorCores said at its creation
   std::vector<std::function<void()>> tape;                // the open capture
   std::vector<std::vector<std::function<void()>>> graphs; // by id
+  std::vector<int> tapeMarks;                             // by tape item: its mark, or -1
+  std::vector<std::vector<int>> graphMarks;               // by id, by item
+  int copyTiming = gCopyStream.load();                    // as emulateCopyStream said
+  std::vector<long long> markAt;                          // by mark
+  std::vector<std::function<void()>> lateCopies;          // copyTiming 2: not yet joined
   std::vector<std::pair<std::unique_ptr<char[]>, size_t>> hostBlocks;
   // A lazy stream (emulateLazyStreams): work waits here until the host
   // waits for it; items queued and run so far; each fence's item count.
@@ -1058,6 +1131,7 @@ long long emulatedGpuDownloadedBytes() { return gDownloadedBytes; }
 void emulateTensorCores(bool on) { gTensorCores = on; }
 void refuseGemmEpilogues(bool on) { gRefuseEpilogues = on; }
 void emulateLazyStreams(bool on) { gLazyStreams = on; }
+void emulateCopyStream(int timing) { gCopyStream = timing; }
 long long emulatedGpuHostWaits() { return gHostWaits; }
 long long emulatedGpuIdleWaits() { return gIdleWaits; }
 long long emulatedGpuLaunchesOf(const std::string &prefix) {

@@ -76,6 +76,14 @@ void refuseGemmEpilogues(bool on);
 /// memory is read or written when its copy runs, as on a GPU whose stream
 /// runs behind the host. Default: at once.
 void emulateLazyStreams(bool on);
+/// The copy stream (GpuBackend::uploadAfter) of emulated GPUs made from
+/// now on: 0 none (inputs copied on the stream), 1 (the default) each copy
+/// run as early as its mark allows, 2 as late as the stream's waits allow
+/// (at joinCopies, else after everything). With a lazy stream, early runs
+/// a copy right after the mark's latest record (a mark recorded before
+/// the graph has read the stage lets the copy overwrite it first), late
+/// at the join (a missing join lets the graph read the stage first).
+void emulateCopyStream(int timing);
 /// Host waits for an emulated GPU's stream so far, and those of them that
 /// left nothing queued (the device would idle until the host queues more).
 long long emulatedGpuHostWaits();

@@ -111,6 +111,21 @@ public:
   void waitFence(int64_t ticket); // cuEventSynchronize
   static constexpr int kFenceEvents = 64;
 
+  // --- A copy stream: a step's inputs copied up while the step before runs ---
+  /// Whether the driver has what the copy stream needs
+  /// (cuEventRecordWithFlags, cuStreamWaitEvent).
+  bool canCopyAhead() const { return copyApi_; }
+  /// A mark (an event): recordMark queues it on the stream (under capture
+  /// an external event record node: each launch of the graph records it
+  /// where the graph reaches it); uploadAfter queues a copy from
+  /// page-locked `src` on the copy stream, after the work before the
+  /// mark's latest record; joinCopies makes the stream wait for every copy
+  /// queued on the copy stream so far.
+  int newMark();
+  void recordMark(int mark);
+  void uploadAfter(int mark, Ptr dst, const void *src, size_t bytes);
+  void joinCopies();
+
 private:
   CudaDevice() = default;
   struct Api;
@@ -129,6 +144,10 @@ private:
   std::vector<void *> hostBlocks_;
   std::vector<void *> fenceEvents_; // CUevents, ticket t at t % kFenceEvents
   int64_t fences_ = 0;
+  bool copyApi_ = false;
+  void *copyStream_ = nullptr; // made at the first uploadAfter
+  std::vector<void *> marks_;  // CUevents, by mark
+  void *joinEvent_ = nullptr;  // the copy stream's, for joinCopies
   void check(int rc, const char *what) const;
 };
 
