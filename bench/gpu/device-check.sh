@@ -190,6 +190,17 @@ for n in gpt-tiny gpt-tiny-micro2; do
     "steps queued ahead vs one at a time, bit for bit" 0 0
 done
 
+# 1e'. The batches' copies up on a copy stream of their own (the default:
+# each waits for an event the graph records after it read the input's
+# buffer, and the stream waits for the copies before the next graph) and
+# on the compute stream before each graph (STRETTO_COPY_STREAM=0) copy the
+# same batches: the same losses and parameters bit for bit (a copy that
+# overwrote a buffer before its graph read it would show). One plan only:
+# the check phase has 130 s for all of this. On the CPU (a dry run)
+# nothing is copied up: both runs are the same run.
+unchanged_by gpt-tiny STRETTO_COPY_STREAM "copy stream" "copies on the stream" \
+  "copy stream vs copies on the stream, bit for bit" 0 0
+
 # 1f. The update's chains (a parameter's moment kernels with its step
 # kernel as one kernel, element by element: runtime/exec/UpdateChains.h)
 # against their multi-tensor groups (STRETTO_UPDATE_CHAINS=0): the same
