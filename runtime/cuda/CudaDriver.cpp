@@ -165,7 +165,29 @@ std::unique_ptr<CudaDevice> CudaDevice::open(std::string &why) {
     d->sms_ = 0;
   d->name_ = name;
   d->graphApi_ = a.loadGraphs();
-  d->copyApi_ = d->graphApi_ && a.loadCopyStream();
+  // The copy stream relies on an event recorded under capture (an
+  // external event record node) that a stream can wait for: a graph of one
+  // such node is captured, launched and waited for once here; where any of
+  // it fails, copies stay on the stream.
+  auto externalEventsWork = [&a, stream = d->stream_] {
+    void *e = nullptr, *graph = nullptr, *exec = nullptr;
+    bool ok = a.eventCreate(&e, 2 /* CU_EVENT_DISABLE_TIMING */) == 0 &&
+              a.beginCapture(stream, 1 /* THREAD_LOCAL */) == 0;
+    if (ok) {
+      const bool recorded = a.eventRecordWithFlags(e, stream, 1 /* EXTERNAL */) == 0;
+      ok = a.endCapture(stream, &graph) == 0 && recorded && graph &&
+           a.graphInstantiate(&exec, graph, 0) == 0 && a.graphLaunch(exec, stream) == 0 &&
+           a.streamWaitEvent(stream, e, 0) == 0 && a.streamSynchronize(stream) == 0;
+    }
+    if (exec)
+      a.graphExecDestroy(exec);
+    if (graph)
+      a.graphDestroy(graph);
+    if (e)
+      a.eventDestroy(e);
+    return ok;
+  };
+  d->copyApi_ = d->graphApi_ && a.loadCopyStream() && externalEventsWork();
   return d;
 }
 
