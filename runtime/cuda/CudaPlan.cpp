@@ -272,8 +272,13 @@ public:
   }
   void replay(int graph, const TensorMap &inputs, int64_t t, StepResult &result) override {
     const Recording &r = graphs.at(graph);
-    for (const HostWork &w : r.before) // (each input: its copy up, queued)
-      w(inputs, t);
+    try {
+      for (const HostWork &w : r.before) // (each input: its copy up, queued)
+        w(inputs, t);
+    } catch (...) { // (a bad batch: the copies queued so far joined all the same)
+      gpu->joinCopies();
+      throw;
+    }
     if (!r.before.empty())
       gpu->joinCopies();
     gpu->launchGraph(graph);
