@@ -388,6 +388,30 @@ struct PlanExecutor::Impl {
            ", a value stored in bf16 (kernel-bf16-storage): only views of whole leading rows can";
   }
 
+  // Why node n cannot read an operand as p stores it ("" when it can):
+  // who may read a two-byte value is what kernel-bf16-storage allows
+  // (norm_grad: its x, dy and addend, not gamma), and a value two bytes an
+  // element at the front and four after (Slot::halfLead) only slices read.
+  static std::string twoByteReadError(const Node &n, const PhasePlan &p) {
+    static constexpr OpKind kReadsBf16[] = {
+        OpKind::Gemm,      OpKind::Reshape, OpKind::Transpose, OpKind::Kernel,
+        OpKind::ReduceSum, OpKind::Slice,   OpKind::Attention, OpKind::AttentionGrad};
+    const bool readsBf16 =
+        std::find(std::begin(kReadsBf16), std::end(kReadsBf16), n.kind) != std::end(kReadsBf16);
+    for (size_t k = 0; k < n.operands.size(); ++k) {
+      const int o = n.operands[k];
+      if (p.slots[o].half && !(n.kind == OpKind::NormGrad && k != 1) && !readsBf16)
+        return std::string(opKindName(n.kind)) + " reads node " + std::to_string(o) +
+               ", a value stored in bf16 (kernel-bf16-storage), which this op cannot read on "
+               "this device";
+      if (p.slots[o].halfLead > 0 && n.kind != OpKind::Slice)
+        return std::string(opKindName(n.kind)) + " reads node " + std::to_string(o) +
+               " whole, whose rows are in two bytes and the rest in four "
+               "(kernel-norm-grad-epilogue): only slices can read it";
+    }
+    return "";
+  }
+
   // Plans `order` (ascending nodes of `phase`); values of `keep` live to the
   // end (probes). Writes and Grad values live to the end too: they commit
   // only once the whole phase succeeded.
@@ -479,27 +503,10 @@ struct PlanExecutor::Impl {
         p.unplannedFloats += alignUp(s.size);
         break;
       }
-      // Who may read a two-byte value: what kernel-bf16-storage allows
-      // (norm_grad: its x and dy, not gamma).
-      static constexpr OpKind kReadsBf16[] = {OpKind::Gemm,      OpKind::Reshape,
-                                              OpKind::Transpose, OpKind::Kernel,
-                                              OpKind::ReduceSum, OpKind::Slice,
-                                              OpKind::Attention, OpKind::AttentionGrad};
-      for (size_t k = 0; k < n.operands.size(); ++k)
-        if (const int o = n.operands[k];
-            p.slots[o].half && !(n.kind == OpKind::NormGrad && k != 1) &&
-            std::find(std::begin(kReadsBf16), std::end(kReadsBf16), n.kind) ==
-                std::end(kReadsBf16)) {
-          cur = phase;
-          fail(i, std::string(opKindName(n.kind)) + " reads node " + std::to_string(o) +
-                      ", a value stored in bf16 (kernel-bf16-storage), which this op cannot "
-                      "read on this device");
-        } else if (p.slots[o].halfLead > 0 && n.kind != OpKind::Slice) {
-          cur = phase;
-          fail(i, std::string(opKindName(n.kind)) + " reads node " + std::to_string(o) +
-                      " whole, whose rows are in two bytes and the rest in four "
-                      "(kernel-norm-grad-epilogue): only slices can read it");
-        }
+      if (std::string e = twoByteReadError(n, p); !e.empty()) {
+        cur = phase;
+        fail(i, e);
+      }
     }
     // A Write whose value is a state's old value, of a state this phase
     // writes (another one, or the same one more than once), must see that
