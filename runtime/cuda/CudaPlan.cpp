@@ -1307,11 +1307,11 @@ void CudaPlanDevice::opNormGrad(NodeCall &nc) {
   // st_norm_grad_put): rounded, an addend, the rows in two bytes where the
   // plan keeps them so (Slot::halfLead; the gain and bias rows after them
   // in four, from halfLeadFloats on).
-  enum { kRound = 1, kAdd = 2, kAdd16 = 4, kOut16 = 8 }; // RuntimeOps.cu's ST_NG_*
   const int64_t halfRows = nc.p.slots[nc.i].halfLead; // elements in two bytes
   const bool addend = nc.n.operands.size() == 4, half = halfRows > 0;
-  const int epi = (nc.n.dtype == DType::BF16 ? kRound : 0) | (addend ? kAdd : 0) |
-                  (addend && nc.half(3) ? kAdd16 : 0) | (half ? kOut16 : 0);
+  namespace km = kernelmath; // st_norm_grad_epilogue's bits
+  const int epi = (nc.n.dtype == DType::BF16 ? km::ST_NG_ROUND : 0) | (addend ? km::ST_NG_ADD : 0) |
+                  (addend && nc.half(3) ? km::ST_NG_ADD16 : 0) | (half ? km::ST_NG_OUT16 : 0);
   const void *add = addend ? nc.in(3) : nullptr;
   void *dx = nc.out;
   launchHalfRows(("st_norm_grad_rows16" + x16).c_str(), rows, rows, d,

@@ -205,24 +205,17 @@ extern "C" __global__ void st_norm_rows(i64 rows, i64 d, float eps, const float 
   }
 }
 
-/* norm_grad's epilogue (kernel-norm-grad-epilogue; OpSemantics.h's
- * normGradEpilogue) on element i of the rows, `epi` of these bits: the
- * value rounded to bf16 (ST_NG_ROUND), plus element i of `add`, four bytes
- * an element or two (ST_NG_ADD16), rounded again; then stored in four
- * bytes, or in two (ST_NG_OUT16: the bf16's bits, exact as it is
- * rounded). */
-#define ST_NG_ROUND 1
-#define ST_NG_ADD 2
-#define ST_NG_ADD16 4
-#define ST_NG_OUT16 8
+/* norm_grad's epilogue (kernel-norm-grad-epilogue: KernelMath.inc's
+ * st_norm_grad_epilogue and its ST_NG_* bits) on element i of the rows:
+ * element i of `add` read in four bytes or in two (ST_NG_ADD16), the value
+ * stored in four bytes or in two (ST_NG_OUT16: the bf16's bits, exact as
+ * it is rounded). */
 ST_FN void st_norm_grad_put(int epi, const void *add, void *dx, i64 i, float v) {
-  if (epi & ST_NG_ROUND)
-    v = st_round_bf16(v);
-  if (epi & ST_NG_ADD) {
-    const float a = (epi & ST_NG_ADD16) ? st_widen(((const unsigned short *)add)[i])
-                                        : ((const float *)add)[i];
-    v = (epi & ST_NG_ROUND) ? st_round_bf16(a + v) : a + v;
-  }
+  float a = 0.0f;
+  if (epi & ST_NG_ADD)
+    a = (epi & ST_NG_ADD16) ? st_widen(((const unsigned short *)add)[i])
+                            : ((const float *)add)[i];
+  v = st_norm_grad_epilogue(epi, v, a);
   if (epi & ST_NG_OUT16)
     ((unsigned short *)dx)[i] = (unsigned short)((unsigned int)st_bits_of(v) >> 16);
   else

@@ -115,12 +115,9 @@ void normGradChunk(const T *x, const T *gamma, const T *dy, T *dx, int64_t n, in
 // one (rounded again): bf16(addend + bf16(dx)), as the residual add's
 // kernel it replaces computed it.
 template <typename T> void normGradEpilogue(T *dx, const T *addend, int64_t n, bool round) {
-  for (int64_t e = 0; e < n; ++e) {
-    T v = round ? kernelmath::st_round_bf16(dx[e]) : dx[e];
-    if (addend)
-      v = round ? kernelmath::st_round_bf16(addend[e] + v) : addend[e] + v;
-    dx[e] = v;
-  }
+  const int epi = (round ? kernelmath::ST_NG_ROUND : 0) | (addend ? kernelmath::ST_NG_ADD : 0);
+  for (int64_t e = 0; e < n; ++e)
+    dx[e] = kernelmath::st_norm_grad_epilogue(epi, dx[e], addend ? addend[e] : T(0));
 }
 // dgamma (and dbeta; pb, dbeta null: RmsNorm) from `chunks` partials.
 template <typename T>
