@@ -262,9 +262,16 @@ ST_FN void st_norm_param_partials_of(i64 rows, i64 d, i64 per, i64 chunks, const
   ST_LOOP(e, chunks * d) {
     i64 c = e / d, j = e % d, end = (c + 1) * per < rows ? (c + 1) * per : rows;
     float g = 0.0f, b = 0.0f;
-    for (i64 r = c * per; r < end; ++r)
-      st_norm_param_accumulate(x + r * d, dy + r * d, mean[r], rstd[r], j, (i64)1, &g,
-                               pb ? &b : (float *)0);
+    // (two loops, each with pointers the compiler sees: a pointer chosen
+    // at run time between &b and null put b in local memory, ptxas -v's
+    // stack frame of 8 bytes, a load and a store a row)
+    if (pb)
+      for (i64 r = c * per; r < end; ++r)
+        st_norm_param_accumulate(x + r * d, dy + r * d, mean[r], rstd[r], j, (i64)1, &g, &b);
+    else
+      for (i64 r = c * per; r < end; ++r)
+        st_norm_param_accumulate(x + r * d, dy + r * d, mean[r], rstd[r], j, (i64)1, &g,
+                                 (float *)0);
     pg[e] = g;
     if (pb)
       pb[e] = b;
@@ -653,6 +660,18 @@ ST_FN unsigned st_warp_or(unsigned x) {
 #endif
 ST_FN float st_lane_shfl(float v, int src) { return __shfl_sync(0xffffffffu, v, src); }
 
+/* The loops over a warp's fragments and accumulator tiles (constant trip
+ * counts) fully unrolled, so that their arrays (acc[D / 8][4], s[4][4], the
+ * fragments' parts) are indexed by constants and stay in registers: left to
+ * the compiler, the D = 64 kernels kept acc and s in local memory (a stack
+ * frame of 192 bytes in the forward, 384 in dK/dV's kernel; ptxas -v), a
+ * load and a store around every mma. NvrtcTest checks the frames are
+ * empty. (No effect on the values: the same operations in the same order.) */
+#if defined(__CUDACC_RTC__) || defined(__CUDACC__)
+#define ST_UNROLL _Pragma("unroll")
+#else
+#define ST_UNROLL
+#endif
 /* A fragment (4 registers) or B fragment (2), as its three bf16 parts;
  * `any`: bit 0 when some lane's middle part is not zero, bit 1 its low part. */
 template <int N> struct StSplit {
@@ -740,7 +759,7 @@ ST_FN StSplit<4> st_frag_a(StIn m, i64 ld, i64 rows, int k0) {
   const int lane = (int)(threadIdx.x & 31u), g = lane >> 2, t = lane & 3;
   if (m.half) {
     StSplit<4> f;
-    for (int h = 0; h < 2; ++h) {
+    ST_UNROLL for (int h = 0; h < 2; ++h) {
       const i64 row = (g + 8 * h) * ld + k0 + 2 * t;
       const bool ok = g + 8 * h < rows;
       f.p[0][h] = ok ? st_pair16(m, row) : 0u;
@@ -750,7 +769,7 @@ ST_FN StSplit<4> st_frag_a(StIn m, i64 ld, i64 rows, int k0) {
     return f;
   }
   float x[2][4];
-  for (int h = 0; h < 2; ++h) {
+  ST_UNROLL for (int h = 0; h < 2; ++h) {
     const i64 row = (g + 8 * h) * ld + k0 + 2 * t;
     const bool ok = g + 8 * h < rows;
     x[h][0] = ok ? st_in(m, row) : 0.0f;
@@ -820,7 +839,7 @@ ST_FN StSplit<2> st_frag_b_cols(StIn m, i64 ld, i64 rows) {
   if (m.half) { // (rows k and k + 1 of column g: two loads, one register)
     const unsigned short *b = (const unsigned short *)m.p;
     StSplit<2> f;
-    for (int r = 0; r < 2; ++r) {
+    ST_UNROLL for (int r = 0; r < 2; ++r) {
       const int k = 2 * t + 8 * r;
       const unsigned lo = k < rows ? b[k * ld + g] : 0u, hi = k + 1 < rows ? b[(k + 1) * ld + g] : 0u;
       f.p[0][r] = lo | (hi << 16);
@@ -829,7 +848,7 @@ ST_FN StSplit<2> st_frag_b_cols(StIn m, i64 ld, i64 rows) {
     return f;
   }
   float x[4];
-  for (int e = 0; e < 4; ++e) {
+  ST_UNROLL for (int e = 0; e < 4; ++e) {
     const int k = 2 * t + (e & 1) + 8 * (e >> 1);
     x[e] = k < rows ? st_in(m, k * ld + g) : 0.0f;
   }
@@ -889,12 +908,12 @@ template <int D> ST_FN StIn st_stage32(unsigned *sm, StIn x, i64 ld, i64 n) {
  * heads of a packed [B, T, P, H, D] interleave: StRows). */
 template <int D>
 ST_FN void st_scores32(float (*s)[4], StIn a, i64 aRows, i64 lda, StIn b, i64 bRows, i64 ldb) {
-  for (int nb = 0; nb < 4; ++nb)
-    for (int i = 0; i < 4; ++i)
+  ST_UNROLL for (int nb = 0; nb < 4; ++nb)
+    ST_UNROLL for (int i = 0; i < 4; ++i)
       s[nb][i] = 0.0f;
-  for (int kc = 0; kc < D; kc += 16) {
+  ST_UNROLL for (int kc = 0; kc < D; kc += 16) {
     const StSplit<4> fa = st_frag_a(a, lda, aRows, kc);
-    for (int nb = 0; nb < 4; ++nb)
+    ST_UNROLL for (int nb = 0; nb < 4; ++nb)
       st_mma_split(s[nb], fa, st_frag_b_rows(st_in_plus(b, nb * 8 * ldb), ldb, bRows - nb * 8, kc));
   }
 }
@@ -902,9 +921,9 @@ ST_FN void st_scores32(float (*s)[4], StIn a, i64 aRows, i64 lda, StIn b, i64 bR
  * first where bf16), m's 32 rows (ldm elements apart). */
 template <int D>
 ST_FN void st_times_rows(float (*acc)[4], float (*p)[4], StIn m, i64 mRows, i64 ldm, int bf16) {
-  for (int kc = 0; kc < 2; ++kc) {
+  ST_UNROLL for (int kc = 0; kc < 2; ++kc) {
     const StSplit<4> fa = st_frag_a_acc(p[2 * kc], p[2 * kc + 1], bf16);
-    for (int nd = 0; nd < D / 8; ++nd)
+    ST_UNROLL for (int nd = 0; nd < D / 8; ++nd)
       st_mma_split(acc[nd], fa,
                    st_frag_b_cols(st_in_plus(m, kc * 16 * ldm + nd * 8), ldm, mRows - kc * 16));
   }
@@ -937,8 +956,8 @@ ST_FN void st_flash_mma_fwd(i64 bh, i64 tq, i64 tk, int causal, float scale, i64
     const i64 kend = causal ? st_min64(tk, r0 + 16) : tk,
               bend = causal ? st_min64(tk, gr.first + gr.span) : tk;
     float acc[D / 8][4], m[2] = {ST_NEG_INF, ST_NEG_INF}, l[2] = {0.0f, 0.0f};
-    for (int nd = 0; nd < D / 8; ++nd)
-      for (int i = 0; i < 4; ++i)
+    ST_UNROLL for (int nd = 0; nd < D / 8; ++nd)
+      ST_UNROLL for (int i = 0; i < 4; ++i)
         acc[nd][i] = 0.0f;
     for (i64 j0 = 0; j0 < bend; j0 += 32) {
       __syncthreads(); /* (every warp is done with the chunk before) */
@@ -950,25 +969,25 @@ ST_FN void st_flash_mma_fwd(i64 bh, i64 tq, i64 tk, int causal, float scale, i64
       float s[4][4];
       st_scores32<D>(s, qt, rows, rq.st, ks, tk - j0, ST_SM_LD(D));
       float mx[2] = {m[0], m[1]};
-      for (int nb = 0; nb < 4; ++nb)
-        for (int i = 0; i < 4; ++i) {
+      ST_UNROLL for (int nb = 0; nb < 4; ++nb)
+        ST_UNROLL for (int i = 0; i < 4; ++i) {
           const i64 row = r0 + g + 8 * (i >> 1), key = j0 + nb * 8 + 2 * t + (i & 1);
           const bool ok = key < tk && (!causal || key <= row);
           s[nb][i] = ok ? s[nb][i] * scale : ST_NEG_INF;
           mx[i >> 1] = fmaxf(mx[i >> 1], s[nb][i]);
         }
-      for (int h = 0; h < 2; ++h) {
+      ST_UNROLL for (int h = 0; h < 2; ++h) {
         mx[h] = st_group_max(mx[h]);
         const float c = m[h] == ST_NEG_INF ? 0.0f : st_exp(m[h] - mx[h]);
         l[h] *= c;
         m[h] = mx[h];
-        for (int nd = 0; nd < D / 8; ++nd) {
+        ST_UNROLL for (int nd = 0; nd < D / 8; ++nd) {
           acc[nd][2 * h] *= c;
           acc[nd][2 * h + 1] *= c;
         }
       }
-      for (int nb = 0; nb < 4; ++nb)
-        for (int i = 0; i < 4; ++i) {
+      ST_UNROLL for (int nb = 0; nb < 4; ++nb)
+        ST_UNROLL for (int i = 0; i < 4; ++i) {
           const float p = s[nb][i] == ST_NEG_INF ? 0.0f : st_exp(s[nb][i] - m[i >> 1]);
           s[nb][i] = p;
           l[i >> 1] += p;
@@ -977,10 +996,10 @@ ST_FN void st_flash_mma_fwd(i64 bh, i64 tq, i64 tk, int causal, float scale, i64
     }
     if (rows == 0)
       continue;
-    for (int h = 0; h < 2; ++h)
+    ST_UNROLL for (int h = 0; h < 2; ++h)
       l[h] = st_group_sum(l[h]);
-    for (int nd = 0; nd < D / 8; ++nd)
-      for (int i = 0; i < 4; ++i) {
+    ST_UNROLL for (int nd = 0; nd < D / 8; ++nd)
+      ST_UNROLL for (int i = 0; i < 4; ++i) {
         const int row = g + 8 * (i >> 1);
         if (row < rows)
           st_store_out(o, st_row0(ro, heads, b) + (r0 + row) * ro.st + nd * 8 + 2 * t + (i & 1),
@@ -1020,8 +1039,8 @@ ST_FN void st_flash_mma_bwd_q(i64 bh, i64 tq, i64 tk, int causal, float scale, i
 #define ST_MMA_SCORES                                                                           \
   st_scores32<D>(s, qt, rows, rq.st, ks, tk - j0, ST_SM_LD(D));                                 \
   st_scores32<D>(dp, gt, rows, ro.st, vs, tk - j0, ST_SM_LD(D));                                \
-  for (int nb = 0; nb < 4; ++nb)                                                                \
-    for (int i = 0; i < 4; ++i) {                                                               \
+  ST_UNROLL for (int nb = 0; nb < 4; ++nb)                                                      \
+    ST_UNROLL for (int i = 0; i < 4; ++i) {                                                     \
       const i64 row = r0 + g + 8 * (i >> 1), key = j0 + nb * 8 + 2 * t + (i & 1);              \
       const bool ok = key < tk && (!causal || key <= row);                                      \
       s[nb][i] = ok ? s[nb][i] * scale : ST_NEG_INF;                                            \
@@ -1030,36 +1049,36 @@ ST_FN void st_flash_mma_bwd_q(i64 bh, i64 tq, i64 tk, int causal, float scale, i
       ST_MMA_STAGE
       ST_MMA_SCORES
       float mx[2] = {m[0], m[1]};
-      for (int nb = 0; nb < 4; ++nb)
-        for (int i = 0; i < 4; ++i)
+      ST_UNROLL for (int nb = 0; nb < 4; ++nb)
+        ST_UNROLL for (int i = 0; i < 4; ++i)
           mx[i >> 1] = fmaxf(mx[i >> 1], s[nb][i]);
-      for (int h = 0; h < 2; ++h) {
+      ST_UNROLL for (int h = 0; h < 2; ++h) {
         mx[h] = st_group_max(mx[h]);
         const float c = m[h] == ST_NEG_INF ? 0.0f : st_exp(m[h] - mx[h]);
         l[h] *= c;
         inner[h] *= c;
         m[h] = mx[h];
       }
-      for (int nb = 0; nb < 4; ++nb)
-        for (int i = 0; i < 4; ++i) {
+      ST_UNROLL for (int nb = 0; nb < 4; ++nb)
+        ST_UNROLL for (int i = 0; i < 4; ++i) {
           const float p = s[nb][i] == ST_NEG_INF ? 0.0f : st_exp(s[nb][i] - m[i >> 1]);
           l[i >> 1] += p;
           inner[i >> 1] += p * dp[nb][i];
         }
     }
-    for (int h = 0; h < 2; ++h) {
+    ST_UNROLL for (int h = 0; h < 2; ++h) {
       l[h] = st_group_sum(l[h]);
       inner[h] = l[h] > 0.0f ? st_group_sum(inner[h]) / l[h] : 0.0f;
     }
     float acc[D / 8][4];
-    for (int nd = 0; nd < D / 8; ++nd)
-      for (int i = 0; i < 4; ++i)
+    ST_UNROLL for (int nd = 0; nd < D / 8; ++nd)
+      ST_UNROLL for (int i = 0; i < 4; ++i)
         acc[nd][i] = 0.0f;
     for (i64 j0 = 0; j0 < bend; j0 += 32) {
       ST_MMA_STAGE
       ST_MMA_SCORES
-      for (int nb = 0; nb < 4; ++nb)
-        for (int i = 0; i < 4; ++i) {
+      ST_UNROLL for (int nb = 0; nb < 4; ++nb)
+        ST_UNROLL for (int i = 0; i < 4; ++i) {
           const int h = i >> 1;
           const float p = s[nb][i] == ST_NEG_INF ? 0.0f : st_exp(s[nb][i] - m[h]) / l[h];
           s[nb][i] = p * (dp[nb][i] - inner[h]) * scale;
@@ -1068,15 +1087,15 @@ ST_FN void st_flash_mma_bwd_q(i64 bh, i64 tq, i64 tk, int causal, float scale, i
     }
 #undef ST_MMA_STAGE
 #undef ST_MMA_SCORES
-    for (int nd = 0; nd < D / 8; ++nd)
-      for (int i = 0; i < 4; ++i) {
+    ST_UNROLL for (int nd = 0; nd < D / 8; ++nd)
+      ST_UNROLL for (int i = 0; i < 4; ++i) {
         const int row = g + 8 * (i >> 1);
         if (row < rows)
           st_store_out(dq, st_row0(rq, heads, b) + (r0 + row) * rq.st + nd * 8 + 2 * t + (i & 1),
                        acc[nd][i], halves);
       }
     if (t == 0)
-      for (int h = 0; h < 2; ++h)
+      ST_UNROLL for (int h = 0; h < 2; ++h)
         if (g + 8 * h < rows) {
           float *st = stats + 3 * (b * tq + r0 + g + 8 * h);
           st[0] = m[h];
@@ -1102,8 +1121,8 @@ ST_FN void st_flash_mma_bwd_kv(i64 bh, i64 tq, i64 tk, int causal, float scale, 
     const StIn qb = st_in_plus(q, st_row0(rq, heads, b)), gb = st_in_plus(g_, st_row0(ro, heads, b));
     const float *sb = stats + 3 * b * tq;
     float ak[D / 8][4], av[D / 8][4];
-    for (int nd = 0; nd < D / 8; ++nd)
-      for (int i = 0; i < 4; ++i)
+    ST_UNROLL for (int nd = 0; nd < D / 8; ++nd)
+      ST_UNROLL for (int i = 0; i < 4; ++i)
         ak[nd][i] = av[nd][i] = 0.0f;
     // The queries that see the block's keys, 32 at a time, staged by the
     // block; a warp skips the chunks whose queries all precede its keys.
@@ -1117,8 +1136,8 @@ ST_FN void st_flash_mma_bwd_kv(i64 bh, i64 tq, i64 tk, int causal, float scale, 
       float s[4][4], dp[4][4];
       st_scores32<D>(s, kt, keys, rk.st, qs, tq - i0, ST_SM_LD(D));
       st_scores32<D>(dp, vt, keys, rk.st, gs, tq - i0, ST_SM_LD(D));
-      for (int nb = 0; nb < 4; ++nb)
-        for (int i = 0; i < 4; ++i) {
+      ST_UNROLL for (int nb = 0; nb < 4; ++nb)
+        ST_UNROLL for (int i = 0; i < 4; ++i) {
           const i64 key = c0 + g + 8 * (i >> 1), query = i0 + nb * 8 + 2 * t + (i & 1);
           const bool ok = query < tq && key < tk && (!causal || key <= query);
           const float *st = sb + 3 * (ok ? query : 0);
@@ -1129,8 +1148,8 @@ ST_FN void st_flash_mma_bwd_kv(i64 bh, i64 tq, i64 tk, int causal, float scale, 
       st_times_rows<D>(av, s, gs, tq - i0, ST_SM_LD(D), halves & 64);
       st_times_rows<D>(ak, dp, qs, tq - i0, ST_SM_LD(D), halves & 64);
     }
-    for (int nd = 0; nd < D / 8; ++nd)
-      for (int i = 0; i < 4; ++i) {
+    ST_UNROLL for (int nd = 0; nd < D / 8; ++nd)
+      ST_UNROLL for (int i = 0; i < 4; ++i) {
         const int row = g + 8 * (i >> 1);
         if (row < keys) {
           const i64 at = k0 + row * rk.st + nd * 8 + 2 * t + (i & 1);

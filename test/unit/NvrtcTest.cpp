@@ -241,6 +241,25 @@ TEST(NvrtcTest, RuntimeKernelsCompileForSm90AndSm80) {
       for (auto it = std::sregex_iterator(r.log.begin(), r.log.end(), spill);
            it != std::sregex_iterator(); ++it)
         EXPECT_TRUE(std::stoi((*it)[1]) == 0 && std::stoi((*it)[2]) == 0) << arch << ":\n" << r.log;
+      // No kernel keeps values in local memory (a stack frame: an array
+      // indexed at run time, a variable whose address escapes), but for
+      // these, off the paths a plan on a GPU with tensor cores takes: the
+      // thread-per-row softmax kernels' 16 lane sums (the GPU launches
+      // the half-warp *_rows16 forms), the CUDA-core attention's 32 scores
+      // of a chunk (head dim 8, or a GPU before sm_80) and an unfused
+      // unary op's table. The tensor-core attention's accumulators and
+      // norm_grad's parameter partials were there until their loops were
+      // unrolled and their pointers made plain.
+      const std::set<std::string> framed = {"st_softmax_rows",  "st_softmax_grad_rows",
+                                            "st_flash_fwd_d16", "st_flash_fwd_d32",
+                                            "st_flash_fwd_d64", "st_unary_op"};
+      std::regex frame(R"(Function properties for (\w+)\s*\nptxas\s+\.\s+(\d+) bytes stack frame)");
+      int frames = 0;
+      for (auto it = std::sregex_iterator(r.log.begin(), r.log.end(), frame);
+           it != std::sregex_iterator(); ++it, ++frames)
+        if (!framed.count((*it)[1].str()))
+          EXPECT_EQ((*it)[2].str(), "0") << arch << ": " << (*it)[1] << " has a stack frame";
+      EXPECT_GT(frames, 0) << "no stack frame report in the ptxas log of unit " << u;
       std::regex regs(R"(Function properties for (st_flash_mma_\w+)[\s\S]*?Used (\d+) registers)");
       for (auto it = std::sregex_iterator(r.log.begin(), r.log.end(), regs);
            it != std::sregex_iterator(); ++it)
