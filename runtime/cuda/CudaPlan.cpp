@@ -161,7 +161,15 @@ public:
   bool recording = false;
   Recording open;
   std::map<int, Recording> graphs; // by the backend's graph id
-  std::map<std::pair<int, int>, Ptr> stages; // (phase, node) -> device floats
+  // An input's stage and its mark (GpuBackend::newMark), recorded in the
+  // graph after the graph's read of the stage: the next step's copy up (on
+  // the copy stream) waits for it, so that it overwrites the stage while
+  // the graph goes on, not before the graph has read it.
+  struct Stage {
+    Ptr at = 0;
+    int mark = -1;
+  };
+  std::map<std::pair<int, int>, Stage> stages; // by (phase, node)
 
   // Page-locked buffers the stream reads (inputs on their way up) or
   // writes (yields, the states' flag) after the host has moved on. One is
@@ -239,8 +247,8 @@ public:
       for (Ptr p : {finiteTable.device, finiteFlag})
         if (p)
           gpu->free(p);
-      for (auto &[k, p] : stages)
-        gpu->free(p);
+      for (auto &[k, st] : stages)
+        gpu->free(st.at);
     } catch (...) {
     }
   }
@@ -345,22 +353,18 @@ public:
       result.outputs.push_back(static_cast<double>(x));
     yielded = 0;
   }
-  // Node (phase, i)'s stage of n floats: made by an eager run, read by
-  // recordings; and its mark (GpuBackend::newMark), recorded in the graph
-  // after the graph's read of the stage: the next step's copy up (on the
-  // copy stream) waits for it, so that it overwrites the stage while the
-  // graph goes on, not before the graph has read it.
-  std::map<std::pair<int, int>, int> stageMarks;
-  Ptr stage(const NodeCall &nc, int64_t n) {
+  // Node (phase, i)'s stage of n floats and its mark: made by an eager
+  // run, read by recordings (null where the device cannot record).
+  const Stage *stage(const NodeCall &nc, int64_t n) {
     auto key = std::make_pair(static_cast<int>(nc.p.phase), nc.i);
     auto it = stages.find(key);
     if (it != stages.end())
-      return it->second;
+      return &it->second;
     if (!gpu->canRecord())
-      return 0;
+      return nullptr;
     hostWork("an input's stage");
-    stageMarks[key] = gpu->newMark();
-    return stages[key] = gpu->alloc(sizeof(float) * static_cast<size_t>(n));
+    Stage st{gpu->alloc(sizeof(float) * static_cast<size_t>(n)), gpu->newMark()};
+    return &(stages[key] = st);
   }
   // The host work of a recorded Input or StepCount node: `fill` writes its
   // n floats into page-locked memory, then their copy to its stage is
@@ -369,10 +373,11 @@ public:
   // (replay's joinCopies), which copies the stage to the node's value.
   void recordInput(const NodeCall &nc, int64_t n,
                    std::function<void(float *, const TensorMap &, int64_t)> fill) {
-    const Ptr to = stage(nc, n);
-    if (!to)
+    const Stage *st = stage(nc, n);
+    if (!st)
       throw NotRecordable("an input without a stage");
-    const int mark = stageMarks.at({static_cast<int>(nc.p.phase), nc.i});
+    const Ptr to = st->at;
+    const int mark = st->mark;
     const int64_t use = (static_cast<int64_t>(nc.p.phase) << 32) + nc.i;
     open.before.push_back([this, to, use, n, fill, mark](const TensorMap &inputs, int64_t t) {
       float *p = takePinned(use, n);

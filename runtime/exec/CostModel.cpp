@@ -140,9 +140,8 @@ struct Costing {
 
   // The CUDA runtime's own ops of several launches, priced by their bytes:
   // opNormGrad (dx row by row: x, the gain, dy and any addend read, dx
-  // written; each
-  // chunk of rows' partial gain (and bias) gradients, reading x and dy
-  // again; the chunks added: three launches) and opScatterRows (the
+  // written; each chunk of rows' partial gain (and bias) gradients, reading
+  // x and dy again; the chunks added: three launches) and opScatterRows (the
   // chunks' first rows set to none, each id's rows linked, a thread a row
   // then a thread an id, then a thread per (id, column) adding its rows:
   // four launches, g read and y written once) and opCrossEntropy (each
